@@ -1,0 +1,171 @@
+"""Per-log configuration: Kafka's topic-level property names, types and defaults.
+
+A topic config is the broker's defaults (the ``log.*`` properties, mapped by
+``BROKER_SYNONYMS``) overlaid with the topic's own overrides. Unknown names and invalid
+values raise ConfigError naming the property.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from engine.errors import ConfigError
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    segment_bytes: int = 1073741824  # segment.bytes
+    segment_ms: int = 604800000  # segment.ms
+    segment_jitter_ms: int = 0  # segment.jitter.ms
+    segment_index_bytes: int = 10485760  # segment.index.bytes
+    index_interval_bytes: int = 4096  # index.interval.bytes
+    retention_ms: int = 604800000  # retention.ms (-1: unlimited)
+    retention_bytes: int = -1  # retention.bytes (-1: unlimited)
+    max_message_bytes: int = 1048588  # max.message.bytes
+    message_timestamp_type: str = "CreateTime"  # message.timestamp.type
+    message_timestamp_before_max_ms: int = LONG_MAX  # message.timestamp.before.max.ms
+    message_timestamp_after_max_ms: int = 3600000  # message.timestamp.after.max.ms
+    flush_messages: int = LONG_MAX  # flush.messages
+    flush_ms: int = LONG_MAX  # flush.ms
+    file_delete_delay_ms: int = 60000  # file.delete.delay.ms
+    cleanup_policy: str = "delete"  # cleanup.policy
+    compression_type: str = "producer"  # compression.type
+    min_insync_replicas: int = 1  # min.insync.replicas
+    unclean_leader_election_enable: bool = False  # unclean.leader.election.enable
+    preallocate: bool = False  # preallocate
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == "LogAppendTime"
+
+    def with_overrides(self, overrides: dict[str, Any]) -> LogConfig:
+        """A copy with topic-level overrides (Kafka names, string or typed values)."""
+        changes = {}
+        for name, raw in overrides.items():
+            spec = TOPIC_CONFIGS.get(name)
+            if spec is None:
+                raise ConfigError(name, "unknown topic config")
+            changes[spec.attr] = spec.parse(name, raw)
+        return replace(self, **changes)
+
+    def to_properties(self) -> dict[str, str]:
+        out = {}
+        for name, spec in TOPIC_CONFIGS.items():
+            value = getattr(self, spec.attr)
+            out[name] = str(value).lower() if isinstance(value, bool) else str(value)
+        return out
+
+
+@dataclass(frozen=True)
+class _Spec:
+    attr: str
+    kind: type
+    minimum: int | None = None
+    choices: tuple[str, ...] | None = None
+
+    def parse(self, name: str, raw: Any) -> Any:
+        if self.kind is bool:
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text not in ("true", "false"):
+                raise ConfigError(name, f"expected true or false, got {raw!r}")
+            return text == "true"
+        if self.kind is int:
+            try:
+                value = int(str(raw).strip())
+            except ValueError:
+                raise ConfigError(name, f"expected an integer, got {raw!r}") from None
+            if self.minimum is not None and value < self.minimum:
+                raise ConfigError(name, f"must be at least {self.minimum}, got {value}")
+            if not -(2**63) <= value <= LONG_MAX:
+                raise ConfigError(name, f"out of range: {value}")
+            return value
+        text = str(raw).strip()
+        if self.choices is not None:
+            parts = [p.strip() for p in text.split(",")] if name == "cleanup.policy" else [text]
+            for part in parts:
+                if part not in self.choices:
+                    raise ConfigError(name, f"must be one of {', '.join(self.choices)}, got {raw!r}")
+            text = ",".join(parts)
+        return text
+
+
+TOPIC_CONFIGS: dict[str, _Spec] = {
+    "segment.bytes": _Spec("segment_bytes", int, 14),
+    "segment.ms": _Spec("segment_ms", int, 1),
+    "segment.jitter.ms": _Spec("segment_jitter_ms", int, 0),
+    "segment.index.bytes": _Spec("segment_index_bytes", int, 4),
+    "index.interval.bytes": _Spec("index_interval_bytes", int, 0),
+    "retention.ms": _Spec("retention_ms", int, -1),
+    "retention.bytes": _Spec("retention_bytes", int, -1),
+    "max.message.bytes": _Spec("max_message_bytes", int, 0),
+    "message.timestamp.type": _Spec(
+        "message_timestamp_type", str, choices=("CreateTime", "LogAppendTime")
+    ),
+    "message.timestamp.before.max.ms": _Spec("message_timestamp_before_max_ms", int, 0),
+    "message.timestamp.after.max.ms": _Spec("message_timestamp_after_max_ms", int, 0),
+    "flush.messages": _Spec("flush_messages", int, 1),
+    "flush.ms": _Spec("flush_ms", int, 0),
+    "file.delete.delay.ms": _Spec("file_delete_delay_ms", int, 0),
+    "cleanup.policy": _Spec("cleanup_policy", str, choices=("delete", "compact")),
+    "compression.type": _Spec(
+        "compression_type", str,
+        choices=("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+    ),
+    "min.insync.replicas": _Spec("min_insync_replicas", int, 1),
+    "unclean.leader.election.enable": _Spec("unclean_leader_election_enable", bool),
+    "preallocate": _Spec("preallocate", bool),
+}
+
+# Broker property -> topic property it supplies the default for.
+BROKER_SYNONYMS: dict[str, str] = {
+    "log.segment.bytes": "segment.bytes",
+    "log.roll.ms": "segment.ms",
+    "log.roll.jitter.ms": "segment.jitter.ms",
+    "log.index.size.max.bytes": "segment.index.bytes",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "log.retention.ms": "retention.ms",
+    "log.retention.bytes": "retention.bytes",
+    "message.max.bytes": "max.message.bytes",
+    "log.message.timestamp.type": "message.timestamp.type",
+    "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
+    "log.flush.interval.messages": "flush.messages",
+    "log.flush.interval.ms": "flush.ms",
+    "log.segment.delete.delay.ms": "file.delete.delay.ms",
+    "log.cleanup.policy": "cleanup.policy",
+    "compression.type": "compression.type",
+    "min.insync.replicas": "min.insync.replicas",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+    "log.preallocate": "preallocate",
+}
+
+# Coarser broker properties, used when the finer one is absent: (name, factor to ms).
+_COARSE_MS = {
+    "log.roll.ms": [("log.roll.hours", 3600000)],
+    "log.retention.ms": [("log.retention.minutes", 60000), ("log.retention.hours", 3600000)],
+}
+
+
+def log_config_from_broker(props: dict[str, Any]) -> LogConfig:
+    """Broker-level defaults for every topic, from ``log.*`` properties (others ignored)."""
+    overrides: dict[str, Any] = {}
+    for broker_name, coarse in _COARSE_MS.items():
+        if broker_name in props:
+            continue
+        for name, factor in coarse:
+            if name in props:
+                value = _Spec("", int, -1).parse(name, props[name])
+                overrides[BROKER_SYNONYMS[broker_name]] = value * factor if value >= 0 else value
+                break
+    for broker_name, topic_name in BROKER_SYNONYMS.items():
+        if broker_name in props:
+            overrides[topic_name] = TOPIC_CONFIGS[topic_name].parse(broker_name, props[broker_name])
+    return LogConfig().with_overrides(overrides)
+
+
+assert {spec.attr for spec in TOPIC_CONFIGS.values()} == {f.name for f in fields(LogConfig)}

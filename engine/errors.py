@@ -1,0 +1,52 @@
+"""Errors the storage engine raises; each maps to one Kafka error code at the broker."""
+from ext.errors import CorruptRecordError, InvalidIndexError
+
+__all__ = [
+    "CorruptRecordError",
+    "InvalidIndexError",
+    "StorageError",
+    "OffsetOutOfRangeError",
+    "RecordTooLargeError",
+    "InvalidTimestampError",
+    "InvalidRecordError",
+    "UnexpectedAppendOffsetError",
+    "LogDirError",
+    "ConfigError",
+]
+
+
+class StorageError(Exception):
+    """Base class of the engine's own errors."""
+
+
+class OffsetOutOfRangeError(StorageError):
+    """A read or a truncation named an offset outside [log start offset, log end offset]."""
+
+
+class RecordTooLargeError(StorageError):
+    """A batch is larger than max.message.bytes or the segment size."""
+
+
+class InvalidTimestampError(StorageError):
+    """A CreateTime batch's timestamps lie outside message.timestamp.{before,after}.max.ms."""
+
+
+class InvalidRecordError(StorageError):
+    """A well-formed batch that a leader must not accept (e.g. an empty batch, a control
+    batch from a client)."""
+
+
+class UnexpectedAppendOffsetError(StorageError):
+    """A follower append whose first offset is below the log end offset."""
+
+
+class LogDirError(StorageError):
+    """A log directory is unusable: bad meta.properties, unreadable, or not ours."""
+
+
+class ConfigError(ValueError):
+    """An unknown or invalid property; the message names it."""
+
+    def __init__(self, name: str, message: str):
+        super().__init__(f"{name}: {message}")
+        self.name = name

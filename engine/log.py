@@ -1,0 +1,495 @@
+"""Log: one partition directory of segments.
+
+Theory of operation. Offsets [log_start_offset, log_end_offset) are readable. A leader
+append validates the producer's batches in C, assigns offsets by patching each batch's
+baseOffset in place and writes them to the active segment in one write; a follower append
+takes the leader's offsets as they are. The active segment rolls on segment.bytes,
+segment.ms, a full index, or an offset the relative index cannot hold. Reads return file
+slices for sendfile, bounded by the log end offset, the high watermark or (for
+read_committed, once transactions exist) the last stable offset.
+
+Invariants:
+    log_start_offset <= high_watermark <= log_end_offset
+    recovery_point <= log_end_offset; everything below it has been fsynced
+    segments are contiguous in offsets; the last one is the active segment
+    the leader-epoch cache covers [log_start_offset, log_end_offset)
+
+Times are milliseconds passed in by the caller (``now_ms``); the log keeps no clock.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from bisect import bisect_right
+from dataclasses import dataclass
+
+from engine.config import LogConfig
+from engine.errors import (
+    InvalidRecordError,
+    InvalidTimestampError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    UnexpectedAppendOffsetError,
+)
+from engine.reader import file_name, parse_partition_dir
+from engine.recovery import load_log
+from engine.segment import FileSlice, LogSegment
+from ext.batch import TIMESTAMP_LOG_APPEND_TIME, BatchSummary, assign_offsets, scan
+from ext.epoch import LeaderEpochCache
+
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+PARTITION_METADATA = "partition.metadata"
+
+# Fetch isolation: how far a read may go.
+FETCH_LOG_END = "log_end"  # replicas
+FETCH_HIGH_WATERMARK = "high_watermark"  # consumers, read_uncommitted
+FETCH_TXN_COMMITTED = "txn_committed"  # consumers, read_committed
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class LogAppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    records_count: int
+    valid_bytes: int
+
+
+@dataclass(frozen=True)
+class FetchDataInfo:
+    """What a read found: the slice to send (None when there is nothing) and where it starts."""
+
+    fetch_offset: int
+    records: FileSlice | None
+    first_batch_offset: int = -1
+
+    @property
+    def size(self) -> int:
+        return 0 if self.records is None else self.records.size
+
+
+class Log:
+    def __init__(
+        self,
+        directory: str,
+        config: LogConfig | None = None,
+        *,
+        log_start_offset: int = 0,
+        recovery_point: int = 0,
+        high_watermark: int | None = None,
+        had_clean_shutdown: bool = True,
+        topic_id: str | None = None,
+    ):
+        self.dir = directory
+        self.config = config or LogConfig()
+        parsed = parse_partition_dir(os.path.basename(os.path.normpath(directory)))
+        self.topic, self.partition = parsed if parsed else ("", 0)
+        self.topic_id = topic_id
+        os.makedirs(directory, exist_ok=True)
+        self.leader_epoch_cache = LeaderEpochCache(os.path.join(directory, LEADER_EPOCH_CHECKPOINT))
+        loaded = load_log(
+            directory,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_size=self.config.segment_index_bytes,
+            log_start_offset=log_start_offset,
+            recovery_point=recovery_point,
+            had_clean_shutdown=had_clean_shutdown,
+            epoch_cache=self.leader_epoch_cache,
+        )
+        self.segments: list[LogSegment] = loaded.segments
+        self._bases = [s.base_offset for s in self.segments]
+        self.log_end_offset = loaded.log_end_offset
+        self.recovery_point = loaded.recovery_point
+        self.log_start_offset = loaded.log_start_offset
+        self.truncated_on_load = loaded.truncated_bytes
+        if self.log_start_offset > self.log_end_offset:
+            self.truncate_fully_and_start_at(self.log_start_offset)
+        hw = self.log_start_offset if high_watermark is None else high_watermark
+        self.high_watermark = min(max(hw, self.log_start_offset), self.log_end_offset)
+        self.leader_epoch_cache.flush()
+        self.unflushed_messages = 0
+        self.last_flush_ms = _now_ms()
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._bound_cache: tuple[tuple[int, int], int | None] | None = None
+
+    # ---- state ---------------------------------------------------------------------------
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.leader_epoch_cache.latest_epoch
+
+    def __repr__(self) -> str:
+        return (f"Log({self.dir}, start={self.log_start_offset}, hw={self.high_watermark}, "
+                f"end={self.log_end_offset}, segments={len(self.segments)})")
+
+    # ---- appends -------------------------------------------------------------------------
+
+    def append_as_leader(self, buf: bytearray | memoryview, leader_epoch: int,
+                         now_ms: int | None = None) -> LogAppendInfo:
+        """Validate the producer's batches, assign offsets from the log end offset, stamp the
+        leader epoch, and append. ``buf`` must be writable: offsets are patched in place."""
+        now_ms = _now_ms() if now_ms is None else now_ms
+        append_time = now_ms if self.config.log_append_time else -1
+        summary = assign_offsets(buf, self.log_end_offset, leader_epoch, append_time)
+        self._check_batches(buf, summary, now_ms, from_client=True)
+        if leader_epoch >= 0:
+            self.leader_epoch_cache.assign(leader_epoch, summary.first_offset)
+        return self._append(buf, summary, now_ms, append_time)
+
+    def append_as_follower(self, buf: bytes | bytearray | memoryview,
+                           now_ms: int | None = None) -> LogAppendInfo:
+        """Append the leader's batches with their offsets and epochs as they are."""
+        now_ms = _now_ms() if now_ms is None else now_ms
+        summary = scan(buf, 0, True, False)
+        if summary.count == 0:
+            return self._empty_append_info()
+        if summary.first_offset < self.log_end_offset:
+            raise UnexpectedAppendOffsetError(
+                f"{self.dir}: first offset {summary.first_offset} is below the log end offset "
+                f"{self.log_end_offset}"
+            )
+        self._check_batches(buf, summary, now_ms, from_client=False)
+        for epoch, first in zip(summary.partition_leader_epochs, summary.base_offsets):
+            if epoch > self.leader_epoch_cache.latest_epoch:
+                self.leader_epoch_cache.assign(epoch, first)
+        return self._append(buf, summary, now_ms, -1)
+
+    def _check_batches(self, buf, summary: BatchSummary, now_ms: int, from_client: bool) -> None:
+        config = self.config
+        if summary.count == 0 and from_client:
+            raise InvalidRecordError("produce request holds no record batch")
+        if summary.valid_bytes > config.segment_bytes:
+            raise RecordTooLargeError(
+                f"{summary.valid_bytes} bytes exceed segment.bytes {config.segment_bytes}"
+            )
+        for size in summary.sizes:
+            if size > config.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"a batch of {size} bytes exceeds max.message.bytes {config.max_message_bytes}"
+                )
+        if not from_client:
+            return
+        for attributes, records in zip(summary.attributes, summary.records_counts):
+            if attributes & 0x20:
+                raise InvalidRecordError("clients may not write control batches")
+            if records == 0:
+                raise InvalidRecordError("a batch with no records")
+        if not config.log_append_time:
+            before = config.message_timestamp_before_max_ms
+            after = config.message_timestamp_after_max_ms
+            for first_ts, max_ts in zip(summary.base_timestamps, summary.max_timestamps):
+                for ts in (first_ts, max_ts):
+                    if ts >= 0 and (now_ms - ts > before or ts - now_ms > after):
+                        raise InvalidTimestampError(
+                            f"timestamp {ts} is outside message.timestamp.before.max.ms={before} / "
+                            f"message.timestamp.after.max.ms={after} of now ({now_ms})"
+                        )
+
+    def _append(self, buf, summary: BatchSummary, now_ms: int, append_time: int) -> LogAppendInfo:
+        segment = self._maybe_roll(summary.valid_bytes, summary.max_timestamp, summary.last_offset, now_ms)
+        segment.append(buf, summary)
+        self.log_end_offset = summary.last_offset + 1
+        self.unflushed_messages += summary.records_count
+        if self.unflushed_messages >= self.config.flush_messages:
+            self.flush()
+        return LogAppendInfo(
+            first_offset=summary.first_offset,
+            last_offset=summary.last_offset,
+            max_timestamp=summary.max_timestamp,
+            offset_of_max_timestamp=summary.offset_of_max_timestamp,
+            log_append_time=append_time,
+            log_start_offset=self.log_start_offset,
+            records_count=summary.records_count,
+            valid_bytes=summary.valid_bytes,
+        )
+
+    def _empty_append_info(self) -> LogAppendInfo:
+        return LogAppendInfo(-1, -1, -1, -1, -1, self.log_start_offset, 0, 0)
+
+    # ---- rolling -------------------------------------------------------------------------
+
+    def _maybe_roll(self, batch_bytes: int, max_timestamp: int, last_offset: int, now_ms: int) -> LogSegment:
+        segment = self.active_segment
+        roll_ms = self.config.segment_ms - self.config.segment_jitter_ms
+        if segment.should_roll(batch_bytes, max_timestamp, last_offset,
+                               self.config.segment_bytes, roll_ms, now_ms):
+            return self.roll(now_ms)
+        return segment
+
+    def roll(self, now_ms: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end offset (an empty active segment stays)."""
+        active = self.active_segment
+        if active.size == 0 and active.base_offset == self.log_end_offset:
+            return active
+        active.on_become_inactive()
+        segment = LogSegment(
+            self.dir, self.log_end_offset, self.config.index_interval_bytes,
+            self.config.segment_index_bytes, create=True,
+            rolling_based_time_ms=None,
+        )
+        if now_ms is not None:
+            segment.created_ms = now_ms
+        self.segments.append(segment)
+        self._bases.append(segment.base_offset)
+        return segment
+
+    # ---- reads ---------------------------------------------------------------------------
+
+    def fetch_upper_bound(self, isolation: str) -> int:
+        if isolation == FETCH_LOG_END:
+            return self.log_end_offset
+        return self.high_watermark  # the last stable offset equals the HW until transactions land
+
+    def read(self, start_offset: int, max_bytes: int, isolation: str = FETCH_LOG_END,
+             min_one_message: bool = True) -> FetchDataInfo:
+        """Whole batches from the one holding ``start_offset``: at most ``max_bytes`` (but at
+        least one batch with min_one_message, KIP-74), none past the isolation bound."""
+        if start_offset < self.log_start_offset or start_offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} is outside [{self.log_start_offset}, {self.log_end_offset}] "
+                f"of {self.dir}"
+            )
+        upper = self.fetch_upper_bound(isolation)
+        if start_offset >= upper:
+            return FetchDataInfo(start_offset, None)
+        i = self._segment_index(start_offset)
+        while i < len(self.segments):
+            segment = self.segments[i]
+            if segment.base_offset >= upper:
+                break
+            max_position = None
+            if upper < self.log_end_offset and (
+                i + 1 >= len(self.segments) or self.segments[i + 1].base_offset > upper
+            ):
+                max_position = self._position_of(segment, upper)
+            found = segment.read(start_offset, max_bytes, max_position, min_one_message)
+            if found is not None:
+                first, records = found
+                return FetchDataInfo(start_offset, records, first.base_offset)
+            i += 1
+        return FetchDataInfo(start_offset, None)
+
+    def _position_of(self, segment: LogSegment, offset: int) -> int | None:
+        """The file position of the batch holding ``offset`` (a fetch's upper bound), cached:
+        below the log end offset a log changes only by truncation and segment deletion,
+        which clear the cache."""
+        key = (segment.base_offset, offset)
+        if self._bound_cache is not None and self._bound_cache[0] == key:
+            return self._bound_cache[1]
+        bound = segment.translate_offset(offset)
+        position = None if bound is None else bound.position
+        self._bound_cache = (key, position)
+        return position
+
+    def _segment_index(self, offset: int) -> int:
+        return max(0, bisect_right(self._bases, offset) - 1)
+
+    def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= ``timestamp``."""
+        for segment in self.segments:
+            if segment.max_timestamp_so_far < timestamp:
+                continue
+            found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+            if found is not None:
+                return found
+        return None
+
+    def offset_of_max_timestamp(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the batch holding the largest timestamp (ListOffsets -3)."""
+        best = None
+        for segment in self.segments:
+            ts = segment.max_timestamp_so_far
+            if ts >= 0 and (best is None or ts > best[1]):
+                best = (segment.offset_of_max_timestamp_so_far, ts)
+        return best
+
+    # ---- high watermark and log start ----------------------------------------------------
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the HW, clamped to [log_start_offset, log_end_offset]. Returns the new HW."""
+        self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+        return self.high_watermark
+
+    def maybe_increment_high_watermark(self, offset: int) -> bool:
+        if offset > self.high_watermark:
+            self.update_high_watermark(offset)
+            return True
+        return False
+
+    def maybe_increment_log_start_offset(self, new_start: int) -> bool:
+        """DeleteRecords: raise the log start offset (up to the HW). Segments wholly below it
+        go on the next retention pass."""
+        if new_start > self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot move the log start offset to {new_start} past the high watermark "
+                f"{self.high_watermark}"
+            )
+        if new_start <= self.log_start_offset:
+            return False
+        self.log_start_offset = new_start
+        self.leader_epoch_cache.truncate_from_start(new_start)
+        return True
+
+    # ---- truncation ----------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every offset >= ``offset`` (a follower truncating to the leader's log).
+        Returns True if anything was removed."""
+        if offset < 0:
+            raise ValueError(f"cannot truncate to a negative offset {offset}")
+        if offset >= self.log_end_offset:
+            return False
+        self._bound_cache = None
+        if offset < self.active_segment.base_offset and offset < self.segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+            self.segments.pop().close_and_delete()
+            self._bases.pop()
+        active = self.segments[-1]
+        active.truncate_to(offset)
+        active.resize_indexes(self.config.segment_index_bytes)
+        # A batch straddling ``offset`` went whole, so the end may be below ``offset``.
+        end = min(offset, active.read_next_offset())
+        self.log_end_offset = end
+        self.high_watermark = min(self.high_watermark, end)
+        self.recovery_point = min(self.recovery_point, end)
+        self.leader_epoch_cache.truncate_from_end(end)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment and restart the log empty at ``offset``."""
+        self._bound_cache = None
+        for segment in self.segments:
+            segment.close_and_delete()
+        self.segments = [LogSegment(self.dir, offset, self.config.index_interval_bytes,
+                                    self.config.segment_index_bytes, create=True)]
+        self._bases = [offset]
+        self.leader_epoch_cache.clear()
+        self.log_start_offset = self.log_end_offset = self.high_watermark = offset
+        self.recovery_point = offset
+
+    # ---- flushing ------------------------------------------------------------------------
+
+    def flush(self, offset: int | None = None, now_ms: int | None = None) -> None:
+        """fsync segments up to ``offset`` (default: the log end offset) and move the
+        recovery point there."""
+        offset = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
+        if offset <= self.recovery_point:
+            return
+        for segment in self.segments[self._segment_index(self.recovery_point):]:
+            if segment.base_offset >= offset:
+                break
+            segment.flush()
+        self.recovery_point = offset
+        self.unflushed_messages = 0
+        self.last_flush_ms = _now_ms() if now_ms is None else now_ms
+
+    def maybe_flush(self, now_ms: int) -> None:
+        """flush.ms policy (flush.messages is checked on append)."""
+        if now_ms - self.last_flush_ms >= self.config.flush_ms:
+            self.flush(now_ms=now_ms)
+
+    # ---- retention -----------------------------------------------------------------------
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Retention: remove whole segments below the log start offset, older than
+        retention.ms (by their largest timestamp) or beyond retention.bytes. Never removes
+        data at or above the high watermark; if every segment is deletable, rolls first so
+        an empty active segment remains. Returns the number of segments deleted."""
+        now_ms = _now_ms() if now_ms is None else now_ms
+        config = self.config
+        deleted = self._delete_segments(now_ms, lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset)
+        if config.retention_ms >= 0:
+            deleted += self._delete_segments(now_ms, lambda seg, nxt: now_ms - seg.largest_timestamp() > config.retention_ms)
+        if config.retention_bytes >= 0:
+            excess = self.size_in_bytes - config.retention_bytes
+
+            def over_size(seg: LogSegment, nxt: LogSegment | None) -> bool:
+                nonlocal excess
+                if excess - seg.size >= 0:
+                    excess -= seg.size
+                    return True
+                return False
+
+            deleted += self._delete_segments(now_ms, over_size)
+        return deleted
+
+    def _delete_segments(self, now_ms: int, predicate) -> int:
+        deletable: list[LogSegment] = []
+        for i, segment in enumerate(self.segments):
+            nxt = self.segments[i + 1] if i + 1 < len(self.segments) else None
+            upper = nxt.base_offset if nxt is not None else self.log_end_offset
+            if upper > self.high_watermark or not predicate(segment, nxt):
+                break
+            if nxt is None and segment.size == 0:
+                break
+            deletable.append(segment)
+        if not deletable:
+            return 0
+        if deletable[-1] is self.active_segment:
+            self.roll()
+        self._bound_cache = None
+        due = now_ms + self.config.file_delete_delay_ms
+        for segment in deletable:
+            self.segments.remove(segment)
+            segment.mark_deleted()
+            self._pending_deletes.append((due, segment))
+        self._bases = [s.base_offset for s in self.segments]
+        new_start = self.segments[0].base_offset
+        if new_start > self.log_start_offset:
+            self.log_start_offset = new_start
+            self.high_watermark = max(self.high_watermark, new_start)
+            self.leader_epoch_cache.truncate_from_start(new_start)
+        return len(deletable)
+
+    def delete_pending_segments(self, now_ms: int | None = None, force: bool = False) -> int:
+        """Close and unlink segments whose file.delete.delay.ms has passed."""
+        now_ms = _now_ms() if now_ms is None else now_ms
+        keep, done = [], 0
+        for due, segment in self._pending_deletes:
+            if force or due <= now_ms:
+                segment.close_and_delete()
+                done += 1
+            else:
+                keep.append((due, segment))
+        self._pending_deletes = keep
+        return done
+
+    # ---- lifecycle -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        self.delete_pending_segments(force=True)
+        self.leader_epoch_cache.flush()
+        for segment in self.segments:
+            segment.close()
+
+    def delete(self) -> None:
+        """Close and remove the whole directory."""
+        self.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def segment_files(self) -> list[str]:
+        return [file_name(s.base_offset, ".log") for s in self.segments]
+
+
+__all__ = [
+    "Log", "LogAppendInfo", "FetchDataInfo", "FETCH_LOG_END", "FETCH_HIGH_WATERMARK",
+    "FETCH_TXN_COMMITTED", "TIMESTAMP_LOG_APPEND_TIME",
+]

@@ -1,0 +1,238 @@
+"""LogManager: the partitions of one node across its log.dirs.
+
+Each log dir holds (as Apache Kafka lays it out)::
+
+    meta.properties                      cluster.id, node.id, directory.id, version=1
+    .lock                                flock'd while a process owns the dir
+    .kafka_cleanshutdown                 present only between a clean shutdown and the next start
+    replication-offset-checkpoint        high watermarks
+    recovery-point-offset-checkpoint     offsets below which everything was fsynced
+    log-start-offset-checkpoint          log start offsets (raised by retention/DeleteRecords)
+    <topic>-<partition>/                 one Log each
+    <topic>-<partition>.<id>-delete/     a deleted partition awaiting removal
+
+Startup loads every partition, recovering those of a dir without the clean-shutdown marker
+past their recovery points, then removes the marker. Shutdown flushes every log, writes the
+three checkpoints, closes the logs and writes the marker last.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import shutil
+import uuid
+
+from engine.checkpoint import (
+    new_uuid,
+    read_offset_checkpoint,
+    read_partition_metadata,
+    read_properties,
+    write_atomically,
+    write_meta_properties,
+    write_offset_checkpoint,
+    write_partition_metadata,
+)
+from engine.config import LogConfig
+from engine.errors import LogDirError
+from engine.log import PARTITION_METADATA, Log
+from engine.reader import parse_partition_dir
+
+log = logging.getLogger(__name__)
+
+META_PROPERTIES = "meta.properties"
+LOCK_FILE = ".lock"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
+DELETE_SUFFIX = "-delete"
+METADATA_PARTITION_DIR = "__cluster_metadata-0"
+
+TopicPartition = tuple[str, int]
+
+
+def format_log_dir(path: str, cluster_id: str, node_id: int, directory_id: str | None = None) -> str:
+    """Write meta.properties into a new or empty log dir; returns its directory id."""
+    os.makedirs(path, exist_ok=True)
+    meta = os.path.join(path, META_PROPERTIES)
+    if os.path.exists(meta):
+        raise LogDirError(f"{path} is already formatted ({META_PROPERTIES} exists)")
+    directory_id = directory_id or new_uuid()
+    write_meta_properties(meta, cluster_id, node_id, directory_id)
+    return directory_id
+
+
+def read_meta_properties(path: str) -> dict[str, str] | None:
+    meta = os.path.join(path, META_PROPERTIES)
+    if not os.path.exists(meta):
+        return None
+    props = read_properties(meta)
+    for key in ("version", "cluster.id", "node.id"):
+        if key not in props:
+            raise LogDirError(f"{meta}: missing {key}")
+    if props["version"] != "1":
+        raise LogDirError(f"{meta}: unsupported version {props['version']} (expected 1)")
+    return props
+
+
+class LogManager:
+    def __init__(self, log_dirs: list[str], default_config: LogConfig | None = None,
+                 *, cluster_id: str | None = None, node_id: int | None = None):
+        if not log_dirs:
+            raise LogDirError("log.dirs is empty")
+        self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        self.default_config = default_config or LogConfig()
+        self.cluster_id = cluster_id
+        self.node_id = node_id
+        self.logs: dict[TopicPartition, Log] = {}
+        self._locks: list[int] = []
+        self.had_clean_shutdown: dict[str, bool] = {}
+
+    # ---- startup -------------------------------------------------------------------------
+
+    def startup(self, topic_configs: dict[str, LogConfig] | None = None) -> None:
+        topic_configs = topic_configs or {}
+        for d in self.log_dirs:
+            os.makedirs(d, exist_ok=True)
+            self._lock(d)
+            self._check_meta_properties(d)
+        for d in self.log_dirs:
+            self._load_dir(d, topic_configs)
+
+    def _lock(self, d: str) -> None:
+        fd = os.open(os.path.join(d, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise LogDirError(f"{d} is in use by another process (its {LOCK_FILE} is held)") from None
+        self._locks.append(fd)
+
+    def _check_meta_properties(self, d: str) -> None:
+        props = read_meta_properties(d)
+        if props is None:
+            if self.cluster_id is None or self.node_id is None:
+                raise LogDirError(f"{d} is not formatted (no {META_PROPERTIES})")
+            format_log_dir(d, self.cluster_id, self.node_id)
+            return
+        if self.cluster_id is None:
+            self.cluster_id = props["cluster.id"]
+        elif props["cluster.id"] != self.cluster_id:
+            raise LogDirError(f"{d}: cluster.id {props['cluster.id']} does not match {self.cluster_id}")
+        node_id = int(props["node.id"])
+        if self.node_id is None:
+            self.node_id = node_id
+        elif node_id != self.node_id:
+            raise LogDirError(f"{d}: node.id {node_id} does not match {self.node_id}")
+
+    def _load_dir(self, d: str, topic_configs: dict[str, LogConfig]) -> None:
+        marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
+        clean = os.path.exists(marker)
+        self.had_clean_shutdown[d] = clean
+        hws = read_offset_checkpoint(os.path.join(d, REPLICATION_CHECKPOINT))
+        recovery_points = read_offset_checkpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT))
+        log_starts = read_offset_checkpoint(os.path.join(d, LOG_START_CHECKPOINT))
+        for name in sorted(os.listdir(d)):
+            path = os.path.join(d, name)
+            if not os.path.isdir(path):
+                continue
+            if name.endswith(DELETE_SUFFIX):
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            tp = parse_partition_dir(name)
+            if tp is None or name == METADATA_PARTITION_DIR:
+                continue
+            if tp in self.logs:
+                raise LogDirError(f"{tp[0]}-{tp[1]} is in two log dirs: {self.logs[tp].dir} and {path}")
+            self.logs[tp] = Log(
+                path,
+                topic_configs.get(tp[0], self.default_config),
+                log_start_offset=log_starts.get(tp, 0),
+                recovery_point=recovery_points.get(tp, 0),
+                high_watermark=hws.get(tp),
+                had_clean_shutdown=clean,
+                topic_id=read_partition_metadata(os.path.join(path, PARTITION_METADATA)),
+            )
+        if clean:
+            os.unlink(marker)
+
+    # ---- partitions ----------------------------------------------------------------------
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self.logs.get((topic, partition))
+
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None,
+                          topic_id: str | None = None) -> Log:
+        existing = self.logs.get((topic, partition))
+        if existing is not None:
+            return existing
+        if parse_partition_dir(f"{topic}-{partition}") is None:
+            raise ValueError(f"invalid topic name {topic!r}")
+        d = min(self.log_dirs, key=lambda x: sum(1 for lg in self.logs.values() if lg.dir.startswith(x + os.sep)))
+        path = os.path.join(d, f"{topic}-{partition}")
+        os.makedirs(path, exist_ok=True)
+        if topic_id is not None:
+            write_partition_metadata(os.path.join(path, PARTITION_METADATA), topic_id)
+        log_ = Log(path, config or self.default_config, topic_id=topic_id)
+        self.logs[(topic, partition)] = log_
+        return log_
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Rename the partition directory to ``<name>.<id>-delete`` (so a crash mid-delete
+        never resurrects it) and remove it."""
+        log_ = self.logs.pop((topic, partition), None)
+        if log_ is None:
+            return False
+        log_.close()
+        doomed = f"{log_.dir}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
+        os.rename(log_.dir, doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
+        return True
+
+    # ---- periodic work -------------------------------------------------------------------
+
+    def cleanup_logs(self, now_ms: int | None = None) -> int:
+        """One retention pass over every log (log.retention.check.interval.ms)."""
+        deleted = 0
+        for log_ in self.logs.values():
+            deleted += log_.delete_old_segments(now_ms)
+            log_.delete_pending_segments(now_ms)
+        return deleted
+
+    def flush_dirty_logs(self, now_ms: int) -> None:
+        for log_ in self.logs.values():
+            log_.maybe_flush(now_ms)
+
+    def checkpoint_high_watermarks(self) -> None:
+        self._checkpoint(REPLICATION_CHECKPOINT, lambda lg: lg.high_watermark)
+
+    def checkpoint_recovery_points(self) -> None:
+        self._checkpoint(RECOVERY_POINT_CHECKPOINT, lambda lg: lg.recovery_point)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        self._checkpoint(LOG_START_CHECKPOINT, lambda lg: lg.log_start_offset)
+
+    def _checkpoint(self, name: str, value) -> None:
+        for d in self.log_dirs:
+            offsets = {tp: value(lg) for tp, lg in self.logs.items() if lg.dir.startswith(d + os.sep)}
+            write_offset_checkpoint(os.path.join(d, name), offsets)
+
+    # ---- shutdown ------------------------------------------------------------------------
+
+    def shutdown(self, broker_epoch: int = -1) -> None:
+        for log_ in self.logs.values():
+            log_.flush()
+        self.checkpoint_high_watermarks()
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        for log_ in self.logs.values():
+            log_.close()
+        self.logs.clear()
+        for d in self.log_dirs:
+            marker = json.dumps({"version": 0, "brokerEpoch": broker_epoch}).encode()
+            write_atomically(os.path.join(d, CLEAN_SHUTDOWN_FILE), marker)
+        for fd in self._locks:
+            os.close(fd)
+        self._locks.clear()

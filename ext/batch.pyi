@@ -1,0 +1,175 @@
+"""Record batch v2 (magic 2), Apache Kafka's DefaultRecordBatch.
+
+Layout (big-endian):
+
+    offset size field
+    0      8    baseOffset            int64
+    8      4    batchLength           int32   bytes after this field (size = batchLength + 12)
+    12     4    partitionLeaderEpoch  int32
+    16     1    magic                 int8    = 2
+    17     4    crc                   uint32  CRC32C of bytes [21, end)
+    21     2    attributes            int16   bits 0-2 codec, 3 timestampType, 4 isTransactional,
+                                               5 isControl, 6 hasDeleteHorizonMs
+    23     4    lastOffsetDelta       int32
+    27     8    baseTimestamp         int64   (firstTimestamp)
+    35     8    maxTimestamp          int64
+    43     8    producerId            int64
+    51     2    producerEpoch         int16
+    53     4    baseSequence          int32
+    57     4    recordsCount          int32
+    61     ...  records (compressed as a whole when codec != 0)
+
+Record: length varint, attributes int8, timestampDelta varlong, offsetDelta varint,
+keyLength varint (-1 = null), key, valueLength varint (-1 = null), value,
+headerCount varint, headers: (keyLength varint, key utf-8, valueLength varint, value).
+"""
+from collections.abc import Iterable, Iterator, Sequence
+
+from ext.errors import CorruptRecordError as CorruptRecordError
+
+LOG_OVERHEAD: int  # 12: baseOffset + batchLength
+BATCH_OVERHEAD: int  # 61: header size up to and including recordsCount
+MAGIC: int  # 2
+NO_PRODUCER_ID: int  # -1
+NO_PRODUCER_EPOCH: int  # -1
+NO_SEQUENCE: int  # -1
+NO_PARTITION_LEADER_EPOCH: int  # -1
+NO_TIMESTAMP: int  # -1
+
+COMPRESSION_NONE: int  # 0
+COMPRESSION_GZIP: int  # 1
+COMPRESSION_SNAPPY: int  # 2
+COMPRESSION_LZ4: int  # 3
+COMPRESSION_ZSTD: int  # 4
+TIMESTAMP_CREATE_TIME: int  # 0
+TIMESTAMP_LOG_APPEND_TIME: int  # 1
+
+class TruncatedBatchError(CorruptRecordError):
+    """The buffer ends inside a batch (a torn write, or a read that stopped short)."""
+
+class BatchHeader:
+    """The fixed header of one batch, read in place. Attributes are read-only."""
+
+    position: int  # byte offset of the batch in the buffer it was read from
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def compression(self) -> int: ...
+    @property
+    def timestamp_type(self) -> int: ...
+    @property
+    def is_transactional(self) -> bool: ...
+    @property
+    def is_control(self) -> bool: ...
+    @property
+    def last_offset(self) -> int: ...  # base_offset + last_offset_delta
+    @property
+    def next_offset(self) -> int: ...  # last_offset + 1
+    @property
+    def size(self) -> int: ...  # batch_length + LOG_OVERHEAD
+    @property
+    def last_sequence(self) -> int: ...  # base_sequence + last_offset_delta, wrapping at 2**31 (-1 if none)
+
+def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """Structural checks only: enough bytes for the header and the whole batch,
+    batchLength >= 49 (header minus LOG_OVERHEAD), magic == 2, recordsCount >= 0,
+    lastOffsetDelta >= 0. Raises TruncatedBatchError when the buffer ends inside the
+    batch, CorruptRecordError for anything else. Never reads past len(buf)."""
+
+def validate(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """read_header plus the CRC32C check."""
+
+def iter_batches(buf: bytes | bytearray | memoryview, pos: int = 0, check_crc: bool = False) -> Iterator[BatchHeader]:
+    """Each complete batch from ``pos``; raises (Truncated/)CorruptRecordError at a bad one."""
+
+class BatchSummary:
+    """What a scan of a buffer of concatenated batches found. Per-batch arrays are
+    Python lists of equal length ``count``; everything else is a scalar."""
+
+    count: int  # batches
+    valid_bytes: int  # bytes from the scan start covered by complete, valid batches
+    records_count: int  # sum of recordsCount
+    first_offset: int  # base offset of the first batch (-1 if count == 0)
+    last_offset: int  # last offset of the last batch (-1 if count == 0)
+    max_timestamp: int  # largest maxTimestamp (-1 if none)
+    offset_of_max_timestamp: int  # last offset of the batch holding max_timestamp (-1 if none)
+    positions: list[int]  # batch start, relative to the scan start
+    sizes: list[int]
+    base_offsets: list[int]
+    last_offsets: list[int]
+    base_timestamps: list[int]
+    max_timestamps: list[int]
+    partition_leader_epochs: list[int]
+    attributes: list[int]
+    records_counts: list[int]
+    producer_ids: list[int]
+    producer_epochs: list[int]
+    base_sequences: list[int]
+    error: str | None  # with stop_on_error: why the scan stopped early, else None
+    error_position: int  # with stop_on_error: where (relative to the scan start), else -1
+
+def scan(
+    buf: bytes | bytearray | memoryview,
+    pos: int = 0,
+    check_crc: bool = True,
+    stop_on_error: bool = False,
+) -> BatchSummary:
+    """Walk concatenated batches from ``pos`` to the end of ``buf`` in C.
+    stop_on_error=False raises (Truncated/)CorruptRecordError at the first bad batch;
+    stop_on_error=True returns the summary of the good prefix and sets error/error_position
+    (this is what log recovery uses). Also checks that offsets increase from batch to batch."""
+
+def assign_offsets(
+    buf: bytearray | memoryview,
+    next_offset: int,
+    partition_leader_epoch: int,
+    log_append_time: int = -1,
+) -> BatchSummary:
+    """Leader-side append: validate every batch in the writable ``buf`` (structure and CRC;
+    nothing is patched if any batch is bad), then rewrite each batch's baseOffset so offsets
+    run on from ``next_offset`` and set its partitionLeaderEpoch. Neither field is covered by
+    the CRC. With log_append_time >= 0 the timestampType bit is set and maxTimestamp is
+    replaced by it (Kafka's LogAppendTime), and the CRC is recomputed. Returns the summary
+    with the assigned offsets. No per-record work."""
+
+def build_batch(
+    records: Iterable[tuple[bytes | None, bytes | None, Sequence[tuple[str | bytes, bytes | None]], int]],
+    base_offset: int = 0,
+    compression: int = 0,
+    partition_leader_epoch: int = -1,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    timestamp_type: int = 0,
+) -> bytes:
+    """One batch from (key, value, headers, timestamp_ms) tuples; offset deltas 0..n-1,
+    baseTimestamp = first record's timestamp, maxTimestamp = the largest. Raises ValueError
+    for an empty record list."""
+
+class Record:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+    attributes: int
+
+def decode_records(buf: bytes | bytearray | memoryview, pos: int = 0, check_crc: bool = True) -> list[Record]:
+    """The records of the batch at ``pos``, decompressed; offsets and timestamps absolute
+    (for LogAppendTime batches every record's timestamp is the batch maxTimestamp).
+    Raises CorruptRecordError for malformed varints, lengths past the end, a record count
+    that does not match, or an unknown codec."""

@@ -1,0 +1,798 @@
+# cython: language_level=3
+"""Record batch v2 (magic 2), Apache Kafka's DefaultRecordBatch.
+
+Batch, big-endian:
+
+    offset size field                 notes
+    0      8    baseOffset            int64   assigned by the leader; not under the CRC
+    8      4    batchLength           int32   bytes after this field; >= 49
+    12     4    partitionLeaderEpoch  int32   set by the leader; not under the CRC
+    16     1    magic                 int8    = 2
+    17     4    crc                   uint32  CRC32C of bytes [21, 12 + batchLength)
+    21     2    attributes            int16   bits 0-2 codec, 3 timestampType (1 = LogAppendTime),
+                                              4 isTransactional, 5 isControl, 6 hasDeleteHorizonMs
+    23     4    lastOffsetDelta       int32   >= 0; recordsCount - 1, or more after compaction
+    27     8    baseTimestamp         int64   first record's timestamp
+    35     8    maxTimestamp          int64   largest record timestamp, or the LogAppendTime
+    43     8    producerId            int64   -1 if none
+    51     2    producerEpoch         int16   -1 if none
+    53     4    baseSequence          int32   -1 if none
+    57     4    recordsCount          int32   >= 0
+    61     ...  records               compressed as one stream when codec != 0
+
+Record (varints are zigzag, at most 5 bytes; varlongs at most 10):
+
+    length          varint  bytes after this field, to the end of the record
+    attributes      int8    unused, 0
+    timestampDelta  varlong from baseTimestamp
+    offsetDelta     varint  from baseOffset
+    keyLength       varint  -1 = null key
+    key             bytes
+    valueLength     varint  -1 = null value
+    value           bytes
+    headerCount     varint  >= 0
+    headers         each: keyLength varint (>= 0), key utf-8, valueLength varint (-1 = null), value
+
+Every reader here is bounded by the buffer it was given: a length, count or varint
+that points past its enclosing batch or record raises CorruptRecordError (or
+TruncatedBatchError when the buffer ends inside a batch), never reads further.
+scan and assign_offsets touch only the 61-byte headers and the CRC: no per-record work.
+"""
+cimport cython
+from cpython.buffer cimport (PyBUF_READ, PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release,
+                             PyObject_GetBuffer)
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.memoryview cimport PyMemoryView_FromMemory
+from cpython.unicode cimport PyUnicode_AsUTF8String, PyUnicode_DecodeUTF8
+from libc.stdint cimport (INT32_MAX, INT64_MAX, int8_t, int16_t, int32_t, int64_t,
+                          uint16_t, uint32_t, uint64_t)
+from libc.stdlib cimport free, realloc
+from libc.string cimport memcmp, memcpy
+
+from ext.compress cimport compress, decompress
+from ext.crc cimport crc32c_ptr
+
+from ext.errors import CorruptRecordError
+
+LOG_OVERHEAD = LENGTH_FIELDS_SIZE
+BATCH_OVERHEAD = HEADER_SIZE
+MAGIC = 2
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+NO_TIMESTAMP = -1
+
+COMPRESSION_NONE = 0
+COMPRESSION_GZIP = 1
+COMPRESSION_SNAPPY = 2
+COMPRESSION_LZ4 = 3
+COMPRESSION_ZSTD = 4
+TIMESTAMP_CREATE_TIME = 0
+TIMESTAMP_LOG_APPEND_TIME = 1
+
+
+class TruncatedBatchError(CorruptRecordError):
+    """The buffer ends inside a batch (a torn write, or a read that stopped short)."""
+
+
+ctypedef const unsigned char* cptr
+
+
+# ---- big-endian fields (gcc folds each of these into one load + bswap) ----
+
+cdef inline int16_t _i16(cptr p) noexcept nogil:
+    return <int16_t>((<uint16_t>p[0] << 8) | p[1])
+
+cdef inline int32_t _i32(cptr p) noexcept nogil:
+    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16)
+                     | (<uint32_t>p[2] << 8) | <uint32_t>p[3])
+
+cdef inline int64_t _i64(cptr p) noexcept nogil:
+    return <int64_t>((<uint64_t><uint32_t>_i32(p) << 32) | <uint32_t>_i32(p + 4))
+
+cdef inline void _put16(unsigned char* p, uint16_t v) noexcept nogil:
+    p[0] = v >> 8
+    p[1] = v & 0xFF
+
+cdef inline void _put32(unsigned char* p, uint32_t v) noexcept nogil:
+    p[0] = v >> 24
+    p[1] = (v >> 16) & 0xFF
+    p[2] = (v >> 8) & 0xFF
+    p[3] = v & 0xFF
+
+cdef inline void _put64(unsigned char* p, uint64_t v) noexcept nogil:
+    _put32(p, <uint32_t>(v >> 32))
+    _put32(p + 4, <uint32_t>v)
+
+
+# ---- header ----
+
+cdef int parse_header(cptr buf, Py_ssize_t n, Py_ssize_t pos,
+                      batch_header_t* h, bint check_crc) except -1:
+    cdef Py_ssize_t avail = n - pos
+    cdef cptr p = buf + pos
+    cdef int64_t size
+    cdef long long crc
+    if avail < LENGTH_FIELDS_SIZE:
+        raise TruncatedBatchError(
+            f"batch at {pos}: {avail} bytes left, fewer than the 12-byte log overhead", pos)
+    # Magic first: v0/v1 messages keep their magic at the same offset, and
+    # "unsupported magic" says more than the length complaint they would also earn.
+    if avail > OFF_MAGIC and p[OFF_MAGIC] != 2:
+        raise CorruptRecordError(f"batch at {pos}: magic {<int8_t>p[OFF_MAGIC]}, expected 2", pos)
+    h.batch_length = _i32(p + OFF_BATCH_LENGTH)
+    if h.batch_length < MIN_BATCH_LENGTH:
+        raise CorruptRecordError(
+            f"batch at {pos}: batchLength {h.batch_length} below the minimum 49", pos)
+    size = <int64_t>h.batch_length + LENGTH_FIELDS_SIZE
+    if avail < size:
+        raise TruncatedBatchError(
+            f"batch at {pos}: {size} bytes long but only {avail} bytes left", pos)
+    h.position = pos
+    h.base_offset = _i64(p + OFF_BASE_OFFSET)
+    h.partition_leader_epoch = _i32(p + OFF_PARTITION_LEADER_EPOCH)
+    h.magic = <int8_t>p[OFF_MAGIC]
+    h.crc = <uint32_t>_i32(p + OFF_CRC)
+    h.attributes = _i16(p + OFF_ATTRIBUTES)
+    h.last_offset_delta = _i32(p + OFF_LAST_OFFSET_DELTA)
+    h.base_timestamp = _i64(p + OFF_BASE_TIMESTAMP)
+    h.max_timestamp = _i64(p + OFF_MAX_TIMESTAMP)
+    h.producer_id = _i64(p + OFF_PRODUCER_ID)
+    h.producer_epoch = _i16(p + OFF_PRODUCER_EPOCH)
+    h.base_sequence = _i32(p + OFF_BASE_SEQUENCE)
+    h.records_count = _i32(p + OFF_RECORDS_COUNT)
+    if h.records_count < 0:
+        raise CorruptRecordError(f"batch at {pos}: negative recordsCount {h.records_count}", pos)
+    if h.last_offset_delta < 0:
+        raise CorruptRecordError(
+            f"batch at {pos}: negative lastOffsetDelta {h.last_offset_delta}", pos)
+    if h.base_offset > INT64_MAX - h.last_offset_delta:
+        raise CorruptRecordError(f"batch at {pos}: last offset overflows int64", pos)
+    if check_crc:
+        crc = crc32c_ptr(p + OFF_ATTRIBUTES, <Py_ssize_t>size - OFF_ATTRIBUTES, 0)
+        if <uint32_t>crc != h.crc:
+            raise CorruptRecordError(
+                f"batch at {pos}: CRC32C is {crc:#010x}, header says {h.crc:#010x}", pos)
+    return 0
+
+
+cdef inline int64_t _last_offset(const batch_header_t* h) noexcept nogil:
+    return h.base_offset + h.last_offset_delta
+
+
+@cython.final
+cdef class BatchHeader:
+    """The fixed header of one batch, read in place. Attributes are read-only."""
+
+    @property
+    def compression(self):
+        return self.attributes & ATTR_COMPRESSION_MASK
+
+    @property
+    def timestamp_type(self):
+        return 1 if self.attributes & ATTR_TIMESTAMP_TYPE else 0
+
+    @property
+    def is_transactional(self):
+        return bool(self.attributes & ATTR_TRANSACTIONAL)
+
+    @property
+    def is_control(self):
+        return bool(self.attributes & ATTR_CONTROL)
+
+    @property
+    def last_offset(self):
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self):
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def size(self):
+        return self.batch_length + LENGTH_FIELDS_SIZE
+
+    @property
+    def last_sequence(self):
+        # Kafka's DefaultRecordBatch.incrementSequence: sequences wrap to 0 after 2**31 - 1.
+        cdef int64_t seq = self.base_sequence, inc = self.last_offset_delta
+        if seq == -1:
+            return -1
+        if seq > INT32_MAX - inc:
+            return inc - (INT32_MAX - seq) - 1
+        return seq + inc
+
+    def __repr__(self):
+        return (f"BatchHeader(position={self.position}, base_offset={self.base_offset}, "
+                f"last_offset_delta={self.last_offset_delta}, records_count={self.records_count}, "
+                f"size={self.size}, attributes={self.attributes:#x}, "
+                f"partition_leader_epoch={self.partition_leader_epoch})")
+
+
+cdef BatchHeader _make_header(const batch_header_t* h):
+    cdef BatchHeader hdr = BatchHeader.__new__(BatchHeader)
+    hdr.position = h.position
+    hdr.base_offset = h.base_offset
+    hdr.batch_length = h.batch_length
+    hdr.partition_leader_epoch = h.partition_leader_epoch
+    hdr.magic = h.magic
+    hdr.crc = h.crc
+    hdr.attributes = h.attributes
+    hdr.last_offset_delta = h.last_offset_delta
+    hdr.base_timestamp = h.base_timestamp
+    hdr.max_timestamp = h.max_timestamp
+    hdr.producer_id = h.producer_id
+    hdr.producer_epoch = h.producer_epoch
+    hdr.base_sequence = h.base_sequence
+    hdr.records_count = h.records_count
+    return hdr
+
+
+cdef int _check_pos(Py_ssize_t pos, Py_ssize_t n) except -1:
+    if pos < 0 or pos > n:
+        raise ValueError(f"position {pos} outside a buffer of {n} bytes")
+    return 0
+
+
+cdef BatchHeader _header_at(object buf, Py_ssize_t pos, bint check_crc, bint end_ok=False):
+    # end_ok: pos at the end of buf returns None rather than raising.
+    cdef Py_buffer view
+    cdef batch_header_t h
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        _check_pos(pos, view.len)
+        if end_ok and pos == view.len:
+            return None
+        parse_header(<cptr>view.buf, view.len, pos, &h, check_crc)
+    finally:
+        PyBuffer_Release(&view)
+    return _make_header(&h)
+
+
+def read_header(buf, Py_ssize_t pos=0):
+    return _header_at(buf, pos, False)
+
+
+def validate(buf, Py_ssize_t pos=0):
+    return _header_at(buf, pos, True)
+
+
+def iter_batches(buf, Py_ssize_t pos=0, bint check_crc=False):
+    # The buffer is taken afresh for each batch: a paused generator must not hold an
+    # export that would stop the owner from resizing its bytearray.
+    cdef BatchHeader hdr
+    while True:
+        hdr = _header_at(buf, pos, check_crc, True)
+        if hdr is None:
+            return
+        yield hdr
+        pos += hdr.batch_length + LENGTH_FIELDS_SIZE
+
+
+# ---- scan and assign_offsets ----
+
+@cython.final
+cdef class BatchSummary:
+    """What a scan of a buffer of concatenated batches found. Per-batch arrays are
+    Python lists of equal length ``count``; everything else is a scalar."""
+
+    def __cinit__(self):
+        self.first_offset = -1
+        self.last_offset = -1
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.positions = []
+        self.sizes = []
+        self.base_offsets = []
+        self.last_offsets = []
+        self.base_timestamps = []
+        self.max_timestamps = []
+        self.partition_leader_epochs = []
+        self.attributes = []
+        self.records_counts = []
+        self.producer_ids = []
+        self.producer_epochs = []
+        self.base_sequences = []
+        self.error = None
+        self.error_position = -1
+
+    cdef int add(self, const batch_header_t* h, Py_ssize_t start) except -1:
+        cdef Py_ssize_t size = h.batch_length + LENGTH_FIELDS_SIZE
+        cdef int64_t last = _last_offset(h)
+        self.positions.append(h.position - start)
+        self.sizes.append(size)
+        self.base_offsets.append(h.base_offset)
+        self.last_offsets.append(last)
+        self.base_timestamps.append(h.base_timestamp)
+        self.max_timestamps.append(h.max_timestamp)
+        self.partition_leader_epochs.append(h.partition_leader_epoch)
+        self.attributes.append(h.attributes)
+        self.records_counts.append(h.records_count)
+        self.producer_ids.append(h.producer_id)
+        self.producer_epochs.append(h.producer_epoch)
+        self.base_sequences.append(h.base_sequence)
+        if self.count == 0:
+            self.first_offset = h.base_offset
+        self.count += 1
+        self.last_offset = last
+        self.valid_bytes = h.position - start + size
+        self.records_count += h.records_count
+        # Strictly greater, as Kafka's LogSegment: ties keep the earliest batch.
+        if h.max_timestamp > self.max_timestamp:
+            self.max_timestamp = h.max_timestamp
+            self.offset_of_max_timestamp = last
+        return 0
+
+    def __repr__(self):
+        return (f"BatchSummary(count={self.count}, valid_bytes={self.valid_bytes}, "
+                f"records_count={self.records_count}, first_offset={self.first_offset}, "
+                f"last_offset={self.last_offset}, error={self.error!r})")
+
+
+def scan(buf, Py_ssize_t pos=0, bint check_crc=True, bint stop_on_error=False):
+    cdef Py_buffer view
+    cdef batch_header_t h
+    cdef BatchSummary summary = BatchSummary.__new__(BatchSummary)
+    cdef Py_ssize_t start = pos, n
+    cdef cptr p
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        p = <cptr>view.buf
+        n = view.len
+        _check_pos(pos, n)
+        while pos < n:
+            try:
+                parse_header(p, n, pos, &h, check_crc)
+                if summary.count and h.base_offset <= summary.last_offset:
+                    raise CorruptRecordError(
+                        f"batch at {pos}: baseOffset {h.base_offset} does not follow "
+                        f"the previous batch's last offset {summary.last_offset}", pos)
+            except CorruptRecordError as e:
+                if not stop_on_error:
+                    raise
+                summary.error = str(e)
+                summary.error_position = pos - start
+                break
+            summary.add(&h, start)
+            pos += h.batch_length + LENGTH_FIELDS_SIZE
+    finally:
+        PyBuffer_Release(&view)
+    return summary
+
+
+def assign_offsets(buf, int64_t next_offset, int32_t partition_leader_epoch,
+                   int64_t log_append_time=-1):
+    cdef Py_buffer view
+    cdef batch_header_t h
+    cdef BatchSummary summary = BatchSummary.__new__(BatchSummary)
+    cdef Py_ssize_t pos, n
+    cdef int64_t offset = next_offset
+    cdef unsigned char* p
+    cdef long long crc
+    if next_offset < 0:
+        raise ValueError(f"next_offset {next_offset} is negative")
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE | PyBUF_WRITABLE)
+    try:
+        p = <unsigned char*>view.buf
+        n = view.len
+        # Pass 1 validates everything, so that a bad batch anywhere leaves the buffer as
+        # it came. The count check is LogValidator's: a producer's batch covers exactly
+        # recordsCount offsets, which is what lets us assign them without reading records.
+        pos = 0
+        while pos < n:
+            parse_header(p, n, pos, &h, True)
+            if h.records_count == 0 or h.last_offset_delta != h.records_count - 1:
+                raise CorruptRecordError(
+                    f"batch at {pos}: lastOffsetDelta {h.last_offset_delta} does not match "
+                    f"recordsCount {h.records_count}", pos)
+            if (h.attributes & ATTR_COMPRESSION_MASK) > 4:
+                raise CorruptRecordError(
+                    f"batch at {pos}: unknown codec {h.attributes & ATTR_COMPRESSION_MASK}", pos)
+            if offset > INT64_MAX - h.records_count:
+                raise CorruptRecordError(f"batch at {pos}: assigned offsets overflow int64", pos)
+            offset += h.records_count
+            pos += h.batch_length + LENGTH_FIELDS_SIZE
+        pos = 0
+        offset = next_offset
+        while pos < n:
+            parse_header(p, n, pos, &h, False)
+            h.base_offset = offset
+            h.partition_leader_epoch = partition_leader_epoch
+            _put64(p + pos + OFF_BASE_OFFSET, <uint64_t>offset)
+            _put32(p + pos + OFF_PARTITION_LEADER_EPOCH, <uint32_t>partition_leader_epoch)
+            if log_append_time >= 0:
+                h.attributes |= ATTR_TIMESTAMP_TYPE
+                h.max_timestamp = log_append_time
+                _put16(p + pos + OFF_ATTRIBUTES, <uint16_t>h.attributes)
+                _put64(p + pos + OFF_MAX_TIMESTAMP, <uint64_t>log_append_time)
+                crc = crc32c_ptr(p + pos + OFF_ATTRIBUTES,
+                                 h.batch_length + LENGTH_FIELDS_SIZE - OFF_ATTRIBUTES, 0)
+                h.crc = <uint32_t>crc
+                _put32(p + pos + OFF_CRC, h.crc)
+            summary.add(&h, 0)
+            offset += h.records_count
+            pos += h.batch_length + LENGTH_FIELDS_SIZE
+    finally:
+        PyBuffer_Release(&view)
+    return summary
+
+
+# ---- build ----
+
+ctypedef struct wbuf_t:
+    unsigned char* data
+    Py_ssize_t len
+    Py_ssize_t cap
+
+
+cdef int _wb_reserve(wbuf_t* w, Py_ssize_t extra) except -1:
+    cdef Py_ssize_t cap
+    cdef unsigned char* data
+    if w.len + extra <= w.cap:
+        return 0
+    cap = max(w.cap * 2, w.len + extra)
+    data = <unsigned char*>realloc(w.data, cap)
+    if data == NULL:
+        raise MemoryError()
+    w.data = data
+    w.cap = cap
+    return 0
+
+
+cdef inline int _varint_size(int64_t v) noexcept nogil:
+    cdef uint64_t z = (<uint64_t>v << 1) ^ <uint64_t>(v >> 63)
+    cdef int size = 1
+    while z >= 0x80:
+        z >>= 7
+        size += 1
+    return size
+
+
+cdef inline Py_ssize_t _put_varint(unsigned char* p, int64_t v) noexcept nogil:
+    # Zigzag, then 7 bits a byte, low first; serves varint and varlong alike because a
+    # value in int32 range encodes the same either way.
+    cdef uint64_t z = (<uint64_t>v << 1) ^ <uint64_t>(v >> 63)
+    cdef Py_ssize_t i = 0
+    while z >= 0x80:
+        p[i] = <unsigned char>(z | 0x80)
+        z >>= 7
+        i += 1
+    p[i] = <unsigned char>z
+    return i + 1
+
+
+cdef bytes _as_bytes(object o):
+    if type(o) is bytes:
+        return <bytes>o
+    if isinstance(o, str):
+        raise TypeError("record keys and values are bytes, not str")
+    return bytes(memoryview(o))
+
+
+cdef int _write_blob(wbuf_t* w, object b) except -1:
+    cdef Py_ssize_t n
+    if b is None:
+        w.len += _put_varint(w.data + w.len, -1)
+        return 0
+    n = PyBytes_GET_SIZE(b)
+    w.len += _put_varint(w.data + w.len, n)
+    memcpy(w.data + w.len, PyBytes_AS_STRING(b), n)
+    w.len += n
+    return 0
+
+
+cdef inline Py_ssize_t _blob_size(object b) except -1:
+    if b is None:
+        return 1
+    return _varint_size(PyBytes_GET_SIZE(b)) + PyBytes_GET_SIZE(b)
+
+
+cdef int _write_record(wbuf_t* w, object item, int32_t offset_delta, int64_t* base_ts_io,
+                       int64_t* timestamp) except -1:
+    # The first record (offset_delta 0) fixes baseTimestamp for the rest.
+    cdef object key, value, headers
+    cdef list encoded = None
+    cdef Py_ssize_t size, hcount = 0, i
+    cdef int64_t ts_delta
+    key, value, headers, ts = item
+    timestamp[0] = ts
+    if offset_delta == 0:
+        base_ts_io[0] = timestamp[0]
+    # Wraps rather than overflows for absurd timestamps; decode wraps back the same way.
+    ts_delta = <int64_t>(<uint64_t>timestamp[0] - <uint64_t>base_ts_io[0])
+    if key is not None:
+        key = _as_bytes(key)
+    if value is not None:
+        value = _as_bytes(value)
+    size = (1 + _varint_size(ts_delta) + _varint_size(offset_delta)
+            + _blob_size(key) + _blob_size(value))
+    if headers:
+        encoded = []
+        for hkey, hvalue in headers:
+            hkey = PyUnicode_AsUTF8String(hkey) if isinstance(hkey, str) else _as_bytes(hkey)
+            hvalue = None if hvalue is None else _as_bytes(hvalue)
+            size += _blob_size(hkey) + _blob_size(hvalue)
+            encoded.append(hkey)
+            encoded.append(hvalue)
+        hcount = len(encoded) // 2
+    size += _varint_size(hcount)
+    if size > INT32_MAX - HEADER_SIZE:
+        raise ValueError(f"record {offset_delta} is {size} bytes, too large for a batch")
+    _wb_reserve(w, 5 + size)
+    w.len += _put_varint(w.data + w.len, size)
+    w.data[w.len] = 0
+    w.len += 1
+    w.len += _put_varint(w.data + w.len, ts_delta)
+    w.len += _put_varint(w.data + w.len, offset_delta)
+    _write_blob(w, key)
+    _write_blob(w, value)
+    w.len += _put_varint(w.data + w.len, hcount)
+    for i in range(hcount * 2):
+        _write_blob(w, encoded[i])
+    return 0
+
+
+def build_batch(records, int64_t base_offset=0, int compression=0,
+                int32_t partition_leader_epoch=-1, int64_t producer_id=-1,
+                int16_t producer_epoch=-1, int32_t base_sequence=-1,
+                bint is_transactional=False, bint is_control=False, int timestamp_type=0):
+    cdef wbuf_t w
+    cdef int64_t count = 0, base_ts = -1, max_ts = -1, ts
+    cdef int16_t attributes
+    cdef bytes out, section
+    cdef unsigned char* o
+    cdef Py_ssize_t total
+    if not 0 <= compression <= 4:
+        raise ValueError(f"unknown compression codec {compression}")
+    if timestamp_type not in (0, 1):
+        raise ValueError(f"timestamp_type {timestamp_type} is neither 0 nor 1")
+    attributes = <int16_t>(compression | (timestamp_type << 3) | (is_transactional << 4)
+                           | (is_control << 5))
+    w.data = NULL
+    w.len = 0
+    w.cap = 0
+    try:
+        _wb_reserve(&w, HEADER_SIZE + 4096)
+        w.len = HEADER_SIZE
+        for item in records:
+            if count == INT32_MAX:
+                raise ValueError("more records than a batch can count")
+            _write_record(&w, item, <int32_t>count, &base_ts, &ts)
+            if count == 0 or ts > max_ts:
+                max_ts = ts
+            count += 1
+        if count == 0:
+            raise ValueError("a batch needs at least one record")
+        if compression:
+            section = compress(compression, PyMemoryView_FromMemory(
+                <char*>w.data + HEADER_SIZE, w.len - HEADER_SIZE, PyBUF_READ))
+            total = HEADER_SIZE + PyBytes_GET_SIZE(section)
+        else:
+            total = w.len
+        if total > INT32_MAX:
+            raise ValueError(f"batch of {total} bytes exceeds the int32 batchLength")
+        out = PyBytes_FromStringAndSize(NULL, total)
+        o = <unsigned char*>PyBytes_AS_STRING(out)
+        if compression:
+            memcpy(o + HEADER_SIZE, PyBytes_AS_STRING(section), total - HEADER_SIZE)
+        else:
+            memcpy(o + HEADER_SIZE, w.data + HEADER_SIZE, total - HEADER_SIZE)
+    finally:
+        free(w.data)
+    _put64(o + OFF_BASE_OFFSET, <uint64_t>base_offset)
+    _put32(o + OFF_BATCH_LENGTH, <uint32_t>(total - LENGTH_FIELDS_SIZE))
+    _put32(o + OFF_PARTITION_LEADER_EPOCH, <uint32_t>partition_leader_epoch)
+    o[OFF_MAGIC] = 2
+    _put16(o + OFF_ATTRIBUTES, <uint16_t>attributes)
+    _put32(o + OFF_LAST_OFFSET_DELTA, <uint32_t>(count - 1))
+    _put64(o + OFF_BASE_TIMESTAMP, <uint64_t>base_ts)
+    _put64(o + OFF_MAX_TIMESTAMP, <uint64_t>max_ts)
+    _put64(o + OFF_PRODUCER_ID, <uint64_t>producer_id)
+    _put16(o + OFF_PRODUCER_EPOCH, <uint16_t>producer_epoch)
+    _put32(o + OFF_BASE_SEQUENCE, <uint32_t>base_sequence)
+    _put32(o + OFF_RECORDS_COUNT, <uint32_t>count)
+    _put32(o + OFF_CRC, <uint32_t>crc32c_ptr(o + OFF_ATTRIBUTES, total - OFF_ATTRIBUTES, 0))
+    return out
+
+
+# ---- decode ----
+
+# no_gc: a fetch decodes Records by the thousand, and tracking each one roughly halves
+# decode_records' speed through collections of the young generation. A Record holds
+# bytes, None and its headers list (which stays tracked), so it can only join a cycle
+# if someone appends it into its own headers; that would leak, never crash.
+@cython.final
+@cython.no_gc
+@cython.freelist(256)
+cdef class Record:
+    """One decoded record; offset and timestamp are absolute."""
+
+    def __repr__(self):
+        return (f"Record(offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, "
+                f"value={self.value!r}, headers={self.headers!r})")
+
+    def __eq__(self, other):
+        if not isinstance(other, Record):
+            return NotImplemented
+        cdef Record r = <Record>other
+        return (self.offset == r.offset and self.timestamp == r.timestamp and self.key == r.key
+                and self.value == r.value and self.headers == r.headers
+                and self.attributes == r.attributes)
+
+    __hash__ = None
+
+
+ctypedef struct reader_t:
+    cptr p
+    cptr end
+
+
+# The readers return 0 on malformed input and leave the complaint to the caller, who
+# knows which batch and record it is in; they never read at or past r.end.
+
+cdef inline bint _read_varlong(reader_t* r, int64_t* out) noexcept nogil:
+    cdef uint64_t v = 0, b
+    cdef int shift = 0
+    while r.p < r.end:
+        b = r.p[0]
+        r.p += 1
+        v |= (b & 0x7F) << shift
+        if not (b & 0x80):
+            out[0] = <int64_t>((v >> 1) ^ (0 - (v & 1)))
+            return 1
+        shift += 7
+        if shift > 63:
+            return 0
+    return 0
+
+
+cdef inline bint _read_varint(reader_t* r, int32_t* out) noexcept nogil:
+    # At most 5 bytes; bits past 32 in the fifth are dropped, as Kafka's ByteUtils does.
+    cdef uint32_t v = 0, b
+    cdef int shift = 0
+    while r.p < r.end:
+        b = r.p[0]
+        r.p += 1
+        v |= (b & 0x7F) << shift
+        if not (b & 0x80):
+            out[0] = <int32_t>((v >> 1) ^ (0 - (v & 1)))
+            return 1
+        shift += 7
+        if shift > 28:
+            return 0
+    return 0
+
+
+cdef inline bint _read_length(reader_t* r, int32_t* out, bint nullable) noexcept nogil:
+    # A length varint and the check that its bytes lie before r.end.
+    if not _read_varint(r, out):
+        return 0
+    if out[0] < 0:
+        return nullable and out[0] == -1
+    return out[0] <= r.end - r.p
+
+
+cdef inline object _take(reader_t* r, int32_t n):
+    if n < 0:
+        return None
+    b = PyBytes_FromStringAndSize(<const char*>r.p, n)
+    r.p += n
+    return b
+
+
+cdef object _corrupt(const batch_header_t* h, int64_t index, str what):
+    return CorruptRecordError(f"batch at {h.position}: record {index}: {what}", h.position)
+
+
+cdef enum:
+    _KEY_CACHE = 8
+
+
+cdef list _decode_section(const batch_header_t* h, cptr p, Py_ssize_t n):
+    cdef list out = []
+    cdef reader_t r, rr
+    cdef Record rec
+    cdef int32_t length, offset_delta, key_len, value_len, header_count, hk_len, hv_len, j
+    cdef int64_t ts_delta, i
+    cdef int8_t attributes
+    cdef bint log_append_time = (h.attributes & ATTR_TIMESTAMP_TYPE) != 0
+    cdef list headers
+    cdef cptr seen_p[_KEY_CACHE]
+    cdef int32_t seen_len[_KEY_CACHE]
+    cdef list seen_keys = [None] * _KEY_CACHE
+    for j in range(_KEY_CACHE):
+        seen_len[j] = -1
+    r.p = p
+    r.end = p + n
+    for i in range(h.records_count):
+        if r.p == r.end:
+            raise _corrupt(h, i, f"the records end after {i} of the {h.records_count} counted")
+        if not _read_length(&r, &length, False) or length == 0:
+            raise _corrupt(h, i, "bad record length")
+        rr.p = r.p
+        rr.end = r.p + length
+        r.p = rr.end
+        attributes = <int8_t>rr.p[0]
+        rr.p += 1
+        if not _read_varlong(&rr, &ts_delta):
+            raise _corrupt(h, i, "bad timestampDelta varlong")
+        if not _read_varint(&rr, &offset_delta):
+            raise _corrupt(h, i, "bad offsetDelta varint")
+        if not _read_length(&rr, &key_len, True):
+            raise _corrupt(h, i, "bad key length")
+        key = _take(&rr, key_len)
+        if not _read_length(&rr, &value_len, True):
+            raise _corrupt(h, i, "bad value length")
+        value = _take(&rr, value_len)
+        if not _read_varint(&rr, &header_count) or header_count < 0:
+            raise _corrupt(h, i, "bad header count")
+        headers = []
+        for j in range(header_count):
+            if not _read_length(&rr, &hk_len, False):
+                raise _corrupt(h, i, f"header {j}: bad key length")
+            # Producers repeat the same header keys record after record: reuse the str
+            # decoded for the previous record's j-th key when the bytes match.
+            if (j < _KEY_CACHE and seen_len[j] == hk_len
+                    and memcmp(seen_p[j], rr.p, hk_len) == 0):
+                hkey = seen_keys[j]
+            else:
+                try:
+                    hkey = PyUnicode_DecodeUTF8(<const char*>rr.p, hk_len, NULL)
+                except UnicodeDecodeError:
+                    raise _corrupt(h, i, f"header {j}: key is not utf-8") from None
+                if j < _KEY_CACHE:
+                    seen_p[j] = rr.p
+                    seen_len[j] = hk_len
+                    seen_keys[j] = hkey
+            rr.p += hk_len
+            if not _read_length(&rr, &hv_len, True):
+                raise _corrupt(h, i, f"header {j}: bad value length")
+            headers.append((hkey, _take(&rr, hv_len)))
+        if rr.p != rr.end:
+            raise _corrupt(h, i, f"{rr.end - rr.p} bytes left over inside the record")
+        rec = Record.__new__(Record)
+        # Offsets and timestamps wrap rather than overflow (C signed overflow is undefined);
+        # only forged deltas can reach the wrap.
+        rec.offset = <int64_t>(<uint64_t>h.base_offset + <uint64_t><int64_t>offset_delta)
+        if log_append_time:
+            rec.timestamp = h.max_timestamp
+        else:
+            rec.timestamp = <int64_t>(<uint64_t>h.base_timestamp + <uint64_t>ts_delta)
+        rec.key = key
+        rec.value = value
+        rec.headers = headers
+        rec.attributes = attributes
+        out.append(rec)
+    if r.p != r.end:
+        raise _corrupt(h, h.records_count,
+                       f"{r.end - r.p} bytes follow the {h.records_count} counted records")
+    return out
+
+
+def decode_records(buf, Py_ssize_t pos=0, bint check_crc=True):
+    cdef Py_buffer view
+    cdef batch_header_t h
+    cdef cptr section
+    cdef Py_ssize_t section_len
+    cdef int codec
+    cdef bytes plain
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        _check_pos(pos, view.len)
+        parse_header(<cptr>view.buf, view.len, pos, &h, check_crc)
+        section = <cptr>view.buf + pos + HEADER_SIZE
+        section_len = h.batch_length + LENGTH_FIELDS_SIZE - HEADER_SIZE
+        codec = h.attributes & ATTR_COMPRESSION_MASK
+        if codec == 0:
+            return _decode_section(&h, section, section_len)
+        if codec > 4:
+            raise CorruptRecordError(f"batch at {pos}: unknown codec {codec}", pos)
+        try:
+            plain = decompress(codec, PyMemoryView_FromMemory(
+                <char*>section, section_len, PyBUF_READ))
+        except CorruptRecordError as e:
+            raise CorruptRecordError(f"batch at {pos}: {e}", pos) from e
+    finally:
+        PyBuffer_Release(&view)
+    return _decode_section(&h, <cptr>PyBytes_AS_STRING(plain), PyBytes_GET_SIZE(plain))

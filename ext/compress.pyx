@@ -1,0 +1,188 @@
+# cython: language_level=3
+"""The four Kafka codecs over well-kept libraries.
+
+    codec  id  library            on write                        on read
+    gzip   1   zlib               gzip member, level 6            gzip members (concatenated ok)
+    snappy 2   cramjam            xerial framing, 32 KiB blocks   xerial framing, or raw snappy
+    lz4    3   lz4.frame          LZ4 frame, independent 64 KiB   LZ4 frames (concatenated ok)
+                                  blocks, no content size
+    zstd   4   zstandard          zstd frame, level 3             zstd frames, content size optional
+
+Xerial framing (snappy-java's SnappyOutputStream, what the Java client writes):
+
+    offset size field
+    0      8    magic            b"\\x82SNAPPY\\x00"
+    8      4    version          int32 big-endian, 1
+    12     4    compat version   int32 big-endian, 1
+    16     ...  blocks           int32 big-endian length n >= 0, then n bytes of raw snappy
+
+librdkafka writes raw snappy (no framing); Java reads both, and so do we.
+
+Every decompressor is run to its end-of-stream marker: a stream that stops short,
+carries garbage, or is not of the codec raises CorruptRecordError. The libraries stream
+their output, so a forged size field in a frame header cannot make us allocate it up
+front; raw snappy, whose preamble is such a size, is checked against the largest ratio
+snappy can reach before it is trusted.
+"""
+from libc.stdint cimport int32_t, uint32_t
+from libc.string cimport memcmp
+
+import zlib
+
+import cramjam
+import lz4.frame
+import zstandard
+
+from ext.errors import CorruptRecordError
+
+cdef enum:
+    _XERIAL_HEADER_SIZE = 16
+    _XERIAL_BLOCK_SIZE = 32 * 1024
+
+cdef bytes _XERIAL_MAGIC = b"\x82SNAPPY\x00"
+cdef bytes _XERIAL_HEADER = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01"
+
+# One compressor per process: ZstdCompressor is reusable and not free to build.
+# Decompressors are per call (a decompressobj cannot be reused after a frame).
+cdef object _zstd_compressor = zstandard.ZstdCompressor(level=3)
+cdef object _zstd_decompressor = zstandard.ZstdDecompressor()
+
+cdef object _snappy_compress_raw = cramjam.snappy.compress_raw
+cdef object _snappy_decompress_raw = cramjam.snappy.decompress_raw
+cdef object _snappy_decompress_raw_len = cramjam.snappy.decompress_raw_len
+
+
+cpdef bytes compress(int codec, object data):
+    if codec == CODEC_GZIP:
+        return zlib.compress(data, 6, 31)
+    if codec == CODEC_SNAPPY:
+        return _snappy_xerial_compress(data)
+    if codec == CODEC_LZ4:
+        # Kafka's Java reader (KafkaLZ4BlockInputStream) does not follow linked blocks.
+        return lz4.frame.compress(
+            data,
+            block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+            block_linked=False,
+            content_checksum=False,
+            store_size=False,
+        )
+    if codec == CODEC_ZSTD:
+        return _zstd_compressor.compress(data)
+    if codec == CODEC_NONE:
+        return bytes(data)
+    raise ValueError(f"unknown compression codec {codec}")
+
+
+cpdef bytes decompress(int codec, object data):
+    try:
+        if codec == CODEC_GZIP:
+            return _gzip_decompress(data)
+        if codec == CODEC_SNAPPY:
+            return _snappy_decompress(data)
+        if codec == CODEC_LZ4:
+            return _lz4_decompress(data)
+        if codec == CODEC_ZSTD:
+            return _zstd_decompress(data)
+        if codec == CODEC_NONE:
+            return bytes(data)
+    except CorruptRecordError:
+        raise
+    except (zlib.error, zstandard.ZstdError, cramjam.DecompressionError, RuntimeError) as e:
+        raise CorruptRecordError(f"{_codec_name(codec)}: undecodable data ({e})") from e
+    raise CorruptRecordError(f"unknown compression codec {codec}")
+
+
+cdef str _codec_name(int codec):
+    return ("none", "gzip", "snappy", "lz4", "zstd")[codec] if 0 <= codec <= 4 else str(codec)
+
+
+cdef bytes _gzip_decompress(object data):
+    cdef list parts = []
+    cdef object rest = data
+    while True:
+        d = zlib.decompressobj(31)
+        parts.append(d.decompress(rest))
+        if not d.eof:
+            raise CorruptRecordError("gzip: stream ends before its end-of-stream marker")
+        rest = d.unused_data
+        if not rest:
+            break
+    return b"".join(parts)
+
+
+cdef bytes _lz4_decompress(object data):
+    cdef list parts = []
+    cdef object rest = data
+    while True:
+        d = lz4.frame.LZ4FrameDecompressor()
+        parts.append(d.decompress(rest))
+        if not d.eof:
+            raise CorruptRecordError("lz4: frame ends before its end mark")
+        rest = d.unused_data
+        if not rest:
+            break
+    return b"".join(parts)
+
+
+cdef bytes _zstd_decompress(object data):
+    # decompressobj, not ZstdDecompressor.decompress: the latter refuses frames that do
+    # not record their content size, which streaming producers (librdkafka) emit.
+    cdef list parts = []
+    cdef object rest = data
+    while True:
+        d = _zstd_decompressor.decompressobj()
+        parts.append(d.decompress(rest))
+        if not d.eof:
+            raise CorruptRecordError("zstd: frame ends before its last block")
+        rest = d.unused_data
+        if not rest:
+            break
+    return b"".join(parts)
+
+
+cdef bytes _snappy_xerial_compress(object data):
+    cdef const unsigned char[::1] view = memoryview(data).cast("B")
+    cdef Py_ssize_t n = view.shape[0]
+    cdef Py_ssize_t start = 0
+    cdef list parts = [_XERIAL_HEADER]
+    while start < n:
+        block = bytes(_snappy_compress_raw(view[start:start + _XERIAL_BLOCK_SIZE]))
+        parts.append(len(block).to_bytes(4, "big"))
+        parts.append(block)
+        start += _XERIAL_BLOCK_SIZE
+    return b"".join(parts)
+
+
+cdef bytes _snappy_decompress(object data):
+    cdef const unsigned char[::1] view = memoryview(data).cast("B")
+    cdef Py_ssize_t n = view.shape[0]
+    cdef Py_ssize_t pos
+    cdef int32_t length
+    cdef list parts
+    if n >= 8 and memcmp(&view[0], <const char*>_XERIAL_MAGIC, 8) == 0:
+        if n < _XERIAL_HEADER_SIZE:
+            raise CorruptRecordError("snappy: xerial header cut short")
+        parts = []
+        pos = _XERIAL_HEADER_SIZE
+        while pos < n:
+            if n - pos < 4:
+                raise CorruptRecordError("snappy: xerial block length cut short")
+            length = <int32_t>((<uint32_t>view[pos] << 24) | (<uint32_t>view[pos + 1] << 16)
+                               | (<uint32_t>view[pos + 2] << 8) | <uint32_t>view[pos + 3])
+            pos += 4
+            if length < 0 or length > n - pos:
+                raise CorruptRecordError(f"snappy: xerial block length {length} past the end")
+            parts.append(_snappy_raw(view[pos:pos + length]))
+            pos += length
+        return b"".join(parts)
+    return _snappy_raw(view)
+
+
+cdef bytes _snappy_raw(object block):
+    # Snappy's best case is a 3-byte copy element emitting 64 bytes, so a stream of n
+    # bytes never expands past 22 n; a larger preamble is forged, and is refused before
+    # the library sizes its output buffer by it.
+    cdef Py_ssize_t n = len(block)
+    if _snappy_decompress_raw_len(block) > 22 * n + 64:
+        raise CorruptRecordError("snappy: declared length exceeds what the block can hold")
+    return bytes(_snappy_decompress_raw(block))

@@ -1,0 +1,134 @@
+# cython: language_level=3
+"""Segment file IO: one write per append, sendfile per read; the GIL is released around
+the system calls.
+
+Buffers are taken through the buffer protocol (PyBUF_SIMPLE: C-contiguous, any object
+that exports one: bytes, bytearray, memoryview slices, mmap, numpy), so a produce
+request's batch bytes reach write(2) without a copy. While the GIL is released the
+exporter's buffer stays pinned (a bytearray cannot be resized), so the pointer is stable.
+
+On an error an OSError carries errno; when some bytes had already been transferred its
+``characters_written`` says how many (a segment append cut short by ENOSPC leaves that
+many bytes at the end of the file, which the caller truncates away).
+"""
+import os
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from libc.errno cimport EAGAIN, EINTR, errno
+from libc.stdint cimport int64_t
+from posix.types cimport off_t
+from posix.unistd cimport pread, write
+
+
+cdef extern from "<sys/sendfile.h>" nogil:
+    ssize_t c_sendfile "sendfile" (int out_fd, int in_fd, off_t *offset, size_t count)
+
+
+cdef Py_ssize_t write_all(int fd, const char *buf, Py_ssize_t length, int *err) noexcept nogil:
+    cdef Py_ssize_t done = 0
+    cdef ssize_t n
+    err[0] = 0
+    while done < length:
+        n = write(fd, buf + done, <size_t>(length - done))
+        if n >= 0:
+            # write(2) returns 0 only for a zero count; a regular file that takes nothing
+            # reports ENOSPC/EFBIG instead, so this cannot spin.
+            done += n
+        elif errno != EINTR:
+            err[0] = errno
+            break
+    return done
+
+
+cdef Py_ssize_t pread_full(int fd, char *buf, Py_ssize_t length, int64_t position,
+                           int *err) noexcept nogil:
+    cdef Py_ssize_t done = 0
+    cdef ssize_t n
+    err[0] = 0
+    while done < length:
+        n = pread(fd, buf + done, <size_t>(length - done), <off_t>(position + done))
+        if n > 0:
+            done += n
+        elif n == 0:
+            break                       # end of file
+        elif errno != EINTR:
+            err[0] = errno
+            break
+    return done
+
+
+cdef Py_ssize_t sendfile_range(int out_fd, int in_fd, int64_t offset, Py_ssize_t count,
+                               int *err) noexcept nogil:
+    cdef off_t position = <off_t>offset
+    cdef Py_ssize_t done = 0
+    cdef ssize_t n
+    err[0] = 0
+    while done < count:
+        n = c_sendfile(out_fd, in_fd, &position, <size_t>(count - done))
+        if n > 0:
+            done += n
+        elif n == 0:
+            break                       # offset reached the end of in_fd
+        elif errno == EAGAIN:
+            break                       # socket buffer full (EWOULDBLOCK is EAGAIN on Linux)
+        elif errno != EINTR:
+            err[0] = errno
+            break
+    return done
+
+
+cdef object _os_error(int err, Py_ssize_t done):
+    exc = OSError(err, os.strerror(err))
+    if done > 0:
+        exc.characters_written = done
+    return exc
+
+
+def append(int fd, buf):
+    """Write all of ``buf`` at the fd's current position (write(2) in a loop over short
+    writes, EINTR retried). Returns the number of bytes written. Raises OSError."""
+    cdef Py_buffer view
+    cdef Py_ssize_t done
+    cdef int err
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        with nogil:
+            done = write_all(fd, <const char *>view.buf, view.len, &err)
+    finally:
+        PyBuffer_Release(&view)
+    if err != 0:
+        raise _os_error(err, done)
+    return done
+
+
+def pread_into(int fd, buf, int64_t position):
+    """Fill ``buf`` from ``position``; returns bytes read (less at end of file)."""
+    cdef Py_buffer view
+    cdef Py_ssize_t done
+    cdef int err
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE | PyBUF_WRITABLE)
+    try:
+        with nogil:
+            done = pread_full(fd, <char *>view.buf, view.len, position, &err)
+    finally:
+        PyBuffer_Release(&view)
+    if err != 0:
+        raise _os_error(err, done)
+    return done
+
+
+def sendfile(int out_fd, int in_fd, int64_t offset, Py_ssize_t count):
+    """Copy up to ``count`` bytes from ``in_fd`` at ``offset`` to ``out_fd`` with
+    sendfile(2), looping until done or the socket would block. Returns bytes sent
+    (0 if it would block at once). Raises OSError for other errors."""
+    cdef Py_ssize_t done
+    cdef int err
+    if count < 0:
+        raise ValueError(f"count {count} is negative")
+    if offset < 0:
+        raise ValueError(f"offset {offset} is negative")
+    if True:
+        done = sendfile_range(out_fd, in_fd, offset, count, &err)
+    if err != 0:
+        raise _os_error(err, done)
+    return done

@@ -1,0 +1,148 @@
+"""LogManager: log dirs, meta.properties, checkpoints, clean shutdown, kill -9."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from engine.checkpoint import read_offset_checkpoint, read_properties
+from engine.config import LogConfig
+from engine.errors import LogDirError
+from engine.manager import CLEAN_SHUTDOWN_FILE, LogManager, format_log_dir
+from tests.engine.batches import BASE_TS, producer_batch
+
+NOW = BASE_TS + 1000
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_format_writes_kafka_meta_properties(tmp_path):
+    directory_id = format_log_dir(str(tmp_path / "d"), "MkU3OEVBNTcwNTJENDM2Qg", 3)
+    props = read_properties(str(tmp_path / "d" / "meta.properties"))
+    assert props == {"node.id": "3", "directory.id": directory_id, "version": "1",
+                     "cluster.id": "MkU3OEVBNTcwNTJENDM2Qg"}
+    assert len(directory_id) == 22
+    with pytest.raises(LogDirError, match="already formatted"):
+        format_log_dir(str(tmp_path / "d"), "x", 3)
+
+
+def test_unformatted_dir_is_an_error_naming_it(tmp_path):
+    with pytest.raises(LogDirError, match="not formatted"):
+        LogManager([str(tmp_path / "d")]).startup()
+
+
+def test_mismatched_cluster_ids_across_dirs_are_refused(tmp_path):
+    format_log_dir(str(tmp_path / "a"), "cluster-a", 1)
+    format_log_dir(str(tmp_path / "b"), "cluster-b", 1)
+    with pytest.raises(LogDirError, match="cluster.id"):
+        LogManager([str(tmp_path / "a"), str(tmp_path / "b")]).startup()
+
+
+def test_a_log_dir_is_locked_by_one_manager(tmp_path):
+    format_log_dir(str(tmp_path / "d"), "c", 1)
+    first = LogManager([str(tmp_path / "d")])
+    first.startup()
+    with pytest.raises(LogDirError, match="in use"):
+        LogManager([str(tmp_path / "d")]).startup()
+    first.shutdown()
+
+
+def test_partitions_spread_over_dirs_and_survive_clean_restart(tmp_path):
+    dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    for d in dirs:
+        format_log_dir(d, "c", 1)
+    manager = LogManager(dirs)
+    manager.startup()
+    for p in range(4):
+        log = manager.get_or_create_log("orders", p, topic_id="AAAAAAAAAAAAAAAAAAAAAQ")
+        log.append_as_leader(producer_batch(5 + p), 0, NOW)
+        log.update_high_watermark(3)
+    assert {len(os.listdir(d)) for d in dirs} == {len(os.listdir(dirs[0]))}
+    manager.shutdown()
+    for d in dirs:
+        assert os.path.exists(os.path.join(d, CLEAN_SHUTDOWN_FILE))
+        hws = read_offset_checkpoint(os.path.join(d, "replication-offset-checkpoint"))
+        assert set(hws.values()) == {3}
+        with open(os.path.join(d, "recovery-point-offset-checkpoint")) as f:
+            lines = f.read().splitlines()
+        assert lines[0] == "0" and int(lines[1]) == len(lines) - 2 == 2
+    again = LogManager(dirs)
+    again.startup()
+    assert all(again.had_clean_shutdown.values())
+    assert not any(os.path.exists(os.path.join(d, CLEAN_SHUTDOWN_FILE)) for d in dirs)
+    for p in range(4):
+        log = again.get_log("orders", p)
+        assert (log.log_end_offset, log.high_watermark, log.topic_id) == (5 + p, 3, "AAAAAAAAAAAAAAAAAAAAAQ")
+    again.shutdown()
+
+
+def test_delete_log_removes_the_directory(tmp_path):
+    format_log_dir(str(tmp_path / "d"), "c", 1)
+    manager = LogManager([str(tmp_path / "d")])
+    manager.startup()
+    manager.get_or_create_log("gone", 0).append_as_leader(producer_batch(1), 0, NOW)
+    assert manager.delete_log("gone", 0)
+    assert not any(n.startswith("gone-0") for n in os.listdir(tmp_path / "d"))
+    manager.shutdown()
+
+
+def test_log_start_offsets_are_checkpointed(tmp_path):
+    format_log_dir(str(tmp_path / "d"), "c", 1)
+    manager = LogManager([str(tmp_path / "d")], LogConfig(segment_bytes=2000))
+    manager.startup()
+    log = manager.get_or_create_log("t", 0)
+    for i in range(10):
+        log.append_as_leader(producer_batch(5, tag=i), 0, NOW)
+    log.update_high_watermark(log.log_end_offset)
+    log.maybe_increment_log_start_offset(23)
+    manager.shutdown()
+    again = LogManager([str(tmp_path / "d")], LogConfig(segment_bytes=2000))
+    again.startup()
+    assert again.get_log("t", 0).log_start_offset == 23
+    again.shutdown()
+
+
+WRITER = textwrap.dedent("""
+    import os, sys
+    sys.path.insert(0, {root!r})
+    from engine.manager import LogManager
+    from tests.engine.batches import producer_batch, BASE_TS
+    manager = LogManager([{d!r}])
+    manager.startup()
+    log = manager.get_or_create_log("durable", 0)
+    for i in range(200):
+        log.append_as_leader(producer_batch(10, tag=i), 0, BASE_TS + 1000)
+        if i == 99:
+            print("half", flush=True)
+    print("done", log.log_end_offset, flush=True)
+    sys.stdin.read()
+""")
+
+
+def test_kill_9_loses_nothing_that_was_written(tmp_path):
+    """A process killed with SIGKILL after its appends returned: every batch is there after
+    recovery (the page cache survives the process), the indexes are rebuilt and appends go on."""
+    d = str(tmp_path / "d")
+    format_log_dir(d, "c", 1)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER.format(root=ROOT, d=d)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert proc.stdout.readline().strip() == "half"
+        assert proc.stdout.readline().split() == ["done", "2000"]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        proc.kill()
+    manager = LogManager([d], LogConfig())
+    manager.startup()
+    assert manager.had_clean_shutdown == {d: False}
+    log = manager.get_log("durable", 0)
+    assert log.log_end_offset == 2000
+    data = log.read(1234, 1 << 20).records.read()
+    from ext.batch import read_header
+    assert read_header(data).base_offset == 1230
+    assert log.append_as_leader(producer_batch(1), 1, NOW).first_offset == 2000
+    manager.shutdown()

@@ -1,0 +1,80 @@
+"""The read-only seam: a partition directory read without any writer state."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from engine.config import LogConfig
+from engine.log import Log
+from engine.reader import PartitionReader, parse_partition_dir
+from ext.batch import decode_records
+from ext.errors import CorruptRecordError
+from tests.engine.batches import BASE_TS, producer_batch
+
+NOW = BASE_TS + 1000
+
+
+@pytest.fixture
+def live_log(tmp_path):
+    log = Log(str(tmp_path / "events-3"), LogConfig(segment_bytes=3000, index_interval_bytes=400))
+    for i in range(25):
+        log.append_as_leader(producer_batch(6, tag=i), 0, NOW)
+    yield log
+    log.close()
+
+
+def read_offsets(reader, start=0, end=None):
+    return [r.offset for h, data in reader.batches(start, end) for r in decode_records(data)
+            if r.offset >= start and (end is None or r.offset < end)]
+
+
+def test_reader_sees_every_batch_of_a_live_log(live_log):
+    reader = PartitionReader(live_log.dir)
+    assert (reader.topic, reader.partition) == ("events", 3)
+    assert reader.base_offsets == [s.base_offset for s in live_log.segments]
+    assert read_offsets(reader) == list(range(150))
+
+
+@pytest.mark.parametrize("start,end", [(0, 1), (37, 99), (149, None), (60, 61), (0, 150)])
+def test_reader_ranges_start_at_the_batch_holding_start(live_log, start, end):
+    reader = PartitionReader(live_log.dir)
+    batches = list(reader.batches(start, end))
+    assert batches[0][0].base_offset <= start <= batches[0][0].last_offset
+    assert read_offsets(reader, start, end) == list(range(start, 150 if end is None else end))
+
+
+def test_reader_ignores_a_torn_tail_written_after_it_opened(live_log):
+    reader = PartitionReader(live_log.dir)
+    with open(live_log.active_segment.log_path, "ab") as f:
+        f.write(producer_batch(3)[:50])
+    assert read_offsets(PartitionReader(live_log.dir)) == list(range(150))
+    assert read_offsets(reader) == list(range(150))
+
+
+def test_reader_reports_the_file_and_position_of_a_corrupt_batch(live_log):
+    path = live_log.segments[1].log_path
+    with open(path, "r+b") as f:
+        f.seek(80)
+        f.write(b"\xff\xff")
+    with pytest.raises(CorruptRecordError) as err:
+        list(PartitionReader(live_log.dir).batches())
+    assert path in str(err.value)
+
+
+def test_partition_dir_names():
+    assert parse_partition_dir("my.topic_1-12") == ("my.topic_1", 12)
+    assert parse_partition_dir("t-0.5d6c4b-delete") is None
+    assert parse_partition_dir("t-0-future") is None
+    assert parse_partition_dir("meta.properties") is None
+
+
+def test_reader_imports_no_writer_module():
+    code = (
+        "import sys; import engine.reader; "
+        "bad = [m for m in ('engine.log', 'engine.segment', 'engine.manager', 'engine.recovery') "
+        "if m in sys.modules]; print(bad)"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

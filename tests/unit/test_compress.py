@@ -1,0 +1,158 @@
+"""ext.compress: round trips per codec, Kafka's snappy framings, and corrupt input."""
+import os
+import struct
+import zlib
+
+import cramjam
+import lz4.frame
+import pytest
+import zstandard
+
+from ext import compress
+from ext.errors import CorruptRecordError
+
+GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
+CODECS = [GZIP, SNAPPY, LZ4, ZSTD]
+XERIAL_MAGIC = b"\x82SNAPPY\x00"
+
+PAYLOADS = {
+    "empty": b"",
+    "one": b"x",
+    "text": b"the quick brown fox jumps over the lazy dog " * 500,
+    "random": os.urandom(100_000),
+    "zeros_past_blocks": bytes(300_000),  # many 32 KiB snappy / 64 KiB lz4 blocks
+}
+
+
+@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize("name", list(PAYLOADS))
+def test_round_trip(codec, name):
+    data = PAYLOADS[name]
+    packed = compress.compress(codec, data)
+    assert isinstance(packed, bytes)
+    assert compress.decompress(codec, packed) == data
+
+
+@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize("kind", [bytearray, memoryview])
+def test_accepts_any_buffer(codec, kind):
+    data = PAYLOADS["text"]
+    assert compress.decompress(codec, kind(compress.compress(codec, kind(data)))) == data
+
+
+def test_none_codec_is_identity():
+    assert compress.compress(0, b"abc") == b"abc"
+    assert compress.decompress(0, memoryview(b"abc")) == b"abc"
+
+
+def test_compresses_repetitive_data():
+    data = PAYLOADS["text"]
+    for codec in CODECS:
+        assert len(compress.compress(codec, data)) < len(data) // 5
+
+
+def test_snappy_writes_xerial_framing():
+    data = bytes(100_000)
+    packed = compress.compress(SNAPPY, data)
+    assert packed[:8] == XERIAL_MAGIC
+    assert struct.unpack(">ii", packed[8:16]) == (1, 1)
+    pos, blocks, out = 16, 0, b""
+    while pos < len(packed):
+        (n,) = struct.unpack(">i", packed[pos : pos + 4])
+        out += bytes(cramjam.snappy.decompress_raw(packed[pos + 4 : pos + 4 + n]))
+        pos += 4 + n
+        blocks += 1
+    assert out == data
+    assert blocks == 4  # 32 KiB blocks, as snappy-java
+
+
+def test_snappy_reads_raw():
+    data = PAYLOADS["text"]
+    raw = bytes(cramjam.snappy.compress_raw(data))
+    assert raw[:8] != XERIAL_MAGIC
+    assert compress.decompress(SNAPPY, raw) == data
+
+
+def test_snappy_reads_xerial_written_by_hand():
+    parts = [b"hello " * 1000, b"world " * 3000, b""]
+    framed = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+    for part in parts:
+        block = bytes(cramjam.snappy.compress_raw(part))
+        framed += struct.pack(">i", len(block)) + block
+    assert compress.decompress(SNAPPY, framed) == b"".join(parts)
+
+
+def test_gzip_is_gzip_and_reads_concatenated_members():
+    packed = compress.compress(GZIP, b"abc")
+    assert packed[:2] == b"\x1f\x8b"
+    two = zlib.compress(b"abc", 6, 31) + zlib.compress(b"def", 6, 31)
+    assert compress.decompress(GZIP, two) == b"abcdef"
+
+
+def test_lz4_frame_has_independent_blocks_and_no_content_size():
+    packed = compress.compress(LZ4, PAYLOADS["text"])
+    assert packed[:4] == b"\x04\x22\x4d\x18"
+    flg = packed[4]
+    assert flg & 0x20  # block independence
+    assert not flg & 0x08  # no content size
+    assert lz4.frame.decompress(packed) == PAYLOADS["text"]
+
+
+def test_zstd_reads_frames_without_content_size():
+    data = PAYLOADS["text"]
+    packed = zstandard.ZstdCompressor(write_content_size=False).compress(data)
+    assert compress.decompress(ZSTD, packed) == data
+    stream = zstandard.ZstdCompressor().compressobj()
+    streamed = stream.compress(data) + stream.flush()
+    assert compress.decompress(ZSTD, streamed) == data
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_garbage_raises_corrupt(codec):
+    with pytest.raises(CorruptRecordError):
+        compress.decompress(codec, b"this is not compressed at all" * 3)
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_empty_input_raises_corrupt(codec):
+    with pytest.raises(CorruptRecordError):
+        compress.decompress(codec, b"")
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_truncated_stream_raises_corrupt(codec):
+    packed = compress.compress(codec, PAYLOADS["random"])
+    for cut in (len(packed) // 2, len(packed) - 1):
+        with pytest.raises(CorruptRecordError):
+            compress.decompress(codec, packed[:cut])
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_trailing_garbage_raises_corrupt(codec):
+    packed = compress.compress(codec, PAYLOADS["text"])
+    with pytest.raises(CorruptRecordError):
+        compress.decompress(codec, packed + b"\x01\x02\x03garbage")
+
+
+def test_xerial_block_length_past_end():
+    framed = XERIAL_MAGIC + struct.pack(">iii", 1, 1, 1000) + b"abc"
+    with pytest.raises(CorruptRecordError, match="past the end"):
+        compress.decompress(SNAPPY, framed)
+    with pytest.raises(CorruptRecordError):
+        compress.decompress(SNAPPY, XERIAL_MAGIC + struct.pack(">iii", 1, 1, -5))
+    with pytest.raises(CorruptRecordError):
+        compress.decompress(SNAPPY, XERIAL_MAGIC + b"\x00\x00")
+
+
+def test_raw_snappy_forged_length_is_refused():
+    # preamble claims 4 GiB from 6 bytes of input
+    with pytest.raises(CorruptRecordError):
+        compress.decompress(SNAPPY, b"\xff\xff\xff\xff\x0f\x00")
+
+
+@pytest.mark.parametrize("codec", [5, 6, 7, -1])
+def test_unknown_codec(codec):
+    with pytest.raises(CorruptRecordError):
+        compress.decompress(codec, b"abc")
+    with pytest.raises(ValueError):
+        compress.compress(codec, b"abc")
