@@ -18,7 +18,9 @@ test-all: setup
 	$(PYTHON) -m pytest -q -m "slow or not slow"
 
 bench: setup
-	$(PYTHON) -m pytest bench -q --benchmark-enable --benchmark-only --benchmark-columns=min,median,mean,ops --benchmark-sort=name
+	mkdir -p .benchmarks
+	$(PYTHON) -m pytest bench -q --benchmark-enable --benchmark-only --benchmark-json=.benchmarks/latest.json
+	$(PYTHON) -m bench.report .benchmarks/latest.json
 
 annotate:
 	STROM_ANNOTATE=1 $(PYTHON) setup.py build_ext --inplace

@@ -5,6 +5,8 @@ import os
 import socket
 import threading
 
+import pytest
+
 from engine.config import LogConfig
 from engine.log import Log
 from ext import segment as native
@@ -29,15 +31,25 @@ def test_append_1mib_validate_assign_write(benchmark, tmp_path):
     log.close()
 
 
-def test_sendfile_segment_to_socket(benchmark, tmp_path):
-    """os-level sendfile of a 64 MiB segment range into a socket pair drained by a thread."""
+def tcp_pair() -> tuple[socket.socket, socket.socket]:
+    server = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(server.getsockname())
+    accepted, _ = server.accept()
+    server.close()
+    return accepted, client
+
+
+@pytest.mark.parametrize("pair", [socket.socketpair, tcp_pair], ids=["socketpair", "tcp-loopback"])
+def test_sendfile_segment_to_socket(benchmark, tmp_path, pair):
+    """ext.segment.sendfile of a 64 MiB segment range (page cache) into a socket drained by
+    a thread: a Unix socket pair, and TCP over loopback (what a fetch really uses)."""
     size = 64 * MIB
     path = tmp_path / "00000000000000000000.log"
     with open(path, "wb") as f:
         for _ in range(size // MIB):
             f.write(os.urandom(MIB))
     fd = os.open(path, os.O_RDONLY)
-    left, right = socket.socketpair()
+    left, right = pair()
     left.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 * MIB)
     right.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * MIB)
     stop = threading.Event()

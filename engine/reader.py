@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 from ext.batch import LOG_OVERHEAD, BatchHeader, read_header, scan
 from ext.errors import CorruptRecordError
-from ext.index import OffsetIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -31,6 +30,7 @@ _PARTITION_DIR = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
 _HEADER_PREFIX = struct.Struct(">qi")  # baseOffset, batchLength
 _LAST_OFFSET_DELTA = struct.Struct(">i")  # at byte 23 of a batch
 _LAST_OFFSET_DELTA_POS = 23
+_INDEX_ENTRY = struct.Struct(">ii")  # relative offset, position
 _SEARCH_CHUNK = 16 * 1024  # covers index.interval.bytes (4 KiB) of small batches
 _READ_CHUNK = 4 * 1024 * 1024
 
@@ -103,8 +103,36 @@ def search_for_offset(fd: int, target_offset: int, start: int, end: int) -> Batc
     return None
 
 
-def _last_offset_delta(header: bytes | memoryview) -> int:
-    return _LAST_OFFSET_DELTA.unpack_from(header, _LAST_OFFSET_DELTA_POS)[0]
+def index_lookup_pread(fd: int, base_offset: int, target_offset: int) -> int:
+    """Position of the floor entry for ``target_offset`` in an offset index file, read
+    with pread rather than mmap: a writer may trim the file under a reader, and a mapped
+    page past the new end would kill the reader with SIGBUS. Untrusted input: any
+    inconsistency answers 0 (scan the segment from its start)."""
+    slots = os.fstat(fd).st_size // 8
+
+    def entry(n: int) -> tuple[int, int]:
+        raw = os.pread(fd, 8, n * 8)
+        return _INDEX_ENTRY.unpack(raw) if len(raw) == 8 else (0, 0)
+
+    # Entries have positions > 0 (the first batch is never indexed); a zero-filled
+    # preallocated tail ends them.
+    lo, hi = 0, slots
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if entry(mid)[1] > 0:
+            lo = mid + 1
+        else:
+            hi = mid
+    lo, hi, found = 0, lo, 0
+    while lo < hi:
+        mid = (lo + hi) // 2
+        relative, position = entry(mid)
+        if base_offset + relative <= target_offset:
+            found = position
+            lo = mid + 1
+        else:
+            hi = mid
+    return max(found, 0)
 
 
 def _last_offset_delta_in(buf: bytes, position: int) -> int:
@@ -138,9 +166,7 @@ def iter_file_batches(
         view = memoryview(chunk)
         for p, size in zip(summary.positions, summary.sizes):
             yield pos + p, view[p:p + size]
-        pos += summary.valid_bytes
-        if summary.error is not None and summary.valid_bytes < len(chunk):
-            continue  # the rest is re-read from the first unfinished batch
+        pos += summary.valid_bytes  # a batch cut by the chunk is read again whole
 
 
 class PartitionReader:
@@ -166,17 +192,16 @@ class PartitionReader:
     def start_position(self, segment: int, offset: int) -> int:
         """A byte position in the segment at or before the batch holding ``offset``."""
         base = self.base_offsets[segment]
-        path = self.segment_path(base, INDEX_SUFFIX)
-        if offset <= base or not os.path.exists(path):
+        if offset <= base:
             return 0
-        index = OffsetIndex(path, base, 0, False)
         try:
-            index.sanity_check()
-            return min(index.lookup(offset)[1], self.sizes[segment])
-        except Exception:
-            return 0  # an index we cannot trust: scan the segment from its start
+            fd = os.open(self.segment_path(base, INDEX_SUFFIX), os.O_RDONLY)
+        except FileNotFoundError:
+            return 0
+        try:
+            return min(index_lookup_pread(fd, base, offset), self.sizes[segment])
         finally:
-            index.close()
+            os.close(fd)
 
     def batches(
         self, start_offset: int = 0, end_offset: int | None = None, check_crc: bool = True

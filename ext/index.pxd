@@ -55,3 +55,4 @@ cdef class TimeIndex(_Index):
     cdef Py_ssize_t c_lookup(self, int64_t target_timestamp) noexcept nogil
     cdef int64_t c_timestamp(self, Py_ssize_t slot) noexcept nogil
     cdef void _load_last_entry(self) noexcept
+    cdef int _truncate_to_entries(self, Py_ssize_t entries) except -1

@@ -1,4 +1,4 @@
-# cython: language_level=3
+# cython: language_level=3, cdivision=True
 """Kafka's sparse segment indexes, mmap-backed, binary search in C.
 
 Offset index (NNNNNNNNNNNNNNNNNNNN.index), 8-byte entries, big-endian:
@@ -48,7 +48,6 @@ from ext.errors import InvalidIndexError
 
 cdef enum:
     WARM_SECTION_BYTES = 8192
-
 
 
 cdef inline uint32_t _load_be32(const unsigned char *p) noexcept nogil:

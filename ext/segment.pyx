@@ -10,6 +10,12 @@ exporter's buffer stays pinned (a bytearray cannot be resized), so the pointer i
 On an error an OSError carries errno; when some bytes had already been transferred its
 ``characters_written`` says how many (a segment append cut short by ENOSPC leaves that
 many bytes at the end of the file, which the caller truncates away).
+
+Signals follow PEP 475. A signal that interrupts a blocked call shows up as EINTR, or
+as a short count once some bytes moved; either way the loop takes the GIL, runs the
+handlers, and carries on unless one raised (Ctrl-C ends a long blocking sendfile instead
+of waiting for the peer), in which case that exception propagates. Full transfers never
+touch the GIL.
 """
 import os
 
@@ -20,8 +26,22 @@ from posix.types cimport off_t
 from posix.unistd cimport pread, write
 
 
+cdef extern from "Python.h":
+    # Declared here without cpython.exc's "except -1": the exception a handler raised must
+    # stay set for the caller, not be handled inside the noexcept loop.
+    int check_signals "PyErr_CheckSignals" () noexcept
+
+
 cdef extern from "<sys/sendfile.h>" nogil:
     ssize_t c_sendfile "sendfile" (int out_fd, int in_fd, off_t *offset, size_t count)
+
+
+cdef inline bint _signal_handler_raised(int *err) noexcept nogil:
+    with gil:
+        if check_signals() != 0:
+            err[0] = SIGNAL_RAISED
+            return True
+    return False
 
 
 cdef Py_ssize_t write_all(int fd, const char *buf, Py_ssize_t length, int *err) noexcept nogil:
@@ -34,8 +54,12 @@ cdef Py_ssize_t write_all(int fd, const char *buf, Py_ssize_t length, int *err) 
             # write(2) returns 0 only for a zero count; a regular file that takes nothing
             # reports ENOSPC/EFBIG instead, so this cannot spin.
             done += n
+            if done < length and _signal_handler_raised(err):
+                break
         elif errno != EINTR:
             err[0] = errno
+            break
+        elif _signal_handler_raised(err):
             break
     return done
 
@@ -49,10 +73,14 @@ cdef Py_ssize_t pread_full(int fd, char *buf, Py_ssize_t length, int64_t positio
         n = pread(fd, buf + done, <size_t>(length - done), <off_t>(position + done))
         if n > 0:
             done += n
+            if done < length and _signal_handler_raised(err):
+                break
         elif n == 0:
             break                       # end of file
         elif errno != EINTR:
             err[0] = errno
+            break
+        elif _signal_handler_raised(err):
             break
     return done
 
@@ -67,6 +95,8 @@ cdef Py_ssize_t sendfile_range(int out_fd, int in_fd, int64_t offset, Py_ssize_t
         n = c_sendfile(out_fd, in_fd, &position, <size_t>(count - done))
         if n > 0:
             done += n
+            if done < count and _signal_handler_raised(err):
+                break
         elif n == 0:
             break                       # offset reached the end of in_fd
         elif errno == EAGAIN:
@@ -74,14 +104,18 @@ cdef Py_ssize_t sendfile_range(int out_fd, int in_fd, int64_t offset, Py_ssize_t
         elif errno != EINTR:
             err[0] = errno
             break
+        elif _signal_handler_raised(err):
+            break
     return done
 
 
-cdef object _os_error(int err, Py_ssize_t done):
+cdef int _raise(int err, Py_ssize_t done) except -1:
+    if err == SIGNAL_RAISED:
+        return -1                       # the handler's exception is already set
     exc = OSError(err, os.strerror(err))
     if done > 0:
         exc.characters_written = done
-    return exc
+    raise exc
 
 
 def append(int fd, buf):
@@ -97,7 +131,7 @@ def append(int fd, buf):
     finally:
         PyBuffer_Release(&view)
     if err != 0:
-        raise _os_error(err, done)
+        _raise(err, done)
     return done
 
 
@@ -113,7 +147,7 @@ def pread_into(int fd, buf, int64_t position):
     finally:
         PyBuffer_Release(&view)
     if err != 0:
-        raise _os_error(err, done)
+        _raise(err, done)
     return done
 
 
@@ -127,8 +161,8 @@ def sendfile(int out_fd, int in_fd, int64_t offset, Py_ssize_t count):
         raise ValueError(f"count {count} is negative")
     if offset < 0:
         raise ValueError(f"offset {offset} is negative")
-    if True:
+    with nogil:
         done = sendfile_range(out_fd, in_fd, offset, count, &err)
     if err != 0:
-        raise _os_error(err, done)
+        _raise(err, done)
     return done

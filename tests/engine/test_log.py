@@ -313,3 +313,17 @@ def test_append_and_read_do_no_python_work_per_record(tmp_path, few, many):
         assert log.read(0, 1 << 20).size == len(buf)
         log.close()
     assert costs[0] == costs[1]
+
+
+def test_empty_log_and_empty_active_segment_read_as_nothing(tmp_path):
+    log = Log(str(tmp_path / "t-0"))
+    assert log.read(0, 1 << 20).records is None
+    assert log.fetch_offset_by_timestamp(0) is None and log.offset_of_max_timestamp() is None
+    log.append_as_leader(producer_batch(3), 0, NOW)
+    log.roll()
+    assert [s.size for s in log.segments] == [len(producer_batch(3)), 0]
+    assert log.read(3, 1 << 20).records is None
+    assert offsets_in(log.read(0, 1 << 20).records.read()) == [0, 1, 2]
+    log.close()
+    again = Log(str(tmp_path / "t-0"))
+    assert again.log_end_offset == 3 and [s.base_offset for s in again.segments] == [0, 3]

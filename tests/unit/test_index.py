@@ -8,6 +8,7 @@ the C index only. Hypothesis checks that lookups and truncations agree with bise
 import bisect
 import io
 import os
+import random
 import struct
 
 import pytest
@@ -434,16 +435,44 @@ def test_time_index_agrees_with_reference(tmp_path_factory, steps, targets, cut)
 
 
 def test_lookup_in_large_index_uses_warm_and_cold_sections(tmp_path):
-    # 10k entries span the warm section (last 8 KiB) and the cold part before it.
+    # 10k entries span the warm section (the last 8 KiB: entries 8975..9999) and the cold
+    # part before it; the probes straddle its first entry.
     path = _path(tmp_path, 0, "index")
     with OffsetIndex(path, 0, 8 * 10_000) as index:
         for n in range(10_000):
             index.append(10 * n + 1, n)
-        for target in [0, 1, 2, 10 * 5000 + 1, 10 * 8975 + 5, 10 * 8976 + 1, 10 * 8977,
-                       10 * 9999 + 1, 10**9]:
+        for target in [0, 1, 2, 10 * 5000 + 1, 10 * 8974 + 1, 10 * 8975, 10 * 8975 + 1,
+                       10 * 8975 + 2, 10 * 8976, 10 * 8976 + 1, 10 * 9999 + 1, 10**9]:
             expected = (0, 0) if target < 1 else (10 * min((target - 1) // 10, 9999) + 1,
                                                  min((target - 1) // 10, 9999))
             assert index.lookup(target) == expected, target
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 3000), seed=st.integers(0, 2**32 - 1),
+       extra=st.lists(st.integers(-5, 3 * 3000 + 5), max_size=50))
+def test_large_indexes_agree_with_reference_across_the_warm_boundary(tmp_path_factory, n,
+                                                                     seed, extra):
+    rng = random.Random(seed)
+    relatives = sorted(rng.sample(range(3 * n), n))
+    timestamps = sorted(rng.sample(range(10**6), n))
+    directory = tmp_path_factory.mktemp("big")
+    offsets = OffsetIndex(str(directory / "0.index"), 0, 8 * n)
+    times = TimeIndex(str(directory / "0.timeindex"), 0, 12 * (n + 1))
+    ref_offsets, ref_times = RefOffsetIndex(0, n), RefTimeIndex(0, n + 1)
+    try:
+        for rel, ts in zip(relatives, timestamps, strict=True):
+            offsets.append(rel, rel * 2)
+            ref_offsets.append(rel, rel * 2)
+            times.maybe_append(ts, rel)
+            ref_times.maybe_append(ts, rel)
+        for key in relatives + [r - 1 for r in relatives] + extra:
+            assert offsets.lookup(key) == ref_offsets.lookup(key)
+        for key in timestamps + [t - 1 for t in timestamps] + extra:
+            assert times.lookup(key) == ref_times.lookup(key)
+    finally:
+        offsets.close()
+        times.close()
 
 
 # ---------------------------------------------------------------- files

@@ -1,8 +1,11 @@
 """ext.segment: one-write append, pread_into, sendfile over real fds and sockets."""
 import errno
 import os
+import signal
 import socket
+import struct
 import threading
+import time
 
 import pytest
 
@@ -129,6 +132,90 @@ def test_append_error_after_partial_write_reports_bytes_written():
         os.close(read_fd)
 
 
+class Interrupted(Exception):
+    pass
+
+
+@pytest.fixture
+def sigusr1():
+    """install(handler) for SIGUSR1; kick() delivers it to this (the main) thread."""
+    main = threading.get_ident()
+    previous = signal.getsignal(signal.SIGUSR1)
+
+    class Signal:
+        def install(self, handler):
+            signal.signal(signal.SIGUSR1, handler)
+
+        def kick(self):
+            signal.pthread_kill(main, signal.SIGUSR1)
+
+    yield Signal()
+    signal.signal(signal.SIGUSR1, previous)
+
+
+def test_append_stops_when_a_signal_handler_raises(sigusr1):
+    # PEP 475: EINTR runs the handlers; an exception from one ends the blocked write.
+    def handler(signum, frame):
+        raise Interrupted
+
+    sigusr1.install(handler)
+    read_fd, write_fd = os.pipe()
+    finished = threading.Event()
+
+    def unblock():
+        # Drains the pipe after 5 s, so an append that ignored the handler's exception
+        # would finish late (and fail the timing assertion) instead of hanging.
+        finished.wait(5.0)
+        while os.read(read_fd, 1 << 16):
+            pass
+
+    kicker = threading.Timer(0.2, sigusr1.kick)
+    unblocker = threading.Thread(target=unblock)
+    kicker.start()
+    unblocker.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(Interrupted):
+            append(write_fd, bytes(1 << 20))
+        assert time.monotonic() - started < 4.0     # not merely raised once the write ended
+    finally:
+        kicker.cancel()
+        finished.set()
+        os.close(write_fd)
+        unblocker.join()
+        os.close(read_fd)
+
+
+def test_append_retries_after_a_signal_handler_returns(sigusr1):
+    calls = []
+    sigusr1.install(lambda signum, frame: calls.append(signum))
+    read_fd, write_fd = os.pipe()
+    received = bytearray()
+    done = threading.Event()
+
+    def reader():
+        for _ in range(5):
+            time.sleep(0.05)
+            sigusr1.kick()
+        while chunk := os.read(read_fd, 1 << 16):
+            received.extend(chunk)
+            if not done.is_set():
+                sigusr1.kick()
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    data = pattern(2 << 20, seed=11)
+    try:
+        assert append(write_fd, data) == len(data)
+        done.set()
+    finally:
+        os.close(write_fd)
+        thread.join()
+        os.close(read_fd)
+    assert calls
+    assert received == data
+
+
 # ---------------------------------------------------------------- pread_into
 
 
@@ -188,12 +275,14 @@ def test_sendfile_blocking_socket_sends_the_whole_range(segment):
     data = pattern(32 << 20, seed=7)
     append(segment, data)
     left, right = socket.socketpair()
+    # Far more than the socket buffer: completes only if the drain thread runs while
+    # sendfile blocks, i.e. with the GIL released. Were the GIL held, the send timeout
+    # would end the stall with EAGAIN and a short count instead of hanging the suite.
+    left.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", 5, 0))
     received = bytearray()
     thread = threading.Thread(target=drain, args=(right, received))
     thread.start()
     try:
-        # Far more than the socket buffer: completes only if the drain thread runs while
-        # sendfile blocks, i.e. with the GIL released.
         assert sendfile(left.fileno(), segment, 1000, len(data) - 2000) == len(data) - 2000
     finally:
         left.close()

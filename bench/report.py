@@ -1,0 +1,43 @@
+"""Turn a pytest-benchmark JSON file into throughput figures (MB/s, records/s, ns/op).
+
+    python -m bench.report .benchmarks/latest.json
+"""
+from __future__ import annotations
+
+import json
+import platform
+import sys
+
+
+def rows(data: dict) -> list[tuple[str, str, str]]:
+    out = []
+    for bench in sorted(data["benchmarks"], key=lambda b: b["name"]):
+        stats, extra = bench["stats"], bench.get("extra_info", {})
+        median = stats["median"]
+        if "bytes" in extra:
+            figure = f"{extra['bytes'] / median / 1e6:,.0f} MB/s"
+        elif "records" in extra:
+            figure = f"{extra['records'] / median / 1e6:,.2f} M records/s"
+        elif "lookups_per_round" in extra:
+            figure = f"{median / extra['lookups_per_round'] * 1e9:,.0f} ns/lookup"
+        else:
+            figure = f"{1 / median:,.0f} ops/s"
+        out.append((bench["name"], f"{median * 1e6:,.1f} µs", figure))
+    return out
+
+
+def main(path: str) -> None:
+    with open(path) as f:
+        data = json.load(f)
+    machine = data.get("machine_info", {})
+    cpu = machine.get("cpu", {}).get("brand_raw", platform.processor())
+    print(f"Machine: {cpu}, {machine.get('cpu', {}).get('count', '?')} cores, "
+          f"Python {machine.get('python_version', platform.python_version())}\n")
+    print("| benchmark | median | throughput |")
+    print("|---|---|---|")
+    for name, median, figure in rows(data):
+        print(f"| `{name}` | {median} | {figure} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else ".benchmarks/latest.json")
