@@ -5,8 +5,11 @@ export PIP_ROOT_USER_ACTION := ignore
 
 .PHONY: setup run test test-all bench annotate clean
 
-setup:
+# Installs the dependencies and builds the extensions in place; redone when they change.
+setup: .setup-done
+.setup-done: pyproject.toml setup.py $(wildcard ext/*.pyx ext/*.pxd)
 	$(PIP) install -e '.[test]'
+	@touch $@
 
 run: setup
 	$(PYTHON) -m strom demo
@@ -26,4 +29,4 @@ annotate:
 	STROM_ANNOTATE=1 $(PYTHON) setup.py build_ext --inplace
 
 clean:
-	rm -rf build *.egg-info ext/*.c ext/*.so ext/*.html
+	rm -rf build *.egg-info ext/*.c ext/*.so ext/*.html .setup-done
