@@ -15,6 +15,7 @@ run: setup
 	$(PYTHON) -m strom demo
 
 test: setup
+	$(PYTHON) -m ruff check .
 	$(PYTHON) -m pytest -q
 
 test-all: setup

@@ -7,10 +7,10 @@ import threading
 
 import pytest
 
+from bench.test_bench_kernels import one_mib_of_batches
 from engine.config import LogConfig
 from engine.log import Log
 from ext import segment as native
-from bench.test_bench_kernels import one_mib_of_batches
 
 MIB = 1 << 20
 
@@ -26,7 +26,8 @@ def test_append_1mib_validate_assign_write(benchmark, tmp_path):
     def append():
         log.append_as_leader(buf, 1, 1_700_000_000_500)
 
-    benchmark.pedantic(append, rounds=200 if benchmark.enabled else 1, iterations=1, warmup_rounds=5 if benchmark.enabled else 0)
+    rounds, warmup = (200, 5) if benchmark.enabled else (1, 0)
+    benchmark.pedantic(append, rounds=rounds, iterations=1, warmup_rounds=warmup)
     assert log.log_end_offset % 1000 == 0
     log.close()
 

@@ -12,7 +12,10 @@ MIB = 1 << 20
 
 
 def records_of(size: int, count: int):
-    return [(None, os.urandom(size // 2).hex().encode()[:size], [], 1_700_000_000_000 + i) for i in range(count)]
+    return [
+        (None, os.urandom(size // 2).hex().encode()[:size], [], 1_700_000_000_000 + i)
+        for i in range(count)
+    ]
 
 
 def one_mib_of_batches(record_size: int = 100) -> bytearray:

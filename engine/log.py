@@ -415,9 +415,13 @@ class Log:
         an empty active segment remains. Returns the number of segments deleted."""
         now_ms = _now_ms() if now_ms is None else now_ms
         config = self.config
-        deleted = self._delete_segments(now_ms, lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset)
+        deleted = self._delete_segments(
+            now_ms, lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset
+        )
         if config.retention_ms >= 0:
-            deleted += self._delete_segments(now_ms, lambda seg, nxt: now_ms - seg.largest_timestamp() > config.retention_ms)
+            deleted += self._delete_segments(
+                now_ms, lambda seg, nxt: now_ms - seg.largest_timestamp() > config.retention_ms
+            )
         if config.retention_bytes >= 0:
             excess = self.size_in_bytes - config.retention_bytes
 

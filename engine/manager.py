@@ -170,7 +170,7 @@ class LogManager:
             return existing
         if parse_partition_dir(f"{topic}-{partition}") is None:
             raise ValueError(f"invalid topic name {topic!r}")
-        d = min(self.log_dirs, key=lambda x: sum(1 for lg in self.logs.values() if lg.dir.startswith(x + os.sep)))
+        d = min(self.log_dirs, key=lambda x: len(self._logs_in(x)))
         path = os.path.join(d, f"{topic}-{partition}")
         os.makedirs(path, exist_ok=True)
         if topic_id is not None:
@@ -214,9 +214,12 @@ class LogManager:
     def checkpoint_log_start_offsets(self) -> None:
         self._checkpoint(LOG_START_CHECKPOINT, lambda lg: lg.log_start_offset)
 
+    def _logs_in(self, d: str) -> dict[TopicPartition, Log]:
+        return {tp: lg for tp, lg in self.logs.items() if os.path.dirname(lg.dir) == d}
+
     def _checkpoint(self, name: str, value) -> None:
         for d in self.log_dirs:
-            offsets = {tp: value(lg) for tp, lg in self.logs.items() if lg.dir.startswith(d + os.sep)}
+            offsets = {tp: value(lg) for tp, lg in self._logs_in(d).items()}
             write_offset_checkpoint(os.path.join(d, name), offsets)
 
     # ---- shutdown ------------------------------------------------------------------------

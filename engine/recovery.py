@@ -99,7 +99,9 @@ def load_log(directory: str, *, index_interval_bytes: int, max_index_size: int,
                 del segments[i + 1:]
                 break
     if not segments:
-        segments.append(LogSegment(directory, log_start_offset, index_interval_bytes, max_index_size, create=True))
+        segments.append(
+            LogSegment(directory, log_start_offset, index_interval_bytes, max_index_size, create=True)
+        )
     # An empty trailing segment is kept: it is the active one.
     log_end_offset = segments[-1].read_next_offset()
     segments[-1].resize_indexes(max_index_size)

@@ -91,7 +91,9 @@ def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
 def validate(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
     """read_header plus the CRC32C check."""
 
-def iter_batches(buf: bytes | bytearray | memoryview, pos: int = 0, check_crc: bool = False) -> Iterator[BatchHeader]:
+def iter_batches(
+    buf: bytes | bytearray | memoryview, pos: int = 0, check_crc: bool = False
+) -> Iterator[BatchHeader]:
     """Each complete batch from ``pos``; raises (Truncated/)CorruptRecordError at a bad one."""
 
 class BatchSummary:

@@ -24,7 +24,9 @@ from ext.errors import InvalidIndexError as InvalidIndexError
 class OffsetIndex:
     path: str
     base_offset: int
-    def __init__(self, path: str, base_offset: int, max_index_size: int = 10485760, writable: bool = True) -> None: ...
+    def __init__(
+        self, path: str, base_offset: int, max_index_size: int = 10485760, writable: bool = True
+    ) -> None: ...
     @property
     def entries(self) -> int: ...
     @property
@@ -54,7 +56,9 @@ class OffsetIndex:
 class TimeIndex:
     path: str
     base_offset: int
-    def __init__(self, path: str, base_offset: int, max_index_size: int = 10485760, writable: bool = True) -> None: ...
+    def __init__(
+        self, path: str, base_offset: int, max_index_size: int = 10485760, writable: bool = True
+    ) -> None: ...
     @property
     def entries(self) -> int: ...
     @property

@@ -18,7 +18,9 @@ import time
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="strom", description="Strom: a Kafka-compatible streaming platform")
+    parser = argparse.ArgumentParser(
+        prog="strom", description="Strom: a Kafka-compatible streaming platform"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="write, crash, recover and read back a partition log")
     demo.add_argument("--dir", help="log directory (default: a new temporary one)")
@@ -125,7 +127,8 @@ def run_demo(directory: str | None, records: int, record_size: int) -> int:
     took = time.perf_counter() - started
     manager.shutdown()
     ok = seen == records and log.log_end_offset - first_end == records
-    print(f"read back {seen:,} records (CRC checked) in {took:.2f} s: {'all present' if ok else 'MISSING DATA'}")
+    verdict = "all present" if ok else "MISSING DATA"
+    print(f"read back {seen:,} records (CRC checked) in {took:.2f} s: {verdict}")
     return 0 if ok else 1
 
 

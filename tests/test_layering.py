@@ -5,7 +5,9 @@ import os
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PROJECT = {"ext", "engine", "protocol", "raft", "controller", "replication", "broker", "spark", "strom"}
+PROJECT = {
+    "ext", "engine", "protocol", "raft", "controller", "replication", "broker", "spark", "strom",
+}
 ALLOWED = {
     "ext": set(),
     "engine": {"ext"},
@@ -49,7 +51,11 @@ def sources():
                     yield package, os.path.join(dirpath, name)
 
 
-@pytest.mark.parametrize("package,path", list(sources()), ids=lambda v: os.path.relpath(v, ROOT) if isinstance(v, str) and os.sep in v else v)
+def _id(value):
+    return os.path.relpath(value, ROOT) if isinstance(value, str) and os.sep in value else value
+
+
+@pytest.mark.parametrize("package,path", list(sources()), ids=_id)
 def test_imports_point_down(package, path):
     bad = imported_packages(path) - ALLOWED[package] - {package}
     assert not bad, f"{os.path.relpath(path, ROOT)} imports {sorted(bad)}"

@@ -108,7 +108,7 @@ def test_read_min_one_message_returns_a_batch_larger_than_max_bytes(tmp_path):
     log.append_as_leader(producer_batch(100), 0, NOW)
     big = len(producer_batch(100))
     assert log.read(0, 10).size == big
-    assert log.read(0, 10, min_one_message=False).records is None or log.read(0, 10, min_one_message=False).size == 0
+    assert log.read(0, 10, min_one_message=False).size == 0
 
 
 def test_read_with_high_watermark_isolation_stops_at_the_high_watermark(tmp_path):
@@ -168,8 +168,9 @@ def test_batch_over_max_message_bytes_is_rejected_and_nothing_written(tmp_path):
 
 def test_client_control_batches_are_rejected(tmp_path):
     log = Log(str(tmp_path / "t-0"))
-    control = bytearray(build_batch([(b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00", [], NOW)], is_control=True,
-                                    is_transactional=True, producer_id=1, producer_epoch=0))
+    marker = [(b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00", [], NOW)]
+    control = bytearray(build_batch(marker, is_control=True, is_transactional=True,
+                                    producer_id=1, producer_epoch=0))
     with pytest.raises(InvalidRecordError):
         log.append_as_leader(control, 0, NOW)
 
@@ -245,7 +246,9 @@ def test_reopen_after_clean_close_continues_where_it_left(tmp_path):
     log.close()
     again = Log(path, LogConfig(segment_bytes=3000, index_interval_bytes=300), had_clean_shutdown=True)
     assert again.log_end_offset == 150
-    assert [(s.base_offset, s.offset_index.entries, s.max_timestamp_so_far) for s in again.segments] == entries
+    assert [
+        (s.base_offset, s.offset_index.entries, s.max_timestamp_so_far) for s in again.segments
+    ] == entries
     assert again.read(0, 1 << 30).records.read() == before
     assert again.leader_epoch_cache.entries() == [(0, 0), (1, 50), (2, 100)]
     assert again.append_as_leader(producer_batch(1), 2, NOW).first_offset == 150
@@ -307,8 +310,8 @@ def test_append_and_read_do_no_python_work_per_record(tmp_path, few, many):
     for n in (few, many):
         log = Log(str(tmp_path / f"t-{n}"))
         buf = producer_batch(n, value_size=10)
-        appended = _python_calls(lambda: log.append_as_leader(buf, 0, NOW))
-        read = _python_calls(lambda: log.read(0, 1 << 20))
+        appended = _python_calls(lambda log=log, buf=buf: log.append_as_leader(buf, 0, NOW))
+        read = _python_calls(lambda log=log: log.read(0, 1 << 20))
         costs.append((appended, read))
         assert log.read(0, 1 << 20).size == len(buf)
         log.close()
@@ -327,3 +330,25 @@ def test_empty_log_and_empty_active_segment_read_as_nothing(tmp_path):
     log.close()
     again = Log(str(tmp_path / "t-0"))
     assert again.log_end_offset == 3 and [s.base_offset for s in again.segments] == [0, 3]
+
+
+def test_segment_rolls_when_an_index_is_full(tmp_path):
+    log = Log(str(tmp_path / "t-0"), LogConfig(segment_index_bytes=48, index_interval_bytes=0))
+    for i in range(12):
+        log.append_as_leader(producer_batch(2, ts=BASE_TS + i, tag=i), 0, NOW)
+    assert len(log.segments) > 2
+    for segment in log.segments[:-1]:
+        # a 48-byte time index holds 4 entries; one stays free for the roll entry
+        assert segment.offset_index.entries <= 6 and segment.time_index.entries <= 4
+    assert offsets_in(b"".join(log.read(o, 1).records.read() for o in range(0, 24, 2))) == list(range(24))
+
+
+def test_flush_messages_moves_the_recovery_point(tmp_path):
+    log = Log(str(tmp_path / "t-0"), LogConfig(flush_messages=15))
+    log.append_as_leader(producer_batch(10), 0, NOW)
+    assert log.recovery_point == 0
+    log.append_as_leader(producer_batch(10), 0, NOW)
+    assert log.recovery_point == 20
+    log.append_as_leader(producer_batch(10), 0, NOW)
+    log.flush()
+    assert log.recovery_point == 30

@@ -18,7 +18,9 @@ def all_offsets(log: Log) -> list[int]:
     out, offset = [], log.log_start_offset
     while offset < log.log_end_offset:
         data = log.read(offset, 1 << 30).records.read()
-        batch_offsets = [r.offset for h in iter_batches(data, check_crc=True) for r in decode_records(data, h.position)]
+        batch_offsets = [
+            r.offset for h in iter_batches(data, check_crc=True) for r in decode_records(data, h.position)
+        ]
         out += batch_offsets
         offset = batch_offsets[-1] + 1
     return out
