@@ -95,6 +95,7 @@ class Log:
         self.topic_id = topic_id
         os.makedirs(directory, exist_ok=True)
         self.leader_epoch_cache = LeaderEpochCache(os.path.join(directory, LEADER_EPOCH_CHECKPOINT))
+        checkpointed_epochs = self.leader_epoch_cache.entries()
         loaded = load_log(
             directory,
             index_interval_bytes=self.config.index_interval_bytes,
@@ -114,7 +115,8 @@ class Log:
             self.truncate_fully_and_start_at(self.log_start_offset)
         hw = self.log_start_offset if high_watermark is None else high_watermark
         self.high_watermark = min(max(hw, self.log_start_offset), self.log_end_offset)
-        self.leader_epoch_cache.flush()
+        if self.leader_epoch_cache.entries() != checkpointed_epochs:
+            self.leader_epoch_cache.flush()  # recovery assigned epochs without flushing
         self.unflushed_messages = 0
         self.last_flush_ms = _now_ms()
         self._pending_deletes: list[tuple[int, LogSegment]] = []
@@ -240,11 +242,8 @@ class Log:
         active.on_become_inactive()
         segment = LogSegment(
             self.dir, self.log_end_offset, self.config.index_interval_bytes,
-            self.config.segment_index_bytes, create=True,
-            rolling_based_time_ms=None,
+            self.config.segment_index_bytes, create=True, created_ms=now_ms,
         )
-        if now_ms is not None:
-            segment.created_ms = now_ms
         self.segments.append(segment)
         self._bases.append(segment.base_offset)
         return segment

@@ -60,7 +60,7 @@ class LogSegment:
         index_interval_bytes: int = 4096,
         max_index_size: int = 10485760,
         create: bool = False,
-        rolling_based_time_ms: int | None = None,
+        created_ms: int | None = None,
     ):
         self.dir = directory
         self.base_offset = base_offset
@@ -80,9 +80,11 @@ class LogSegment:
         ts, offset = self.time_index.last_entry
         self.max_timestamp_so_far = ts
         self.offset_of_max_timestamp_so_far = offset if ts >= 0 else -1
-        # segment.ms counts from the first batch's timestamp, else from creation.
-        self.rolling_based_timestamp = rolling_based_time_ms
-        self.created_ms = int(time.time() * 1000) if rolling_based_time_ms is None else rolling_based_time_ms
+        # segment.ms counts from the first batch's max timestamp (read lazily from the file
+        # for a reopened segment), or from when this object was created for a segment
+        # without timestamps.
+        self.rolling_based_timestamp: int | None = None
+        self.created_ms = int(time.time() * 1000) if created_ms is None else created_ms
         self.closed = False
 
     # ---- appends -------------------------------------------------------------------------
@@ -99,7 +101,7 @@ class LogSegment:
             )
         start = self.size
         native.append(self.fd, buf)
-        if self.rolling_based_timestamp is None and summary.max_timestamps[0] >= 0:
+        if start == 0:
             self.rolling_based_timestamp = summary.max_timestamps[0]
         self._index_batches(start, summary)
         self.size = start + summary.valid_bytes
@@ -125,17 +127,21 @@ class LogSegment:
                     segment_bytes: int, roll_ms: int, now_ms: int) -> bool:
         """Kafka's roll rule: no room for the append, segment.ms reached (measured from the
         first batch's timestamp), a full index, or an offset too far for a relative index."""
-        if self.size > segment_bytes - batch_bytes:
-            return self.size > 0
-        if self.size > 0 and self.time_waited_for_roll(now_ms, max_timestamp) > roll_ms:
-            return True
+        if self.size == 0:
+            return False  # an empty active segment takes any append (indexes are empty too)
         return (
-            self.offset_index.is_full
+            self.size > segment_bytes - batch_bytes
+            or self.time_waited_for_roll(now_ms, max_timestamp) > roll_ms
+            or self.offset_index.is_full
             or self.time_index.is_full
             or last_offset - self.base_offset > INT_MAX
         )
 
     def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        if self.rolling_based_timestamp is None and self.size > 0:
+            first = search_for_offset(self.fd, self.base_offset, 0, self.size)
+            self.rolling_based_timestamp = -1 if first is None else read_header(
+                os.pread(self.fd, first.size, first.position)).max_timestamp
         if self.rolling_based_timestamp is not None and self.rolling_based_timestamp >= 0:
             return message_timestamp - self.rolling_based_timestamp
         return now_ms - self.created_ms
@@ -223,7 +229,7 @@ class LogSegment:
                 self._index_batch(position, header.size, header.last_offset, header.max_timestamp)
                 if epoch_cache is not None and header.partition_leader_epoch > epoch_cache.latest_epoch:
                     epoch_cache.assign(header.partition_leader_epoch, header.base_offset, flush=False)
-                if self.rolling_based_timestamp is None and header.max_timestamp >= 0:
+                if position == 0:
                     self.rolling_based_timestamp = header.max_timestamp
                 previous = header.last_offset
                 valid = position + header.size

@@ -352,3 +352,16 @@ def test_flush_messages_moves_the_recovery_point(tmp_path):
     log.append_as_leader(producer_batch(10), 0, NOW)
     log.flush()
     assert log.recovery_point == 30
+
+
+def test_segment_ms_counts_from_the_first_batch_after_a_reopen(tmp_path):
+    config = LogConfig(segment_ms=1000, message_timestamp_before_max_ms=2**62)
+    log = Log(str(tmp_path / "t-0"), config)
+    log.append_as_leader(producer_batch(1, ts=BASE_TS), 0, NOW)
+    log.append_as_leader(producer_batch(1, ts=BASE_TS + 900), 0, NOW)
+    log.close()
+    again = Log(str(tmp_path / "t-0"), config)
+    again.append_as_leader(producer_batch(1, ts=BASE_TS + 950), 0, NOW)
+    assert len(again.segments) == 1
+    again.append_as_leader(producer_batch(1, ts=BASE_TS + 1001), 0, NOW)
+    assert [s.base_offset for s in again.segments] == [0, 3]
