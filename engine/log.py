@@ -41,6 +41,11 @@ from ext.epoch import LeaderEpochCache
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 PARTITION_METADATA = "partition.metadata"
 
+# Who appends as leader (Kafka's AppendOrigin).
+ORIGIN_CLIENT = "client"
+ORIGIN_RAFT_LEADER = "raft_leader"
+ORIGIN_COORDINATOR = "coordinator"
+
 # Fetch isolation: how far a read may go.
 FETCH_LOG_END = "log_end"  # replicas
 FETCH_HIGH_WATERMARK = "high_watermark"  # consumers, read_uncommitted
@@ -143,13 +148,15 @@ class Log:
     # ---- appends -------------------------------------------------------------------------
 
     def append_as_leader(self, buf: bytearray | memoryview, leader_epoch: int,
-                         now_ms: int | None = None) -> LogAppendInfo:
-        """Validate the producer's batches, assign offsets from the log end offset, stamp the
-        leader epoch, and append. ``buf`` must be writable: offsets are patched in place."""
+                         now_ms: int | None = None, origin: str = ORIGIN_CLIENT) -> LogAppendInfo:
+        """Validate the batches, assign offsets from the log end offset, stamp the leader
+        epoch, and append. ``buf`` must be writable: offsets are patched in place. Batches
+        from clients are checked as Kafka's LogValidator does; the broker's own writers
+        (a raft leader, a coordinator) may also write control batches."""
         now_ms = _now_ms() if now_ms is None else now_ms
         append_time = now_ms if self.config.log_append_time else -1
         summary = assign_offsets(buf, self.log_end_offset, leader_epoch, append_time)
-        self._check_batches(buf, summary, now_ms, from_client=True)
+        self._check_batches(buf, summary, now_ms, from_client=origin == ORIGIN_CLIENT)
         if leader_epoch >= 0:
             self.leader_epoch_cache.assign(leader_epoch, summary.first_offset)
         return self._append(buf, summary, now_ms, append_time)

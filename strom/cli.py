@@ -1,5 +1,14 @@
 """`strom`: the command line.
 
+    strom run [--port P] [--dir DIR]
+        Format a one-node cluster (or reuse DIR) and run it on 127.0.0.1; prints the
+        bootstrap address; Ctrl-C stops it.
+    strom format --config FILE [--cluster-id ID] [--standalone]
+        Write meta.properties into the node's log dirs.
+    strom start --config FILE
+        Run the node's roles (a combined node runs controller and broker as processes).
+    strom controller|broker --config FILE
+        Run one role in this process.
     strom demo [--dir DIR] [--records N] [--record-size B]
         Write a partition log in Kafka's format, kill the writer with SIGKILL halfway
         through a second run, recover the log and read every record back.
@@ -9,6 +18,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import subprocess
@@ -16,12 +26,26 @@ import sys
 import tempfile
 import time
 
+from engine.errors import StorageError
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="strom", description="Strom: a Kafka-compatible streaming platform"
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run a one-node cluster on 127.0.0.1")
+    run.add_argument("--port", type=int, default=9092)
+    run.add_argument("--dir", help="data directory (default: a new temporary one)")
+    fmt = sub.add_parser("format", help="format the node's log directories")
+    fmt.add_argument("--config", required=True)
+    fmt.add_argument("--cluster-id")
+    fmt.add_argument("--standalone", action="store_true",
+                     help="this controller is the only voter of a new quorum")
+    fmt.add_argument("--ignore-formatted", action="store_true")
+    for role in ("start", "controller", "broker"):
+        p = sub.add_parser(role, help=f"run the node's {'roles' if role == 'start' else role}")
+        p.add_argument("--config", required=True)
     demo = sub.add_parser("demo", help="write, crash, recover and read back a partition log")
     demo.add_argument("--dir", help="log directory (default: a new temporary one)")
     demo.add_argument("--records", type=int, default=1_000_000)
@@ -34,7 +58,29 @@ def main(argv: list[str] | None = None) -> int:
     writer.add_argument("records", type=int)
     writer.add_argument("record_size", type=int)
     args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
+        if args.command == "run":
+            return run_local(args.port, args.dir)
+        if args.command == "format":
+            from strom.config import read_config_file
+            from strom.node import format_node
+
+            config = read_config_file(args.config)
+            cluster_id = format_node(config, args.cluster_id, args.standalone, args.ignore_formatted)
+            print(f"Formatted {', '.join(config.log_dirs)} for cluster {cluster_id}")
+            return 0
+        if args.command in ("start", "controller", "broker"):
+            from strom.config import read_config_file
+            from strom.node import run_role, supervise
+
+            config = read_config_file(args.config)
+            if args.command == "start":
+                roles = config.roles
+                if len(roles) == 1:
+                    return run_role(roles[0], config)
+                return supervise(args.config, config)
+            return run_role(args.command, config)
         if args.command == "demo":
             return run_demo(args.dir, args.records, args.record_size)
         if args.command == "dump-log":
@@ -43,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             return demo_writer(args.dir, args.records, args.record_size)
     except KeyboardInterrupt:
         return 130
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, StorageError) as e:
         print(f"strom: {e}", file=sys.stderr)
         return 1
     return 2
@@ -171,3 +217,32 @@ def dump_log(path: str, with_records: bool) -> int:
 
 
 _CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+
+
+def run_local(port: int, directory: str | None) -> int:
+    """The main job: a one-node cluster on 127.0.0.1 (controller and broker processes)."""
+    from strom.config import read_config_file
+    from strom.node import format_node, supervise
+
+    directory = directory or tempfile.mkdtemp(prefix="strom-")
+    os.makedirs(directory, exist_ok=True)
+    config_path = os.path.join(directory, "server.properties")
+    if not os.path.exists(config_path):
+        with open(config_path, "w") as f:
+            f.write(
+                "process.roles=broker,controller\n"
+                "node.id=1\n"
+                f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{port + 1}\n"
+                f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n"
+                "controller.listener.names=CONTROLLER\n"
+                f"controller.quorum.voters=1@127.0.0.1:{port + 1}\n"
+                f"log.dirs={os.path.join(directory, 'data')}\n"
+                "num.partitions=3\n"
+                "offsets.topic.replication.factor=1\n"
+                "group.initial.rebalance.delay.ms=0\n"
+            )
+    config = read_config_file(config_path)
+    format_node(config, None, True, ignore_formatted=True)
+    print(f"Strom is starting: config {config_path}")
+    print(f"bootstrap.servers=127.0.0.1:{port}  (Ctrl-C stops it)", flush=True)
+    return supervise(config_path, config)

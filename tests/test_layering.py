@@ -6,16 +6,18 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROJECT = {
-    "ext", "engine", "protocol", "raft", "controller", "replication", "broker", "spark", "strom",
+    "ext", "engine", "protocol", "metadata", "raft", "controller", "replication", "broker", "spark",
+    "strom",
 }
 ALLOWED = {
     "ext": set(),
     "engine": {"ext"},
     "protocol": {"ext"},
+    "metadata": {"protocol", "ext"},
     "raft": {"engine", "protocol", "ext"},
-    "controller": {"raft", "protocol", "engine", "ext"},
+    "controller": {"raft", "metadata", "protocol", "engine", "ext"},
     "replication": {"engine", "protocol", "ext"},
-    "broker": {"replication", "engine", "protocol", "raft", "ext"},
+    "broker": {"replication", "metadata", "engine", "protocol", "raft", "ext"},
     "spark": {"engine", "ext"},
     "strom": PROJECT - {"strom"},
 }

@@ -1,0 +1,1 @@
+"""The broker process: network server, request handlers, groups, the metadata image."""

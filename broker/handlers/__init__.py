@@ -1,0 +1,1 @@
+"""Request handlers, grouped by RPC family. Each module exposes ``apis(broker)``."""

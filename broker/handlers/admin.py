@@ -1,0 +1,141 @@
+"""Topic administration. Changes go to the controller (the broker forwards the request as
+the client sent it) and the broker answers once its own metadata image shows the change,
+so the client's next request here already sees it. DescribeConfigs is answered locally."""
+from __future__ import annotations
+
+from broker.handlers.metadata import wait_for_topics
+from engine.config import BROKER_SYNONYMS, TOPIC_CONFIGS
+from protocol import messages as M
+from protocol.dispatch import Api
+from protocol.errors import Error
+
+TOPIC, BROKER = 2, 4
+SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
+TYPE_BOOLEAN, TYPE_STRING, TYPE_LONG = 1, 2, 5
+APPLY_WAIT_S = 5.0
+_TOPIC_FROM_BROKER = {topic: broker for broker, topic in BROKER_SYNONYMS.items()}
+
+
+def apis(broker) -> list[Api]:
+    async def forward(header, req):
+        try:
+            return await broker.follower.forward(header.api_key, header.api_version, req)
+        except (ConnectionError, TimeoutError):
+            return None
+
+    async def handle_create_topics(header, req):
+        response = await forward(header, req)
+        if response is None:
+            return _all_failed(M.CreateTopicsResponse, req, Error.REQUEST_TIMED_OUT)
+        created = [t.name for t in response.topics if t.error_code == Error.NONE]
+        if created and not req.validate_only:
+            await wait_for_topics(broker, created, APPLY_WAIT_S)
+        entry_cls = M.CreateTopicsResponse.CreatableTopicConfigs
+        for t in response.topics:
+            if t.error_code == Error.NONE and header.api_version >= 5:
+                t.configs = [_describe_entry(broker, t.name, name, entry_cls) for name in sorted(TOPIC_CONFIGS)]
+        return response
+
+    async def handle_delete_topics(header, req):
+        response = await forward(header, req)
+        if response is None:
+            return _all_failed(M.DeleteTopicsResponse, req, Error.REQUEST_TIMED_OUT)
+        deleted = [t.name for t in response.responses if t.error_code == Error.NONE]
+        await wait_for_topics(broker, deleted, APPLY_WAIT_S, present=False)
+        return response
+
+    async def handle_create_partitions(header, req):
+        response = await forward(header, req)
+        if response is None:
+            return _all_failed(M.CreatePartitionsResponse, req, Error.REQUEST_TIMED_OUT)
+        await broker.follower.wait_for_change(0.5)
+        return response
+
+    async def handle_incremental_alter_configs(header, req):
+        response = await forward(header, req)
+        if response is None:
+            return _all_failed(M.IncrementalAlterConfigsResponse, req, Error.REQUEST_TIMED_OUT)
+        if any(r.error_code == Error.NONE for r in response.responses) and not req.validate_only:
+            await broker.follower.wait_for_change(0.5)
+        return response
+
+    async def handle_describe_configs(header, req):
+        R = M.DescribeConfigsResponse
+        results = []
+        for res in req.resources:
+            out = R.DescribeConfigsResult(resource_type=res.resource_type, resource_name=res.resource_name)
+            results.append(out)
+            if res.resource_type == TOPIC:
+                if res.resource_name not in broker.image.topics:
+                    out.error_code = Error.UNKNOWN_TOPIC_OR_PARTITION
+                    out.error_message = f"Topic {res.resource_name} does not exist"
+                    continue
+                names = sorted(TOPIC_CONFIGS) if res.configuration_keys is None else res.configuration_keys
+                out.configs = [_describe_entry(broker, res.resource_name, n, R.DescribeConfigsResourceResult)
+                               for n in names if n in TOPIC_CONFIGS]
+            elif res.resource_type == BROKER:
+                if res.resource_name not in ("", str(broker.node_id)):
+                    out.error_code = Error.INVALID_REQUEST
+                    out.error_message = f"this is broker {broker.node_id}"
+                    continue
+                values = broker.config.values
+                names = sorted(values) if res.configuration_keys is None else res.configuration_keys
+                out.configs = [R.DescribeConfigsResourceResult(
+                    name=n, value=_text(values[n]), read_only=True,
+                    config_source=SOURCE_STATIC_BROKER if n in broker.config.originals else SOURCE_DEFAULT,
+                    is_sensitive=False, config_type=TYPE_STRING) for n in names if n in values]
+            else:
+                out.error_code = Error.INVALID_REQUEST
+                out.error_message = f"unsupported resource type {res.resource_type}"
+        return R(results=results)
+
+    return [
+        Api(19, 2, 7, handle_create_topics),
+        Api(20, 1, 6, handle_delete_topics),
+        Api(37, 0, 3, handle_create_partitions),
+        Api(44, 0, 1, handle_incremental_alter_configs),
+        Api(32, 1, 4, handle_describe_configs),
+    ]
+
+
+def _text(value) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list):
+        return ",".join(value)
+    return str(value)
+
+
+def _describe_entry(broker, topic: str, name: str, _cls):
+    overrides = broker.image.topic_config(topic)
+    config = broker.topic_log_config(topic)
+    value = getattr(config, TOPIC_CONFIGS[name].attr)
+    if name in overrides:
+        source = SOURCE_DYNAMIC_TOPIC
+    elif _TOPIC_FROM_BROKER.get(name) in broker.config.originals:
+        source = SOURCE_STATIC_BROKER
+    else:
+        source = SOURCE_DEFAULT
+    kind = TOPIC_CONFIGS[name].kind
+    entry = _cls(name=name, value=_text(value), read_only=False, is_sensitive=False)
+    if "config_source" in entry._fields:
+        entry.config_source = source
+    if "config_type" in entry._fields:
+        entry.config_type = TYPE_BOOLEAN if kind is bool else TYPE_LONG if kind is int else TYPE_STRING
+    if "is_default" in entry._fields:
+        entry.is_default = source == SOURCE_DEFAULT
+    return entry
+
+
+def _all_failed(cls, req, code):
+    if cls is M.CreateTopicsResponse:
+        return cls(topics=[cls.CreatableTopicResult(name=t.name, error_code=code) for t in req.topics])
+    if cls is M.DeleteTopicsResponse:
+        names = [t.name for t in req.topics] if req.topics else req.topic_names
+        return cls(responses=[cls.DeletableTopicResult(name=n, error_code=code) for n in names])
+    if cls is M.CreatePartitionsResponse:
+        return cls(results=[cls.CreatePartitionsTopicResult(name=t.name, error_code=code)
+                        for t in req.topics])
+    return cls(responses=[cls.AlterConfigsResourceResponse(resource_type=r.resource_type,
+                                                           resource_name=r.resource_name, error_code=code)
+                          for r in req.resources])

@@ -1,0 +1,111 @@
+"""Metadata and DescribeCluster: the cluster as this broker's metadata image shows it.
+Metadata may auto-create topics (auto.create.topics.enable) through the controller."""
+from __future__ import annotations
+
+from protocol import messages as M
+from protocol.dispatch import Api
+from protocol.errors import Error
+
+INTERNAL_TOPICS = {"__consumer_offsets", "__transaction_state"}
+AUTO_CREATE_WAIT_S = 2.0
+
+
+def apis(broker) -> list[Api]:
+    async def handle_metadata(header, req):
+        R = M.MetadataResponse
+        image = broker.image
+        if req.topics is None or (header.api_version == 0 and not req.topics):
+            names = sorted(image.topics)
+        else:
+            names = []
+            for t in req.topics:
+                if t.name is None and t.topic_id in image.topics_by_id:
+                    names.append(image.topics_by_id[t.topic_id].name)
+                else:
+                    names.append(t.name)
+            missing = [n for n in names if n and n not in image.topics]
+            allow = req.allow_auto_topic_creation if header.api_version >= 4 else True
+            if missing and allow and broker.config["auto.create.topics.enable"]:
+                await auto_create(broker, missing)
+        topics = []
+        for name in names:
+            topic = image.topics.get(name)
+            if topic is None:
+                code = Error.UNKNOWN_TOPIC_OR_PARTITION
+                if name and auto_create_error(name):
+                    code = Error.INVALID_TOPIC_EXCEPTION
+                elif name in broker.pending_auto_create:
+                    code = Error.LEADER_NOT_AVAILABLE
+                topics.append(R.MetadataResponseTopic(error_code=code, name=name))
+                continue
+            partitions = []
+            for index in sorted(topic.partitions):
+                p = topic.partitions[index]
+                partitions.append(R.MetadataResponseTopic.MetadataResponsePartition(
+                    error_code=Error.NONE, partition_index=index, leader_id=p.leader,
+                    leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas),
+                    isr_nodes=list(p.isr), offline_replicas=[]))
+            topics.append(R.MetadataResponseTopic(
+                error_code=Error.NONE, name=name, topic_id=topic.topic_id,
+                is_internal=name in INTERNAL_TOPICS, partitions=partitions))
+        return R(brokers=brokers(broker, R.MetadataResponseBroker), cluster_id=broker.cluster_id,
+                 controller_id=broker.node_id, topics=topics)
+
+    async def handle_describe_cluster(header, req):
+        R = M.DescribeClusterResponse
+        return R(error_code=Error.NONE, cluster_id=broker.cluster_id, controller_id=broker.node_id,
+                 brokers=brokers(broker, R.DescribeClusterBroker))
+
+    return [Api(3, 0, 12, handle_metadata), Api(60, 0, 1, handle_describe_cluster)]
+
+
+def brokers(broker, cls) -> list:
+    out = []
+    for b in sorted(broker.image.brokers.values(), key=lambda b: b.broker_id):
+        if b.fenced:
+            continue
+        endpoint = b.endpoint(broker.listener_name)
+        if endpoint is not None:
+            out.append(cls(broker_id=b.broker_id, host=endpoint[0], port=endpoint[1], rack=b.rack)
+                       if "broker_id" in cls._fields else
+                       cls(node_id=b.broker_id, host=endpoint[0], port=endpoint[1], rack=b.rack))
+    return out
+
+
+def auto_create_error(name: str) -> str | None:
+    from protocol.topics import topic_name_error
+
+    return topic_name_error(name)
+
+
+async def auto_create(broker, names: list[str]) -> None:
+    """Ask the controller to create the missing topics with the broker defaults and wait
+    (briefly) until they are in the image."""
+    R = M.CreateTopicsRequest
+    wanted = [n for n in names if auto_create_error(n) is None and n not in INTERNAL_TOPICS]
+    if not wanted:
+        return
+    broker.pending_auto_create.update(wanted)
+    try:
+        request = R(topics=[R.CreatableTopic(name=n, num_partitions=-1, replication_factor=-1)
+                            for n in wanted], timeout_ms=5000, validate_only=False)
+        try:
+            await broker.follower.forward(19, 7, request)
+        except (ConnectionError, TimeoutError):
+            return
+        await wait_for_topics(broker, wanted, AUTO_CREATE_WAIT_S)
+    finally:
+        broker.pending_auto_create.difference_update(wanted)
+
+
+async def wait_for_topics(broker, names: list[str], timeout: float, present: bool = True) -> None:
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while any((n in broker.image.topics) != present for n in names):
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            return
+        await broker.follower.wait_for_change(remaining)
+    await asyncio.sleep(0)

@@ -1,0 +1,82 @@
+"""Produce: validate and append each partition's record batches in place.
+
+The records of a partition stay a writable memoryview into the request frame; ext
+validates them and patches offsets and the leader epoch in place; the log writes them in
+one write. acks=0 gets no response; acks=1 and acks=-1 are answered after the append
+(with one replica the high watermark moves with the log end offset).
+"""
+from __future__ import annotations
+
+from engine.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    RecordTooLargeError,
+)
+from protocol import messages as M
+from protocol.dispatch import Api
+from protocol.errors import Error
+
+_ERRORS = [
+    (CorruptRecordError, Error.CORRUPT_MESSAGE),
+    (RecordTooLargeError, Error.MESSAGE_TOO_LARGE),
+    (InvalidTimestampError, Error.INVALID_TIMESTAMP),
+    (InvalidRecordError, Error.INVALID_RECORD),
+]
+
+
+def apis(broker) -> list[Api]:
+    async def handle_produce(header, req):
+        R = M.ProduceResponse
+        image = broker.image
+        responses = []
+        appended = False
+        for topic in req.topic_data:
+            name = topic.name
+            if header.api_version >= 13:
+                known = image.topics_by_id.get(topic.topic_id)
+                name = known.name if known else None
+            out = R.TopicProduceResponse(name=topic.name, topic_id=topic.topic_id)
+            responses.append(out)
+            for p in topic.partition_data:
+                pr = R.TopicProduceResponse.PartitionProduceResponse(
+                    index=p.index, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1)
+                out.partition_responses.append(pr)
+                if req.acks not in (-1, 0, 1):
+                    pr.error_code = Error.INVALID_REQUIRED_ACKS
+                    continue
+                log_ = broker.logs.get_log(name, p.index) if name else None
+                partition = image.topics[name].partitions.get(p.index) if name in image.topics else None
+                if log_ is None or partition is None:
+                    pr.error_code = Error.UNKNOWN_TOPIC_OR_PARTITION if name else Error.UNKNOWN_TOPIC_ID
+                    continue
+                if partition.leader != broker.node_id:
+                    pr.error_code = Error.NOT_LEADER_OR_FOLLOWER
+                    continue
+                if p.records is None or len(p.records) == 0:
+                    pr.error_code = Error.INVALID_RECORD
+                    continue
+                try:
+                    info = log_.append_as_leader(p.records, partition.leader_epoch)
+                except Exception as e:  # mapped to the protocol's codes; others are bugs
+                    for cls, code in _ERRORS:
+                        if isinstance(e, cls):
+                            pr.error_code = code
+                            pr.error_message = str(e)
+                            break
+                    else:
+                        raise
+                    continue
+                log_.update_high_watermark(log_.log_end_offset)
+                appended = True
+                pr.error_code = Error.NONE
+                pr.base_offset = info.first_offset
+                pr.log_append_time_ms = info.log_append_time
+                pr.log_start_offset = info.log_start_offset
+        if appended:
+            broker.notify_appended()
+        if req.acks == 0:
+            return None
+        return R(responses=responses)
+
+    return [Api(0, 3, 12, handle_produce)]

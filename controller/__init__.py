@@ -1,0 +1,1 @@
+"""The controller process: the metadata state machine on the KRaft log."""

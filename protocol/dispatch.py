@@ -1,0 +1,97 @@
+"""Request dispatch: one frame in, one response out, no IO.
+
+A process registers a handler per API with the version range it serves; ``ApiVersions``
+is answered here from exactly that table, so a process advertises only what it serves.
+An unknown API key or a malformed request closes the connection (None); a known API at a
+version outside the served range gets UNSUPPORTED_VERSION.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from protocol import messages
+from protocol.errors import Error
+from protocol.headers import API_VERSIONS_KEY, RequestHeader, encode_response, read_request_header
+from protocol.types import ProtocolError, Reader
+
+log = logging.getLogger(__name__)
+
+HandlerFn = Callable[[RequestHeader, Any], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Api:
+    key: int
+    min_version: int
+    max_version: int
+    fn: HandlerFn
+
+
+class Dispatcher:
+    def __init__(self, apis: list[Api]):
+        self.apis = {api.key: api for api in apis}
+        for api in apis:
+            schema = messages.REQUESTS[api.key].message.versions
+            if api.min_version < schema.lo or api.max_version > schema.hi:
+                raise ValueError(f"{messages.API_NAMES[api.key]} {api.min_version}-{api.max_version} "
+                                 f"outside its schema {schema}")
+        api_versions = messages.REQUESTS[API_VERSIONS_KEY].message.versions
+        self.apis[API_VERSIONS_KEY] = Api(API_VERSIONS_KEY, api_versions.lo, min(api_versions.hi, 4),
+                                          self._api_versions)
+
+    def api_versions_body(self, error: Error = Error.NONE):
+        R = messages.ApiVersionsResponse
+        return R(error_code=error, api_keys=[
+            R.ApiVersion(api_key=a.key, min_version=a.min_version, max_version=a.max_version)
+            for a in sorted(self.apis.values(), key=lambda a: a.key)
+        ])
+
+    async def _api_versions(self, header: RequestHeader, request) -> Any:
+        return self.api_versions_body()
+
+    async def handle(self, frame: memoryview) -> list | None:
+        r = Reader(frame)
+        try:
+            header = read_request_header(r)
+        except ProtocolError as e:
+            log.info("malformed request header: %s", e)
+            return None
+        api = self.apis.get(header.api_key)
+        if api is None:
+            log.info("unknown or unserved API key %d from %s", header.api_key, header.client_id)
+            return None
+        version = header.api_version
+        if not api.min_version <= version <= api.max_version:
+            if header.api_key == API_VERSIONS_KEY:
+                # KIP-511: answer v0 so the client learns our range and retries.
+                return encode_response(API_VERSIONS_KEY, 0, header.correlation_id,
+                                       self.api_versions_body(Error.UNSUPPORTED_VERSION))
+            return self._unsupported(header)
+        try:
+            request = messages.REQUESTS[header.api_key].decode(version, r)
+        except ProtocolError as e:
+            log.info("malformed %s v%d request from %s: %s",
+                     messages.API_NAMES[header.api_key], version, header.client_id, e)
+            return None
+        try:
+            response = await api.fn(header, request)
+        except Exception:
+            log.exception("%s v%d handler failed; closing the connection",
+                          messages.API_NAMES[header.api_key], version)
+            return None
+        if response is None:
+            return []
+        return encode_response(header.api_key, version, header.correlation_id, response)
+
+    def _unsupported(self, header: RequestHeader) -> list | None:
+        codec = messages.RESPONSES[header.api_key]
+        if header.api_version not in codec.message.versions:
+            return None
+        body = codec.cls()
+        if "error_code" not in codec.cls._fields:
+            return None
+        body.error_code = Error.UNSUPPORTED_VERSION
+        return encode_response(header.api_key, header.api_version, header.correlation_id, body)

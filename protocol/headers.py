@@ -1,0 +1,111 @@
+"""Request and response headers, and framing.
+
+Frame: int32 size, then ``size`` bytes. Request header:
+
+    v0  api_key int16, api_version int16, correlation_id int32
+    v1  + client_id nullable string (int16 length, even in v2)
+    v2  + tagged fields
+
+Response header: v0 correlation_id int32; v1 + tagged fields. A request uses header v2
+when its version is flexible (else v1); a response uses v1 when flexible (else v0), except
+ApiVersions responses, which always use v0 so that a client can read the error of a
+version it does not know.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from protocol import messages
+from protocol.types import ProtocolError, Reader, Writer
+
+API_VERSIONS_KEY = 18
+
+
+@dataclass(frozen=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    header_version: int
+
+
+def read_request_header(r: Reader) -> RequestHeader:
+    """Reads the header; the body follows at r.pos. Unknown API keys and versions still
+    parse (so that UNSUPPORTED_VERSION can be answered with the right correlation id)."""
+    api_key = r.int16()
+    api_version = r.int16()
+    correlation_id = r.int32()
+    n = r.int16()
+    if n < -1:
+        raise ProtocolError(f"negative client id length {n}")
+    client_id = None if n == -1 else r.string_of(n)
+    codec = messages.REQUESTS.get(api_key)
+    flexible = codec is not None and codec.message.is_flexible(api_version)
+    if flexible:
+        for _ in range(r.uvarint()):
+            r.uvarint()
+            r.raw(r.uvarint())
+    return RequestHeader(api_key, api_version, correlation_id, client_id, 2 if flexible else 1)
+
+
+def write_request_header(w: Writer, api_key: int, api_version: int, correlation_id: int,
+                         client_id: str | None) -> None:
+    w.int16(api_key)
+    w.int16(api_version)
+    w.int32(correlation_id)
+    if client_id is None:
+        w.int16(-1)
+    else:
+        data = client_id.encode()
+        w.int16(len(data))
+        w.raw(data)
+    if messages.REQUESTS[api_key].message.is_flexible(api_version):
+        w.uvarint(0)
+
+
+def response_header_flexible(api_key: int, api_version: int) -> bool:
+    if api_key == API_VERSIONS_KEY:
+        return False
+    codec = messages.RESPONSES.get(api_key)
+    return codec is not None and codec.message.is_flexible(api_version)
+
+
+def write_response_header(w: Writer, api_key: int, api_version: int, correlation_id: int) -> None:
+    w.int32(correlation_id)
+    if response_header_flexible(api_key, api_version):
+        w.uvarint(0)
+
+
+def read_response_header(r: Reader, api_key: int, api_version: int) -> int:
+    correlation_id = r.int32()
+    if response_header_flexible(api_key, api_version):
+        for _ in range(r.uvarint()):
+            r.uvarint()
+            r.raw(r.uvarint())
+    return correlation_id
+
+
+def encode_request(api_key: int, api_version: int, correlation_id: int, client_id: str | None,
+                   body) -> bytes:
+    """A whole request frame (size prefix included)."""
+    w = Writer()
+    w.int32(0)
+    write_request_header(w, api_key, api_version, correlation_id, client_id)
+    messages.REQUESTS[api_key].write(api_version, body, w)
+    w.buf[0:4] = (len(w.buf) - 4).to_bytes(4, "big")
+    return bytes(w.buf)
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int, body) -> list:
+    """A whole response frame as parts (bytes and file slices, see codec)."""
+    w = Writer()
+    w.int32(0)
+    write_response_header(w, api_key, api_version, correlation_id)
+    messages.RESPONSES[api_key].write(api_version, body, w)
+    parts = w.finish()
+    size = sum(len(p) if isinstance(p, bytes) else p.size for p in parts) - 4
+    first = bytearray(parts[0])
+    first[0:4] = size.to_bytes(4, "big")
+    parts[0] = bytes(first)
+    return parts

@@ -1,0 +1,257 @@
+"""Node configuration: Kafka's server.properties names, types and defaults.
+
+An unknown property, or a value of the wrong type or range, stops startup with a message
+naming the property. Properties of the log (``log.*``) supply topic defaults through
+engine.config.BROKER_SYNONYMS.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from engine.config import BROKER_SYNONYMS, LogConfig, log_config_from_broker
+from engine.errors import ConfigError
+
+INT, LONG, BOOL, STRING, LIST, DOUBLE = "int", "long", "bool", "string", "list", "double"
+
+# name -> (type, default). None default = no default (optional or required by role).
+PROPERTIES: dict[str, tuple[str, Any]] = {
+    "process.roles": (LIST, None),
+    "node.id": (INT, None),
+    "broker.id": (INT, None),
+    "listeners": (LIST, "PLAINTEXT://:9092"),
+    "advertised.listeners": (LIST, None),
+    "listener.security.protocol.map": (LIST, "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"),
+    "inter.broker.listener.name": (STRING, None),
+    "controller.listener.names": (LIST, None),
+    "controller.quorum.voters": (LIST, ""),
+    "controller.quorum.bootstrap.servers": (LIST, ""),
+    "controller.quorum.election.timeout.ms": (INT, 1000),
+    "controller.quorum.fetch.timeout.ms": (INT, 2000),
+    "controller.quorum.election.backoff.max.ms": (INT, 1000),
+    "controller.quorum.request.timeout.ms": (INT, 2000),
+    "controller.quorum.retry.backoff.ms": (INT, 20),
+    "controller.quorum.append.linger.ms": (INT, 25),
+    "controller.quorum.auto.join.enable": (BOOL, False),
+    "log.dirs": (LIST, None),
+    "log.dir": (LIST, "/tmp/kafka-logs"),
+    "metadata.log.dir": (STRING, None),
+    "metadata.log.segment.bytes": (INT, 1073741824),
+    "metadata.max.retention.bytes": (LONG, 104857600),
+    "metadata.max.retention.ms": (LONG, 604800000),
+    "metadata.log.max.record.bytes.between.snapshots": (LONG, 20971520),
+    "num.partitions": (INT, 1),
+    "default.replication.factor": (INT, 1),
+    "auto.create.topics.enable": (BOOL, True),
+    "delete.topic.enable": (BOOL, True),
+    "offsets.topic.num.partitions": (INT, 50),
+    "offsets.topic.replication.factor": (INT, 3),
+    "offsets.topic.segment.bytes": (INT, 104857600),
+    "offsets.retention.minutes": (INT, 10080),
+    "offsets.commit.timeout.ms": (INT, 5000),
+    "offsets.load.buffer.size": (INT, 5242880),
+    "transaction.state.log.num.partitions": (INT, 50),
+    "transaction.state.log.replication.factor": (INT, 3),
+    "transaction.state.log.min.isr": (INT, 2),
+    "transactional.id.expiration.ms": (INT, 604800000),
+    "producer.id.expiration.ms": (INT, 86400000),
+    "group.initial.rebalance.delay.ms": (INT, 3000),
+    "group.min.session.timeout.ms": (INT, 6000),
+    "group.max.session.timeout.ms": (INT, 1800000),
+    "group.max.size": (INT, 2**31 - 1),
+    "group.coordinator.rebalance.protocols": (LIST, "classic,consumer"),
+    "socket.request.max.bytes": (INT, 104857600),
+    "socket.send.buffer.bytes": (INT, 102400),
+    "socket.receive.buffer.bytes": (INT, 102400),
+    "connections.max.idle.ms": (LONG, 600000),
+    "num.network.threads": (INT, 3),
+    "num.io.threads": (INT, 8),
+    "num.recovery.threads.per.data.dir": (INT, 1),
+    "num.replica.fetchers": (INT, 1),
+    "replica.lag.time.max.ms": (LONG, 30000),
+    "replica.fetch.max.bytes": (INT, 1048576),
+    "replica.fetch.wait.max.ms": (INT, 500),
+    "replica.fetch.min.bytes": (INT, 1),
+    "replica.high.watermark.checkpoint.interval.ms": (LONG, 5000),
+    "replica.fetch.response.max.bytes": (INT, 10485760),
+    "log.retention.check.interval.ms": (LONG, 300000),
+    "log.flush.scheduler.interval.ms": (LONG, 2**63 - 1),
+    "log.flush.offset.checkpoint.interval.ms": (INT, 60000),
+    "log.flush.start.offset.checkpoint.interval.ms": (INT, 60000),
+    "log.retention.hours": (INT, 168),
+    "log.retention.minutes": (INT, None),
+    "log.roll.hours": (INT, 168),
+    "fetch.max.bytes": (INT, 57671680),
+    "max.incremental.fetch.session.cache.slots": (INT, 1000),
+    "queued.max.requests": (INT, 500),
+    "request.timeout.ms": (INT, 30000),
+    "broker.rack": (STRING, None),
+    "broker.heartbeat.interval.ms": (INT, 2000),
+    "broker.session.timeout.ms": (INT, 9000),
+    "initial.broker.registration.timeout.ms": (INT, 60000),
+    "unstable.api.versions.enable": (BOOL, False),
+    "cluster.id": (STRING, None),
+    "strom.metrics.port": (INT, None),
+}
+for _broker_name in BROKER_SYNONYMS:
+    PROPERTIES.setdefault(_broker_name, (STRING, None))  # validated by engine.config
+
+_LISTENER = re.compile(r"^(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:/]*):(?P<port>\d+)$")
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.name}://{self.host}:{self.port}"
+
+
+def parse_listeners(name: str, values: list[str]) -> list[Listener]:
+    out = []
+    for value in values:
+        m = _LISTENER.match(value)
+        if m is None:
+            raise ConfigError(name, f"expected NAME://host:port, got {value!r}")
+        out.append(Listener(m.group("name").upper(), m.group("host").strip("[]"), int(m.group("port"))))
+    names = [lsn.name for lsn in out]
+    if len(set(names)) != len(names):
+        raise ConfigError(name, f"listener names must be unique: {', '.join(names)}")
+    return out
+
+
+def parse_voters(value: list[str]) -> dict[int, tuple[str, int]]:
+    """controller.quorum.voters: id@host:port,..."""
+    voters = {}
+    for item in value:
+        m = re.match(r"^(\d+)@(\[[^\]]*\]|[^:]+):(\d+)$", item)
+        if m is None:
+            raise ConfigError("controller.quorum.voters", f"expected id@host:port, got {item!r}")
+        voters[int(m.group(1))] = (m.group(2).strip("[]"), int(m.group(3)))
+    return voters
+
+
+def _convert(name: str, kind: str, raw: Any) -> Any:
+    text = str(raw).strip()
+    if kind in (INT, LONG):
+        try:
+            value = int(text)
+        except ValueError:
+            raise ConfigError(name, f"expected an integer, got {raw!r}") from None
+        limit = 2**31 if kind == INT else 2**63
+        if not -limit <= value < limit:
+            raise ConfigError(name, f"out of range: {value}")
+        return value
+    if kind == DOUBLE:
+        try:
+            return float(text)
+        except ValueError:
+            raise ConfigError(name, f"expected a number, got {raw!r}") from None
+    if kind == BOOL:
+        if text.lower() not in ("true", "false"):
+            raise ConfigError(name, f"expected true or false, got {raw!r}")
+        return text.lower() == "true"
+    if kind == LIST:
+        return [item.strip() for item in text.split(",") if item.strip()]
+    return text
+
+
+class ServerConfig:
+    """Typed access by Kafka property name: ``config["num.partitions"]``."""
+
+    def __init__(self, props: dict[str, str]):
+        self.originals = dict(props)
+        self.values: dict[str, Any] = {}
+        for name, raw in props.items():
+            spec = PROPERTIES.get(name)
+            if spec is None:
+                raise ConfigError(name, "unknown property")
+            self.values[name] = _convert(name, spec[0], raw)
+        for name, (kind, default) in PROPERTIES.items():
+            if name not in self.values and default is not None:
+                self.values[name] = _convert(name, kind, default)
+        self._validate()
+        self.log_config: LogConfig = log_config_from_broker(props)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values.get(name)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.values.get(name, default)
+
+    def _validate(self) -> None:
+        roles = self.values.get("process.roles")
+        if not roles:
+            raise ConfigError("process.roles", "required: broker, controller, or both")
+        bad = set(roles) - {"broker", "controller"}
+        if bad:
+            raise ConfigError("process.roles", f"unknown roles {sorted(bad)}")
+        if self.values.get("node.id") is None:
+            if self.values.get("broker.id") is None:
+                raise ConfigError("node.id", "required")
+            self.values["node.id"] = self.values["broker.id"]
+        if self.values["node.id"] < 0:
+            raise ConfigError("node.id", "must be >= 0")
+        self.listeners = parse_listeners("listeners", self.values["listeners"])
+        advertised = self.values.get("advertised.listeners")
+        self.advertised = parse_listeners("advertised.listeners", advertised) if advertised else None
+        controller_names = [n.upper() for n in self.values.get("controller.listener.names") or []]
+        if not controller_names:
+            raise ConfigError("controller.listener.names", "required in KRaft mode")
+        self.controller_listener_names = controller_names
+        self.voters = parse_voters(self.values.get("controller.quorum.voters", []))
+        if not self.voters and not self.values.get("controller.quorum.bootstrap.servers"):
+            raise ConfigError("controller.quorum.voters",
+                              "set it or controller.quorum.bootstrap.servers")
+        listener_names = {lsn.name for lsn in self.listeners}
+        if "controller" in self.roles:
+            if not set(controller_names) & listener_names:
+                raise ConfigError("listeners", f"no controller listener ({', '.join(controller_names)})")
+        if "broker" in self.roles:
+            if not listener_names - set(controller_names):
+                raise ConfigError("listeners", "a broker needs a listener that is not a controller listener")
+        for name in ("num.partitions", "default.replication.factor", "offsets.topic.num.partitions"):
+            if self.values[name] < 1:
+                raise ConfigError(name, "must be at least 1")
+        if self.values["socket.request.max.bytes"] < 1:
+            raise ConfigError("socket.request.max.bytes", "must be at least 1")
+
+    @property
+    def roles(self) -> list[str]:
+        return self.values["process.roles"]
+
+    @property
+    def node_id(self) -> int:
+        return self.values["node.id"]
+
+    @property
+    def log_dirs(self) -> list[str]:
+        return self.values.get("log.dirs") or self.values["log.dir"]
+
+    @property
+    def metadata_log_dir(self) -> str:
+        return self.values.get("metadata.log.dir") or self.log_dirs[0]
+
+    def broker_listeners(self) -> list[Listener]:
+        return [lsn for lsn in self.listeners if lsn.name not in self.controller_listener_names]
+
+    def controller_listeners(self) -> list[Listener]:
+        return [lsn for lsn in self.listeners if lsn.name in self.controller_listener_names]
+
+    def advertised_broker_listeners(self) -> list[Listener]:
+        if self.advertised:
+            return [lsn for lsn in self.advertised if lsn.name not in self.controller_listener_names]
+        return [Listener(lsn.name, lsn.host or "localhost", lsn.port) for lsn in self.broker_listeners()]
+
+
+def read_config_file(path: str) -> ServerConfig:
+    from engine.checkpoint import read_properties
+
+    try:
+        props = read_properties(path)
+    except FileNotFoundError:
+        raise ConfigError("--config", f"no such file: {path}") from None
+    return ServerConfig(props)

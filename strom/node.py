@@ -1,0 +1,86 @@
+"""Formatting a node's directories and running its roles as processes.
+
+A combined node (process.roles=broker,controller) is a supervisor that starts each role as
+its own worker process (`strom controller`, `strom broker`), forwards SIGTERM/SIGINT to
+them, and stops the other role if one dies.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from engine.checkpoint import new_uuid
+from engine.errors import LogDirError
+from engine.manager import format_log_dir, read_meta_properties
+from strom.config import ServerConfig
+
+log = logging.getLogger("strom")
+
+
+def format_node(config: ServerConfig, cluster_id: str | None, standalone: bool,
+                ignore_formatted: bool = False) -> str:
+    cluster_id = cluster_id or new_uuid()
+    if "controller" in config.roles and not standalone and not config.voters:
+        raise LogDirError("a controller needs --standalone or controller.quorum.voters")
+    dirs = list(dict.fromkeys(config.log_dirs + [config.metadata_log_dir]))
+    for d in dirs:
+        existing = read_meta_properties(d) if os.path.isdir(d) else None
+        if existing is not None:
+            if ignore_formatted:
+                continue
+            raise LogDirError(f"{d} is already formatted (cluster.id {existing['cluster.id']})")
+        format_log_dir(d, cluster_id, config.node_id)
+    return cluster_id
+
+
+def cluster_id_of(config: ServerConfig) -> str:
+    props = read_meta_properties(config.metadata_log_dir)
+    if props is None:
+        raise LogDirError(f"{config.metadata_log_dir} is not formatted: run `strom format` first")
+    return props["cluster.id"]
+
+
+def run_role(role: str, config: ServerConfig) -> int:
+    cluster_id = cluster_id_of(config)
+    if role == "controller":
+        from controller.process import run
+    else:
+        from broker.server import run
+    return run(config, cluster_id)
+
+
+def supervise(config_path: str, config: ServerConfig) -> int:
+    """Start each role as a worker process; return when they have all stopped."""
+    cluster_id_of(config)  # fail early, in the supervisor, if unformatted
+    roles = [r for r in ("controller", "broker") if r in config.roles]
+    children: dict[str, subprocess.Popen] = {}
+    stopping = False
+
+    def stop(signum=None, frame=None):
+        nonlocal stopping
+        stopping = True
+        for child in children.values():
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for role in roles:
+        children[role] = subprocess.Popen([sys.executable, "-m", "strom", role, "--config", config_path])
+    failed = 0
+    while children:
+        for role, child in list(children.items()):
+            code = child.poll()
+            if code is None:
+                continue
+            del children[role]
+            if not stopping:
+                log.error("the %s process exited with code %s; stopping the node", role, code)
+                failed = code or 1
+                stop()
+        time.sleep(0.05)
+    return failed

@@ -1,0 +1,143 @@
+"""kafka-python driver. Every codec: snappy goes through cramjam's raw snappy (kafka-python
+looks only for python-snappy, which is not a dependency here; its own xerial framing still
+runs). Admin: create, describe, describe config, alter config, delete."""
+from __future__ import annotations
+
+import types
+
+import cramjam
+import kafka.codec
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
+from kafka.structs import OffsetAndMetadata
+
+from . import Deadline, Record, acks_value, messages_of, short
+
+NAME = "kafka_python"
+CODECS = frozenset({"none", "gzip", "snappy", "lz4", "zstd"})
+ADMIN = frozenset({"create_topic", "describe_topic", "describe_topic_config",
+                   "alter_topic_config", "delete_topic"})
+ASSIGN_IS_REAL = True
+AVAILABLE = True
+
+if not kafka.codec.has_snappy():
+    kafka.codec.snappy = types.SimpleNamespace(
+        compress=lambda data: bytes(cramjam.snappy.compress_raw(bytes(data))),
+        decompress=lambda data: bytes(cramjam.snappy.decompress_raw(bytes(data))),
+    )
+
+
+def produce(bootstrap, topic, messages, acks="all", compression="none", idempotent=False,
+            timeout=30.0):
+    acks = acks_value(acks)
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap, acks="all" if acks == -1 else acks,
+        compression_type=None if compression == "none" else compression,
+        enable_idempotence=idempotent, linger_ms=5, request_timeout_ms=10_000,
+        retries=1_000_000 if idempotent else 3, delivery_timeout_ms=int(timeout * 1000),
+        max_block_ms=int(timeout * 1000))
+    try:
+        futures = []
+        for m in messages_of(messages):
+            futures.append(producer.send(topic, key=m.key, value=m.value,
+                                         headers=list(m.headers), partition=m.partition))
+        producer.flush(timeout)
+        deadline = Deadline(timeout)
+        for future in futures:
+            future.get(timeout=max(0.1, deadline.left()))
+    finally:
+        producer.close(timeout=5)
+
+
+def _record(r) -> Record:
+    return Record(r.partition, r.offset, r.key, r.value, [(k, v) for k, v in (r.headers or [])])
+
+
+def _poll(consumer, count, timeout):
+    deadline, records = Deadline(timeout), []
+    while len(records) < count and not deadline.expired():
+        batches = consumer.poll(timeout_ms=int(min(0.5, deadline.left()) * 1000),
+                                max_records=count - len(records))
+        for batch in batches.values():
+            records.extend(_record(r) for r in batch)
+    return records[:count]
+
+
+def consume_assign(bootstrap, topic, partitions, count, timeout=30.0):
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
+                             enable_auto_commit=False, request_timeout_ms=15_000)
+    try:
+        tps = [TopicPartition(topic, p) for p in partitions]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        records = _poll(consumer, count, timeout)
+    finally:
+        consumer.close(autocommit=False)
+    if len(records) < count:
+        raise short(records, count)
+    return records
+
+
+def consume_group(bootstrap, topic, group, count, timeout=30.0, commit=True):
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
+                             auto_offset_reset="earliest", enable_auto_commit=False,
+                             session_timeout_ms=6000, heartbeat_interval_ms=500,
+                             request_timeout_ms=15_000)
+    try:
+        consumer.subscribe([topic])
+        records = _poll(consumer, count, timeout)
+        if commit and records:
+            last = {}
+            for r in records:
+                last[r.partition] = max(last.get(r.partition, -1), r.offset)
+            consumer.commit({TopicPartition(topic, p): OffsetAndMetadata(o + 1, "", -1)
+                             for p, o in last.items()})
+    finally:
+        consumer.close(autocommit=False)
+    if len(records) < count:
+        raise short(records, count)
+    return records
+
+
+def _admin(bootstrap):
+    return KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30_000)
+
+
+def _with_admin(bootstrap, fn):
+    admin = _admin(bootstrap)
+    try:
+        return fn(admin)
+    finally:
+        admin.close()
+
+
+def create_topic(bootstrap, topic, partitions=1, replication_factor=1, config=None, timeout=30.0):
+    new = NewTopic(topic, partitions, replication_factor,
+                   topic_configs={k: str(v) for k, v in (config or {}).items()})
+    _with_admin(bootstrap, lambda a: a.create_topics([new], timeout_ms=int(timeout * 1000)))
+
+
+def describe_topic(bootstrap, topic, timeout=30.0):
+    (md,) = _with_admin(bootstrap, lambda a: a.describe_topics([topic]))
+    if md["error_code"]:
+        raise RuntimeError(f"describe {topic}: error {md['error_code']}")
+    return {"partitions": {p["partition_index"]: p["leader_id"] for p in md["partitions"]}}
+
+
+def describe_topic_config(bootstrap, topic, timeout=30.0):
+    result = _with_admin(bootstrap, lambda a: a.describe_configs(
+        [ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all"))
+    entries = result["TOPIC"][topic]
+    return {name: (entry["value"] if isinstance(entry, dict) else entry) for name, entry in entries.items()}
+
+
+def alter_topic_config(bootstrap, topic, config, timeout=30.0):
+    resource = ConfigResource(ConfigResourceType.TOPIC, topic, configs={k: str(v) for k, v in config.items()})
+    result = _with_admin(bootstrap, lambda a: a.alter_configs([resource], raise_on_unknown=False))
+    outcome = result["TOPIC"][topic]
+    if isinstance(outcome, Exception) or (getattr(outcome, "errno", 0) or 0) != 0:
+        raise RuntimeError(f"alter {topic}: {outcome!r}")
+
+
+def delete_topic(bootstrap, topic, timeout=30.0):
+    _with_admin(bootstrap, lambda a: a.delete_topics([topic], timeout_ms=int(timeout * 1000)))

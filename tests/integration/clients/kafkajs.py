@@ -1,0 +1,107 @@
+"""kafkajs driver: runs ``node tests/integration/js/driver.js`` with one JSON command per
+call (see driver.js). Every codec, through npm codec packages that need no install
+script (kafkajs-snappy, @2l/kafkajs-lz4, @bokuweb/zstd-wasm + fzstd). Admin: create,
+describe, describe config, alter config (legacy AlterConfigs), delete.
+
+kafkajs has no manual partition assignment: ``consume_assign`` subscribes a fresh group
+from the beginning, never commits, and keeps only the asked partitions
+(``ASSIGN_IS_REAL = False``).
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+
+from . import Record, acks_value, messages_of
+
+NAME = "kafkajs"
+CODECS = frozenset({"none", "gzip", "snappy", "lz4", "zstd"})
+ADMIN = frozenset({"create_topic", "describe_topic", "describe_topic_config",
+                   "alter_topic_config", "delete_topic"})
+ASSIGN_IS_REAL = False
+JS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "js")
+DRIVER = os.path.join(JS_DIR, "driver.js")
+NODE = shutil.which("node")
+AVAILABLE = NODE is not None and os.path.isdir(os.path.join(JS_DIR, "node_modules", "kafkajs"))
+STARTUP_S = 10.0  # node + module loading, on top of the operation's own timeout
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode()
+
+
+def _unb64(text: str | None) -> bytes | None:
+    return None if text is None else base64.b64decode(text)
+
+
+def call(op: str, bootstrap: str, timeout: float = 30.0, **args):
+    if not AVAILABLE:
+        raise RuntimeError("node or tests/integration/js/node_modules is missing (make setup installs them)")
+    command = json.dumps({"op": op, "bootstrap": bootstrap, "timeout": timeout, **args})
+    env = {**os.environ, "KAFKAJS_NO_PARTITIONER_WARNING": "1"}
+    try:
+        proc = subprocess.run([NODE, DRIVER], input=command.encode(), capture_output=True,
+                              timeout=timeout + STARTUP_S, cwd=JS_DIR, env=env)
+    except subprocess.TimeoutExpired as e:
+        raise TimeoutError(f"kafkajs {op} ran over {timeout + STARTUP_S} s; stderr: "
+                           f"{(e.stderr or b'').decode(errors='replace')[-2000:]}") from None
+    lines = proc.stdout.decode(errors="replace").strip().splitlines()
+    stderr = proc.stderr.decode(errors="replace")[-3000:]
+    try:
+        answer = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        raise RuntimeError(f"kafkajs {op} exited {proc.returncode} without an answer; stderr: {stderr}") from None
+    if not answer["ok"]:
+        kind = TimeoutError if proc.returncode == 2 else RuntimeError
+        raise kind(f"kafkajs {op}: {answer['error']}; stderr: {stderr}")
+    return answer["result"]
+
+
+def produce(bootstrap, topic, messages, acks="all", compression="none", idempotent=False,
+            timeout=30.0):
+    payload = [{"key": _b64(m.key), "value": _b64(m.value),
+                "headers": [[name, _b64(value)] for name, value in m.headers],
+                "partition": m.partition} for m in messages_of(messages)]
+    call("produce", bootstrap, timeout, topic=topic, messages=payload, acks=acks_value(acks),
+         compression=compression, idempotent=idempotent)
+
+
+def _records(rows) -> list[Record]:
+    return [Record(p, o, _unb64(k), _unb64(v), [(name, _unb64(h)) for name, h in headers])
+            for p, o, k, v, headers in rows]
+
+
+def consume_assign(bootstrap, topic, partitions, count, timeout=30.0):
+    return _records(call("consume_assign", bootstrap, timeout, topic=topic,
+                         partitions=list(partitions), count=count))
+
+
+def consume_group(bootstrap, topic, group, count, timeout=30.0, commit=True):
+    return _records(call("consume_group", bootstrap, timeout, topic=topic, group=group,
+                         count=count, commit=commit))
+
+
+def create_topic(bootstrap, topic, partitions=1, replication_factor=1, config=None, timeout=30.0):
+    call("create_topic", bootstrap, timeout, topic=topic, partitions=partitions,
+         replication_factor=replication_factor, config={k: str(v) for k, v in (config or {}).items()})
+
+
+def describe_topic(bootstrap, topic, timeout=30.0):
+    result = call("describe_topic", bootstrap, timeout, topic=topic)
+    return {"partitions": {int(p): leader for p, leader in result["partitions"].items()}}
+
+
+def describe_topic_config(bootstrap, topic, timeout=30.0):
+    return call("describe_topic_config", bootstrap, timeout, topic=topic)
+
+
+def alter_topic_config(bootstrap, topic, config, timeout=30.0):
+    call("alter_topic_config", bootstrap, timeout, topic=topic,
+         config={k: str(v) for k, v in config.items()})
+
+
+def delete_topic(bootstrap, topic, timeout=30.0):
+    call("delete_topic", bootstrap, timeout, topic=topic)

@@ -1,0 +1,116 @@
+"""kcat driver: Debian's ``kcat`` binary (1.7.1 on librdkafka 2.0.2), one process per
+call, bounded by ``timeout``. Every codec (``-z``). Admin: describe only (``-L -J``);
+kcat cannot create, delete or configure topics.
+
+Produce: one ``kcat -P`` per run of messages sharing headers and partition (``-H``
+applies to every message of a call); lines are ``key<US>value`` with US = 0x1f as the
+``-K`` delimiter, so keys and values must be text without newlines or 0x1f. A line
+without the delimiter has a NULL key. Consume: ``-C -J -e`` (assign) or ``-G`` (group),
+JSON one record a line.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+import subprocess
+
+from . import Deadline, Record, acks_value, messages_of, short
+
+NAME = "kcat"
+CODECS = frozenset({"none", "gzip", "snappy", "lz4", "zstd"})
+ADMIN = frozenset({"describe_topic"})
+ASSIGN_IS_REAL = True
+BINARY = shutil.which("kcat") or shutil.which("kafkacat")
+AVAILABLE = BINARY is not None
+KEY_DELIMITER = "\x1f"
+BASE = ["-X", "broker.address.family=v4", "-X", "socket.timeout.ms=10000", "-X", "log_level=3"]
+
+
+def _run(args, timeout, stdin=b""):
+    if BINARY is None:
+        raise RuntimeError("kcat is not installed (make setup installs it)")
+    try:
+        proc = subprocess.run([BINARY, *args], input=stdin, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        raise TimeoutError(f"kcat {' '.join(args)} ran over {timeout} s; "
+                           f"stderr: {(e.stderr or b'').decode(errors='replace')[-2000:]}") from None
+    stderr = proc.stderr.decode(errors="replace")
+    if proc.returncode != 0 or "Delivery failed" in stderr or "% ERROR" in stderr:
+        raise RuntimeError(f"kcat {' '.join(args)} exited {proc.returncode}: {stderr[-2000:]}")
+    return proc.stdout
+
+
+def _line(key: bytes | None, value: bytes | None) -> bytes:
+    value = value or b""
+    if b"\n" in value or b"\x1f" in value or (key and (b"\n" in key or b"\x1f" in key)):
+        raise ValueError("kcat carries one message a line: no newlines or 0x1f in keys/values")
+    if key is None:
+        return value + b"\n"
+    return key + KEY_DELIMITER.encode() + value + b"\n"
+
+
+def produce(bootstrap, topic, messages, acks="all", compression="none", idempotent=False,
+            timeout=30.0):
+    deadline = Deadline(timeout)
+    props = ["-X", f"acks={acks_value(acks)}", "-X", f"message.timeout.ms={int(timeout * 1000)}",
+             "-X", "linger.ms=5"]
+    if idempotent:
+        props += ["-X", "enable.idempotence=true"]
+    groups = itertools.groupby(messages_of(messages), key=lambda m: (tuple(m.headers), m.partition))
+    for (headers, partition), run in groups:
+        args = ["-P", "-b", bootstrap, "-t", topic, "-K", KEY_DELIMITER, "-z", compression, *BASE, *props]
+        for name, value in headers:
+            args += ["-H", f"{name}={value.decode()}"]
+        if partition is not None:
+            args += ["-p", str(partition)]
+        _run(args, max(1.0, deadline.left()), b"".join(_line(m.key, m.value) for m in run))
+
+
+def _text(value):
+    return None if value is None else value.encode()
+
+
+def _records(stdout: bytes) -> list[Record]:
+    records = []
+    for line in stdout.splitlines():
+        if not line.strip():
+            continue
+        j = json.loads(line)
+        flat = j.get("headers") or []
+        headers = [(flat[i], _text(flat[i + 1]) or b"") for i in range(0, len(flat), 2)]
+        records.append(Record(j["partition"], j["offset"], _text(j.get("key")),
+                              _text(j.get("payload")), headers))
+    return records
+
+
+def consume_assign(bootstrap, topic, partitions, count, timeout=30.0):
+    deadline, records = Deadline(timeout), []
+    while True:
+        records = []
+        for p in partitions:
+            records += _records(_run(["-C", "-b", bootstrap, "-t", topic, "-p", str(p), "-o", "beginning",
+                                      "-e", "-J", "-q", *BASE], max(1.0, deadline.left())))
+        if len(records) >= count or deadline.left() < 1.0:
+            break
+    if len(records) < count:
+        raise short(records, count)
+    return records
+
+
+def consume_group(bootstrap, topic, group, count, timeout=30.0, commit=True):
+    args = ["-b", bootstrap, "-G", group, "-J", "-q", "-c", str(count), *BASE,
+            "-X", "auto.offset.reset=earliest", "-X", f"enable.auto.commit={str(commit).lower()}",
+            "-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500", topic]
+    records = _records(_run(args, timeout))
+    if len(records) < count:
+        raise short(records, count)
+    return records
+
+
+def describe_topic(bootstrap, topic, timeout=30.0):
+    md = json.loads(_run(["-L", "-J", "-b", bootstrap, "-t", topic, *BASE], timeout))
+    (t,) = [t for t in md["topics"] if t["topic"] == topic]
+    if t.get("error"):
+        raise RuntimeError(f"describe {topic}: {t['error']}")
+    return {"partitions": {p["partition"]: p["leader"] for p in t["partitions"]}}
