@@ -20,7 +20,9 @@ from broker.handlers import admin, fetch, metadata, offsets, produce
 from broker.metadata_follower import MetadataFollower
 from engine.manager import LogManager
 from metadata.image import MetadataImage
+from protocol import messages as M
 from protocol.dispatch import Dispatcher
+from protocol.errors import Error
 from protocol.net import Server
 
 log = logging.getLogger("strom.broker")
@@ -42,6 +44,7 @@ class Broker:
         self.pending_auto_create: set[str] = set()
         self.server: Server | None = None
         self.logs_started = False
+        self._producer_ids: list[int] | None = None
         self._tasks: list[asyncio.Task] = []
 
     @property
@@ -73,6 +76,21 @@ class Broker:
         for tp in list(self.logs.logs):
             if tp not in hosted:
                 self.logs.delete_log(*tp)
+
+    async def allocate_producer_id(self) -> int:
+        """The next producer id from this broker's block, fetching a new block from the
+        controller (AllocateProducerIds) when it runs out."""
+        if self._producer_ids is None or self._producer_ids[0] >= self._producer_ids[1]:
+            request = M.AllocateProducerIdsRequest(broker_id=self.node_id,
+                                                   broker_epoch=self.follower.broker_epoch)
+            response = await self.follower.forward(67, 0, request)
+            if response.error_code != Error.NONE:
+                raise RuntimeError(f"producer id allocation failed: {Error(response.error_code).name}")
+            self._producer_ids = [response.producer_id_start,
+                                  response.producer_id_start + response.producer_id_len]
+        producer_id = self._producer_ids[0]
+        self._producer_ids[0] += 1
+        return producer_id
 
     def notify_appended(self) -> None:
         self.appended.set()

@@ -21,6 +21,9 @@ from protocol.headers import RequestHeader
 from protocol.topics import topic_name_error
 
 
+PRODUCER_ID_BLOCK = 1000
+
+
 class QuorumController:
     def __init__(self, log: SingleVoterLog, node_id: int, cluster_id: str, defaults: dict[str, Any]):
         self.log = log
@@ -41,6 +44,7 @@ class QuorumController:
             Api(44, 0, 1, self.handle_incremental_alter_configs),
             Api(62, 0, 4, self.handle_broker_registration),
             Api(63, 0, 1, self.handle_broker_heartbeat),
+            Api(67, 0, 0, self.handle_allocate_producer_ids),
         ]
 
     def _commit(self, records: list[Any]) -> int:
@@ -67,7 +71,7 @@ class QuorumController:
                 else:
                     parts = []
                     for p in topic.partitions:
-                        pd = R.PartitionData(partition_index=p.partition,
+                        pd = R.PartitionData(partition_index=p.partition, records=b"",
                                              high_watermark=self.log.high_watermark,
                                              last_stable_offset=self.log.high_watermark,
                                              log_start_offset=self.log.log.log_start_offset)
@@ -121,6 +125,18 @@ class QuorumController:
                 self._commit([M.FenceBrokerRecord(id=req.broker_id, epoch=req.broker_epoch)])
         return R(error_code=Error.NONE, is_caught_up=caught_up, is_fenced=broker.fenced,
                  should_shut_down=req.want_shut_down)
+
+    async def handle_allocate_producer_ids(self, header: RequestHeader, req) -> Any:
+        """A block of producer ids for a broker's InitProducerId (ProducerIdsRecord)."""
+        R = M.AllocateProducerIdsResponse
+        broker = self.state.brokers.get(req.broker_id)
+        if broker is None or broker.broker_epoch != req.broker_epoch:
+            return R(error_code=Error.STALE_BROKER_EPOCH)
+        async with self._lock:
+            start = self.state.next_producer_id
+            self._commit([M.ProducerIdsRecord(broker_id=req.broker_id, broker_epoch=req.broker_epoch,
+                                              next_producer_id=start + PRODUCER_ID_BLOCK)])
+        return R(error_code=Error.NONE, producer_id_start=start, producer_id_len=PRODUCER_ID_BLOCK)
 
     # ---- topics --------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ __all__ = [
     "InvalidTimestampError",
     "InvalidRecordError",
     "UnexpectedAppendOffsetError",
+    "DuplicateSequenceError",
     "LogDirError",
     "ConfigError",
 ]
@@ -38,6 +39,16 @@ class InvalidRecordError(StorageError):
 
 class UnexpectedAppendOffsetError(StorageError):
     """A follower append whose first offset is below the log end offset."""
+
+
+class DuplicateSequenceError(StorageError):
+    """An idempotent producer retried a batch that is already in the log: nothing is
+    written, and the original offsets are the answer."""
+
+    def __init__(self, first_offset: int, last_offset: int):
+        super().__init__(f"duplicate of the batch at offsets {first_offset}..{last_offset}")
+        self.first_offset = first_offset
+        self.last_offset = last_offset
 
 
 class LogDirError(StorageError):

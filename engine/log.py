@@ -26,16 +26,18 @@ from dataclasses import dataclass
 
 from engine.config import LogConfig
 from engine.errors import (
+    DuplicateSequenceError,
     InvalidRecordError,
     InvalidTimestampError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
-from engine.reader import file_name, parse_partition_dir
+from engine.producer_state import ProducerStateManager
+from engine.reader import file_name, iter_file_batches, parse_partition_dir
 from engine.recovery import load_log
 from engine.segment import FileSlice, LogSegment
-from ext.batch import TIMESTAMP_LOG_APPEND_TIME, BatchSummary, assign_offsets, scan
+from ext.batch import TIMESTAMP_LOG_APPEND_TIME, BatchSummary, assign_offsets, read_header, scan
 from ext.epoch import LeaderEpochCache
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
@@ -120,6 +122,8 @@ class Log:
             self.truncate_fully_and_start_at(self.log_start_offset)
         hw = self.log_start_offset if high_watermark is None else high_watermark
         self.high_watermark = min(max(hw, self.log_start_offset), self.log_end_offset)
+        self.producer_state = ProducerStateManager()
+        self._rebuild_producer_state()
         if self.leader_epoch_cache.entries() != checkpointed_epochs:
             self.leader_epoch_cache.flush()  # recovery assigned epochs without flushing
         self.unflushed_messages = 0
@@ -157,6 +161,8 @@ class Log:
         append_time = now_ms if self.config.log_append_time else -1
         summary = assign_offsets(buf, self.log_end_offset, leader_epoch, append_time)
         self._check_batches(buf, summary, now_ms, from_client=origin == ORIGIN_CLIENT)
+        if origin == ORIGIN_CLIENT:
+            self._check_producers(summary)
         if leader_epoch >= 0:
             self.leader_epoch_cache.assign(leader_epoch, summary.first_offset)
         return self._append(buf, summary, now_ms, append_time)
@@ -210,9 +216,41 @@ class Log:
                             f"message.timestamp.after.max.ms={after} of now ({now_ms})"
                         )
 
+    def _check_producers(self, summary: BatchSummary) -> None:
+        """Idempotence: a retried batch raises DuplicateSequenceError with its original
+        offsets; a fenced epoch or a sequence gap raises before anything is written."""
+        for pid, epoch, seq, base, last, attributes in zip(
+            summary.producer_ids, summary.producer_epochs, summary.base_sequences,
+            summary.base_offsets, summary.last_offsets, summary.attributes,
+        ):
+            if pid < 0 or attributes & 0x20:
+                continue
+            duplicate = self.producer_state.check(pid, epoch, seq, _last_seq(seq, last - base))
+            if duplicate is not None:
+                raise DuplicateSequenceError(duplicate.first_offset, duplicate.last_offset)
+
+    def _update_producers(self, summary: BatchSummary) -> None:
+        for pid, epoch, seq, base, last, attributes in zip(
+            summary.producer_ids, summary.producer_epochs, summary.base_sequences,
+            summary.base_offsets, summary.last_offsets, summary.attributes,
+        ):
+            if pid >= 0 and not attributes & 0x20:
+                self.producer_state.update(pid, epoch, seq, _last_seq(seq, last - base), base, last)
+
+    def _rebuild_producer_state(self) -> None:
+        """Replay the batch headers of the whole log (producer snapshots would bound this)."""
+        self.producer_state.truncate()
+        for segment in self.segments:
+            for _, data in iter_file_batches(segment.fd, 0, segment.size):
+                h = read_header(data)
+                if h.producer_id >= 0 and not h.is_control:
+                    self.producer_state.update(h.producer_id, h.producer_epoch, h.base_sequence,
+                                               h.last_sequence, h.base_offset, h.last_offset)
+
     def _append(self, buf, summary: BatchSummary, now_ms: int, append_time: int) -> LogAppendInfo:
         segment = self._maybe_roll(summary.valid_bytes, summary.max_timestamp, summary.last_offset, now_ms)
         segment.append(buf, summary)
+        self._update_producers(summary)
         self.log_end_offset = summary.last_offset + 1
         self.unflushed_messages += summary.records_count
         if self.unflushed_messages >= self.config.flush_messages:
@@ -377,6 +415,7 @@ class Log:
         self.high_watermark = min(self.high_watermark, end)
         self.recovery_point = min(self.recovery_point, end)
         self.leader_epoch_cache.truncate_from_end(end)
+        self._rebuild_producer_state()
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -388,6 +427,8 @@ class Log:
                                     self.config.segment_index_bytes, create=True)]
         self._bases = [offset]
         self.leader_epoch_cache.clear()
+        if hasattr(self, "producer_state"):
+            self.producer_state.truncate()
         self.log_start_offset = self.log_end_offset = self.high_watermark = offset
         self.recovery_point = offset
 
@@ -497,6 +538,10 @@ class Log:
 
     def segment_files(self) -> list[str]:
         return [file_name(s.base_offset, ".log") for s in self.segments]
+
+
+def _last_seq(first_seq: int, delta: int) -> int:
+    return (first_seq + delta) % 2**31 if first_seq >= 0 else -1
 
 
 __all__ = [

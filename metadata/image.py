@@ -52,6 +52,7 @@ class MetadataImage:
         self.configs: dict[tuple[int, str], dict[str, str]] = {}
         self.brokers: dict[int, BrokerState] = {}
         self.features: dict[str, int] = {}
+        self.next_producer_id = 0
         self.last_offset = -1
 
     def replay(self, offset: int, record: Any) -> None:
@@ -111,6 +112,9 @@ class MetadataImage:
 
     def _replay_UnregisterBrokerRecord(self, r) -> None:
         self.brokers.pop(r.broker_id, None)
+
+    def _replay_ProducerIdsRecord(self, r) -> None:
+        self.next_producer_id = r.next_producer_id
 
     def _replay_FeatureLevelRecord(self, r) -> None:
         self.features[r.name] = r.feature_level

@@ -33,7 +33,7 @@ def apis(broker) -> list[Api]:
         entry_cls = M.CreateTopicsResponse.CreatableTopicConfigs
         for t in response.topics:
             if t.error_code == Error.NONE and header.api_version >= 5:
-                t.configs = [_describe_entry(broker, t.name, name, entry_cls) for name in sorted(TOPIC_CONFIGS)]
+                t.configs = [_describe_entry(broker, t.name, n, entry_cls) for n in sorted(TOPIC_CONFIGS)]
         return response
 
     async def handle_delete_topics(header, req):

@@ -35,8 +35,9 @@ def apis(broker) -> list[Api]:
             out = R.FetchableTopicResponse(topic=topic.topic, topic_id=topic.topic_id)
             responses.append(out)
             for p in topic.partitions:
+                # Empty records are sent as zero bytes, never null (clients index into them).
                 pd = R.PartitionData(partition_index=p.partition, high_watermark=-1,
-                                     last_stable_offset=-1, log_start_offset=-1)
+                                     last_stable_offset=-1, log_start_offset=-1, records=b"")
                 out.partitions.append(pd)
                 log_ = broker.logs.get_log(name, p.partition) if name else None
                 if log_ is None:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from engine.errors import (
     CorruptRecordError,
+    DuplicateSequenceError,
     InvalidRecordError,
     InvalidTimestampError,
     RecordTooLargeError,
 )
+from engine.producer_state import OutOfOrderSequenceError, ProducerFencedError, UnknownProducerIdError
 from protocol import messages as M
 from protocol.dispatch import Api
 from protocol.errors import Error
@@ -22,6 +24,9 @@ _ERRORS = [
     (RecordTooLargeError, Error.MESSAGE_TOO_LARGE),
     (InvalidTimestampError, Error.INVALID_TIMESTAMP),
     (InvalidRecordError, Error.INVALID_RECORD),
+    (OutOfOrderSequenceError, Error.OUT_OF_ORDER_SEQUENCE_NUMBER),
+    (ProducerFencedError, Error.INVALID_PRODUCER_EPOCH),
+    (UnknownProducerIdError, Error.UNKNOWN_PRODUCER_ID),
 ]
 
 
@@ -58,6 +63,11 @@ def apis(broker) -> list[Api]:
                     continue
                 try:
                     info = log_.append_as_leader(p.records, partition.leader_epoch)
+                except DuplicateSequenceError as dup:  # a retry: answer with the original offsets
+                    pr.error_code = Error.NONE
+                    pr.base_offset = dup.first_offset
+                    pr.log_start_offset = log_.log_start_offset
+                    continue
                 except Exception as e:  # mapped to the protocol's codes; others are bugs
                     for cls, code in _ERRORS:
                         if isinstance(e, cls):
@@ -79,4 +89,21 @@ def apis(broker) -> list[Api]:
             return None
         return R(responses=responses)
 
-    return [Api(0, 3, 12, handle_produce)]
+    async def handle_init_producer_id(header, req):
+        R = M.InitProducerIdResponse
+        if req.transactional_id is not None:
+            # Transactions need a transaction coordinator, which this broker does not run.
+            return R(error_code=Error.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1)
+        if req.producer_id >= 0:
+            # KIP-360: an idempotent producer bumps its epoch to reset its sequences.
+            if req.producer_epoch >= 32766:
+                return R(error_code=Error.NONE, producer_id=await broker.allocate_producer_id(),
+                         producer_epoch=0)
+            return R(error_code=Error.NONE, producer_id=req.producer_id, producer_epoch=req.producer_epoch + 1)
+        try:
+            producer_id = await broker.allocate_producer_id()
+        except (ConnectionError, TimeoutError, RuntimeError):
+            return R(error_code=Error.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1)
+        return R(error_code=Error.NONE, producer_id=producer_id, producer_epoch=0)
+
+    return [Api(0, 3, 12, handle_produce), Api(22, 0, 5, handle_init_producer_id)]
