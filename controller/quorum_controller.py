@@ -20,7 +20,6 @@ from protocol.errors import Error
 from protocol.headers import RequestHeader
 from protocol.topics import topic_name_error
 
-
 PRODUCER_ID_BLOCK = 1000
 
 

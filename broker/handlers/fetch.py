@@ -3,8 +3,8 @@
 A fetch waits (up to max_wait_ms) until min_bytes are available; it is woken by every
 append, not by a timer. Responses respect max_bytes and each partition's
 partition_max_bytes, but always carry at least one whole batch of the first partition
-with data (KIP-74). Fetch sessions (KIP-227) are declined: session id 0 tells the client
-to keep sending full fetch requests.
+with data (KIP-74). Incremental fetch sessions (KIP-227) are served from
+broker/fetch_session.py.
 """
 from __future__ import annotations
 
@@ -16,65 +16,99 @@ from protocol import messages as M
 from protocol.dispatch import Api
 from protocol.errors import Error
 
+from broker.fetch_session import FetchSessionCache, FetchSessionError
+
 
 def apis(broker) -> list[Api]:
-    def read_all(req, version):
-        R = M.FetchResponse
+    cache = FetchSessionCache(broker.config["max.incremental.fetch.session.cache.slots"])
+    R = M.FetchResponse
+
+    def read_partitions(wanted, req, version):
+        """[(key, partition, PartitionData)] for (key, partition, offset, max_bytes) entries."""
         image = broker.image
         isolation = FETCH_TXN_COMMITTED if req.isolation_level == 1 else FETCH_HIGH_WATERMARK
         if req.replica_id >= 0:
             isolation = FETCH_LOG_END
         budget = req.max_bytes if req.max_bytes > 0 else 2**31 - 1
         total = 0
-        responses = []
-        for topic in req.topics:
-            name = topic.topic
+        out = []
+        for key, index, fetch_offset, max_bytes in wanted:
             if version >= 13:
-                known = image.topics_by_id.get(topic.topic_id)
+                known = image.topics_by_id.get(key)
                 name = known.name if known else None
-            out = R.FetchableTopicResponse(topic=topic.topic, topic_id=topic.topic_id)
-            responses.append(out)
-            for p in topic.partitions:
-                # Empty records are sent as zero bytes, never null (clients index into them).
-                pd = R.PartitionData(partition_index=p.partition, high_watermark=-1,
-                                     last_stable_offset=-1, log_start_offset=-1, records=b"")
-                out.partitions.append(pd)
-                log_ = broker.logs.get_log(name, p.partition) if name else None
-                if log_ is None:
-                    pd.error_code = Error.UNKNOWN_TOPIC_OR_PARTITION if name else Error.UNKNOWN_TOPIC_ID
+            else:
+                name = key
+            # Empty records are sent as zero bytes, never null (clients index into them).
+            pd = R.PartitionData(partition_index=index, high_watermark=-1, last_stable_offset=-1,
+                                 log_start_offset=-1, records=b"")
+            out.append((key, index, pd))
+            log_ = broker.logs.get_log(name, index) if name else None
+            if log_ is None:
+                pd.error_code = Error.UNKNOWN_TOPIC_OR_PARTITION if name or version < 13 \
+                    else Error.UNKNOWN_TOPIC_ID
+                continue
+            pd.high_watermark = log_.high_watermark
+            pd.last_stable_offset = log_.high_watermark
+            pd.log_start_offset = log_.log_start_offset
+            try:
+                info = log_.read(fetch_offset, max(min(max_bytes, budget - total), 0), isolation,
+                                 min_one_message=total == 0)
+            except OffsetOutOfRangeError:
+                pd.error_code = Error.OFFSET_OUT_OF_RANGE
+                continue
+            if info.records is not None and info.size:
+                pd.records = info.records
+                total += info.size
+        return out, total
+
+    def respond(results, session, incremental, version):
+        topics: dict = {}
+        for key, index, pd in results:
+            if incremental:
+                entry = session.partitions.get((key, index))
+                if entry is not None and not cache.changed(
+                        entry, bool(pd.records), pd.error_code, pd.high_watermark,
+                        pd.last_stable_offset, pd.log_start_offset):
                     continue
-                pd.high_watermark = log_.high_watermark
-                pd.last_stable_offset = log_.high_watermark
-                pd.log_start_offset = log_.log_start_offset
-                limit = min(p.partition_max_bytes, budget - total)
-                try:
-                    info = log_.read(p.fetch_offset, max(limit, 0), isolation,
-                                     min_one_message=total == 0)
-                except OffsetOutOfRangeError:
-                    pd.error_code = Error.OFFSET_OUT_OF_RANGE
-                    continue
-                pd.error_code = Error.NONE
-                if info.records is not None and info.size:
-                    pd.records = info.records
-                    total += info.size
-        return R(session_id=0, responses=responses), total
+            elif session is not None:
+                entry = session.partitions.get((key, index))
+                if entry is not None:
+                    cache.changed(entry, True, 0, pd.high_watermark, pd.last_stable_offset,
+                                  pd.log_start_offset)
+            topic = topics.get(key)
+            if topic is None:
+                topic = topics[key] = R.FetchableTopicResponse(
+                    topic=key if version < 13 else "", topic_id=key if version >= 13 else bytes(16))
+            topic.partitions.append(pd)
+        return R(error_code=Error.NONE, session_id=session.session_id if session else 0,
+                 responses=list(topics.values()))
 
     async def handle_fetch(header, req):
+        version = header.api_version
+        keyed = (lambda t: t.topic_id) if version >= 13 else (lambda t: t.topic)
+        requested = [(keyed(t), p.partition, p.fetch_offset, p.partition_max_bytes)
+                     for t in req.topics for p in t.partitions]
+        forgotten = [(keyed(f), p) for f in (req.forgotten_topics_data or []) for p in f.partitions]
+        try:
+            session, incremental = cache.begin(req.session_id, req.session_epoch, requested, forgotten)
+        except FetchSessionError as e:
+            return R(error_code=e.code, session_id=0, responses=[])
+        if session is not None:
+            wanted = [(k, p, e.fetch_offset, e.max_bytes) for (k, p), e in session.partitions.items()]
+        else:
+            wanted = requested
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(req.max_wait_ms, 0) / 1000
         while True:
             waiter = broker.appended
-            response, total = read_all(req, header.api_version)
+            results, total = read_partitions(wanted, req, version)
             remaining = deadline - loop.time()
-            if total >= max(req.min_bytes, 1) or remaining <= 0 or _has_error(response):
-                return response
+            failed = any(pd.error_code for _, _, pd in results)
+            if total >= max(req.min_bytes, 1) or remaining <= 0 or failed:
+                return respond(results, session, incremental, version)
             try:
                 await asyncio.wait_for(waiter.wait(), remaining)
-            except TimeoutError:
+            except asyncio.TimeoutError:
                 pass
 
     return [Api(1, 4, 16, handle_fetch)]
-
-
-def _has_error(response) -> bool:
-    return any(p.error_code for t in response.responses for p in t.partitions)

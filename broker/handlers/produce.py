@@ -93,13 +93,15 @@ def apis(broker) -> list[Api]:
         R = M.InitProducerIdResponse
         if req.transactional_id is not None:
             # Transactions need a transaction coordinator, which this broker does not run.
-            return R(error_code=Error.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1)
+            return R(error_code=Error.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                     producer_id=-1, producer_epoch=-1)
         if req.producer_id >= 0:
             # KIP-360: an idempotent producer bumps its epoch to reset its sequences.
             if req.producer_epoch >= 32766:
                 return R(error_code=Error.NONE, producer_id=await broker.allocate_producer_id(),
                          producer_epoch=0)
-            return R(error_code=Error.NONE, producer_id=req.producer_id, producer_epoch=req.producer_epoch + 1)
+            return R(error_code=Error.NONE, producer_id=req.producer_id,
+                     producer_epoch=req.producer_epoch + 1)
         try:
             producer_id = await broker.allocate_producer_id()
         except (ConnectionError, TimeoutError, RuntimeError):

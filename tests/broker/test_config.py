@@ -1,0 +1,57 @@
+"""Node configuration: Kafka's names and defaults; a bad property names itself, no traceback."""
+import subprocess
+import sys
+
+import pytest
+
+from engine.errors import ConfigError
+from strom.config import ServerConfig
+
+BASE = {
+    "process.roles": "broker,controller",
+    "node.id": "1",
+    "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+    "controller.listener.names": "CONTROLLER",
+    "controller.quorum.voters": "1@127.0.0.1:9093",
+    "log.dirs": "/tmp/x",
+}
+
+
+def test_kafka_defaults_apply():
+    config = ServerConfig(BASE)
+    assert config["num.partitions"] == 1 and config["auto.create.topics.enable"] is True
+    assert config["socket.request.max.bytes"] == 104857600
+    assert config.log_config.segment_bytes == 1073741824
+    assert [str(lsn) for lsn in config.broker_listeners()] == ["PLAINTEXT://127.0.0.1:9092"]
+    assert config.voters == {1: ("127.0.0.1", 9093)}
+
+
+def test_log_properties_become_topic_defaults():
+    config = ServerConfig({**BASE, "log.segment.bytes": "2048", "log.retention.hours": "1"})
+    assert (config.log_config.segment_bytes, config.log_config.retention_ms) == (2048, 3600000)
+
+
+@pytest.mark.parametrize("name,value,why", [
+    ("no.such.property", "1", "unknown property"),
+    ("num.partitions", "many", "expected an integer"),
+    ("num.partitions", "0", "at least 1"),
+    ("auto.create.topics.enable", "maybe", "true or false"),
+    ("listeners", "PLAINTEXT//nohost", "NAME://host:port"),
+    ("controller.quorum.voters", "one@host:1", "id@host:port"),
+    ("process.roles", "router", "unknown roles"),
+    ("log.segment.bytes", "1", "at least"),
+])
+def test_a_bad_property_is_named(name, value, why):
+    with pytest.raises(ConfigError, match=why) as err:
+        ServerConfig({**BASE, name: value})
+    assert str(err.value).startswith(name)
+
+
+def test_the_command_reports_a_bad_config_without_a_traceback(tmp_path):
+    path = tmp_path / "server.properties"
+    path.write_text("\n".join(f"{k}={v}" for k, v in {**BASE, "num.partitons": "3"}.items()))
+    out = subprocess.run([sys.executable, "-m", "strom", "start", "--config", str(path)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert "num.partitons: unknown property" in out.stderr
+    assert "Traceback" not in out.stderr

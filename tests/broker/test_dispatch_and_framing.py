@@ -1,0 +1,86 @@
+"""The wire edge without sockets: framing and dispatch (protocol/net.py, protocol/dispatch.py)."""
+import asyncio
+import struct
+
+import pytest
+
+from protocol import messages as M
+from protocol.dispatch import Api, Dispatcher
+from protocol.errors import Error
+from protocol.headers import encode_request, read_response_header
+from protocol.net import FrameReader, FrameTooLarge
+from protocol.types import Reader
+
+
+def test_frames_are_split_across_arbitrary_reads():
+    frames = [b"a" * 5, b"", b"xyz" * 100]
+    stream = b"".join(struct.pack(">i", len(f)) + f for f in frames)
+    for step in (1, 2, 3, 7, 1000):
+        reader = FrameReader(1 << 20)
+        out = []
+        for i in range(0, len(stream), step):
+            out += reader.feed(stream[i:i + step])
+        assert [bytes(f) for f in out] == frames
+
+
+@pytest.mark.parametrize("size", [-1, 101])
+def test_a_frame_over_socket_request_max_bytes_or_negative_is_refused(size):
+    with pytest.raises(FrameTooLarge):
+        FrameReader(100).feed(struct.pack(">i", size))
+
+
+async def _echo(header, request):
+    return M.DescribeClusterResponse(error_code=Error.NONE, cluster_id="c", controller_id=1)
+
+
+def dispatcher() -> Dispatcher:
+    return Dispatcher([Api(60, 0, 1, _echo)])
+
+
+def call(frame: bytes):
+    return asyncio.run(dispatcher().handle(memoryview(bytearray(frame[4:]))))
+
+
+def decode(parts, api_key, version):
+    data = b"".join(parts)[4:]
+    r = Reader(data)
+    correlation_id = read_response_header(r, api_key, version)
+    return correlation_id, M.RESPONSES[api_key].decode(version, r)
+
+
+def test_api_versions_advertises_exactly_what_is_served():
+    frame = encode_request(18, 3, 7, "t", M.ApiVersionsRequest(client_software_name="t",
+                                                               client_software_version="1"))
+    correlation_id, body = decode(call(frame), 18, 3)
+    assert correlation_id == 7 and body.error_code == 0
+    assert {(k.api_key, k.min_version, k.max_version) for k in body.api_keys} == {(18, 0, 4), (60, 0, 1)}
+
+
+def test_api_versions_at_an_unknown_version_answers_v0_with_unsupported_version():
+    frame = bytearray(encode_request(18, 4, 9, "t", M.ApiVersionsRequest()))
+    frame[6:8] = struct.pack(">h", 99)  # a version from the future (flexible header, like v3+)
+    correlation_id, body = decode(call(bytes(frame)), 18, 0)
+    assert correlation_id == 9 and body.error_code == Error.UNSUPPORTED_VERSION
+    assert any(k.api_key == 60 for k in body.api_keys)
+
+
+def test_a_served_api_at_an_unserved_version_gets_unsupported_version():
+    frame = encode_request(60, 2, 5, "t", M.DescribeClusterRequest())
+    correlation_id, body = decode(call(frame), 60, 2)
+    assert correlation_id == 5 and body.error_code == Error.UNSUPPORTED_VERSION
+
+
+def test_unknown_api_key_and_malformed_bodies_close_the_connection():
+    assert call(struct.pack(">ihhih", 8, 9999, 0, 1, -1)) is None
+    good = encode_request(60, 1, 5, "t", M.DescribeClusterRequest())
+    assert call(good[:-3]) is None
+    assert call(struct.pack(">ihh", 4, 60, 1)) is None  # the header itself is cut short
+
+
+def test_a_failing_handler_closes_only_that_connection():
+    async def boom(header, request):
+        raise RuntimeError("bug")
+
+    d = Dispatcher([Api(60, 0, 1, boom)])
+    frame = encode_request(60, 1, 5, "t", M.DescribeClusterRequest())
+    assert asyncio.run(d.handle(memoryview(bytearray(frame[4:])))) is None
