@@ -14,11 +14,11 @@ ANNOTATE = os.environ.get("STROM_ANNOTATE") == "1"
 
 extensions = [
     Extension(
-        "ext." + os.path.splitext(os.path.basename(path))[0],
+        os.path.splitext(path)[0].replace("/", "."),
         [path],
         extra_compile_args=["-O0", "-g"] if DEBUG else ["-O3"],
     )
-    for path in sorted(glob.glob("ext/*.pyx"))
+    for path in sorted(glob.glob("ext/*.pyx") + glob.glob("protocol/*.pyx"))
 ]
 
 setup(

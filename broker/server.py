@@ -16,7 +16,8 @@ import logging
 import signal
 import time
 
-from broker.handlers import admin, fetch, metadata, offsets, produce
+from broker.groups.runtime import GroupCoordinatorRuntime
+from broker.handlers import admin, fetch, groups, metadata, offsets, produce
 from broker.metadata_follower import MetadataFollower
 from engine.manager import LogManager
 from metadata.image import MetadataImage
@@ -46,6 +47,7 @@ class Broker:
         self.logs_started = False
         self._producer_ids: list[int] | None = None
         self._tasks: list[asyncio.Task] = []
+        self.groups: GroupCoordinatorRuntime | None = None
 
     @property
     def image(self) -> MetadataImage:
@@ -102,8 +104,10 @@ class Broker:
         self.logs.startup()
         self.logs_started = True
         await self.follower.start(self.config["initial.broker.registration.timeout.ms"] / 1000)
+        self.groups = GroupCoordinatorRuntime(self)
+        self.groups.start()
         apis = []
-        for module in (metadata, produce, fetch, offsets, admin):
+        for module in (metadata, produce, fetch, offsets, admin, groups):
             apis += module.apis(self)
         self.dispatcher = Dispatcher(apis)
         self.server = Server(self.dispatcher.handle, self.config["socket.request.max.bytes"])
@@ -140,6 +144,8 @@ class Broker:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.server is not None:
             await self.server.close()
+        if self.groups is not None:
+            await self.groups.stop()
         await self.follower.close()
         if self.logs_started:
             self.logs.shutdown(self.follower.broker_epoch)

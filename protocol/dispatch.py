@@ -14,7 +14,13 @@ from typing import Any
 
 from protocol import messages
 from protocol.errors import Error
-from protocol.headers import API_VERSIONS_KEY, RequestHeader, encode_response, read_request_header
+from protocol.headers import (
+    API_VERSIONS_KEY,
+    RequestHeader,
+    decode_request,
+    encode_response,
+    read_request_header,
+)
 from protocol.types import ProtocolError, Reader
 
 log = logging.getLogger(__name__)
@@ -71,7 +77,7 @@ class Dispatcher:
                                        self.api_versions_body(Error.UNSUPPORTED_VERSION))
             return self._unsupported(header)
         try:
-            request = messages.REQUESTS[header.api_key].decode(version, r)
+            request = decode_request(header.api_key, version, r)
         except ProtocolError as e:
             log.info("malformed %s v%d request from %s: %s",
                      messages.API_NAMES[header.api_key], version, header.client_id, e)

@@ -10,13 +10,34 @@ Response header: v0 correlation_id int32; v1 + tagged fields. A request uses hea
 when its version is flexible (else v1); a response uses v1 when flexible (else v0), except
 ApiVersions responses, which always use v0 so that a client can read the error of a
 version it does not know.
+
+The hot messages (Produce requests, Fetch and Metadata responses) go through hand-tuned
+Cython (protocol/fastcodec.pyx), byte-identical to the generic codec. Not building it is
+not an error, but it is not silent either: FAST_CODEC says which path is live, a warning is
+logged at import, and tests/protocol/test_fastcodec.py fails when the extension is missing.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from protocol import messages
 from protocol.types import ProtocolError, Reader, Writer
+
+try:
+    from protocol import fastcodec
+except ImportError:  # not built: the generic codec serves every message, loudly (see above)
+    fastcodec = None
+    logging.getLogger(__name__).warning(
+        "protocol.fastcodec is not built (cythonize -i protocol/fastcodec.pyx): "
+        "Produce, Fetch and Metadata use the generic codec")
+
+FAST_CODEC = fastcodec is not None
+# api_key -> hand-tuned request decoder (version, buf, pos) and response encoder
+# (version, correlation_id, body); everything else goes through the generic codec.
+FAST_DECODERS = {0: fastcodec.decode_produce_request} if FAST_CODEC else {}
+FAST_ENCODERS = ({1: fastcodec.encode_fetch_response, 3: fastcodec.encode_metadata_response}
+                 if FAST_CODEC else {})
 
 API_VERSIONS_KEY = 18
 
@@ -97,8 +118,24 @@ def encode_request(api_key: int, api_version: int, correlation_id: int, client_i
     return bytes(w.buf)
 
 
+def decode_request(api_key: int, api_version: int, r: Reader):
+    """The request body at r.pos (after read_request_header)."""
+    fast = FAST_DECODERS.get(api_key)
+    if fast is not None:
+        return fast(api_version, r.buf if r.end == len(r.buf) else r.buf[:r.end], r.pos)
+    return messages.REQUESTS[api_key].decode(api_version, r)
+
+
 def encode_response(api_key: int, api_version: int, correlation_id: int, body) -> list:
     """A whole response frame as parts (bytes and file slices, see codec)."""
+    fast = FAST_ENCODERS.get(api_key)
+    if fast is not None:
+        return fast(api_version, correlation_id, body)
+    return encode_response_generic(api_key, api_version, correlation_id, body)
+
+
+def encode_response_generic(api_key: int, api_version: int, correlation_id: int, body) -> list:
+    """encode_response through the generic codec only (the reference for fastcodec)."""
     w = Writer()
     w.int32(0)
     write_response_header(w, api_key, api_version, correlation_id)

@@ -9,6 +9,8 @@
         Run the node's roles (a combined node runs controller and broker as processes).
     strom controller|broker --config FILE
         Run one role in this process.
+    strom topics create|list|describe|delete --bootstrap-server HOST:PORT [--topic T] ...
+        Topic administration over the Kafka protocol.
     strom demo [--dir DIR] [--records N] [--record-size B]
         Write a partition log in Kafka's format, kill the writer with SIGKILL halfway
         through a second run, recover the log and read every record back.
@@ -46,6 +48,13 @@ def main(argv: list[str] | None = None) -> int:
     for role in ("start", "controller", "broker"):
         p = sub.add_parser(role, help=f"run the node's {'roles' if role == 'start' else role}")
         p.add_argument("--config", required=True)
+    topics = sub.add_parser("topics", help="create, list, describe or delete topics")
+    topics.add_argument("action", choices=["create", "list", "describe", "delete"])
+    topics.add_argument("--bootstrap-server", default="127.0.0.1:9092")
+    topics.add_argument("--topic")
+    topics.add_argument("--partitions", type=int, default=-1)
+    topics.add_argument("--replication-factor", type=int, default=-1)
+    topics.add_argument("--config", action="append", default=[], metavar="NAME=VALUE")
     demo = sub.add_parser("demo", help="write, crash, recover and read back a partition log")
     demo.add_argument("--dir", help="log directory (default: a new temporary one)")
     demo.add_argument("--records", type=int, default=1_000_000)
@@ -81,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
                     return run_role(roles[0], config)
                 return supervise(args.config, config)
             return run_role(args.command, config)
+        if args.command == "topics":
+            return run_topics(args)
         if args.command == "demo":
             return run_demo(args.dir, args.records, args.record_size)
         if args.command == "dump-log":
@@ -89,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
             return demo_writer(args.dir, args.records, args.record_size)
     except KeyboardInterrupt:
         return 130
-    except (OSError, ValueError, StorageError) as e:
+    except (OSError, ValueError, StorageError, RuntimeError) as e:
         print(f"strom: {e}", file=sys.stderr)
         return 1
     return 2
@@ -246,3 +257,20 @@ def run_local(port: int, directory: str | None) -> int:
     print(f"Strom is starting: config {config_path}")
     print(f"bootstrap.servers=127.0.0.1:{port}  (Ctrl-C stops it)", flush=True)
     return supervise(config_path, config)
+
+
+def run_topics(args) -> int:
+    from strom import topics
+
+    if args.action in ("create", "delete") and not args.topic:
+        raise ValueError(f"topics {args.action} needs --topic")
+    if args.action == "create":
+        configs = dict(c.split("=", 1) for c in args.config)
+        print(topics.create(args.bootstrap_server, args.topic, args.partitions, args.replication_factor, configs))
+    elif args.action == "delete":
+        print(topics.delete(args.bootstrap_server, args.topic))
+    elif args.action == "list":
+        print(topics.list_topics(args.bootstrap_server))
+    else:
+        print(topics.describe(args.bootstrap_server, args.topic))
+    return 0

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import asyncio
 
+from broker.fetch_session import FetchSessionCache, FetchSessionError
 from engine.errors import OffsetOutOfRangeError
 from engine.log import FETCH_HIGH_WATERMARK, FETCH_LOG_END, FETCH_TXN_COMMITTED
 from protocol import messages as M
 from protocol.dispatch import Api
 from protocol.errors import Error
-
-from broker.fetch_session import FetchSessionCache, FetchSessionError
 
 
 def apis(broker) -> list[Api]:
@@ -108,7 +107,7 @@ def apis(broker) -> list[Api]:
                 return respond(results, session, incremental, version)
             try:
                 await asyncio.wait_for(waiter.wait(), remaining)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     return [Api(1, 4, 16, handle_fetch)]

@@ -9,7 +9,8 @@ def test_epoch_zero_opens_a_session_holding_the_requested_partitions():
     cache = FetchSessionCache()
     session, incremental = cache.begin(0, 0, [("t", 0, 10, 100), ("t", 1, 20, 100)], [])
     assert session.session_id > 0 and not incremental and session.epoch == 1
-    assert [(k, p, e.fetch_offset) for (k, p), e in session.partitions.items()] == [("t", 0, 10), ("t", 1, 20)]
+    entries = [(k, p, e.fetch_offset) for (k, p), e in session.partitions.items()]
+    assert entries == [("t", 0, 10), ("t", 1, 20)]
 
 
 def test_incremental_fetch_updates_adds_and_forgets_partitions():

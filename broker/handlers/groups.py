@@ -1,0 +1,221 @@
+"""The classic group protocol and offset storage: FindCoordinator, JoinGroup, SyncGroup,
+Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups.
+
+Requests become calls on the coordinator core (broker/groups/coordinator.py); the shell
+(broker/groups/runtime.py) appends what the core asks for and completes parked requests.
+Every group request first makes sure ``__consumer_offsets`` exists (it is created through
+the controller on first use) and answers COORDINATOR_NOT_AVAILABLE until it does.
+"""
+from __future__ import annotations
+
+from broker.groups.runtime import _now_ms
+from protocol import messages as M
+from protocol.dispatch import Api
+from protocol.errors import Error
+
+GROUP_KEY, TRANSACTION_KEY = 0, 1
+NO_OFFSET = -1
+
+
+def apis(broker) -> list[Api]:
+    groups = broker.groups
+
+    def coordinator_error(group_id: str) -> int:
+        if not groups.ensure_offsets_topic():
+            return Error.COORDINATOR_NOT_AVAILABLE
+        return Error.NONE
+
+    # ---- FindCoordinator ---------------------------------------------------------------
+
+    def find(key: str, key_type: int) -> tuple[int, str | None, int, str, int]:
+        """(error, message, node id, host, port)."""
+        if key_type != GROUP_KEY:
+            why = ("this broker runs no transaction coordinator" if key_type == TRANSACTION_KEY
+                   else f"unknown coordinator key type {key_type}")
+            return Error.INVALID_REQUEST, why, -1, "", -1
+        if not groups.ensure_offsets_topic():
+            return Error.COORDINATOR_NOT_AVAILABLE, "the group coordinator is not available", -1, "", -1
+        code, node = groups.coordinator_of(key)
+        b = broker.image.brokers.get(node)
+        endpoint = b.endpoint(broker.listener_name) if b is not None and not b.fenced else None
+        if code != Error.NONE or endpoint is None:
+            return Error.COORDINATOR_NOT_AVAILABLE, "the group coordinator is not available", -1, "", -1
+        return Error.NONE, None, node, endpoint[0], endpoint[1]
+
+    async def handle_find_coordinator(header, req):
+        R = M.FindCoordinatorResponse
+        if header.api_version < 4:
+            code, message, node, host, port = find(req.key, req.key_type)
+            return R(error_code=code, error_message=message, node_id=node, host=host, port=port)
+        return R(coordinators=[
+            R.Coordinator(key=key, error_code=code, error_message=message, node_id=node, host=host, port=port)
+            for key in req.coordinator_keys
+            for code, message, node, host, port in [find(key, req.key_type)]])
+
+    # ---- membership ---------------------------------------------------------------------
+
+    async def handle_join_group(header, req):
+        version = header.api_version
+        code = coordinator_error(req.group_id)
+        if code != Error.NONE:
+            return groups.core.join_error(version, code, req.member_id)
+        waiter = groups.waiter()
+        groups.run(groups.core.join_group(req, version, header.client_id or "", "", waiter, _now_ms()))
+        return await waiter
+
+    async def handle_sync_group(header, req):
+        code = coordinator_error(req.group_id)
+        if code != Error.NONE:
+            return M.SyncGroupResponse(error_code=code, assignment=b"")
+        waiter = groups.waiter()
+        groups.run(groups.core.sync_group(req, header.api_version, waiter, _now_ms()))
+        return await waiter
+
+    async def handle_heartbeat(header, req):
+        code = coordinator_error(req.group_id)
+        if code == Error.NONE:
+            code = groups.core.heartbeat(req, header.api_version, _now_ms())
+            groups.run_timers_soon()
+        return M.HeartbeatResponse(error_code=code)
+
+    async def handle_leave_group(header, req):
+        R = M.LeaveGroupResponse
+        if header.api_version >= 3:
+            members = [(m.member_id, m.group_instance_id) for m in req.members]
+        else:
+            members = [(req.member_id, None)]
+        code = coordinator_error(req.group_id)
+        if code != Error.NONE:
+            errors = [code] * len(members)
+        else:
+            code, errors, fx = groups.core.leave_group(req.group_id, members, _now_ms())
+            groups.run(fx)
+        if header.api_version < 3:
+            return R(error_code=code if code != Error.NONE else errors[0])
+        return R(error_code=code, members=[
+            R.MemberResponse(member_id=member_id, group_instance_id=instance_id, error_code=e)
+            for (member_id, instance_id), e in zip(members, errors)])
+
+    # ---- offsets ------------------------------------------------------------------------
+
+    async def handle_offset_commit(header, req):
+        R = M.OffsetCommitResponse
+        version = header.api_version
+        names = [t.name for t in req.topics]
+        offsets = [(t.name, p.partition_index, p.committed_offset,
+                    p.committed_leader_epoch if version >= 6 else -1, p.committed_metadata)
+                   for t in req.topics for p in t.partitions]
+        code = coordinator_error(req.group_id)
+        if code != Error.NONE:
+            errors = [code] * len(offsets)
+        else:
+            errors, fx = groups.core.commit_offsets(
+                req.group_id, req.generation_id_or_member_epoch, req.member_id,
+                req.group_instance_id if version >= 7 else None, offsets, version, _now_ms(),
+                req.retention_time_ms if version <= 4 else -1)
+            failed = groups.run(fx)
+            if failed != Error.NONE:
+                errors = [failed if e == Error.NONE else e for e in errors]
+        out, i = [], 0
+        for name, t in zip(names, req.topics):
+            rt = R.OffsetCommitResponseTopic(name=name)
+            for p in t.partitions:
+                rt.partitions.append(R.OffsetCommitResponseTopic.OffsetCommitResponsePartition(
+                    partition_index=p.partition_index, error_code=errors[i]))
+                i += 1
+            out.append(rt)
+        return R(topics=out)
+
+    def fetch_group(group_id: str, topics):
+        """(group error, [(topic, [(partition, offset, leader epoch, metadata, error)])])."""
+        code = coordinator_error(group_id)
+        wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
+        if code == Error.NONE:
+            code, found = groups.core.fetch_offsets(group_id, wanted)
+        if code != Error.NONE:
+            # Kafka answers a group-level error on every requested partition too.
+            return code, [(name, [(p, NO_OFFSET, -1, "", code) for p in parts])
+                          for name, parts in wanted or []]
+        return Error.NONE, [(name, [(p, om.offset, om.leader_epoch, om.metadata, Error.NONE) if om
+                                    else (p, NO_OFFSET, -1, "", Error.NONE) for p, om in parts])
+                            for name, parts in found]
+
+    async def handle_offset_fetch(header, req):
+        R = M.OffsetFetchResponse
+        version = header.api_version
+        if version >= 8:
+            G = R.OffsetFetchResponseGroup
+            T = G.OffsetFetchResponseTopics
+            out = []
+            for g in req.groups:
+                code, topics = fetch_group(g.group_id, g.topics)
+                out.append(G(group_id=g.group_id, error_code=code, topics=[
+                    T(name=name, partitions=[T.OffsetFetchResponsePartitions(
+                        partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,
+                        error_code=err) for p, o, e, m, err in parts]) for name, parts in topics]))
+            return R(groups=out)
+        T = R.OffsetFetchResponseTopic
+        code, topics = fetch_group(req.group_id, req.topics if version >= 2 else req.topics or [])
+        if version < 2 and code != Error.NONE:
+            topics = [(name, [(p, o, e, m, code) for p, o, e, m, _ in parts]) for name, parts in topics]
+        return R(error_code=code, topics=[
+            T(name=name, partitions=[T.OffsetFetchResponsePartition(
+                partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m, error_code=err)
+                for p, o, e, m, err in parts]) for name, parts in topics])
+
+    # ---- admin --------------------------------------------------------------------------
+
+    async def handle_describe_groups(header, req):
+        R = M.DescribeGroupsResponse
+        D = R.DescribedGroup
+        out = []
+        for group_id in req.groups:
+            code = coordinator_error(group_id)
+            described = groups.core.describe_group(group_id) if code == Error.NONE else \
+                D(error_code=code, group_id=group_id, group_state="", protocol_type="", protocol_data="")
+            if described is None:
+                if header.api_version >= 6:
+                    described = D(error_code=Error.GROUP_ID_NOT_FOUND,
+                                  error_message=f"Group {group_id} not found.", group_id=group_id,
+                                  group_state="Dead", protocol_type="", protocol_data="")
+                else:
+                    described = D(error_code=Error.NONE, group_id=group_id, group_state="Dead",
+                                  protocol_type="", protocol_data="")
+            out.append(described)
+        return R(groups=out)
+
+    async def handle_list_groups(header, req):
+        R = M.ListGroupsResponse
+        groups.ensure_offsets_topic()
+        version = header.api_version
+        types = {t.lower() for t in req.types_filter} if version >= 5 else set()
+        listed = [] if types and "classic" not in types else \
+            groups.core.list_groups(req.states_filter if version >= 4 else [])
+        return R(error_code=Error.NONE, groups=[
+            R.ListedGroup(group_id=g, protocol_type=pt, group_state=state, group_type="classic")
+            for g, pt, state in sorted(listed)])
+
+    async def handle_delete_groups(header, req):
+        R = M.DeleteGroupsResponse
+        if not groups.ensure_offsets_topic():
+            errors = [Error.COORDINATOR_NOT_AVAILABLE] * len(req.groups_names)
+        else:
+            errors, fx = groups.core.delete_groups(list(req.groups_names), _now_ms())
+            failed = groups.run(fx)
+            if failed != Error.NONE:
+                errors = [failed if e == Error.NONE else e for e in errors]
+        return R(results=[R.DeletableGroupResult(group_id=g, error_code=e)
+                          for g, e in zip(req.groups_names, errors)])
+
+    return [
+        Api(10, 0, 6, handle_find_coordinator),
+        Api(11, 0, 9, handle_join_group),
+        Api(14, 0, 5, handle_sync_group),
+        Api(12, 0, 4, handle_heartbeat),
+        Api(13, 0, 5, handle_leave_group),
+        Api(8, 2, 9, handle_offset_commit),
+        Api(9, 1, 9, handle_offset_fetch),
+        Api(15, 0, 6, handle_describe_groups),
+        Api(16, 0, 5, handle_list_groups),
+        Api(42, 0, 2, handle_delete_groups),
+    ]
