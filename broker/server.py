@@ -72,9 +72,13 @@ class Broker:
                     self.logs.delete_log(topic.name, index)  # a recreated topic of the same name
                     log_ = None
                 if log_ is None:
-                    self.logs.get_or_create_log(topic.name, index, config, _uuid_str(topic.topic_id))
+                    log_ = self.logs.get_or_create_log(topic.name, index, config, _uuid_str(topic.topic_id))
                 elif log_.config != config:
                     log_.config = config
+                if p.leader == self.node_id and p.isr == [self.node_id]:
+                    # The leader alone is the ISR: everything it has is committed (the
+                    # high watermark is the minimum log end offset over the ISR).
+                    log_.update_high_watermark(log_.log_end_offset)
         for tp in list(self.logs.logs):
             if tp not in hosted:
                 self.logs.delete_log(*tp)

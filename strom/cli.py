@@ -266,7 +266,8 @@ def run_topics(args) -> int:
         raise ValueError(f"topics {args.action} needs --topic")
     if args.action == "create":
         configs = dict(c.split("=", 1) for c in args.config)
-        print(topics.create(args.bootstrap_server, args.topic, args.partitions, args.replication_factor, configs))
+        print(topics.create(args.bootstrap_server, args.topic, args.partitions,
+                            args.replication_factor, configs))
     elif args.action == "delete":
         print(topics.delete(args.bootstrap_server, args.topic))
     elif args.action == "list":
