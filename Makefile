@@ -6,9 +6,24 @@ export PIP_ROOT_USER_ACTION := ignore
 .PHONY: setup run test test-all bench annotate clean
 
 # Installs the dependencies and builds the extensions in place; redone when they change.
+# The integration tests also need Debian's kcat and node + npm (kafkajs in tests/integration/js);
+# apt-get runs only for what is missing (and only as root), npm only without node_modules.
+JS_DIR := tests/integration/js
+APT_GET := DEBIAN_FRONTEND=noninteractive apt-get -q -y -o Dpkg::Use-Pty=0
+
 setup: .setup-done
-.setup-done: pyproject.toml setup.py $(wildcard ext/*.pyx ext/*.pxd)
+.setup-done: pyproject.toml setup.py $(wildcard ext/*.pyx ext/*.pxd) $(JS_DIR)/package.json $(JS_DIR)/package-lock.json
 	$(PIP) install -e '.[test]'
+	@missing=""; \
+	command -v kcat >/dev/null 2>&1 || missing="$$missing kcat"; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
+	if [ -z "$$missing" ]; then :; \
+	elif [ "$$(id -u)" != 0 ]; then echo "setup: not root, not installing$$missing (their integration tests will skip)"; \
+	else echo "setup: apt-get install$$missing"; $(APT_GET) update >/dev/null && $(APT_GET) install$$missing >/dev/null; fi
+	@if [ -d $(JS_DIR)/node_modules ]; then :; \
+	elif command -v npm >/dev/null 2>&1; then echo "setup: npm ci in $(JS_DIR)"; \
+		cd $(JS_DIR) && npm ci --no-audit --no-fund --loglevel=error; \
+	else echo "setup: npm is missing, kafkajs tests will skip"; fi
 	@touch $@
 
 run: setup

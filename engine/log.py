@@ -465,6 +465,8 @@ class Log:
         deleted = self._delete_segments(
             now_ms, lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset
         )
+        if "delete" not in config.cleanup_policy.split(","):
+            return deleted  # compacted-only topics keep every segment (until the cleaner runs)
         if config.retention_ms >= 0:
             deleted += self._delete_segments(
                 now_ms, lambda seg, nxt: now_ms - seg.largest_timestamp() > config.retention_ms

@@ -37,7 +37,7 @@ from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.string cimport memcpy, memmove
+from libc.string cimport memcpy, memmove, memset
 
 from protocol import messages
 from protocol.types import ProtocolError
@@ -442,20 +442,14 @@ cdef int _put_buffer(Out* o, object data) except -1:
 cdef int _put_uuid(Out* o, object v) except -1:
     if v is None:
         reserve(o, 16)
-        memset16(o)
+        memset(o.data + o.len, 0, 16)
+        o.len += 16
         return 0
     if len(v) != 16:
         raise ValueError(f"uuid must be 16 bytes, got {len(v)}")
     if type(v) is bytes:
         return put_bytes(o, PyBytes_AS_STRING(v), 16)
     return _put_buffer(o, v)
-
-
-cdef inline void memset16(Out* o) noexcept:
-    cdef int i
-    for i in range(16):
-        o.data[o.len + i] = 0
-    o.len += 16
 
 
 cdef Py_ssize_t _put_array_length(Out* o, object v, bint flexible, str where, int version,

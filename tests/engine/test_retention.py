@@ -81,3 +81,10 @@ def test_deleted_segments_stay_readable_until_the_delete_delay_passes(tmp_path):
     assert log.delete_pending_segments(now + 59_999) == 0
     assert log.delete_pending_segments(now + 60_000) == deleted
     assert not any(n.endswith(".deleted") for n in os.listdir(tmp_path / "t-0"))
+
+
+def test_a_compacted_topic_is_not_trimmed_by_time_or_size(tmp_path):
+    log = filled(str(tmp_path / "t-0"), retention_ms=1, retention_bytes=0, cleanup_policy="compact")
+    assert log.delete_old_segments(BASE_TS + 10**9) == 0
+    both = filled(str(tmp_path / "u-0"), retention_ms=1, cleanup_policy="compact,delete")
+    assert both.delete_old_segments(BASE_TS + 10**9) > 0

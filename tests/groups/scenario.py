@@ -84,7 +84,8 @@ class Scenario:
     def commit(self, offsets, group: str = "g", generation: int = -1, member_id: str = "",
                instance_id: str | None = None, version: int = 8):
         rows = [(t, p, o, -1, "meta") for t, p, o in offsets]
-        errors, fx = self.core.commit_offsets(group, generation, member_id, instance_id, rows, version, self.now)
+        errors, fx = self.core.commit_offsets(group, generation, member_id, instance_id, rows, version,
+                                              self.now)
         self.run(fx)
         return errors
 
