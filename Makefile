@@ -12,7 +12,7 @@ JS_DIR := tests/integration/js
 APT_GET := DEBIAN_FRONTEND=noninteractive apt-get -q -y -o Dpkg::Use-Pty=0
 
 setup: .setup-done
-.setup-done: pyproject.toml setup.py $(wildcard ext/*.pyx ext/*.pxd) $(JS_DIR)/package.json $(JS_DIR)/package-lock.json
+.setup-done: pyproject.toml setup.py $(wildcard ext/*.pyx ext/*.pxd protocol/*.pyx protocol/*.pxd) $(JS_DIR)/package.json $(JS_DIR)/package-lock.json
 	$(PIP) install -e '.[test]'
 	@missing=""; \
 	command -v kcat >/dev/null 2>&1 || missing="$$missing kcat"; \
