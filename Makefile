@@ -27,7 +27,7 @@ setup: .setup-done
 	@touch $@
 
 run: setup
-	$(PYTHON) -m strom demo
+	$(PYTHON) -m strom run
 
 test: setup
 	$(PYTHON) -m ruff check .

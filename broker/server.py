@@ -27,6 +27,7 @@ from protocol.errors import Error
 from protocol.net import Server
 
 log = logging.getLogger("strom.broker")
+STOP_TIMEOUT_S = 20
 
 
 class Broker:
@@ -146,11 +147,15 @@ class Broker:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        log.debug("stopping the listeners")
         if self.server is not None:
             await self.server.close()
+        log.debug("stopping the group coordinator")
         if self.groups is not None:
             await self.groups.stop()
+        log.debug("stopping the metadata follower")
         await self.follower.close()
+        log.debug("closing the logs")
         if self.logs_started:
             self.logs.shutdown(self.follower.broker_epoch)
 
@@ -183,7 +188,11 @@ async def serve(config, cluster_id: str) -> None:
         for task in (starting, stopping):
             task.cancel()
         await asyncio.gather(starting, stopping, return_exceptions=True)
-        await broker.stop()
+        try:
+            await asyncio.wait_for(broker.stop(), STOP_TIMEOUT_S)
+        except TimeoutError:
+            log.error("broker %d did not stop within %d s; exiting", config.node_id, STOP_TIMEOUT_S)
+            raise
         log.info("broker %d stopped", config.node_id)
 
 

@@ -19,6 +19,7 @@ from engine.manager import format_log_dir, read_meta_properties
 from strom.config import ServerConfig
 
 log = logging.getLogger("strom")
+KILL_AFTER_S = 30
 
 
 def format_node(config: ServerConfig, cluster_id: str | None, standalone: bool,
@@ -72,7 +73,15 @@ def supervise(config_path: str, config: ServerConfig) -> int:
     for role in roles:
         children[role] = subprocess.Popen([sys.executable, "-m", "strom", role, "--config", config_path])
     failed = 0
+    stop_started = None
     while children:
+        if stopping and stop_started is None:
+            stop_started = time.monotonic()
+        if stop_started is not None and time.monotonic() - stop_started > KILL_AFTER_S:
+            for role, child in children.items():
+                log.error("the %s process did not stop within %d s; killing it", role, KILL_AFTER_S)
+                child.kill()
+            stop_started = float("inf")
         for role, child in list(children.items()):
             code = child.poll()
             if code is None:

@@ -59,6 +59,33 @@ def apis(broker) -> list[Api]:
             await broker.follower.wait_for_change(0.5)
         return response
 
+    async def handle_alter_configs(header, req):
+        """The legacy AlterConfigs replaces a topic's whole set of overrides: it becomes an
+        IncrementalAlterConfigs that SETs what is given and DELETEs every other override."""
+        Inc = M.IncrementalAlterConfigsRequest
+        R = M.AlterConfigsResponse
+        resources = []
+        for res in req.resources:
+            given = {c.name: c.value for c in res.configs}
+            ops = [Inc.AlterableConfig(name=n, config_operation=0, value=v) for n, v in given.items()]
+            if res.resource_type == TOPIC:
+                ops += [Inc.AlterableConfig(name=n, config_operation=1, value=None)
+                        for n in broker.image.topic_config(res.resource_name) if n not in given]
+            resources.append(Inc.AlterConfigsResource(resource_type=res.resource_type,
+                                                    resource_name=res.resource_name, configs=ops))
+        incremental = Inc(resources=resources, validate_only=req.validate_only)
+        try:
+            response = await broker.follower.forward(44, 1, incremental)
+        except (ConnectionError, TimeoutError):
+            return R(responses=[R.AlterConfigsResourceResponse(
+                error_code=Error.REQUEST_TIMED_OUT, resource_type=r.resource_type,
+                resource_name=r.resource_name) for r in req.resources])
+        if any(r.error_code == Error.NONE for r in response.responses) and not req.validate_only:
+            await broker.follower.wait_for_change(0.5)
+        return R(responses=[R.AlterConfigsResourceResponse(
+            error_code=r.error_code, error_message=r.error_message, resource_type=r.resource_type,
+            resource_name=r.resource_name) for r in response.responses])
+
     async def handle_describe_configs(header, req):
         R = M.DescribeConfigsResponse
         results = []
@@ -94,6 +121,7 @@ def apis(broker) -> list[Api]:
         Api(20, 1, 6, handle_delete_topics),
         Api(37, 0, 3, handle_create_partitions),
         Api(44, 0, 1, handle_incremental_alter_configs),
+        Api(33, 0, 2, handle_alter_configs),
         Api(32, 1, 4, handle_describe_configs),
     ]
 

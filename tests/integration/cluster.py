@@ -201,7 +201,8 @@ def _round_trip(sock: socket.socket, frame: bytes) -> bytes:
     return _read_exact(sock, size)
 
 
-def probe_api_versions(host: str, port: int, timeout: float = PROBE_IO_TIMEOUT_S) -> dict[int, tuple[int, int]]:
+def probe_api_versions(host: str, port: int,
+                       timeout: float = PROBE_IO_TIMEOUT_S) -> dict[int, tuple[int, int]]:
     """The broker's ApiVersions v0 answer; raises OSError/ValueError/EOFError if there is none."""
     with socket.create_connection((host, port), timeout=timeout) as sock:
         correlation_id, error_code, apis = parse_api_versions_v0_response(
@@ -320,7 +321,7 @@ class StromNode:
             except subprocess.TimeoutExpired:
                 rc = "timeout"
         if rc != 0:
-            raise NodeError(self._failure(f"strom format failed ({rc})"))
+            raise NodeError(self.failure_message(f"strom format failed ({rc})"))
         self.formatted = True
 
     def start(self) -> StromNode:
@@ -344,7 +345,7 @@ class StromNode:
             detail = str(e) if isinstance(e, NodeError) else repr(e)
             self._kill_group(signal.SIGKILL)
             if isinstance(e, Exception):
-                raise NodeError(self._failure(detail)) from e
+                raise NodeError(self.failure_message(detail)) from e
             raise
         return self
 
@@ -361,7 +362,7 @@ class StromNode:
             rc = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self._kill_group(signal.SIGKILL)
-            raise NodeError(self._failure(f"did not stop within {timeout} s of SIGTERM")) from None
+            raise NodeError(self.failure_message(f"did not stop within {timeout} s of SIGTERM")) from None
         self._kill_group(signal.SIGKILL)  # workers the supervisor failed to reap
         return rc
 
@@ -405,7 +406,7 @@ class StromNode:
             return "(no log)"
         return "\n".join(text.splitlines()[-lines:])
 
-    def _failure(self, what: str) -> str:
+    def failure_message(self, what: str) -> str:
         return (f"strom node {self.node_id} ({self.bootstrap}, {self.dir}): {what}\n"
                 f"--- last lines of {self.log_path} ---\n{self.log_tail()}")
 

@@ -6,11 +6,22 @@
 """
 import pytest
 
-from .cluster import StromNode, kill_all
+from .cluster import NodeError, StromNode, kill_all
 
 
 def _node(tmp_path_factory, name):
     return StromNode(base_dir=str(tmp_path_factory.mktemp(name)))
+
+
+def _stop_cleanly(node):
+    """The contract: SIGTERM stops the node with exit code 0. Anything else errors the
+    test's teardown with the node's log tail (stop() SIGKILLs what is left)."""
+    try:
+        rc = node.stop()
+        if rc not in (0, None):
+            raise NodeError(node.failure_message(f"exited {rc} on SIGTERM"))
+    finally:
+        node.close()
 
 
 @pytest.fixture
@@ -19,8 +30,10 @@ def strom_node(tmp_path_factory):
     try:
         node.start()
         yield node
-    finally:
+    except BaseException:
         node.close()
+        raise
+    _stop_cleanly(node)
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +42,10 @@ def shared_node(tmp_path_factory):
     try:
         node.start()
         yield node
-    finally:
+    except BaseException:
         node.close()
+        raise
+    _stop_cleanly(node)
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -25,7 +25,7 @@ def _run(coro, timeout):
         return await asyncio.wait_for(coro, timeout)
     try:
         return asyncio.run(bounded())
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise TimeoutError(f"aiokafka operation took over {timeout} s") from None
 
 

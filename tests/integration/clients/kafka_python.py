@@ -127,16 +127,22 @@ def describe_topic(bootstrap, topic, timeout=30.0):
 def describe_topic_config(bootstrap, topic, timeout=30.0):
     result = _with_admin(bootstrap, lambda a: a.describe_configs(
         [ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all"))
-    entries = result["TOPIC"][topic]
+    entries = _by_type(result)[topic]
     return {name: (entry["value"] if isinstance(entry, dict) else entry) for name, entry in entries.items()}
 
 
 def alter_topic_config(bootstrap, topic, config, timeout=30.0):
     resource = ConfigResource(ConfigResourceType.TOPIC, topic, configs={k: str(v) for k, v in config.items()})
     result = _with_admin(bootstrap, lambda a: a.alter_configs([resource], raise_on_unknown=False))
-    outcome = result["TOPIC"][topic]
-    if isinstance(outcome, Exception) or (getattr(outcome, "errno", 0) or 0) != 0:
+    outcome = _by_type(result)[topic]
+    if outcome != "OK":
         raise RuntimeError(f"alter {topic}: {outcome!r}")
+
+
+def _by_type(result):
+    """kafka-python keys results by resource type name ("topic")."""
+    (entries,) = [v for k, v in result.items() if str(k).lower() == "topic"]
+    return entries
 
 
 def delete_topic(bootstrap, topic, timeout=30.0):

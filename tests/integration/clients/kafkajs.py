@@ -53,7 +53,8 @@ def call(op: str, bootstrap: str, timeout: float = 30.0, **args):
     try:
         answer = json.loads(lines[-1])
     except (IndexError, ValueError):
-        raise RuntimeError(f"kafkajs {op} exited {proc.returncode} without an answer; stderr: {stderr}") from None
+        raise RuntimeError(f"kafkajs {op} exited {proc.returncode} without an answer; "
+                           f"stderr: {stderr}") from None
     if not answer["ok"]:
         kind = TimeoutError if proc.returncode == 2 else RuntimeError
         raise kind(f"kafkajs {op}: {answer['error']}; stderr: {stderr}")
