@@ -100,8 +100,7 @@ def apis(broker) -> list[Api]:
                 except OffsetOutOfRangeError:
                     pr.error_code = Error.OFFSET_OUT_OF_RANGE
                     continue
-                log_.delete_old_segments()
-                pr.low_watermark = log_.log_start_offset
+                pr.low_watermark = log_.log_start_offset  # segments below go on the next retention pass
         return R(topics=topics)
 
     return [Api(2, 1, 8, handle_list_offsets), Api(23, 2, 4, handle_offset_for_leader_epoch),
