@@ -12,6 +12,7 @@ follows the log end offset on every append and acks=all completes at once.
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import logging
 import signal
 import time
@@ -19,6 +20,7 @@ import time
 from broker.groups.runtime import GroupCoordinatorRuntime
 from broker.handlers import admin, fetch, groups, metadata, offsets, produce
 from broker.metadata_follower import MetadataFollower
+from engine.checkpoint import uuid_to_str
 from engine.manager import LogManager
 from metadata.image import MetadataImage
 from protocol import messages as M
@@ -161,8 +163,6 @@ class Broker:
 
 
 def _uuid_str(raw: bytes) -> str:
-    from engine.checkpoint import uuid_to_str
-
     return uuid_to_str(raw)
 
 
@@ -188,11 +188,14 @@ async def serve(config, cluster_id: str) -> None:
         for task in (starting, stopping):
             task.cancel()
         await asyncio.gather(starting, stopping, return_exceptions=True)
+        # If stopping hangs, say where: every thread's stack goes to stderr (the log).
+        faulthandler.dump_traceback_later(STOP_TIMEOUT_S / 2, exit=False)
         try:
             await asyncio.wait_for(broker.stop(), STOP_TIMEOUT_S)
         except TimeoutError:
             log.error("broker %d did not stop within %d s; exiting", config.node_id, STOP_TIMEOUT_S)
             raise
+        faulthandler.cancel_dump_traceback_later()
         log.info("broker %d stopped", config.node_id)
 
 

@@ -28,6 +28,10 @@ Timers are deadlines held in the groups and members; ``next_deadline()`` says wh
 ``tick`` next. A member's session expires unless it heartbeats (members parked in a
 JoinGroup or SyncGroup count as alive, except members new to this join phase); members
 that never send SyncGroup within the rebalance timeout after the join phase are removed.
+
+Groups of the consumer group protocol (KIP-848) live beside the classic ones in
+``self.consumer`` (broker/groups/consumer_group.py); a group id is one or the other, and
+both share the committed offsets and the timers here.
 """
 from __future__ import annotations
 
@@ -37,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.groups import storage
+from broker.groups.consumer_group import PROTOCOL_TYPE, ConsumerGroupConfig, ConsumerGroups, Topics
 from broker.groups.group import (
     COMPLETING_REBALANCE,
     DEAD,
@@ -61,6 +66,7 @@ class CoordinatorConfig:
     max_session_timeout_ms: int = 1800000  # group.max.session.timeout.ms
     max_size: int = 2**31 - 1  # group.max.size
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
+    consumer: ConsumerGroupConfig = field(default_factory=ConsumerGroupConfig)
 
 
 @dataclass
@@ -86,6 +92,7 @@ class GroupCoordinator:
         self.loading: set[int] = set()
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets: dict[str, dict[tuple[str, int], storage.OffsetAndMetadata]] = {}
+        self.consumer = ConsumerGroups(self, self.config.consumer)
 
     # ---- partitions ----------------------------------------------------------------------
 
@@ -127,8 +134,10 @@ class GroupCoordinator:
             if group.members:
                 group.state = STABLE
             self.groups[group_id] = group
+        for group_id, records in state.consumer_groups.items():
+            self.consumer.load(group_id, records, now_ms)
         for group_id in state.offsets:
-            if group_id not in self.groups:
+            if group_id not in self.groups and group_id not in self.consumer.groups:
                 self.groups[group_id] = ClassicGroup(group_id, state_timestamp=now_ms, protocol_type="")
 
     def unload(self, partition: int) -> Effects:
@@ -145,6 +154,8 @@ class GroupCoordinator:
             group.state = DEAD
         for group_id in [g for g in self.offsets if self.partition_for(g) == partition]:
             del self.offsets[group_id]
+        for group_id in [g for g in self.consumer.groups if self.partition_for(g) == partition]:
+            del self.consumer.groups[group_id]
         return fx
 
     def apply_records(self, records: list[tuple[bytes, bytes | None]]) -> None:
@@ -165,6 +176,13 @@ class GroupCoordinator:
         if code != Error.NONE:
             fx.reply(waiter, self.join_error(version, code, member_id))
             return fx
+        consumer_group = self.consumer.groups.get(req.group_id)
+        if consumer_group is not None:
+            if consumer_group.members:
+                fx.reply(waiter, self.join_error(version, Error.INCONSISTENT_GROUP_PROTOCOL, member_id))
+                return fx
+            # An empty consumer group becomes a classic group.
+            fx.append(self.partition_for(req.group_id), self.consumer.delete(consumer_group))
         group = self.groups.get(req.group_id)
         if group is None:
             if member_id != UNKNOWN_MEMBER_ID:
@@ -198,6 +216,9 @@ class GroupCoordinator:
         if not c.min_session_timeout_ms <= req.session_timeout_ms <= c.max_session_timeout_ms:
             return Error.INVALID_SESSION_TIMEOUT
         return Error.NONE
+
+    def new_member_id(self, prefix: str) -> str:
+        return self._new_member_id(prefix)
 
     def _new_member_id(self, prefix: str) -> str:
         return f"{prefix}-{uuid.UUID(int=self.rng.getrandbits(128), version=4)}"
@@ -526,10 +547,15 @@ class GroupCoordinator:
                 deadlines.append(group.sync_deadline)
             deadlines.extend(group.pending_members.values())
             deadlines.extend(m.heartbeat_deadline for m in group.members.values())
+        consumer = self.consumer.next_deadline()
+        if consumer is not None:
+            deadlines.append(consumer)
         return min(deadlines, default=None)
 
     def tick(self, now_ms: int) -> Effects:
         fx = Effects()
+        for group_id, records in self.consumer.tick(now_ms):
+            fx.append(self.partition_for(group_id), records)
         for group in list(self.groups.values()):
             if group.state == DEAD:
                 continue
@@ -598,6 +624,9 @@ class GroupCoordinator:
         return errors, fx
 
     def _validate_commit(self, group_id, generation_id, member_id, instance_id, version, now_ms) -> int:
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            return self.consumer.validate_offset_commit(consumer_group, member_id, generation_id, version)
         group = self.groups.get(group_id)
         if group is None:
             if generation_id < 0:
@@ -621,10 +650,15 @@ class GroupCoordinator:
             return Error.REBALANCE_IN_PROGRESS
         return Error.NONE
 
-    def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None
+    def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None,
+                      member_id: str | None = None, member_epoch: int = -1
                       ) -> tuple[int, list[tuple[str, list[tuple[int, storage.OffsetAndMetadata | None]]]]]:
-        """(group error, [(topic, [(partition, committed or None)])]); ``topics`` None = all."""
+        """(group error, [(topic, [(partition, committed or None)])]); ``topics`` None = all.
+        A consumer group member (OffsetFetch v9+) must fetch with its current member epoch."""
         code = self.coordinator_error(group_id) if group_id is not None else Error.INVALID_GROUP_ID
+        consumer_group = self.consumer.groups.get(group_id) if code == Error.NONE else None
+        if consumer_group is not None:
+            code = self.consumer.validate_offset_fetch(consumer_group, member_id, member_epoch)
         if code != Error.NONE:
             return code, []
         committed = self.offsets.get(group_id, {})
@@ -668,6 +702,15 @@ class GroupCoordinator:
         errors = []
         for group_id in group_ids:
             code = self.coordinator_error(group_id) if group_id else Error.INVALID_GROUP_ID
+            consumer_group = self.consumer.groups.get(group_id) if code == Error.NONE else None
+            if consumer_group is not None:
+                code = Error.NON_EMPTY_GROUP if consumer_group.members else Error.NONE
+                errors.append(code)
+                if code == Error.NONE:
+                    records = [(storage.offset_commit_key(group_id, t, p), None)
+                               for (t, p) in sorted(self.offsets.get(group_id, {}))]
+                    fx.append(self.partition_for(group_id), records + self.consumer.delete(consumer_group))
+                continue
             group = self.groups.get(group_id)
             if code == Error.NONE and (group is None or group.state == DEAD):
                 code = Error.GROUP_ID_NOT_FOUND
@@ -683,6 +726,24 @@ class GroupCoordinator:
             group.transition_to(DEAD, now_ms)
             del self.groups[group_id]
         return errors, fx
+
+    # ---- the consumer group protocol -----------------------------------------------------
+
+    def consumer_group_heartbeat(self, req, version: int, client_id: str, client_host: str,
+                                 topics: Topics, now_ms: int):
+        """(ConsumerGroupHeartbeat response, effects); ``topics`` is the metadata snapshot
+        {name: (topic id, partitions)} the assignor works from."""
+        fx = Effects()
+        response, records = self.consumer.heartbeat(req, version, client_id, client_host, topics, now_ms)
+        fx.append(self.partition_for(req.group_id) if req.group_id else 0, records)
+        return response, fx
+
+    def list_consumer_groups(self, states: list[str]) -> list[tuple[str, str, str]]:
+        """(group id, protocol type, state) of the consumer groups owned here."""
+        wanted = {s.lower() for s in states}
+        return [(g.group_id, PROTOCOL_TYPE, g.state) for g in self.consumer.groups.values()
+                if self.coordinator_error(g.group_id) == Error.NONE
+                and (not wanted or g.state.lower() in wanted)]
 
     # ---- records -------------------------------------------------------------------------
 

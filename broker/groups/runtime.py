@@ -18,6 +18,7 @@ import random
 import time
 
 from broker.groups import storage
+from broker.groups.consumer_group import ConsumerGroupConfig, Topics
 from broker.groups.coordinator import CoordinatorConfig, Effects, GroupCoordinator
 from engine.errors import RecordTooLargeError
 from engine.log import ORIGIN_COORDINATOR
@@ -50,7 +51,13 @@ class GroupCoordinatorRuntime:
             max_session_timeout_ms=c["group.max.session.timeout.ms"],
             max_size=c["group.max.size"],
             offset_metadata_max_bytes=c.get("offset.metadata.max.bytes", 4096),
+            consumer=ConsumerGroupConfig(
+                session_timeout_ms=c.get("group.consumer.session.timeout.ms", 45000),
+                heartbeat_interval_ms=c.get("group.consumer.heartbeat.interval.ms", 5000),
+                max_size=c.get("group.consumer.max.size", 2**31 - 1)),
         ), random.Random())
+        self.consumer_protocol = "consumer" in c.get("group.coordinator.rebalance.protocols",
+                                                     ["classic", "consumer"])
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
         self._loads: dict[int, asyncio.Task] = {}
@@ -101,6 +108,11 @@ class GroupCoordinatorRuntime:
         except (ConnectionError, TimeoutError, OSError) as e:
             log.warning("creating %s failed: %s", storage.OFFSETS_TOPIC, e)
             await asyncio.sleep(CREATE_RETRY_S)
+
+    def topics(self) -> Topics:
+        """The metadata image's topics as the consumer group assignor sees them."""
+        return {name: (t.topic_id, len(t.partitions)) for name, t in self.broker.image.topics.items()
+                if name != storage.OFFSETS_TOPIC}
 
     def coordinator_of(self, group_id: str) -> tuple[int, int]:
         """(error, node id of the leader of the group's partition)."""

@@ -16,6 +16,11 @@ Each record (protocol/schemas/group_storage.schema) is a key and a value:
     |-------------|-----------------------------------|------------------------------|
     | 0 or 1      | OffsetCommitKey(group, topic, p)  | OffsetCommitValue, written v3 |
     | 2           | GroupMetadataKey(group)           | GroupMetadataValue, written v3|
+    | 3 ... 8     | ConsumerGroup*Key (KIP-848)       | ConsumerGroup*Value, v0       |
+
+Key versions 3 to 8 are the consumer group protocol's records (protocol/schemas/
+consumer_groups.schema has the table); replay keeps the latest value of each key in
+``GroupState.consumer_groups`` and broker/groups/consumer_group.py rebuilds the groups.
 
 Example, OffsetCommitKey v1 for ("g", "t", 3): ``0001 0001 67 0001 74 00000003``.
 
@@ -42,6 +47,27 @@ GROUP_METADATA_KEY_VERSION = 2
 GROUP_METADATA_VALUE_VERSION = 3
 
 _KEYS = {0: "OffsetCommitKey", 1: "OffsetCommitKey", 2: "GroupMetadataKey"}
+_VALUES = {0: "OffsetCommitValue", 1: "OffsetCommitValue", 2: "GroupMetadataValue"}
+
+# The consumer group protocol's records: key version (Kafka's record type) -> record name.
+CONSUMER_GROUP_METADATA = 3
+CONSUMER_GROUP_PARTITION_METADATA = 4
+CONSUMER_GROUP_MEMBER_METADATA = 5
+CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA = 6
+CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER = 7
+CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT = 8
+CONSUMER_RECORDS = {
+    CONSUMER_GROUP_METADATA: "ConsumerGroupMetadata",
+    CONSUMER_GROUP_PARTITION_METADATA: "ConsumerGroupPartitionMetadata",
+    CONSUMER_GROUP_MEMBER_METADATA: "ConsumerGroupMemberMetadata",
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA: "ConsumerGroupTargetAssignmentMetadata",
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: "ConsumerGroupTargetAssignmentMember",
+    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: "ConsumerGroupCurrentMemberAssignment",
+}
+CONSUMER_VALUE_VERSION = 0
+for _type, _name in CONSUMER_RECORDS.items():
+    _KEYS[_type] = _name + "Key"
+    _VALUES[_type] = _name + "Value"
 _VERSION = struct.Struct(">h")
 
 
@@ -97,7 +123,10 @@ def parse_key(data: bytes | memoryview):
     name = _KEYS.get(version)
     if name is None:
         raise ValueError(f"unknown __consumer_offsets key version {version}")
-    return version, M.DATA[name].decode(version, Reader(memoryview(data)[2:]))
+    try:
+        return version, M.DATA[name].decode(version, Reader(memoryview(data)[2:]))
+    except (IndexError, struct.error, EOFError) as e:
+        raise ValueError(f"truncated __consumer_offsets key of version {version}") from e
 
 
 def parse_value(key_version: int, data: bytes | memoryview | None):
@@ -105,8 +134,16 @@ def parse_value(key_version: int, data: bytes | memoryview | None):
     if data is None:
         return None
     (version,) = _VERSION.unpack_from(data, 0)
-    name = "GroupMetadataValue" if key_version == 2 else "OffsetCommitValue"
-    return M.DATA[name].decode(version, Reader(memoryview(data)[2:]))
+    return M.DATA[_VALUES[key_version]].decode(version, Reader(memoryview(data)[2:]))
+
+
+def consumer_record(record_type: int, key, value) -> tuple[bytes, bytes | None]:
+    """A consumer group record: ``key`` and ``value`` are the M.ConsumerGroup*Key/Value
+    structs of ``record_type``; ``value`` None makes a tombstone."""
+    k = _encode(_KEYS[record_type], record_type, key)
+    if value is None:
+        return k, None
+    return k, _encode(_VALUES[record_type], CONSUMER_VALUE_VERSION, value)
 
 
 def build_records_batch(records: Iterable[tuple[bytes, bytes | None]], now_ms: int) -> bytearray:
@@ -131,10 +168,22 @@ class GroupState:
 
     offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
     groups: dict[str, object] = field(default_factory=dict)  # group id -> M.GroupMetadataValue
+    # group id -> {(record type, member id or ""): value}: consumer groups' latest records
+    consumer_groups: dict[str, dict[tuple[int, str], object]] = field(default_factory=dict)
 
     def replay(self, key: bytes | memoryview, value: bytes | memoryview | None) -> None:
         version, k = parse_key(key)
         v = parse_value(version, value)
+        if version in CONSUMER_RECORDS:
+            slot = (version, getattr(k, "member_id", ""))
+            if v is not None:
+                self.consumer_groups.setdefault(k.group_id, {})[slot] = v
+            elif k.group_id in self.consumer_groups:
+                records = self.consumer_groups[k.group_id]
+                records.pop(slot, None)
+                if not records:
+                    del self.consumer_groups[k.group_id]
+            return
         if version == 2:
             if v is None:
                 self.groups.pop(k.group, None)

@@ -1,5 +1,7 @@
 """The classic group protocol and offset storage: FindCoordinator, JoinGroup, SyncGroup,
-Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups.
+Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups;
+and the consumer group protocol (KIP-848): ConsumerGroupHeartbeat, ConsumerGroupDescribe,
+served when ``group.coordinator.rebalance.protocols`` lists ``consumer``.
 
 Requests become calls on the coordinator core (broker/groups/coordinator.py); the shell
 (broker/groups/runtime.py) appends what the core asks for and completes parked requests.
@@ -126,12 +128,12 @@ def apis(broker) -> list[Api]:
             out.append(rt)
         return R(topics=out)
 
-    def fetch_group(group_id: str, topics):
+    def fetch_group(group_id: str, topics, member_id: str | None = None, member_epoch: int = -1):
         """(group error, [(topic, [(partition, offset, leader epoch, metadata, error)])])."""
         code = coordinator_error(group_id)
         wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
         if code == Error.NONE:
-            code, found = groups.core.fetch_offsets(group_id, wanted)
+            code, found = groups.core.fetch_offsets(group_id, wanted, member_id, member_epoch)
         if code != Error.NONE:
             # Kafka answers a group-level error on every requested partition too.
             return code, [(name, [(p, NO_OFFSET, -1, "", code) for p in parts])
@@ -148,7 +150,7 @@ def apis(broker) -> list[Api]:
             T = G.OffsetFetchResponseTopics
             out = []
             for g in req.groups:
-                code, topics = fetch_group(g.group_id, g.topics)
+                code, topics = fetch_group(g.group_id, g.topics, g.member_id, g.member_epoch)
                 out.append(G(group_id=g.group_id, error_code=code, topics=[
                     T(name=name, partitions=[T.OffsetFetchResponsePartitions(
                         partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,
@@ -173,7 +175,12 @@ def apis(broker) -> list[Api]:
             code = coordinator_error(group_id)
             described = groups.core.describe_group(group_id) if code == Error.NONE else \
                 D(error_code=code, group_id=group_id, group_state="", protocol_type="", protocol_data="")
-            if described is None:
+            if described is None and group_id in groups.core.consumer.groups:
+                # Kafka's answer: a consumer group is described by ConsumerGroupDescribe.
+                described = D(error_code=Error.GROUP_ID_NOT_FOUND,
+                              error_message=f"Group {group_id} is not a classic group.", group_id=group_id,
+                              group_state="Dead", protocol_type="", protocol_data="")
+            elif described is None:
                 if header.api_version >= 6:
                     described = D(error_code=Error.GROUP_ID_NOT_FOUND,
                                   error_message=f"Group {group_id} not found.", group_id=group_id,
@@ -189,11 +196,15 @@ def apis(broker) -> list[Api]:
         groups.ensure_offsets_topic()
         version = header.api_version
         types = {t.lower() for t in req.types_filter} if version >= 5 else set()
-        listed = [] if types and "classic" not in types else \
-            groups.core.list_groups(req.states_filter if version >= 4 else [])
+        states = req.states_filter if version >= 4 else []
+        listed = []
+        if not types or "classic" in types:
+            listed += [(*g, "classic") for g in groups.core.list_groups(states)]
+        if not types or "consumer" in types:
+            listed += [(*g, "consumer") for g in groups.core.list_consumer_groups(states)]
         return R(error_code=Error.NONE, groups=[
-            R.ListedGroup(group_id=g, protocol_type=pt, group_state=state, group_type="classic")
-            for g, pt, state in sorted(listed)])
+            R.ListedGroup(group_id=g, protocol_type=pt, group_state=state, group_type=kind)
+            for g, pt, state, kind in sorted(listed)])
 
     async def handle_delete_groups(header, req):
         R = M.DeleteGroupsResponse
@@ -207,7 +218,36 @@ def apis(broker) -> list[Api]:
         return R(results=[R.DeletableGroupResult(group_id=g, error_code=e)
                           for g, e in zip(req.groups_names, errors)])
 
-    return [
+    # ---- the consumer group protocol ----------------------------------------------------
+
+    async def handle_consumer_group_heartbeat(header, req):
+        code = coordinator_error(req.group_id)
+        if code != Error.NONE:
+            return M.ConsumerGroupHeartbeatResponse(error_code=code, member_epoch=-1)
+        response, fx = groups.core.consumer_group_heartbeat(
+            req, header.api_version, header.client_id or "", "", groups.topics(), _now_ms())
+        failed = groups.run(fx)
+        if failed != Error.NONE:
+            # The records did not make it to the log: the member must not act on this answer.
+            return M.ConsumerGroupHeartbeatResponse(error_code=failed, member_epoch=-1)
+        return response
+
+    async def handle_consumer_group_describe(header, req):
+        names = {t.topic_id: name for name, t in broker.image.topics.items()}
+        out = []
+        for group_id in req.group_ids:
+            code = coordinator_error(group_id)
+            if code != Error.NONE:
+                out.append(M.ConsumerGroupDescribeResponse.DescribedGroup(
+                    error_code=code, group_id=group_id, group_state="", assignor_name=""))
+            else:
+                out.append(groups.core.consumer.describe(group_id, names))
+        return M.ConsumerGroupDescribeResponse(groups=out)
+
+    consumer = [Api(68, 0, 1, handle_consumer_group_heartbeat),
+                Api(69, 0, 0, handle_consumer_group_describe)] if groups.consumer_protocol else []
+
+    return consumer + [
         Api(10, 0, 6, handle_find_coordinator),
         Api(11, 0, 9, handle_join_group),
         Api(14, 0, 5, handle_sync_group),

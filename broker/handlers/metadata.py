@@ -2,9 +2,12 @@
 Metadata may auto-create topics (auto.create.topics.enable) through the controller."""
 from __future__ import annotations
 
+import asyncio
+
 from protocol import messages as M
 from protocol.dispatch import Api
 from protocol.errors import Error
+from protocol.topics import topic_name_error
 
 INTERNAL_TOPICS = {"__consumer_offsets", "__transaction_state"}
 AUTO_CREATE_WAIT_S = 2.0
@@ -32,7 +35,7 @@ def apis(broker) -> list[Api]:
             topic = image.topics.get(name)
             if topic is None:
                 code = Error.UNKNOWN_TOPIC_OR_PARTITION
-                if name and auto_create_error(name):
+                if name and topic_name_error(name):
                     code = Error.INVALID_TOPIC_EXCEPTION
                 elif name in broker.pending_auto_create:
                     code = Error.LEADER_NOT_AVAILABLE
@@ -72,17 +75,11 @@ def brokers(broker, cls) -> list:
     return out
 
 
-def auto_create_error(name: str) -> str | None:
-    from protocol.topics import topic_name_error
-
-    return topic_name_error(name)
-
-
 async def auto_create(broker, names: list[str]) -> None:
     """Ask the controller to create the missing topics with the broker defaults and wait
     (briefly) until they are in the image."""
     R = M.CreateTopicsRequest
-    wanted = [n for n in names if auto_create_error(n) is None and n not in INTERNAL_TOPICS]
+    wanted = [n for n in names if topic_name_error(n) is None and n not in INTERNAL_TOPICS]
     if not wanted:
         return
     broker.pending_auto_create.update(wanted)
@@ -99,8 +96,6 @@ async def auto_create(broker, names: list[str]) -> None:
 
 
 async def wait_for_topics(broker, names: list[str], timeout: float, present: bool = True) -> None:
-    import asyncio
-
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while any((n in broker.image.topics) != present for n in names):
