@@ -29,7 +29,7 @@ from protocol.errors import Error
 from protocol.net import Server
 
 log = logging.getLogger("strom.broker")
-STOP_TIMEOUT_S = 20
+STOP_TIMEOUT_S = 20  # the stack dump comes at half of it
 
 
 class Broker:

@@ -47,7 +47,7 @@ import time
 import weakref
 
 READY_TIMEOUT_S = 30.0
-STOP_TIMEOUT_S = 15.0
+STOP_TIMEOUT_S = 30.0  # the broker dumps its stacks to the log if stopping takes over 10 s
 FORMAT_TIMEOUT_S = 60.0
 PROBE_IO_TIMEOUT_S = 2.0
 LOG_TAIL_LINES = 60

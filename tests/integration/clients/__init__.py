@@ -24,10 +24,30 @@ and values are bytes or None, headers a list of (str, bytes). A record is the tu
 ``(partition, offset, key, value, headers)``. kcat and kafkajs carry text through
 their command lines and JSON, so tests keep keys, values and headers UTF-8.
 A driver that cannot finish in ``timeout`` raises ``TimeoutError``.
+
+Every driver also has ``GroupMember``: one long-lived member of a consumer group (eager
+rebalance protocol, session timeout 6 s, heartbeats every 0.5 s, from the earliest offset,
+nothing committed) that the test watches and tells to leave:
+
+    member = GroupMember().start(bootstrap, topic, group)
+    member.assignment() -> set[int]   the partitions of ``topic`` it owns right now, as the
+                                      client reported them at its latest rebalance (empty
+                                      between a revocation and the next assignment); raises
+                                      ``MemberFailed`` once the member has died
+    member.rebalances -> int          assignments reported so far
+    member.close(timeout=15.0)        leave the group (LeaveGroup) and stop; bounded, and
+                                      kills what is left when the client does not stop
+
+confluent, kafka_python and aiokafka run the client in a background thread (aiokafka in its
+own event loop there); kcat and kafkajs run one child process each and parse what it
+reports of its rebalances.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
+import subprocess
+import threading
 import time
 from typing import NamedTuple
 
@@ -81,3 +101,151 @@ class Deadline:
 
 def short(records, count) -> TimeoutError:
     return TimeoutError(f"got {len(records)} of {count} records in time")
+
+
+# ---------------------------------------------------------------------------- group members
+
+MEMBER_CLOSE_TIMEOUT_S = 15.0
+MEMBER_POLL_S = 0.2
+
+
+class MemberFailed(RuntimeError):
+    """A ``GroupMember`` whose client died (thread raised, child process exited)."""
+
+
+class MemberBase:
+    """The assignment bookkeeping every driver's ``GroupMember`` shares: callbacks from the
+    client's thread call ``_assigned`` / ``_revoked`` / ``_failed``; the test thread reads."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._owned: set[int] = set()
+        self._error: str | None = None
+        self._closed = False
+        self.rebalances = 0
+        self.log: list[str] = []  # what the member reported, for failure messages
+
+    def _assigned(self, partitions, incremental=False):
+        with self._lock:
+            self._owned = (self._owned | set(partitions)) if incremental else set(partitions)
+            self.rebalances += 1
+            self.log.append(f"assigned {sorted(partitions)}")
+
+    def _revoked(self, partitions=None):
+        with self._lock:
+            self._owned = set() if partitions is None else self._owned - set(partitions)
+            self.log.append(f"revoked {'all' if partitions is None else sorted(partitions)}")
+
+    def _failed(self, error):
+        with self._lock:
+            if self._error is None and not self._closed:
+                self._error = str(error) or repr(error)
+
+    def _note(self, text):
+        with self._lock:
+            self.log.append(text)
+
+    def assignment(self) -> set[int]:
+        with self._lock:
+            if self._error is not None:
+                raise MemberFailed(f"{type(self).__module__} member failed: {self._error}")
+            return set(self._owned)
+
+    def history(self) -> str:
+        with self._lock:
+            return "; ".join(self.log[-20:])
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class ThreadMember(MemberBase):
+    """A member whose client runs in a daemon thread: ``_run(stop)`` polls until the event
+    is set, then leaves the group itself (clients are not closed from other threads)."""
+
+    def start(self, bootstrap, topic, group):
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._guarded, args=(bootstrap, topic, group),
+                                        name=f"{type(self).__module__}-member", daemon=True)
+        self._thread.start()
+        return self
+
+    def _guarded(self, bootstrap, topic, group):
+        try:
+            self._run(bootstrap, topic, group, self._stop)
+        except BaseException as e:  # noqa: B036 -- reported to the test thread
+            self._failed(f"{type(e).__name__}: {e}")
+        finally:
+            with self._lock:
+                self._owned = set()
+            if not self._stop.is_set():
+                self._failed("the client thread stopped by itself")
+
+    def _run(self, bootstrap, topic, group, stop):
+        raise NotImplementedError
+
+    def close(self, timeout=MEMBER_CLOSE_TIMEOUT_S):
+        with self._lock:
+            self._closed = True
+        self._stop.set()
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise TimeoutError(f"{type(self).__module__} member did not leave within {timeout} s")
+
+
+class ProcessMember(MemberBase):
+    """A member that is a child process; a reader thread feeds each line of ``stream`` to
+    ``_line``. ``close`` asks it to leave (``_ask_to_leave``), waits, then SIGKILLs."""
+
+    proc: subprocess.Popen
+
+    def _spawn(self, cmd, stream_name, **kwargs):
+        from ..cluster import _die_with_parent  # SIGKILL the child if the tests die
+        self.proc = subprocess.Popen(_die_with_parent(cmd), **kwargs)
+        self._reader = threading.Thread(target=self._read, args=(getattr(self.proc, stream_name),),
+                                        name=f"{type(self).__module__}-reader", daemon=True)
+        self._reader.start()
+
+    def _read(self, stream):
+        try:
+            for raw in stream:
+                line = raw.decode(errors="replace").rstrip("\n")
+                if line:
+                    self._line(line)
+        except Exception as e:
+            self._failed(f"reading the member's output: {type(e).__name__}: {e}")
+        finally:
+            with self._lock:
+                self._owned = set()
+            rc = self.proc.wait()
+            self._failed(f"the process exited ({rc}); last output: {self.history()}")
+
+    def _line(self, line):
+        raise NotImplementedError
+
+    def _ask_to_leave(self):
+        self.proc.terminate()
+
+    def close(self, timeout=MEMBER_CLOSE_TIMEOUT_S):
+        with self._lock:
+            self._closed = True
+        try:
+            if self.proc.poll() is None:
+                self._ask_to_leave()
+                try:
+                    self.proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    raise TimeoutError(f"{type(self).__module__} member did not leave within "
+                                       f"{timeout} s") from None
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()
+            self.proc.wait()
+            self._reader.join(5)
+            for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+                if stream is not None:
+                    with contextlib.suppress(OSError):
+                        stream.close()

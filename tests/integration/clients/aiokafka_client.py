@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.structs import OffsetAndMetadata
 
-from . import Deadline, Record, acks_value, messages_of, short
+from . import MEMBER_POLL_S, Deadline, Record, ThreadMember, acks_value, messages_of, short
 
 NAME = "aiokafka"
 CODECS = frozenset({"none", "gzip", "snappy", "lz4", "zstd"})
@@ -155,3 +155,32 @@ def alter_topic_config(bootstrap, topic, config, timeout=30.0):
 def delete_topic(bootstrap, topic, timeout=30.0):
     _check(_admin_call(bootstrap, lambda a: a.delete_topics([topic], timeout_ms=int(timeout * 1000)),
                        timeout), f"delete {topic}")
+
+
+class GroupMember(ThreadMember):
+    """An AIOKafkaConsumer in its own event loop (``asyncio.run`` in the member's thread);
+    a ConsumerRebalanceListener keeps the assignment (eager assignors)."""
+
+    def _run(self, bootstrap, topic, group, stop):
+        asyncio.run(self._main(bootstrap, topic, group, stop))
+
+    async def _main(self, bootstrap, topic, group, stop):
+        member = self
+
+        class Listener(ConsumerRebalanceListener):
+            def on_partitions_revoked(self, revoked):
+                member._revoked()
+
+            def on_partitions_assigned(self, assigned):
+                member._assigned(tp.partition for tp in assigned if tp.topic == topic)
+
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
+                                    auto_offset_reset="earliest", enable_auto_commit=False,
+                                    session_timeout_ms=6000, heartbeat_interval_ms=500)
+        await consumer.start()
+        try:
+            consumer.subscribe([topic], listener=Listener())
+            while not stop.is_set():
+                await consumer.getmany(timeout_ms=int(MEMBER_POLL_S * 1000))
+        finally:
+            await consumer.stop()  # LeaveGroup

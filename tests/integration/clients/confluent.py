@@ -12,7 +12,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from . import Deadline, Record, acks_value, messages_of, short
+from . import MEMBER_POLL_S, Deadline, Record, ThreadMember, acks_value, messages_of, short
 
 NAME = "confluent"
 CODECS = frozenset({"none", "gzip", "snappy", "lz4", "zstd"})
@@ -172,3 +172,25 @@ def alter_topic_config(bootstrap, topic, config, timeout=30.0):
 def delete_topic(bootstrap, topic, timeout=30.0):
     admin = _admin(bootstrap)
     _wait(admin.delete_topics([topic], operation_timeout=timeout), timeout)
+
+
+class GroupMember(ThreadMember):
+    """A subscribed Consumer polled in a thread; on_assign / on_revoke / on_lost keep the
+    assignment (the eager range,roundrobin assignors: each assignment replaces the last)."""
+
+    def _run(self, bootstrap, topic, group, stop):
+        consumer = Consumer({**BASE, "log_level": 0, "bootstrap.servers": bootstrap, "group.id": group,
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                             "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+        try:
+            consumer.subscribe(
+                [topic],
+                on_assign=lambda _c, tps: self._assigned(tp.partition for tp in tps if tp.topic == topic),
+                on_revoke=lambda _c, _tps: self._revoked(),
+                on_lost=lambda _c, _tps: self._revoked())
+            while not stop.is_set():
+                msg = consumer.poll(MEMBER_POLL_S)
+                if msg is not None and msg.error() and msg.error().fatal():
+                    raise KafkaException(msg.error())
+        finally:
+            consumer.close()  # LeaveGroup

@@ -7,11 +7,11 @@ import types
 
 import cramjam
 import kafka.codec
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 from kafka.structs import OffsetAndMetadata
 
-from . import Deadline, Record, acks_value, messages_of, short
+from . import MEMBER_POLL_S, Deadline, Record, ThreadMember, acks_value, messages_of, short
 
 NAME = "kafka_python"
 CODECS = frozenset({"none", "gzip", "snappy", "lz4", "zstd"})
@@ -147,3 +147,29 @@ def _by_type(result):
 
 def delete_topic(bootstrap, topic, timeout=30.0):
     _with_admin(bootstrap, lambda a: a.delete_topics([topic], timeout_ms=int(timeout * 1000)))
+
+
+class GroupMember(ThreadMember):
+    """A subscribed KafkaConsumer polled in a thread; a ConsumerRebalanceListener keeps the
+    assignment (eager range/roundrobin assignors)."""
+
+    def _run(self, bootstrap, topic, group, stop):
+        member = self
+
+        class Listener(ConsumerRebalanceListener):
+            def on_partitions_revoked(self, revoked):
+                member._revoked()
+
+            def on_partitions_assigned(self, assigned):
+                member._assigned(tp.partition for tp in assigned if tp.topic == topic)
+
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
+                                 auto_offset_reset="earliest", enable_auto_commit=False,
+                                 session_timeout_ms=6000, heartbeat_interval_ms=500,
+                                 request_timeout_ms=15_000)
+        try:
+            consumer.subscribe([topic], listener=Listener())
+            while not stop.is_set():
+                consumer.poll(timeout_ms=int(MEMBER_POLL_S * 1000))
+        finally:
+            consumer.close(autocommit=False)  # LeaveGroup

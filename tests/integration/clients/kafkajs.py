@@ -6,6 +6,9 @@ describe, describe config, alter config (legacy AlterConfigs), delete.
 kafkajs has no manual partition assignment: ``consume_assign`` subscribes a fresh group
 from the beginning, never commits, and keeps only the asked partitions
 (``ASSIGN_IS_REAL = False``).
+
+``GroupMember`` runs ``driver.js`` in its "group_member" mode (command in argv, stdin a
+pipe that the member leaves the group on when it closes) and follows its JSON event lines.
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ import os
 import shutil
 import subprocess
 
-from . import Record, acks_value, messages_of
+from . import ProcessMember, Record, acks_value, messages_of
 
 NAME = "kafkajs"
 CODECS = frozenset({"none", "gzip", "snappy", "lz4", "zstd"})
@@ -106,3 +109,42 @@ def alter_topic_config(bootstrap, topic, config, timeout=30.0):
 
 def delete_topic(bootstrap, topic, timeout=30.0):
     call("delete_topic", bootstrap, timeout, topic=topic)
+
+
+MEMBER_LIFETIME_S = 600.0  # a member process exits by itself after this long
+
+
+class GroupMember(ProcessMember):
+    """``node driver.js`` as a long-lived member: "join" events carry its assignment,
+    "rebalancing" means it is rejoining and (eager) owns nothing until the next join."""
+
+    def start(self, bootstrap, topic, group):
+        if not AVAILABLE:
+            raise RuntimeError("node or tests/integration/js/node_modules is missing (make setup installs them)")
+        command = json.dumps({"op": "group_member", "bootstrap": bootstrap, "topic": topic,
+                              "group": group, "timeout": MEMBER_LIFETIME_S})
+        env = {**os.environ, "KAFKAJS_NO_PARTITIONER_WARNING": "1"}
+        self._spawn([NODE, DRIVER, command], "stdout", stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL, cwd=JS_DIR, env=env)
+        return self
+
+    def _line(self, line):
+        try:
+            event = json.loads(line)
+        except ValueError:
+            self._note(line)
+            return
+        kind = event.get("event")
+        if kind == "join":
+            self._assigned(event["partitions"])
+        elif kind == "rebalancing":
+            self._revoked()
+        elif kind == "crash":
+            self._note(f"crash: {event['error']}")
+            if not event["restart"]:
+                self._failed(f"the consumer crashed: {event['error']}")
+        elif "ok" in event and not event["ok"]:
+            self._failed(event["error"])
+
+    def _ask_to_leave(self):
+        self.proc.stdin.close()  # EOF: disconnect, LeaveGroup, exit 0

@@ -7,15 +7,25 @@ applies to every message of a call); lines are ``key<US>value`` with US = 0x1f a
 ``-K`` delimiter, so keys and values must be text without newlines or 0x1f. A line
 without the delimiter has a NULL key. Consume: ``-C -J -e`` (assign) or ``-G`` (group),
 JSON one record a line.
+
+Group member: ``kcat -G group topic`` (verbosity 1) runs until SIGTERM, when it closes
+the consumer (LeaveGroup) and exits 0. Its rebalance callback prints to stderr, for the
+eager assignors it uses here:
+
+    % Group G rebalanced (memberid M): assigned: T [0], T [1], T [2]
+    % Group G rebalanced (memberid M): revoked: T [0], T [1], T [2]
+
+(an empty list after "assigned: " when it gets nothing).
 """
 from __future__ import annotations
 
 import itertools
 import json
+import re
 import shutil
 import subprocess
 
-from . import Deadline, Record, acks_value, messages_of, short
+from . import Deadline, ProcessMember, Record, acks_value, messages_of, short
 
 NAME = "kcat"
 CODECS = frozenset({"none", "gzip", "snappy", "lz4", "zstd"})
@@ -114,3 +124,35 @@ def describe_topic(bootstrap, topic, timeout=30.0):
     if t.get("error"):
         raise RuntimeError(f"describe {topic}: {t['error']}")
     return {"partitions": {p["partition"]: p["leader"] for p in t["partitions"]}}
+
+
+_REBALANCED = re.compile(r"^% Group .* rebalanced \(memberid [^)]*\): (assigned|revoked): ?(.*)$")
+_PARTITION = re.compile(r"(\S+) \[(\d+)\]")
+
+
+class GroupMember(ProcessMember):
+    """``kcat -G`` as a child process; its stderr rebalance lines keep the assignment."""
+
+    def start(self, bootstrap, topic, group):
+        if BINARY is None:
+            raise RuntimeError("kcat is not installed (make setup installs it)")
+        self.topic = topic
+        args = ["-b", bootstrap, "-G", group, *BASE, "-X", "log_level=0",
+                "-X", "auto.offset.reset=earliest", "-X", "enable.auto.commit=false",
+                "-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500", topic]
+        self._spawn([BINARY, *args], "stderr", stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        return self
+
+    def _line(self, line):
+        match = _REBALANCED.match(line)
+        if match is None:
+            if "ERROR" in line or "FAIL" in line:
+                self._note(line)
+            return
+        kind, listed = match.groups()
+        partitions = {int(p) for t, p in _PARTITION.findall(listed) if t == self.topic}
+        if kind == "assigned":
+            self._assigned(partitions)
+        else:
+            self._revoked()

@@ -9,6 +9,15 @@
 // Output: the last stdout line is {"ok": true, "result": ...} or {"ok": false, "error": "..."};
 // exit code 0, 1 (error) or 2 (timeout). kafkajs logs go to stderr.
 //
+// "group_member" (command in argv[2], so stdin stays free) is a long-lived member of
+// cmd.group subscribed to cmd.topic; "timeout" bounds its whole life. Before the last line
+// it prints one JSON line per event of its consumer:
+//   {"event": "join", "memberId": "...", "isLeader": bool, "partitions": [0, 3]}  GROUP_JOIN:
+//       the assignment it got at its latest join + sync (kafkajs is eager: the whole set)
+//   {"event": "rebalancing"}  REBALANCING: the coordinator said rebalance; it rejoins
+//   {"event": "crash", "error": "...", "restart": bool}  CRASH
+// It leaves the group (disconnect: LeaveGroup) on stdin EOF, SIGTERM or SIGINT.
+//
 // Codecs: gzip is built in; snappy via kafkajs-snappy (snappyjs, pure JS); lz4 via
 // @2l/kafkajs-lz4 (lz4-napi, prebuilt binary shipped in npm packages, LZ4 frame format);
 // zstd via @bokuweb/zstd-wasm (compress) and fzstd (decompress, pure JS; reads frames
@@ -144,6 +153,42 @@ async function consume(cmd, groupId, commit, partitions) {
   return records;
 }
 
+function emit(event) {
+  process.stdout.write(`${JSON.stringify(event)}\n`);
+}
+
+async function groupMember(cmd) {
+  const consumer = client(cmd).consumer({
+    groupId: cmd.group, sessionTimeout: 6000, heartbeatInterval: 500, rebalanceTimeout: 10000,
+    maxWaitTimeInMs: 200, allowAutoTopicCreation: false,
+  });
+  const { GROUP_JOIN, REBALANCING, CRASH } = consumer.events;
+  consumer.on(GROUP_JOIN, ({ payload }) => emit({
+    event: 'join', memberId: payload.memberId, isLeader: payload.isLeader,
+    partitions: payload.memberAssignment[cmd.topic] || [],
+  }));
+  consumer.on(REBALANCING, () => emit({ event: 'rebalancing' }));
+  consumer.on(CRASH, ({ payload }) => emit({
+    event: 'crash', error: `${payload.error.name}: ${payload.error.message}`, restart: !!payload.restart,
+  }));
+  const leave = new Promise((resolve) => {
+    process.stdin.on('end', resolve);
+    process.stdin.on('close', resolve);
+    process.stdin.resume();
+    process.once('SIGTERM', resolve);
+    process.once('SIGINT', resolve);
+  });
+  await consumer.connect();
+  try {
+    await consumer.subscribe({ topics: [cmd.topic], fromBeginning: true });
+    await consumer.run({ autoCommit: false, eachMessage: async () => {} });
+    await leave;
+  } finally {
+    await consumer.disconnect();
+  }
+  return null;
+}
+
 async function withAdmin(cmd, fn) {
   const admin = client(cmd).admin();
   await admin.connect();
@@ -160,6 +205,7 @@ const OPS = {
   produce,
   consume_assign: (cmd) => consume(cmd, `strom-assign-${process.pid}-${Date.now()}`, false, cmd.partitions),
   consume_group: (cmd) => consume(cmd, cmd.group, cmd.commit !== false, null),
+  group_member: groupMember,
   create_topic: (cmd) => withAdmin(cmd, async (admin) => {
     const created = await admin.createTopics({
       topics: [{ topic: cmd.topic, numPartitions: cmd.partitions || 1,

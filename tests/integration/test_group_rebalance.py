@@ -1,0 +1,98 @@
+"""Every client: a group of 3 consumers rebalances when one leaves and when one joins, with
+every partition owned by exactly one member.
+
+Each driver's ``GroupMember`` (tests/integration/clients/__init__.py) is a long-lived
+member whose assignment is what the client itself reported at its latest rebalance. The
+group is balanced when every member owns at least one partition and the members' sets are
+disjoint and cover the topic, and stays so for ``STABLE_S`` (so a snapshot taken halfway
+through a rebalance does not count).
+"""
+import time
+import uuid
+
+import pytest
+
+from .clients import DRIVERS, MemberFailed, driver
+from .clients import confluent as reference
+from .cluster import strom_start_available
+
+pytestmark = [
+    pytest.mark.skipif(not strom_start_available(), reason="`strom start` has not landed yet"),
+    pytest.mark.timeout(240),
+]
+
+PARTITIONS = 6
+BALANCE_TIMEOUT_S = 45.0
+STABLE_S = 1.0
+SLOW = {"kcat", "kafkajs"}  # over ~25 s each; see the report in test_clients' docstring
+
+
+def _client_param(name):
+    module = driver(name)
+    marks = [pytest.mark.skipif(not module.AVAILABLE, reason=f"{name} is not installed (make setup installs it)")]
+    if name in SLOW:
+        marks.append(pytest.mark.slow)
+    return pytest.param(module, id=name, marks=marks)
+
+
+CLIENTS = [_client_param(name) for name in DRIVERS]
+
+
+def _owned(members):
+    return [m.assignment() for m in members]
+
+
+def _is_balanced(owned):
+    every = [p for mine in owned for p in mine]
+    return all(owned) and sorted(every) == list(range(PARTITIONS))
+
+
+def wait_balanced(members, what, timeout=BALANCE_TIMEOUT_S):
+    """Until the members' assignments stay balanced for ``STABLE_S``; fail with what each
+    member reported otherwise. Returns the assignments."""
+    deadline = time.monotonic() + timeout
+    since = None
+    while True:
+        owned = _owned(members)
+        now = time.monotonic()
+        if _is_balanced(owned):
+            since = since if since is not None else now
+            if now - since >= STABLE_S:
+                return owned
+        else:
+            since = None
+        if now >= deadline:
+            reports = "\n".join(f"  member {i}: owns {sorted(mine)}; {m.history()}"
+                                for i, (m, mine) in enumerate(zip(members, owned)))
+            pytest.fail(f"{what}: not balanced over {PARTITIONS} partitions in {timeout} s\n{reports}")
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_group_rebalances_when_members_leave_and_join(shared_node, client):
+    bootstrap = shared_node.bootstrap
+    topic = f"t-{uuid.uuid4().hex[:12]}"
+    group = f"g-{topic}"
+    reference.create_topic(bootstrap, topic, partitions=PARTITIONS)
+    reference.produce(bootstrap, topic, [(None, f"m-{p}-{i}".encode(), [], p)
+                                         for p in range(PARTITIONS) for i in range(3)])
+    members = []
+    try:
+        for _ in range(3):
+            members.append(client.GroupMember().start(bootstrap, topic, group))
+        wait_balanced(members, "3 members")
+
+        members.pop(0).close()  # leaves the group
+        wait_balanced(members, "2 members after one left")
+
+        members.append(client.GroupMember().start(bootstrap, topic, group))
+        wait_balanced(members, "3 members after one joined")
+    finally:
+        errors = []
+        for member in members:
+            try:
+                member.close()
+            except (TimeoutError, MemberFailed) as e:
+                errors.append(e)
+        if errors:
+            raise errors[0]
