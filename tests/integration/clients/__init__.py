@@ -44,6 +44,7 @@ reports of its rebalances.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import importlib
 import subprocess
@@ -124,10 +125,12 @@ class MemberBase:
         self._closed = False
         self.rebalances = 0
         self.log: list[str] = []  # what the member reported, for failure messages
+        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=10)
 
     def _assigned(self, partitions, incremental=False):
+        partitions = set(partitions)
         with self._lock:
-            self._owned = (self._owned | set(partitions)) if incremental else set(partitions)
+            self._owned = (self._owned | partitions) if incremental else partitions
             self.rebalances += 1
             self.log.append(f"assigned {sorted(partitions)}")
 
@@ -153,7 +156,10 @@ class MemberBase:
 
     def history(self) -> str:
         with self._lock:
-            return "; ".join(self.log[-20:])
+            text = "; ".join(self.log[-20:])
+            if self.stderr_tail:
+                text += "\n    stderr: " + "\n    stderr: ".join(self.stderr_tail)
+            return text
 
     def __enter__(self):
         return self
@@ -203,11 +209,25 @@ class ProcessMember(MemberBase):
     proc: subprocess.Popen
 
     def _spawn(self, cmd, stream_name, **kwargs):
+        """Start ``cmd``; parse its ``stream_name`` ("stdout" or "stderr", a pipe) line by
+        line, and keep the tail of its stderr too when that is a pipe as well."""
         from ..cluster import _die_with_parent  # SIGKILL the child if the tests die
         self.proc = subprocess.Popen(_die_with_parent(cmd), **kwargs)
-        self._reader = threading.Thread(target=self._read, args=(getattr(self.proc, stream_name),),
-                                        name=f"{type(self).__module__}-reader", daemon=True)
-        self._reader.start()
+        self._readers = [threading.Thread(target=self._read, args=(getattr(self.proc, stream_name),),
+                                          name=f"{type(self).__module__}-reader", daemon=True)]
+        if stream_name != "stderr" and self.proc.stderr is not None:
+            self._readers.append(threading.Thread(target=self._keep_stderr, args=(self.proc.stderr,),
+                                                  name=f"{type(self).__module__}-stderr", daemon=True))
+        for reader in self._readers:
+            reader.start()
+
+    def _keep_stderr(self, stream):
+        with contextlib.suppress(Exception):
+            for raw in stream:
+                line = raw.decode(errors="replace").rstrip()
+                if line:
+                    with self._lock:
+                        self.stderr_tail.append(line[:500])
 
     def _read(self, stream):
         try:
@@ -244,7 +264,8 @@ class ProcessMember(MemberBase):
             with contextlib.suppress(ProcessLookupError):
                 self.proc.kill()
             self.proc.wait()
-            self._reader.join(5)
+            for reader in self._readers:
+                reader.join(5)
             for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
                 if stream is not None:
                     with contextlib.suppress(OSError):

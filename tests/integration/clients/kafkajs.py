@@ -120,12 +120,13 @@ class GroupMember(ProcessMember):
 
     def start(self, bootstrap, topic, group):
         if not AVAILABLE:
-            raise RuntimeError("node or tests/integration/js/node_modules is missing (make setup installs them)")
+            raise RuntimeError("node or tests/integration/js/node_modules is missing "
+                               "(make setup installs them)")
         command = json.dumps({"op": "group_member", "bootstrap": bootstrap, "topic": topic,
                               "group": group, "timeout": MEMBER_LIFETIME_S})
         env = {**os.environ, "KAFKAJS_NO_PARTITIONER_WARNING": "1"}
         self._spawn([NODE, DRIVER, command], "stdout", stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                    stderr=subprocess.DEVNULL, cwd=JS_DIR, env=env)
+                    stderr=subprocess.PIPE, cwd=JS_DIR, env=env)
         return self
 
     def _line(self, line):
