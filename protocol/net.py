@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import socket
 from collections.abc import Awaitable, Callable
 
@@ -131,7 +130,12 @@ class Server:
     async def _accept(self, listener: socket.socket) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            sock, _ = await loop.sock_accept(listener)
+            try:
+                sock, _ = await loop.sock_accept(listener)
+            except OSError as e:  # e.g. out of file descriptors: keep the listener alive
+                log.warning("accept failed: %s", e)
+                await asyncio.sleep(0.1)
+                continue
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             task = loop.create_task(serve_connection(sock, self.handle, self.max_bytes))
@@ -148,4 +152,4 @@ class Server:
         await asyncio.gather(*self._accepting, *self.tasks, return_exceptions=True)
 
 
-__all__ = ["FrameReader", "FrameTooLarge", "Server", "send_parts", "serve_connection", "os"]
+__all__ = ["FrameReader", "FrameTooLarge", "Server", "send_parts", "serve_connection"]
