@@ -1,0 +1,132 @@
+"""The narrow log seam between the KRaft core and storage (STYLE.md point 3).
+
+The core reads and writes the replicated log only through ``RaftLog``. ``engine/`` will implement
+it on segments at the edge; ``MemoryRaftLog`` is the in-memory version for tests and the
+simulation. Writes land in the log at once (as in Kafka's page cache); ``flush`` makes them
+durable, and the driver calls it before it sends the messages of the step that wrote them.
+
+Entries are identified by (offset, epoch): two logs holding an entry with the same offset and
+epoch hold the same entry and the same prefix before it (log matching).
+
+| term               | meaning                                                                 |
+|--------------------|-------------------------------------------------------------------------|
+| log end offset     | offset the next appended entry gets (``end_offset().offset``)           |
+| last epoch         | epoch of the last entry, 0 for an empty log (``end_offset().epoch``)    |
+| end offset for e   | leader-epoch cache lookup: the largest epoch e' <= e in the log and the |
+|                    | offset where e' ends (the start of the next epoch, or the LEO)          |
+| high watermark     | first offset not known to be committed; in memory only (as in Kafka)    |
+"""
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetAndEpoch:
+    offset: int
+    epoch: int
+
+    def key(self) -> tuple[int, int]:
+        """Order for log up-to-dateness: by epoch first, then offset."""
+        return (self.epoch, self.offset)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    offset: int
+    epoch: int
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderChange:
+    """The LeaderChange control record a new leader appends at its epoch start offset."""
+
+    leader_id: int
+    voters: tuple[int, ...]
+
+
+class RaftLog(Protocol):
+    def end_offset(self) -> OffsetAndEpoch: ...
+
+    def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch: ...
+
+    def append(self, entries: list[Entry]) -> None:
+        """Append at the log end offset; offsets must be contiguous and epochs non-decreasing."""
+
+    def read(self, start_offset: int, max_entries: int) -> list[Entry]: ...
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry at or above ``offset``."""
+
+    def flush(self) -> None: ...
+
+    @property
+    def high_watermark(self) -> int: ...
+
+    def update_high_watermark(self, offset: int) -> None: ...
+
+
+class MemoryRaftLog:
+    """RaftLog in memory; ``crash`` drops what was never flushed, as a hard kill would."""
+
+    def __init__(self) -> None:
+        self.entries: list[Entry] = []
+        # Leader-epoch cache: epochs[i] starts at start_offsets[i]; epochs strictly increase.
+        self.epochs: list[int] = []
+        self.start_offsets: list[int] = []
+        self.flushed_offset = 0  # invariant: entries below it survive a crash
+        self._high_watermark = 0
+
+    def end_offset(self) -> OffsetAndEpoch:
+        return OffsetAndEpoch(len(self.entries), self.epochs[-1] if self.epochs else 0)
+
+    def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
+        i = bisect.bisect_right(self.epochs, epoch) - 1
+        if i < 0:
+            return OffsetAndEpoch(0, 0)
+        end = self.start_offsets[i + 1] if i + 1 < len(self.epochs) else len(self.entries)
+        return OffsetAndEpoch(end, self.epochs[i])
+
+    def append(self, entries: list[Entry]) -> None:
+        for entry in entries:
+            if entry.offset != len(self.entries):
+                raise ValueError(f"append at {entry.offset}, log end offset {len(self.entries)}")
+            last = self.epochs[-1] if self.epochs else 0
+            if entry.epoch < last:
+                raise ValueError(f"epoch {entry.epoch} after {last}")
+            if entry.epoch > last or not self.epochs:
+                self.epochs.append(entry.epoch)
+                self.start_offsets.append(entry.offset)
+            self.entries.append(entry)
+
+    def read(self, start_offset: int, max_entries: int) -> list[Entry]:
+        return self.entries[start_offset:start_offset + max_entries]
+
+    def truncate_to(self, offset: int) -> None:
+        if offset < self._high_watermark:
+            raise ValueError(f"truncation to {offset} below the high watermark {self._high_watermark}")
+        del self.entries[offset:]
+        while self.start_offsets and self.start_offsets[-1] >= offset:
+            self.start_offsets.pop()
+            self.epochs.pop()
+        self.flushed_offset = min(self.flushed_offset, offset)
+
+    def flush(self) -> None:
+        self.flushed_offset = len(self.entries)
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    def update_high_watermark(self, offset: int) -> None:
+        if offset < self._high_watermark or offset > len(self.entries):
+            raise ValueError(f"high watermark {self._high_watermark} -> {offset}, LEO {len(self.entries)}")
+        self._high_watermark = offset
+
+    def crash(self) -> None:
+        """A hard kill: unflushed entries and the (in-memory) high watermark are lost."""
+        self._high_watermark = 0
+        self.truncate_to(self.flushed_offset)

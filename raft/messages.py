@@ -1,0 +1,125 @@
+"""The KRaft RPCs as plain data, as the pure core sends and receives them.
+
+The edge maps these onto Kafka's wire messages (protocol/schemas/kraft.schema for Vote,
+BeginQuorumEpoch and EndQuorumEpoch; produce_fetch.schema for Fetch). Field names mirror the
+schema's partition-level fields; the topic/partition nesting, cluster id and directory ids
+(KIP-853) are added by the edge. The sender of an inbound message is passed to the core beside
+the message (``RaftCore.step(now_ms, source, message)``), as the connection would tell it.
+
+| core class               | Kafka API (key)        | fields mirrored                                    |
+|--------------------------|------------------------|----------------------------------------------------|
+| VoteRequest              | Vote (52) v2           | replica_id, replica_epoch, last_offset_epoch,      |
+|                          |                        | last_offset, pre_vote, voter_id                    |
+| VoteResponse             | Vote (52) v2           | error_code, leader_id, leader_epoch, vote_granted  |
+| BeginQuorumEpochRequest  | BeginQuorumEpoch (53)  | leader_id, leader_epoch, voter_id                  |
+| EndQuorumEpochRequest    | EndQuorumEpoch (54)    | leader_id, leader_epoch, preferred_successors      |
+| FetchRequest             | Fetch (1) v17+         | replica_id, current_leader_epoch, fetch_offset,    |
+|                          |                        | last_fetched_epoch, high_watermark, max_wait_ms    |
+| FetchResponse            | Fetch (1) v17+         | error_code, high_watermark, diverging_epoch,       |
+|                          |                        | current_leader, records                            |
+
+``VoteResponse.pre_vote`` and ``FetchResponse.fetch_offset``/``last_fetched_epoch`` are not on
+the wire: the driver copies them from the request it answers (Kafka keeps the in-flight request
+by correlation id), so a late standard-vote answer is never counted as a pre-vote grant, and a
+duplicated or late Fetch answer is recognised as stale.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .log import Entry
+
+# Kafka error codes used by the core (protocol/errors.py holds the full table).
+NONE = 0
+NOT_LEADER_OR_FOLLOWER = 6
+UNSUPPORTED_VERSION = 35
+INVALID_REQUEST = 42
+FENCED_LEADER_EPOCH = 74
+UNKNOWN_LEADER_EPOCH = 75
+INCONSISTENT_VOTER_SET = 94
+
+NO_LEADER = -1
+
+
+@dataclass(frozen=True, slots=True)
+class VoteRequest:
+    replica_id: int
+    replica_epoch: int
+    last_offset_epoch: int
+    last_offset: int
+    pre_vote: bool
+    voter_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class VoteResponse:
+    error_code: int
+    leader_id: int
+    leader_epoch: int
+    vote_granted: bool
+    pre_vote: bool
+
+
+@dataclass(frozen=True, slots=True)
+class BeginQuorumEpochRequest:
+    leader_id: int
+    leader_epoch: int
+    voter_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class BeginQuorumEpochResponse:
+    error_code: int
+    leader_id: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class EndQuorumEpochRequest:
+    leader_id: int
+    leader_epoch: int
+    preferred_successors: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EndQuorumEpochResponse:
+    error_code: int
+    leader_id: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    replica_id: int
+    current_leader_epoch: int
+    fetch_offset: int
+    last_fetched_epoch: int
+    high_watermark: int
+    max_wait_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class EpochEndOffset:
+    """Fetch's ``diverging_epoch``: the leader's log for ``epoch`` ends at ``end_offset``."""
+
+    epoch: int
+    end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponse:
+    error_code: int
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    diverging_epoch: EpochEndOffset | None
+    records: tuple[Entry, ...]
+    # Not on the wire: the driver copies them from the request it answers (its correlation id).
+    fetch_offset: int
+    last_fetched_epoch: int
+
+
+Message = (
+    VoteRequest | VoteResponse | BeginQuorumEpochRequest | BeginQuorumEpochResponse
+    | EndQuorumEpochRequest | EndQuorumEpochResponse | FetchRequest | FetchResponse
+)

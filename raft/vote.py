@@ -1,0 +1,110 @@
+"""Vote (KIP-595) and pre-vote (KIP-996): asking for votes, granting them, counting them.
+
+Granting rules, in order: the request's epoch must not be below ours; a standard vote's
+last_offset_epoch must be below its epoch (a pre-vote's not above); a standard vote with a higher
+epoch first moves us to Unattached in that epoch (durable); the candidate's log must be at least
+as up-to-date as ours, compared by (last epoch, log end offset); then the role decides
+(``can_grant_vote``): one standard vote per epoch, none once a leader is known in the epoch, and
+a follower grants pre-votes only until its first successful Fetch from its leader. A standard vote
+is persisted (quorum-state write) before the answer leaves.
+"""
+from __future__ import annotations
+
+from . import messages as m
+from .log import LeaderChange
+from .quorum_state import Candidate, Follower, Prospective, Unattached
+
+
+class VoteHandlers:
+    def _send_vote_requests(self, pre_vote: bool) -> None:
+        s = self.quorum.state
+        end = self.log.end_offset()
+        for voter in s.election.unrecorded():
+            self._send(voter, m.VoteRequest(self.local_id, s.epoch, end.epoch, end.offset, pre_vote, voter))
+
+    def handle_vote_request(self, now_ms: int, source: int, req: m.VoteRequest) -> None:
+        q = self.quorum
+
+        def answer(error: int, granted: bool) -> None:
+            self._send(source, m.VoteResponse(error, q.leader_id(), q.epoch, granted, req.pre_vote))
+
+        if not q.is_voter or req.voter_id != self.local_id:
+            return answer(m.INCONSISTENT_VOTER_SET, False)
+        if req.replica_epoch < q.epoch:
+            return answer(m.FENCED_LEADER_EPOCH, False)
+        if (req.last_offset_epoch > req.replica_epoch
+                or (not req.pre_vote and req.last_offset_epoch >= req.replica_epoch)):
+            return answer(m.INVALID_REQUEST, False)
+        if not req.pre_vote and req.replica_epoch > q.epoch:
+            self._leave_leadership()
+            q.become_unattached(req.replica_epoch, now_ms)
+        end = self.log.end_offset()
+        log_up_to_date = (req.last_offset_epoch, req.last_offset) >= end.key()
+        granted = self._can_grant_vote(req.replica_id, log_up_to_date, req.pre_vote)
+        if granted and not req.pre_vote and isinstance(q.state, Unattached | Prospective):
+            q.add_vote(req.replica_id, now_ms)
+        answer(m.NONE, granted)
+
+    def _can_grant_vote(self, candidate_id: int, log_up_to_date: bool, pre_vote: bool) -> bool:
+        s = self.quorum.state
+        if isinstance(s, Unattached | Prospective):
+            if s.voted_id != m.NO_LEADER:
+                return log_up_to_date if pre_vote else s.voted_id == candidate_id
+            if s.leader_id != m.NO_LEADER:
+                return pre_vote and log_up_to_date
+            return log_up_to_date
+        if isinstance(s, Candidate):
+            return pre_vote and log_up_to_date
+        if isinstance(s, Follower):
+            # KIP-996: a follower still fetching successfully keeps the leader it has.
+            return pre_vote and not s.has_fetched and log_up_to_date
+        return False
+
+    def handle_vote_response(self, now_ms: int, source: int, resp: m.VoteResponse) -> None:
+        s = self.quorum.state
+        if resp.error_code == m.UNSUPPORTED_VERSION and resp.pre_vote and isinstance(s, Prospective):
+            # A voter too old for Vote v2 cannot pre-vote: fall back to a real candidacy at once.
+            self._become_candidate(now_ms)
+            return
+        if self._maybe_transition(now_ms, resp.leader_epoch, resp.leader_id, from_leader=False):
+            return
+        s = self.quorum.state
+        if resp.leader_epoch != s.epoch or resp.error_code != m.NONE:
+            return
+        if isinstance(s, Prospective) and resp.pre_vote:
+            s.election.record(source, resp.vote_granted)
+            if s.election.is_granted():
+                self._become_candidate(now_ms)
+            elif s.election.is_rejected():
+                self._after_prospective_loss(now_ms, s)
+        elif isinstance(s, Candidate) and not resp.pre_vote:
+            s.election.record(source, resp.vote_granted)
+            if s.election.is_granted():
+                self._maybe_become_leader(now_ms)
+            elif s.election.is_rejected() and s.backoff_until_ms is None:
+                s.backoff_until_ms = now_ms + self._binary_exponential_backoff_ms(s.retries)
+
+    def _become_candidate(self, now_ms: int) -> None:
+        self.quorum.become_candidate(now_ms)
+        self._send_vote_requests(pre_vote=False)
+        self._maybe_become_leader(now_ms)
+
+    def _after_prospective_loss(self, now_ms: int, s: Prospective) -> None:
+        if s.leader_id != m.NO_LEADER and self.quorum.has_endpoint(s.leader_id):
+            self.quorum.become_follower(s.epoch, s.leader_id, now_ms)
+        else:
+            self.quorum.become_unattached(s.epoch, now_ms, s.leader_id)
+
+    def _maybe_become_leader(self, now_ms: int) -> None:
+        s = self.quorum.state
+        if not isinstance(s, Candidate) or not s.election.is_granted():
+            return
+        self.quorum.become_leader(now_ms, self.log.end_offset().offset)
+        leader = self.quorum.state
+        voters = tuple(sorted(self.quorum.voters))
+        self._append_as_leader(now_ms, leader, [LeaderChange(self.local_id, voters)])
+        for voter in voters:
+            if voter != self.local_id:
+                self._send(voter, m.BeginQuorumEpochRequest(self.local_id, leader.epoch, voter))
+        leader.begin_quorum_deadline_ms = now_ms + self.config.fetch_timeout_ms // 2
+

@@ -1,0 +1,104 @@
+"""A deterministic little cluster for scenario tests: instant delivery, explicit partitions.
+
+``Cluster.run(ms)`` advances time one millisecond at a time, ticks every node whose deadline has
+come and delivers every queued message (in send order) before the next millisecond, dropping
+those that cross ``isolated``. Nodes follow the Ready contract like the real driver will.
+"""
+from __future__ import annotations
+
+import random
+
+from raft.core import RaftCore
+from raft.log import Entry, MemoryRaftLog
+from raft.quorum_state import ElectionState, Leader, QuorumConfig
+
+CONFIG = QuorumConfig(election_timeout_ms=50, fetch_timeout_ms=100, election_backoff_max_ms=50,
+                      retry_backoff_ms=5, request_timeout_ms=40, fetch_max_wait_ms=20,
+                      election_backoff_base_ms=5)
+
+
+def make_log(epochs: list[int]) -> MemoryRaftLog:
+    """A flushed log holding one entry per element of ``epochs`` (each element is that entry's epoch)."""
+    log = MemoryRaftLog()
+    log.append([Entry(i, e, f"e{e}o{i}") for i, e in enumerate(epochs)])
+    log.flush()
+    return log
+
+
+class Cluster:
+    def __init__(self, voters: int = 3, observers: int = 0, seed: int = 0, config: QuorumConfig = CONFIG,
+                 logs: dict[int, MemoryRaftLog] | None = None,
+                 stored: dict[int, ElectionState] | None = None) -> None:
+        self.voters = frozenset(range(1, voters + 1))
+        self.ids = sorted(self.voters) + [100 + i for i in range(observers)]
+        self.config = config
+        self.seed = seed
+        self.now = 0
+        self.logs = {i: (logs or {}).get(i) or MemoryRaftLog() for i in self.ids}
+        self.durable: dict[int, ElectionState | None] = {i: (stored or {}).get(i) for i in self.ids}
+        self.persisted: dict[int, list[ElectionState]] = {i: [] for i in self.ids}
+        self.sent: list[tuple[int, int, object]] = []  # every message ever sent: (src, dst, message)
+        self.queue: list[tuple[int, int, object]] = []
+        self.isolated: set[int] = set()
+        self.down: set[int] = set()
+        self.drop = None  # optional predicate (src, dst, message) -> bool: lose that message
+        self.committed: dict[int, object] = {}  # offset -> value, from every node's high watermark
+        self.cores: dict[int, RaftCore] = {}
+        for i in self.ids:
+            self.start(i)
+
+    def start(self, node_id: int) -> None:
+        self.down.discard(node_id)
+        rng = random.Random(self.seed * 7919 + node_id + 1000 * len(self.persisted[node_id]))
+        self.cores[node_id] = RaftCore(node_id, self.voters, self.logs[node_id], rng, self.durable[node_id],
+                                       self.now, self.config)
+        self.process(node_id, self.cores[node_id].tick(self.now))
+
+    def stop(self, node_id: int) -> None:
+        self.down.add(node_id)
+        self.logs[node_id].crash()
+
+    def process(self, node_id: int, ready) -> None:
+        if ready.persist is not None:
+            self.durable[node_id] = ready.persist
+            self.persisted[node_id].append(ready.persist)
+        log = self.logs[node_id]
+        log.flush()
+        for entry in log.entries[:log.high_watermark]:
+            value = self.committed.setdefault(entry.offset, (entry.epoch, entry.value))
+            assert value == (entry.epoch, entry.value), f"node {node_id} committed {entry}, another {value}"
+        for dst, message in ready.messages:
+            self.sent.append((node_id, dst, message))
+            self.queue.append((node_id, dst, message))
+
+    def deliver(self) -> None:
+        while self.queue:
+            src, dst, message = self.queue.pop(0)
+            if dst in self.down or ((src in self.isolated) != (dst in self.isolated)):
+                continue
+            if self.drop is not None and self.drop(src, dst, message):
+                continue
+            self.process(dst, self.cores[dst].step(self.now, src, message))
+
+    def run(self, ms: int) -> None:
+        for _ in range(ms):
+            self.now += 1
+            for i in self.ids:
+                if i not in self.down and self.cores[i].next_deadline_ms() <= self.now:
+                    self.process(i, self.cores[i].tick(self.now))
+            self.deliver()
+
+    def leaders(self) -> list[int]:
+        return [i for i in self.ids if i not in self.down and isinstance(self.cores[i].state, Leader)]
+
+    def leader(self) -> int:
+        leaders = self.leaders()
+        assert len(leaders) == 1, f"leaders: {leaders}"
+        return leaders[0]
+
+    def epochs(self) -> dict[int, int]:
+        return {i: self.cores[i].state.epoch for i in self.ids if i not in self.down}
+
+    def append(self, values: list) -> None:
+        leader = self.leader()
+        self.process(leader, self.cores[leader].append(self.now, values))
