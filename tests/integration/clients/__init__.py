@@ -44,6 +44,7 @@ reports of its rebalances.
 """
 from __future__ import annotations
 
+import abc
 import collections
 import contextlib
 import importlib
@@ -168,7 +169,7 @@ class MemberBase:
         self.close()
 
 
-class ThreadMember(MemberBase):
+class ThreadMember(MemberBase, abc.ABC):
     """A member whose client runs in a daemon thread: ``_run(stop)`` polls until the event
     is set, then leaves the group itself (clients are not closed from other threads)."""
 
@@ -190,8 +191,9 @@ class ThreadMember(MemberBase):
             if not self._stop.is_set():
                 self._failed("the client thread stopped by itself")
 
+    @abc.abstractmethod
     def _run(self, bootstrap, topic, group, stop):
-        raise NotImplementedError
+        """Run the client until ``stop`` is set (thread-based members)."""
 
     def close(self, timeout=MEMBER_CLOSE_TIMEOUT_S):
         with self._lock:
@@ -202,7 +204,7 @@ class ThreadMember(MemberBase):
             raise TimeoutError(f"{type(self).__module__} member did not leave within {timeout} s")
 
 
-class ProcessMember(MemberBase):
+class ProcessMember(MemberBase, abc.ABC):
     """A member that is a child process; a reader thread feeds each line of ``stream`` to
     ``_line``. ``close`` asks it to leave (``_ask_to_leave``), waits, then SIGKILLs."""
 
@@ -243,8 +245,9 @@ class ProcessMember(MemberBase):
             rc = self.proc.wait()
             self._failed(f"the process exited ({rc}); last output: {self.history()}")
 
+    @abc.abstractmethod
     def _line(self, line):
-        raise NotImplementedError
+        """Handle one line of the member process's output."""
 
     def _ask_to_leave(self):
         self.proc.terminate()
