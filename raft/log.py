@@ -48,7 +48,31 @@ class LeaderChange:
     voters: tuple[int, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A snapshot's content (KIP-630, KIP-853): every entry below ``snapshot_id.offset``.
+
+    ``snapshot_id`` is (end offset, epoch of the last included entry). On disk it is the file
+    ``<20-digit offset>-<10-digit epoch>.checkpoint``: a control batch with SnapshotHeaderRecord,
+    KRaftVersionRecord and (kraft.version 1) VotersRecord, the data records, and a control batch
+    with SnapshotFooterRecord.
+    """
+
+    snapshot_id: OffsetAndEpoch
+    kraft_version: int
+    voters: Any  # raft.voters.VoterSet | None
+    values: list  # data record values (bytes)
+
+
 class RaftLog(Protocol):
+    """The replicated log, its snapshots and the leader-epoch cache over both.
+
+    After a snapshot is loaded (``complete_snapshot``) or the log prefix is deleted
+    (``delete_before_snapshot``), ``log_start_offset`` is the snapshot's end offset, and
+    ``end_offset_for_epoch`` answers for the snapshot's epoch as if its last entry were in the
+    log. Reads below ``log_start_offset`` return nothing.
+    """
+
     def end_offset(self) -> OffsetAndEpoch: ...
 
     def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch: ...
@@ -67,6 +91,32 @@ class RaftLog(Protocol):
     def high_watermark(self) -> int: ...
 
     def update_high_watermark(self, offset: int) -> None: ...
+
+    # ---- snapshots ---------------------------------------------------------------------------
+    @property
+    def log_start_offset(self) -> int: ...
+
+    def latest_snapshot_id(self) -> OffsetAndEpoch | None: ...
+
+    def create_snapshot(self, snapshot: Snapshot) -> None:
+        """Write a complete snapshot (at or below the high watermark) durably."""
+
+    def read_snapshot(self, snapshot_id: OffsetAndEpoch) -> Snapshot: ...
+
+    def snapshot_size(self, snapshot_id: OffsetAndEpoch) -> int | None:
+        """Size in bytes of a complete snapshot, None if there is no such snapshot."""
+
+    def read_snapshot_chunk(self, snapshot_id: OffsetAndEpoch, position: int, max_bytes: int) -> bytes: ...
+
+    def write_snapshot_chunk(self, snapshot_id: OffsetAndEpoch, position: int, data: bytes) -> None:
+        """Append to the snapshot being downloaded (``.checkpoint.part``); position must be its size."""
+
+    def complete_snapshot(self, snapshot_id: OffsetAndEpoch) -> None:
+        """The download is whole: make it the latest snapshot, empty the log and start it at
+        ``snapshot_id.offset`` with the high watermark there."""
+
+    def delete_before_snapshot(self, snapshot_id: OffsetAndEpoch) -> None:
+        """Drop log entries below the snapshot's end offset and older snapshots (the latest stays)."""
 
 
 class MemoryRaftLog:

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .log import Entry
+from .log import Entry, OffsetAndEpoch
+from .voters import Endpoint, Voter
 
 # Kafka error codes used by the core (protocol/errors.py holds the full table).
 NONE = 0
@@ -36,7 +37,13 @@ UNSUPPORTED_VERSION = 35
 INVALID_REQUEST = 42
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
+REQUEST_TIMED_OUT = 7
 INCONSISTENT_VOTER_SET = 94
+SNAPSHOT_NOT_FOUND = 98
+POSITION_OUT_OF_RANGE = 99
+INVALID_VOTER_KEY = 125
+DUPLICATE_VOTER = 126
+VOTER_NOT_FOUND = 127
 
 NO_LEADER = -1
 
@@ -49,6 +56,8 @@ class VoteRequest:
     last_offset: int
     pre_vote: bool
     voter_id: int
+    replica_directory_id: bytes | None = None
+    voter_directory_id: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +74,8 @@ class BeginQuorumEpochRequest:
     leader_id: int
     leader_epoch: int
     voter_id: int
+    voter_directory_id: bytes | None = None
+    leader_endpoints: tuple[Endpoint, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +107,7 @@ class FetchRequest:
     last_fetched_epoch: int
     high_watermark: int
     max_wait_ms: int
+    replica_directory_id: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,9 +129,86 @@ class FetchResponse:
     # Not on the wire: the driver copies them from the request it answers (its correlation id).
     fetch_offset: int
     last_fetched_epoch: int
+    snapshot_id: OffsetAndEpoch | None = None  # fetch_offset is below the log start: fetch this
+    leader_endpoints: tuple[Endpoint, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotRequest:
+    replica_id: int
+    current_leader_epoch: int
+    snapshot_id: OffsetAndEpoch
+    position: int
+    max_bytes: int
+    replica_directory_id: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotResponse:
+    error_code: int
+    leader_id: int
+    leader_epoch: int
+    snapshot_id: OffsetAndEpoch
+    size: int
+    position: int
+    data: bytes
+    leader_endpoints: tuple[Endpoint, ...] = ()
+
+
+# ---- KIP-853 voter changes. The source of these requests is an admin client (or a voter's
+# own driver for UpdateVoter): ``step`` gets any non-int token as the source, and the answer
+# goes back in ``Ready.messages`` addressed to that same token.
+
+@dataclass(frozen=True, slots=True)
+class AddVoterRequest:
+    voter: Voter  # id, directory id, endpoints; the kraft.version range is probed
+    timeout_ms: int
+    ack_when_committed: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveVoterRequest:
+    voter_id: int
+    voter_directory_id: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateVoterRequest:
+    current_leader_epoch: int
+    voter: Voter
+
+
+@dataclass(frozen=True, slots=True)
+class VoterChangeResponse:
+    """The answer to AddVoter, RemoveVoter and UpdateVoter (UpdateVoter adds the leader)."""
+
+    error_code: int
+    error_message: str | None = None
+    leader_id: int = NO_LEADER
+    leader_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ApiVersionsProbe:
+    """Leader -> driver: ask the replica at ``endpoints`` for its kraft.version range (ApiVersions).
+
+    The driver steps the answer back as ``ApiVersionsProbeResponse`` with the replica id as source.
+    """
+
+    replica_id: int
+    endpoints: tuple[Endpoint, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiVersionsProbeResponse:
+    error_code: int
+    min_kraft_version: int
+    max_kraft_version: int
 
 
 Message = (
     VoteRequest | VoteResponse | BeginQuorumEpochRequest | BeginQuorumEpochResponse
     | EndQuorumEpochRequest | EndQuorumEpochResponse | FetchRequest | FetchResponse
+    | FetchSnapshotRequest | FetchSnapshotResponse | AddVoterRequest | RemoveVoterRequest
+    | UpdateVoterRequest | VoterChangeResponse | ApiVersionsProbe | ApiVersionsProbeResponse
 )

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .log import OffsetAndEpoch
 from .messages import Message
 from .quorum_state import ElectionState
 
@@ -25,3 +26,7 @@ class Ready:
     log_ops: list[Append | Truncate] = field(default_factory=list)  # already applied; flush them
     messages: list[tuple[int, Message]] = field(default_factory=list)  # then send
     high_watermark: int | None = None  # set when it advanced in this step: entries below are committed
+    # The listener must reload its state from this snapshot (handleSnapshot) before reading
+    # committed entries from its end offset on.
+    snapshot_loaded: OffsetAndEpoch | None = None
+    leader_changed: bool = False  # (leader id, epoch) changed in this step: handleLeaderChange
