@@ -28,7 +28,8 @@ from __future__ import annotations
 from . import messages as m
 from .errors import NotLeaderError, RaftInvariantError
 from .fetch import FetchHandlers, ParkedFetch
-from .log import RaftLog
+from .log import Entry, OffsetAndEpoch, RaftLog, Snapshot
+from .membership import OffsetHistory
 from .quorum_epoch import QuorumEpochHandlers
 from .quorum_state import (
     Candidate,
@@ -43,7 +44,10 @@ from .quorum_state import (
     Unattached,
 )
 from .ready import Append, Ready, Truncate
+from .reconfig import VoterChangeHandlers
+from .snapshot import SnapshotHandlers
 from .vote import VoteHandlers
+from .voters import Endpoint, KRaftVersion, Voter, VoterSet
 
 __all__ = ["RaftCore", "Ready", "Append", "Truncate", "RaftInvariantError", "NotLeaderError"]
 
@@ -59,22 +63,50 @@ _HANDLERS = {
     m.EndQuorumEpochResponse: "handle_end_quorum_epoch_response",
     m.FetchRequest: "handle_fetch_request",
     m.FetchResponse: "handle_fetch_response",
+    m.FetchSnapshotRequest: "handle_fetch_snapshot_request",
+    m.FetchSnapshotResponse: "handle_fetch_snapshot_response",
+    m.AddVoterRequest: "handle_add_voter_request",
+    m.RemoveVoterRequest: "handle_remove_voter_request",
+    m.UpdateVoterRequest: "handle_update_voter_request",
+    m.ApiVersionsProbeResponse: "handle_api_versions_probe_response",
 }
 
 
-class RaftCore(VoteHandlers, QuorumEpochHandlers, FetchHandlers):
-    def __init__(self, local_id: int, voters: frozenset[int], log: RaftLog, rng,
-                 stored: ElectionState | None, now_ms: int, config: QuorumConfig | None = None) -> None:
+def static_voters(voters) -> VoterSet:
+    """``voters``: a VoterSet, or replica ids (simulations: each gets a placeholder endpoint)."""
+    if isinstance(voters, VoterSet):
+        return voters
+    return VoterSet.of(Voter(i, None, (Endpoint("CONTROLLER", f"node-{i}", 0),), 0, 1) for i in voters)
+
+
+class RaftCore(VoteHandlers, QuorumEpochHandlers, FetchHandlers, SnapshotHandlers, VoterChangeHandlers):
+    def __init__(self, local_id: int, voters, log: RaftLog, rng,
+                 stored: ElectionState | None, now_ms: int, config: QuorumConfig | None = None, *,
+                 directory_id: bytes | None = None, endpoints: tuple[Endpoint, ...] = (),
+                 bootstrap_ids: tuple[int, ...] = ()) -> None:
+        """``voters``: the static voter set (kraft.version 0; replica ids or a VoterSet), used
+        until a VotersRecord in the snapshot or log says otherwise. ``bootstrap_ids``: negative
+        ids the driver maps to controller.quorum.bootstrap.servers, for observers' discovery."""
         self.local_id = local_id
         self.log = log
         self.config = config or QuorumConfig()
         self.rng = rng
-        self.quorum = QuorumState(local_id, frozenset(voters), self.config, rng)
-        self.observers: dict[int, ReplicaState] = {}
+        self.directory_id = directory_id
+        self.bootstrap_ids = tuple(bootstrap_ids)
+        self.voter_history: OffsetHistory[VoterSet] = OffsetHistory(static_voters(voters))
+        self.kraft_history: OffsetHistory[int] = OffsetHistory(0)
+        self._load_membership()
+        self.quorum = QuorumState(local_id, self.voter_history.latest(), self.config, rng, directory_id)
+        self._endpoints = tuple(endpoints)
+        self.observers: dict[tuple[int, bytes | None], ReplicaState] = {}
+        self._pending_change = None  # the one voter change in progress (reconfig.py)
+        self._now = now_ms
+        self._leader_at_start = (m.NO_LEADER, -1)
         self._parked: dict[int, ParkedFetch] = {}
         self._discovery_until_ms = now_ms  # observers: next Fetch to a bootstrap voter
         self._ready = Ready()
         self._hw_at_start = log.high_watermark
+        self._snapshot_loaded = None
         self.quorum.initialize(stored, log.end_offset().epoch, now_ms)
         s = self.quorum.state
         if self.quorum.voters == {local_id}:
@@ -94,11 +126,13 @@ class RaftCore(VoteHandlers, QuorumEpochHandlers, FetchHandlers):
     def state(self):
         return self.quorum.state
 
-    def step(self, now_ms: int, source: int, message: m.Message) -> Ready:
+    def step(self, now_ms: int, source, message: m.Message) -> Ready:
+        self._now = now_ms
         getattr(self, _HANDLERS[type(message)])(now_ms, source, message)
         return self._take_ready()
 
     def tick(self, now_ms: int) -> Ready:
+        self._now = now_ms
         s = self.quorum.state
         if isinstance(s, Leader):
             self._poll_leader(now_ms, s)
@@ -119,14 +153,20 @@ class RaftCore(VoteHandlers, QuorumEpochHandlers, FetchHandlers):
         return self._take_ready()
 
     def append(self, now_ms: int, values: list) -> Ready:
+        """Leader only: append ``values`` as entries of this epoch; ``Ready.appended_offset`` is
+        the offset of the first."""
+        self._now = now_ms
         s = self.quorum.state
         if not isinstance(s, Leader):
             raise NotLeaderError(f"{self.local_id} is {s.name}")
-        self._append_as_leader(now_ms, s, values)
-        return self._take_ready()
+        base = self._append_as_leader(now_ms, s, values)
+        ready = self._take_ready()
+        ready.appended_offset = base
+        return ready
 
     def resign(self, now_ms: int) -> Ready:
         """Graceful hand-off: Resigned, EndQuorumEpoch with successors by descending fetch offset."""
+        self._now = now_ms
         s = self.quorum.state
         if isinstance(s, Leader):
             self._resign(now_ms, s)
@@ -138,6 +178,8 @@ class RaftCore(VoteHandlers, QuorumEpochHandlers, FetchHandlers):
             deadlines = [s.check_quorum_start_ms + self._check_quorum_timeout_ms(),
                          s.begin_quorum_deadline_ms]
             deadlines += [p.deadline_ms for p in self._parked.values()]
+            if self._pending_change is not None:
+                deadlines.append(self._pending_change.deadline_ms)
             return min(deadlines)
         if isinstance(s, Follower):
             retry = s.fetch_in_flight_until_ms if s.fetch_in_flight_until_ms is not None else 0
@@ -155,10 +197,11 @@ class RaftCore(VoteHandlers, QuorumEpochHandlers, FetchHandlers):
         if now_ms >= s.check_quorum_start_ms + self._check_quorum_timeout_ms():
             self._resign(now_ms, s)
             return
+        self._poll_voter_change(now_ms)
         if now_ms >= s.begin_quorum_deadline_ms:
             for voter in sorted(s.voters - {self.local_id}):
                 if not s.replicas[voter].acknowledged:
-                    self._send(voter, m.BeginQuorumEpochRequest(self.local_id, s.epoch, voter))
+                    self._send_begin_quorum_epoch(s, voter)
             s.begin_quorum_deadline_ms = now_ms + self.config.fetch_timeout_ms // 2
         for replica_id, parked in list(self._parked.items()):
             if now_ms >= parked.deadline_ms:
@@ -177,6 +220,9 @@ class RaftCore(VoteHandlers, QuorumEpochHandlers, FetchHandlers):
             self._send_fetch(now_ms, s.leader_id, s)
 
     def _poll_candidate(self, now_ms: int, s: Candidate) -> None:
+        if not self.quorum.is_voter:  # removed from the voter set while campaigning
+            self.quorum.become_unattached(s.epoch, now_ms)
+            return
         if s.backoff_until_ms is not None:
             if now_ms >= s.backoff_until_ms:
                 self.quorum.become_prospective(now_ms, retries=s.retries + 1)
@@ -190,9 +236,11 @@ class RaftCore(VoteHandlers, QuorumEpochHandlers, FetchHandlers):
                 self.quorum.become_prospective(now_ms, retries=1)
                 self._send_vote_requests(pre_vote=True)
         elif now_ms >= self._discovery_until_ms:
-            # An observer learns the leader from any voter's answer to a Fetch.
-            voter = self.rng.choice(sorted(self.quorum.voters))
-            self._send(voter, self._build_fetch(s.epoch))
+            # An observer learns the leader from any voter's answer to a Fetch: one of the
+            # bootstrap servers if configured (KIP-853), else one of the voters.
+            targets = self.bootstrap_ids or tuple(sorted(self.quorum.voters - {self.local_id}))
+            if targets:
+                self._send(self.rng.choice(targets), self._build_fetch(s.epoch))
             self._discovery_until_ms = now_ms + self.config.request_timeout_ms
 
     def _check_quorum_timeout_ms(self) -> int:
@@ -242,6 +290,97 @@ class RaftCore(VoteHandlers, QuorumEpochHandlers, FetchHandlers):
 
     def _leave_leadership(self) -> None:
         self._parked.clear()
+        self._abort_voter_change()
+
+    # ---- the log and the voter set read from it (membership.py) -------------------------------
+    @property
+    def kraft_version(self) -> int:
+        return self.kraft_history.latest()
+
+    @property
+    def voter_set(self) -> VoterSet:
+        return self.voter_history.latest()
+
+    def endpoint_of(self, replica_id: int) -> Endpoint | None:
+        """Where to send to a replica: its voter entry, or what its own messages told us."""
+        endpoints = self.quorum.endpoints_of(replica_id)
+        return endpoints[0] if endpoints else None
+
+    def _learn_endpoints(self, leader_id: int, endpoints: tuple[Endpoint, ...]) -> None:
+        if endpoints and leader_id >= 0 and leader_id != self.local_id:
+            self.quorum.learned_endpoints[leader_id] = tuple(endpoints)
+
+    def local_endpoints(self) -> tuple[Endpoint, ...]:
+        if self._endpoints:
+            return self._endpoints
+        voter = self.voter_set.get(self.local_id)
+        return voter.endpoints if voter is not None else ()
+
+    def _load_membership(self) -> None:
+        snapshot_id = self.log.latest_snapshot_id()
+        if snapshot_id is not None:
+            snapshot = self.log.read_snapshot(snapshot_id)
+            self.kraft_history.reset(snapshot_id.offset - 1, snapshot.kraft_version)
+            if snapshot.voters is not None:
+                self.voter_history.reset(snapshot_id.offset - 1, snapshot.voters)
+        offset, end = self.log.log_start_offset, self.log.end_offset().offset
+        while offset < end:
+            entries = self.log.read(offset, 1000)
+            if not entries:
+                break
+            self._read_control(entries)
+            offset = entries[-1].offset + 1
+
+    def _read_control(self, entries: list[Entry]) -> bool:
+        """Track VotersRecord and KRaftVersionRecord entries; True if the voter set changed."""
+        changed = False
+        for entry in entries:
+            if isinstance(entry.value, VoterSet):
+                self.voter_history.add(entry.offset, entry.value)
+                changed = True
+            elif isinstance(entry.value, KRaftVersion):
+                self.kraft_history.add(entry.offset, entry.value.version)
+        return changed
+
+    def _log_append(self, entries: list[Entry]) -> None:
+        self.log.append(entries)
+        self._ready.log_ops.append(Append(entries[0].offset, entries[-1].offset, entries[-1].epoch))
+        if self._read_control(entries):
+            self._set_voter_set(self.voter_history.latest())
+
+    def _log_truncate(self, offset: int) -> None:
+        self.log.truncate_to(offset)
+        self._ready.log_ops.append(Truncate(offset))
+        self.kraft_history.truncate(offset)
+        if self.voter_history.truncate(offset):
+            self._set_voter_set(self.voter_history.latest())
+
+    def _set_voter_set(self, voter_set: VoterSet) -> None:
+        q = self.quorum
+        q.voter_set, q.voters = voter_set, voter_set.ids()
+        s = q.state
+        if isinstance(s, Leader):
+            s.voters = q.voters
+            for voter in voter_set.voters:
+                if voter.id not in s.replicas:
+                    seen = self.observers.pop((voter.id, voter.directory_id), None)
+                    s.replicas[voter.id] = seen or ReplicaState(directory_id=voter.directory_id)
+
+    # ---- snapshots and the describe view --------------------------------------------------------
+    def create_snapshot(self, end_offset: int, values: list) -> OffsetAndEpoch:
+        """Snapshot the state machine at a committed ``end_offset`` (it holds the entries below)."""
+        if not self.log.log_start_offset < end_offset <= self.log.high_watermark:
+            raise ValueError(f"snapshot end offset {end_offset} outside ({self.log.log_start_offset}, "
+                             f"{self.log.high_watermark}]")
+        epoch = self.log.read(end_offset - 1, 1)[0].epoch
+        snapshot_id = OffsetAndEpoch(end_offset, epoch)
+        kraft_version = self.kraft_history.at(end_offset)
+        voters = self.voter_history.at(end_offset) if kraft_version >= 1 else None
+        self.log.create_snapshot(Snapshot(snapshot_id, kraft_version, voters, list(values)))
+        self.log.delete_before_snapshot(snapshot_id)
+        self.voter_history.trim_before(end_offset)
+        self.kraft_history.trim_before(end_offset)
+        return snapshot_id
 
     # ---- output ------------------------------------------------------------------------------
     def _send(self, destination: int, message: m.Message) -> None:
@@ -254,5 +393,9 @@ class RaftCore(VoteHandlers, QuorumEpochHandlers, FetchHandlers):
         if hw > self._hw_at_start:
             ready.high_watermark = hw
         self._hw_at_start = hw
+        ready.snapshot_loaded, self._snapshot_loaded = self._snapshot_loaded, None
+        leader = (self.quorum.leader_id(), self.quorum.epoch)
+        ready.leader_changed = leader != self._leader_at_start
+        self._leader_at_start = leader
         return ready
 

@@ -20,7 +20,6 @@ from . import messages as m
 from .errors import RaftInvariantError
 from .log import Entry
 from .quorum_state import Follower, Leader, ReplicaState
-from .ready import Append, Truncate
 
 
 @dataclass
@@ -30,13 +29,13 @@ class ParkedFetch:
 
 
 class FetchHandlers:
-    def _append_as_leader(self, now_ms: int, s: Leader, values: list) -> None:
+    def _append_as_leader(self, now_ms: int, s: Leader, values: list) -> int:
+        """Append values in this epoch; returns the offset of the first."""
         base = self.log.end_offset().offset
-        entries = [Entry(base + i, s.epoch, v) for i, v in enumerate(values)]
-        self.log.append(entries)
-        self._ready.log_ops.append(Append(base, base + len(entries) - 1, s.epoch))
+        self._log_append([Entry(base + i, s.epoch, v) for i, v in enumerate(values)])
         self._maybe_update_high_watermark(s)
         self._complete_parked_fetches(s)
+        return base
 
     def handle_fetch_request(self, now_ms: int, source: int, req: m.FetchRequest) -> None:
         q = self.quorum
@@ -47,20 +46,36 @@ class FetchHandlers:
         if req.current_leader_epoch != s.epoch:
             error = m.FENCED_LEADER_EPOCH if req.current_leader_epoch < s.epoch else m.UNKNOWN_LEADER_EPOCH
             return self._send(source, self._fetch_error(error, req))
-        if source in s.voters:
+        is_voter = self.voter_set.is_voter(source, req.replica_directory_id)
+        if is_voter:
             self._update_check_quorum(now_ms, s, source)
+        start = self.log.log_start_offset
         end = self.log.end_offset_for_epoch(req.last_fetched_epoch)
+        if req.fetch_offset < start or (req.fetch_offset > 0 and end.offset < start):
+            # The entries it needs are only in our snapshot (KIP-630): it fetches that first.
+            return self._send(source, m.FetchResponse(
+                m.NONE, self.local_id, s.epoch, self.log.high_watermark, None, (), req.fetch_offset,
+                req.last_fetched_epoch, self.log.latest_snapshot_id(), self.local_endpoints()))
         if req.fetch_offset > 0 and (end.epoch != req.last_fetched_epoch or end.offset < req.fetch_offset):
             diverging = m.EpochEndOffset(end.epoch, end.offset)
             return self._send(source, m.FetchResponse(m.NONE, self.local_id, s.epoch, self.log.high_watermark,
                                                       diverging, (), req.fetch_offset,
-                                                      req.last_fetched_epoch))
-        replica = s.replicas.get(source) or self.observers.setdefault(source, ReplicaState())
+                                                      req.last_fetched_epoch,
+                                                      leader_endpoints=self.local_endpoints()))
+        if is_voter:
+            replica = s.replicas[source]
+        else:
+            replica = self.observers.setdefault((source, req.replica_directory_id),
+                                                ReplicaState(directory_id=req.replica_directory_id))
         replica.end_offset = req.fetch_offset
         replica.last_fetch_ms = now_ms
         replica.acknowledged = True
-        if source in s.voters:
+        if req.fetch_offset >= self.log.end_offset().offset:
+            replica.last_caught_up_ms = now_ms
+        if is_voter:
             self._maybe_update_high_watermark(s)
+        else:
+            self._maybe_continue_voter_change(now_ms)
         entries = self.log.read(req.fetch_offset, self.config.fetch_max_entries)
         self._parked.pop(source, None)
         if not entries and req.max_wait_ms > 0 and req.high_watermark >= self.log.high_watermark:
@@ -70,13 +85,15 @@ class FetchHandlers:
 
     def _fetch_error(self, error: int, req: m.FetchRequest) -> m.FetchResponse:
         q = self.quorum
-        return m.FetchResponse(error, q.leader_id(), q.epoch, -1, None, (), req.fetch_offset,
-                               req.last_fetched_epoch)
+        leader = q.leader_id()
+        return m.FetchResponse(error, leader, q.epoch, -1, None, (), req.fetch_offset,
+                               req.last_fetched_epoch, leader_endpoints=q.endpoints_of(leader))
 
     def _answer_fetch(self, replica_id: int, req: m.FetchRequest, s: Leader, entries: list[Entry]) -> None:
         self._send(replica_id, m.FetchResponse(m.NONE, self.local_id, s.epoch, self.log.high_watermark, None,
                                                tuple(entries), req.fetch_offset,
-                                               req.last_fetched_epoch))
+                                               req.last_fetched_epoch,
+                                               leader_endpoints=self.local_endpoints()))
 
     def _complete_parked_fetches(self, s: Leader) -> None:
         for replica_id, parked in list(self._parked.items()):
@@ -92,33 +109,44 @@ class FetchHandlers:
             s.fetched_since_check.clear()
 
     def _maybe_update_high_watermark(self, s: Leader) -> None:
-        """Majority end offset over voters; only past the epoch start offset; monotonic."""
-        s.replicas[self.local_id].end_offset = self.log.end_offset().offset
+        """Majority end offset over voters; only past the epoch start offset; monotonic.
+
+        A leader that a pending VotersRecord removes does not count itself (KIP-853).
+        """
+        if self.local_id in s.replicas:
+            s.replicas[self.local_id].end_offset = self.log.end_offset().offset
         offsets = sorted((s.replicas[v].end_offset for v in s.voters), reverse=True)
+        if not offsets:
+            return
         majority_offset = offsets[len(offsets) // 2]
         if majority_offset > s.epoch_start_offset and majority_offset > self.log.high_watermark:
             s.high_watermark = majority_offset
             self.log.update_high_watermark(majority_offset)
             self._complete_parked_fetches(s)
-
+            self._maybe_continue_voter_change(None)
 
     def _build_fetch(self, epoch: int) -> m.FetchRequest:
         end = self.log.end_offset()
         return m.FetchRequest(self.local_id, epoch, end.offset, end.epoch, self.log.high_watermark,
-                              self.config.fetch_max_wait_ms)
+                              self.config.fetch_max_wait_ms, self.directory_id)
 
     def _send_fetch(self, now_ms: int, leader_id: int, s: Follower) -> None:
-        self._send(leader_id, self._build_fetch(s.epoch))
+        if s.snapshot_id is not None:
+            self._send(leader_id, self._build_fetch_snapshot(s))
+        else:
+            self._send(leader_id, self._build_fetch(s.epoch))
         s.fetch_in_flight_until_ms = now_ms + self.config.request_timeout_ms
 
     def handle_fetch_response(self, now_ms: int, source: int, resp: m.FetchResponse) -> None:
+        self._learn_endpoints(resp.leader_id, resp.leader_endpoints)
         if self._maybe_transition(now_ms, resp.leader_epoch, resp.leader_id, resp.leader_id == source):
             s = self.quorum.state
             if isinstance(s, Follower):
                 self._send_fetch(now_ms, s.leader_id, s)
             return
         s = self.quorum.state
-        if not isinstance(s, Follower) or source != s.leader_id or resp.leader_epoch != s.epoch:
+        if (not isinstance(s, Follower) or source != s.leader_id or resp.leader_epoch != s.epoch
+                or s.snapshot_id is not None):
             return
         if resp.error_code != m.NONE:
             s.fetch_in_flight_until_ms = now_ms + self.config.retry_backoff_ms
@@ -130,7 +158,9 @@ class FetchHandlers:
             return
         s.has_fetched = True
         s.fetch_deadline_ms = now_ms + self.config.fetch_timeout_ms
-        if resp.diverging_epoch is not None:
+        if resp.snapshot_id is not None:
+            s.snapshot_id, s.snapshot_position = resp.snapshot_id, 0
+        elif resp.diverging_epoch is not None:
             # No high watermark from this answer: our log may still diverge below the truncation
             # point (the next Fetch finds out), and min(LEO, leader HW) would commit our entries.
             self._truncate_to_diverging_epoch(resp.diverging_epoch)
@@ -138,9 +168,7 @@ class FetchHandlers:
             if resp.records:
                 if resp.records[0].offset != end.offset:
                     raise RaftInvariantError(f"records from {resp.records[0].offset}, LEO {end.offset}")
-                self.log.append(list(resp.records))
-                self._ready.log_ops.append(Append(resp.records[0].offset, resp.records[-1].offset,
-                                                  resp.records[-1].epoch))
+                self._log_append(list(resp.records))
             new_hw = min(self.log.end_offset().offset, resp.high_watermark)
             if new_hw > self.log.high_watermark:
                 self.log.update_high_watermark(new_hw)
@@ -153,6 +181,5 @@ class FetchHandlers:
             raise RaftInvariantError(
                 f"leader asked {self.local_id} to truncate to {offset}, below its high watermark "
                 f"{self.log.high_watermark}")
-        self.log.truncate_to(offset)
-        self._ready.log_ops.append(Truncate(offset))
+        self._log_truncate(offset)
 

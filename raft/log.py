@@ -19,6 +19,7 @@ epoch hold the same entry and the same prefix before it (log matching).
 from __future__ import annotations
 
 import bisect
+import pickle
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -120,30 +121,41 @@ class RaftLog(Protocol):
 
 
 class MemoryRaftLog:
-    """RaftLog in memory; ``crash`` drops what was never flushed, as a hard kill would."""
+    """RaftLog in memory; ``crash`` drops what was never flushed, as a hard kill would.
+
+    ``entries[i]`` holds offset ``log_start_offset + i``. Snapshots are kept as pickled
+    ``Snapshot`` objects (the bytes FetchSnapshot copies); creating or completing one is durable.
+    """
 
     def __init__(self) -> None:
         self.entries: list[Entry] = []
+        self.start = 0  # log start offset
         # Leader-epoch cache: epochs[i] starts at start_offsets[i]; epochs strictly increase.
         self.epochs: list[int] = []
         self.start_offsets: list[int] = []
         self.flushed_offset = 0  # invariant: entries below it survive a crash
         self._high_watermark = 0
+        self.snapshots: dict[OffsetAndEpoch, bytes] = {}
+        self._partial: tuple[OffsetAndEpoch, bytearray] | None = None
+        self._base = 0  # 1 once the epoch cache starts with a snapshot's (epoch, end offset)
+
+    def _end(self) -> int:
+        return self.start + len(self.entries)
 
     def end_offset(self) -> OffsetAndEpoch:
-        return OffsetAndEpoch(len(self.entries), self.epochs[-1] if self.epochs else 0)
+        return OffsetAndEpoch(self._end(), self.epochs[-1] if self.epochs else 0)
 
     def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
         i = bisect.bisect_right(self.epochs, epoch) - 1
         if i < 0:
-            return OffsetAndEpoch(0, 0)
-        end = self.start_offsets[i + 1] if i + 1 < len(self.epochs) else len(self.entries)
+            return OffsetAndEpoch(0, 0) if not self._base else OffsetAndEpoch(-1, -1)
+        end = self.start_offsets[i + 1] if i + 1 < len(self.epochs) else self._end()
         return OffsetAndEpoch(end, self.epochs[i])
 
     def append(self, entries: list[Entry]) -> None:
         for entry in entries:
-            if entry.offset != len(self.entries):
-                raise ValueError(f"append at {entry.offset}, log end offset {len(self.entries)}")
+            if entry.offset != self._end():
+                raise ValueError(f"append at {entry.offset}, log end offset {self._end()}")
             last = self.epochs[-1] if self.epochs else 0
             if entry.epoch < last:
                 raise ValueError(f"epoch {entry.epoch} after {last}")
@@ -153,30 +165,92 @@ class MemoryRaftLog:
             self.entries.append(entry)
 
     def read(self, start_offset: int, max_entries: int) -> list[Entry]:
-        return self.entries[start_offset:start_offset + max_entries]
+        i = start_offset - self.start
+        if i < 0:
+            return []
+        return self.entries[i:i + max_entries]
 
     def truncate_to(self, offset: int) -> None:
         if offset < self._high_watermark:
             raise ValueError(f"truncation to {offset} below the high watermark {self._high_watermark}")
-        del self.entries[offset:]
-        while self.start_offsets and self.start_offsets[-1] >= offset:
+        del self.entries[max(0, offset - self.start):]
+        # After a snapshot the first cache entry is the snapshot's epoch at the log start: it stays.
+        while len(self.epochs) > self._base and self.start_offsets[-1] >= offset:
             self.start_offsets.pop()
             self.epochs.pop()
         self.flushed_offset = min(self.flushed_offset, offset)
 
     def flush(self) -> None:
-        self.flushed_offset = len(self.entries)
+        self.flushed_offset = self._end()
 
     @property
     def high_watermark(self) -> int:
         return self._high_watermark
 
     def update_high_watermark(self, offset: int) -> None:
-        if offset < self._high_watermark or offset > len(self.entries):
-            raise ValueError(f"high watermark {self._high_watermark} -> {offset}, LEO {len(self.entries)}")
+        if offset < self._high_watermark or offset > self._end():
+            raise ValueError(f"high watermark {self._high_watermark} -> {offset}, LEO {self._end()}")
         self._high_watermark = offset
 
     def crash(self) -> None:
-        """A hard kill: unflushed entries and the (in-memory) high watermark are lost."""
+        """A hard kill: unflushed entries, a partial snapshot and the (in-memory) HW are lost."""
         self._high_watermark = 0
-        self.truncate_to(self.flushed_offset)
+        self._partial = None
+        self.truncate_to(max(self.flushed_offset, self.start))
+        self._high_watermark = self.start
+
+    # ---- snapshots -------------------------------------------------------------------------
+    @property
+    def log_start_offset(self) -> int:
+        return self.start
+
+    def latest_snapshot_id(self) -> OffsetAndEpoch | None:
+        return max(self.snapshots, key=lambda s: s.offset) if self.snapshots else None
+
+    def create_snapshot(self, snapshot: Snapshot) -> None:
+        if snapshot.snapshot_id.offset > self._high_watermark:
+            raise ValueError(f"snapshot at {snapshot.snapshot_id.offset} above the HW {self._high_watermark}")
+        self.snapshots[snapshot.snapshot_id] = pickle.dumps(snapshot)
+
+    def read_snapshot(self, snapshot_id: OffsetAndEpoch) -> Snapshot:
+        return pickle.loads(self.snapshots[snapshot_id])
+
+    def snapshot_size(self, snapshot_id: OffsetAndEpoch) -> int | None:
+        data = self.snapshots.get(snapshot_id)
+        return None if data is None else len(data)
+
+    def read_snapshot_chunk(self, snapshot_id: OffsetAndEpoch, position: int, max_bytes: int) -> bytes:
+        return self.snapshots[snapshot_id][position:position + max_bytes]
+
+    def write_snapshot_chunk(self, snapshot_id: OffsetAndEpoch, position: int, data: bytes) -> None:
+        if self._partial is None or self._partial[0] != snapshot_id:
+            self._partial = (snapshot_id, bytearray())
+        if position != len(self._partial[1]):
+            raise ValueError(f"snapshot chunk at {position}, have {len(self._partial[1])} bytes")
+        self._partial[1].extend(data)
+
+    def complete_snapshot(self, snapshot_id: OffsetAndEpoch) -> None:
+        if self._partial is None or self._partial[0] != snapshot_id:
+            raise ValueError(f"no download of snapshot {snapshot_id}")
+        self.snapshots[snapshot_id] = bytes(self._partial[1])
+        self._partial = None
+        self.entries = []
+        self.start = snapshot_id.offset
+        self.epochs = [snapshot_id.epoch]
+        self.start_offsets = [snapshot_id.offset]
+        self._base = 1
+        self.flushed_offset = snapshot_id.offset
+        self._high_watermark = max(self._high_watermark, snapshot_id.offset)
+
+    def delete_before_snapshot(self, snapshot_id: OffsetAndEpoch) -> None:
+        end = min(snapshot_id.offset, self._high_watermark)
+        if end > self.start:
+            del self.entries[:end - self.start]
+            self.start = end
+            later = [(e, o) for e, o in zip(self.epochs, self.start_offsets)
+                     if o >= end and e > snapshot_id.epoch]
+            self.epochs = [snapshot_id.epoch] + [e for e, _ in later]
+            self.start_offsets = [end] + [o for _, o in later]
+            self._base = 1
+        for old in [s for s in self.snapshots if s.offset < snapshot_id.offset]:
+            del self.snapshots[old]

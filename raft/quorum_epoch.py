@@ -17,14 +17,22 @@ class QuorumEpochHandlers:
     def handle_begin_quorum_epoch_request(self, now_ms: int, source: int,
                                         req: m.BeginQuorumEpochRequest) -> None:
         q = self.quorum
-        if not q.is_voter:
-            error = m.INCONSISTENT_VOTER_SET
+        # KIP-853: a replica just added accepts it before it has read the VotersRecord.
+        if req.voter_directory_id is not None and req.voter_directory_id != self.directory_id:
+            error = m.INVALID_VOTER_KEY
         elif req.leader_epoch < q.epoch:
             error = m.FENCED_LEADER_EPOCH
         else:
+            self._learn_endpoints(req.leader_id, req.leader_endpoints)
             self._maybe_transition(now_ms, req.leader_epoch, req.leader_id, from_leader=True)
             error = m.NONE
         self._send(source, m.BeginQuorumEpochResponse(error, q.leader_id(), q.epoch))
+
+    def _send_begin_quorum_epoch(self, s: Leader, voter_id: int) -> None:
+        voter = self.voter_set.get(voter_id)
+        directory_id = voter.directory_id if voter is not None else None
+        self._send(voter_id, m.BeginQuorumEpochRequest(self.local_id, s.epoch, voter_id, directory_id,
+                                                       self.local_endpoints()))
 
     def handle_begin_quorum_epoch_response(self, now_ms: int, source: int,
                                          resp: m.BeginQuorumEpochResponse) -> None:
@@ -50,9 +58,7 @@ class QuorumEpochHandlers:
 
     def handle_end_quorum_epoch_request(self, now_ms: int, source: int, req: m.EndQuorumEpochRequest) -> None:
         q = self.quorum
-        if not q.is_voter:
-            error = m.INCONSISTENT_VOTER_SET
-        elif req.leader_epoch < q.epoch:
+        if req.leader_epoch < q.epoch:
             error = m.FENCED_LEADER_EPOCH
         else:
             error = m.NONE

@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .messages import NO_LEADER
+from .voters import VoterSet
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +134,8 @@ class ReplicaState:
     end_offset: int = -1
     last_fetch_ms: int = -1
     acknowledged: bool = False  # fetched or answered BeginQuorumEpoch in this epoch
+    directory_id: bytes | None = None
+    last_caught_up_ms: int = -1  # last fetch at or past the leader's log end offset
 
 
 @dataclass
@@ -161,6 +164,8 @@ class Follower:
     voted_id: int = NO_LEADER
     has_fetched: bool = False  # a fetch from this leader succeeded: no more pre-votes granted
     fetch_in_flight_until_ms: int | None = None  # one in-flight Fetch, resent after the timeout
+    snapshot_id: object = None  # OffsetAndEpoch being downloaded with FetchSnapshot, if any
+    snapshot_position: int = 0
     name = "Follower"
 
     def election_state(self) -> ElectionState:
@@ -187,9 +192,13 @@ EpochState = Unattached | Prospective | Candidate | Leader | Follower | Resigned
 class QuorumState:
     """Holds the current role and performs every transition (see the table above)."""
 
-    def __init__(self, local_id: int, voters: frozenset[int], config: QuorumConfig, rng) -> None:
+    def __init__(self, local_id: int, voter_set: VoterSet, config: QuorumConfig, rng,
+                 directory_id: bytes | None = None) -> None:
         self.local_id = local_id
-        self.voters = voters
+        self.directory_id = directory_id
+        self.voter_set = voter_set
+        self.voters = voter_set.ids()
+        self.learned_endpoints: dict[int, tuple] = {}  # leaders outside our voter set (observers)
         self.config = config
         self.rng = rng
         self.state: EpochState = Unattached(0, 0)
@@ -202,7 +211,8 @@ class QuorumState:
 
     @property
     def is_voter(self) -> bool:
-        return self.local_id in self.voters
+        """Our replica key (id and directory id) is in the voter set in force."""
+        return self.voter_set.is_voter(self.local_id, self.directory_id)
 
     def leader_id(self) -> int:
         s = self.state
@@ -213,8 +223,13 @@ class QuorumState:
         return NO_LEADER
 
     def has_endpoint(self, replica_id: int) -> bool:
-        # kraft.version 0: the static voter set is the only source of endpoints.
-        return replica_id in self.voters
+        return self.endpoints_of(replica_id) != ()
+
+    def endpoints_of(self, replica_id: int) -> tuple:
+        voter = self.voter_set.get(replica_id)
+        if voter is not None and voter.endpoints:
+            return voter.endpoints
+        return self.learned_endpoints.get(replica_id, ())
 
     def random_election_deadline(self, now_ms: int) -> int:
         t = self.config.election_timeout_ms

@@ -29,4 +29,5 @@ class Ready:
     # The listener must reload its state from this snapshot (handleSnapshot) before reading
     # committed entries from its end offset on.
     snapshot_loaded: OffsetAndEpoch | None = None
+    appended_offset: int | None = None  # RaftCore.append: the offset of the first value
     leader_changed: bool = False  # (leader id, epoch) changed in this step: handleLeaderChange

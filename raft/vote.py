@@ -13,6 +13,7 @@ from __future__ import annotations
 from . import messages as m
 from .log import LeaderChange
 from .quorum_state import Candidate, Follower, Prospective, Unattached
+from .voters import KRaftVersion
 
 
 class VoteHandlers:
@@ -20,7 +21,9 @@ class VoteHandlers:
         s = self.quorum.state
         end = self.log.end_offset()
         for voter in s.election.unrecorded():
-            self._send(voter, m.VoteRequest(self.local_id, s.epoch, end.epoch, end.offset, pre_vote, voter))
+            v = self.voter_set.get(voter)
+            self._send(voter, m.VoteRequest(self.local_id, s.epoch, end.epoch, end.offset, pre_vote, voter,
+                                            self.directory_id, v.directory_id if v is not None else None))
 
     def handle_vote_request(self, now_ms: int, source: int, req: m.VoteRequest) -> None:
         q = self.quorum
@@ -28,8 +31,12 @@ class VoteHandlers:
         def answer(error: int, granted: bool) -> None:
             self._send(source, m.VoteResponse(error, q.leader_id(), q.epoch, granted, req.pre_vote))
 
-        if not q.is_voter or req.voter_id != self.local_id:
+        # KIP-853: answer whether or not either side is in our voter set (it may be stale), but
+        # only when the request is meant for this replica key.
+        if req.voter_id != self.local_id:
             return answer(m.INCONSISTENT_VOTER_SET, False)
+        if req.voter_directory_id is not None and req.voter_directory_id != self.directory_id:
+            return answer(m.INVALID_VOTER_KEY, False)
         if req.replica_epoch < q.epoch:
             return answer(m.FENCED_LEADER_EPOCH, False)
         if (req.last_offset_epoch > req.replica_epoch
@@ -102,9 +109,13 @@ class VoteHandlers:
         self.quorum.become_leader(now_ms, self.log.end_offset().offset)
         leader = self.quorum.state
         voters = tuple(sorted(self.quorum.voters))
-        self._append_as_leader(now_ms, leader, [LeaderChange(self.local_id, voters)])
+        values = [LeaderChange(self.local_id, voters)]
+        if self.kraft_version >= 1 and self.voter_history.latest_offset() < self.log.log_start_offset:
+            # KIP-853 "First leader": the voter set only in the bootstrap snapshot goes to the log.
+            values += [KRaftVersion(self.kraft_version), self.voter_set]
+        self._append_as_leader(now_ms, leader, values)
         for voter in voters:
             if voter != self.local_id:
-                self._send(voter, m.BeginQuorumEpochRequest(self.local_id, leader.epoch, voter))
+                self._send_begin_quorum_epoch(leader, voter)
         leader.begin_quorum_deadline_ms = now_ms + self.config.fetch_timeout_ms // 2
 

@@ -90,8 +90,9 @@ class VoterSet:
     def updating(self, voter: Voter) -> VoterSet:
         """Replace the endpoints and kraft.version range of a voter (same replica key)."""
         old = self.get(voter.id)
-        directory_id = old.directory_id if old is not None and old.directory_id is not None else voter.directory_id
-        return VoterSet.of([*(v for v in self.voters if v.id != voter.id), replace(voter, directory_id=directory_id)])
+        directory_id = voter.directory_id if old is None or old.directory_id is None else old.directory_id
+        others = [v for v in self.voters if v.id != voter.id]
+        return VoterSet.of([*others, replace(voter, directory_id=directory_id)])
 
 
 def static_voter_set(voters: dict[int, tuple[str, int]], listener: str = DEFAULT_LISTENER) -> VoterSet:

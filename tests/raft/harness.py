@@ -8,13 +8,32 @@ from __future__ import annotations
 
 import random
 
+from raft import messages as m
 from raft.core import RaftCore
-from raft.log import Entry, MemoryRaftLog
+from raft.log import Entry, MemoryRaftLog, OffsetAndEpoch, Snapshot
 from raft.quorum_state import ElectionState, Leader, QuorumConfig
+from raft.voters import Endpoint, Voter, VoterSet
 
 CONFIG = QuorumConfig(election_timeout_ms=50, fetch_timeout_ms=100, election_backoff_max_ms=50,
                       retry_backoff_ms=5, request_timeout_ms=40, fetch_max_wait_ms=20,
                       election_backoff_base_ms=5)
+
+
+def directory_id(node_id: int, incarnation: int = 0) -> bytes:
+    return bytes([node_id % 256, incarnation]) * 8
+
+
+def voter(node_id: int, incarnation: int = 0) -> Voter:
+    endpoint = Endpoint("CONTROLLER", f"node-{node_id}", 9093)
+    return Voter(node_id, directory_id(node_id, incarnation), (endpoint,))
+
+
+def bootstrap_log(voter_ids) -> MemoryRaftLog:
+    """A log formatted with the KIP-853 bootstrap checkpoint: kraft.version 1 and these voters."""
+    log = MemoryRaftLog()
+    voters = VoterSet.of(voter(i) for i in voter_ids) if voter_ids else None
+    log.create_snapshot(Snapshot(OffsetAndEpoch(0, 0), 1, voters, []))
+    return log
 
 
 def make_log(epochs: list[int]) -> MemoryRaftLog:
@@ -28,12 +47,19 @@ def make_log(epochs: list[int]) -> MemoryRaftLog:
 class Cluster:
     def __init__(self, voters: int = 3, observers: int = 0, seed: int = 0, config: QuorumConfig = CONFIG,
                  logs: dict[int, MemoryRaftLog] | None = None,
-                 stored: dict[int, ElectionState] | None = None) -> None:
+                 stored: dict[int, ElectionState] | None = None, kraft_version: int = 0) -> None:
+        """``kraft_version`` 1: every log starts from the bootstrap checkpoint (KIP-853) and each
+        node has a directory id; 0: the static voter set of replica ids."""
         self.voters = frozenset(range(1, voters + 1))
         self.ids = sorted(self.voters) + [100 + i for i in range(observers)]
         self.config = config
         self.seed = seed
         self.now = 0
+        self.kraft_version = kraft_version
+        self.incarnations: dict[int, int] = {i: 0 for i in self.ids}  # a wiped disk is a new one
+        self.replies: list[tuple[object, object]] = []  # answers to admin clients: (token, response)
+        if kraft_version:
+            logs = {i: (logs or {}).get(i) or bootstrap_log(self.voters) for i in self.ids}
         self.logs = {i: (logs or {}).get(i) or MemoryRaftLog() for i in self.ids}
         self.durable: dict[int, ElectionState | None] = {i: (stored or {}).get(i) for i in self.ids}
         self.persisted: dict[int, list[ElectionState]] = {i: [] for i in self.ids}
@@ -50,9 +76,28 @@ class Cluster:
     def start(self, node_id: int) -> None:
         self.down.discard(node_id)
         rng = random.Random(self.seed * 7919 + node_id + 1000 * len(self.persisted[node_id]))
+        directory = directory_id(node_id, self.incarnations[node_id]) if self.kraft_version else None
         self.cores[node_id] = RaftCore(node_id, self.voters, self.logs[node_id], rng, self.durable[node_id],
-                                       self.now, self.config)
+                                       self.now, self.config, directory_id=directory)
         self.process(node_id, self.cores[node_id].tick(self.now))
+
+    def add_node(self, node_id: int, log: MemoryRaftLog | None = None) -> None:
+        """Start a new replica (an observer until it is added); a known id gets a wiped disk."""
+        if node_id in self.ids:
+            self.incarnations[node_id] += 1
+        else:
+            self.ids.append(node_id)
+            self.incarnations[node_id] = 0
+            self.persisted[node_id] = []
+        self.logs[node_id] = log or (bootstrap_log(()) if self.kraft_version else MemoryRaftLog())
+        self.durable[node_id] = None
+        self.start(node_id)
+
+    def request(self, node_id: int, message, token: str = "admin") -> None:
+        """An admin client's request (AddVoter, RemoveVoter, UpdateVoter) to a node."""
+        self.process(node_id, self.cores[node_id].step(self.now, token, message))
+        self.replies += [(dst, msg) for _, dst, msg in self.queue if not isinstance(dst, int)]
+        self.queue = [q for q in self.queue if isinstance(q[1], int)]
 
     def stop(self, node_id: int) -> None:
         self.down.add(node_id)
@@ -64,7 +109,7 @@ class Cluster:
             self.persisted[node_id].append(ready.persist)
         log = self.logs[node_id]
         log.flush()
-        for entry in log.entries[:log.high_watermark]:
+        for entry in log.entries[:log.high_watermark - log.log_start_offset]:
             value = self.committed.setdefault(entry.offset, (entry.epoch, entry.value))
             assert value == (entry.epoch, entry.value), f"node {node_id} committed {entry}, another {value}"
         for dst, message in ready.messages:
@@ -74,6 +119,14 @@ class Cluster:
     def deliver(self) -> None:
         while self.queue:
             src, dst, message = self.queue.pop(0)
+            if not isinstance(dst, int):
+                self.replies.append((dst, message))
+                continue
+            if isinstance(message, m.ApiVersionsProbe):
+                # The driver's ApiVersions round trip: the probed replica supports kraft.version 0-1.
+                if dst not in self.down and (src in self.isolated) == (dst in self.isolated):
+                    self.queue.append((dst, src, m.ApiVersionsProbeResponse(m.NONE, 0, 1)))
+                continue
             if dst in self.down or ((src in self.isolated) != (dst in self.isolated)):
                 continue
             if self.drop is not None and self.drop(src, dst, message):

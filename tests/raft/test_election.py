@@ -4,7 +4,7 @@ import random
 import pytest
 
 from raft import messages as m
-from raft.core import RaftCore
+from raft.core import RaftCore, static_voters
 from raft.log import LeaderChange, MemoryRaftLog
 from raft.quorum_state import (
     Candidate,
@@ -88,7 +88,7 @@ def test_leader_with_unknown_endpoint_starts_unattached():
 
 
 def test_election_timeout_is_randomized_between_t_and_2t():
-    q = QuorumState(1, frozenset({1, 2, 3}), CONFIG, random.Random(1))
+    q = QuorumState(1, static_voters({1, 2, 3}), CONFIG, random.Random(1))
     deadlines = {q.random_election_deadline(1000) for _ in range(200)}
     t = CONFIG.election_timeout_ms
     assert min(deadlines) >= 1000 + t and max(deadlines) < 1000 + 2 * t and len(deadlines) > 10
