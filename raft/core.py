@@ -274,8 +274,9 @@ class RaftCore(VoteHandlers, QuorumEpochHandlers, FetchHandlers, SnapshotHandler
                 self._leave_leadership()
                 q.become_follower(epoch, leader_id, now_ms)
             else:
+                # A leader named after us is a former incarnation (a wiped disk): not ours to follow.
                 self._leave_leadership()
-                q.become_unattached(epoch, now_ms, leader_id)
+                q.become_unattached(epoch, now_ms, m.NO_LEADER if leader_id == self.local_id else leader_id)
             return True
         if epoch < s.epoch or leader_id in (m.NO_LEADER, self.local_id) or not q.has_endpoint(leader_id):
             return False

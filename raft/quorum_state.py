@@ -242,7 +242,7 @@ class QuorumState:
         deadline = self.random_election_deadline(now_ms)
         if stored.epoch < log_last_epoch:
             self._durable(Unattached(log_last_epoch, deadline))
-        elif stored.leader_id == self.local_id and self.is_voter:
+        elif stored.leader_id == self.local_id:  # even if since removed from the voter set
             others = set(self.voters - {self.local_id})
             self.state = Resigned(stored.epoch, self.local_id, deadline, (), others)
         elif stored.voted_id == self.local_id and stored.leader_id == NO_LEADER and self.is_voter:

@@ -57,6 +57,8 @@ class Cluster:
         self.now = 0
         self.kraft_version = kraft_version
         self.incarnations: dict[int, int] = {i: 0 for i in self.ids}  # a wiped disk is a new one
+        # controller.quorum.bootstrap.servers: the initial voters, as the driver's negative ids.
+        self.bootstrap_ids = tuple(-2 - i for i in range(voters))
         self.replies: list[tuple[object, object]] = []  # answers to admin clients: (token, response)
         if kraft_version:
             logs = {i: (logs or {}).get(i) or bootstrap_log(self.voters) for i in self.ids}
@@ -77,8 +79,10 @@ class Cluster:
         self.down.discard(node_id)
         rng = random.Random(self.seed * 7919 + node_id + 1000 * len(self.persisted[node_id]))
         directory = directory_id(node_id, self.incarnations[node_id]) if self.kraft_version else None
-        self.cores[node_id] = RaftCore(node_id, self.voters, self.logs[node_id], rng, self.durable[node_id],
-                                       self.now, self.config, directory_id=directory)
+        static = VoterSet(()) if self.kraft_version else self.voters  # kraft.version 1: from the log
+        self.cores[node_id] = RaftCore(node_id, static, self.logs[node_id], rng, self.durable[node_id],
+                                       self.now, self.config, directory_id=directory,
+                                       bootstrap_ids=self.bootstrap_ids if self.kraft_version else ())
         self.process(node_id, self.cores[node_id].tick(self.now))
 
     def add_node(self, node_id: int, log: MemoryRaftLog | None = None) -> None:
@@ -122,6 +126,8 @@ class Cluster:
             if not isinstance(dst, int):
                 self.replies.append((dst, message))
                 continue
+            if dst < 0:
+                dst = sorted(self.voters)[-dst - 2]
             if isinstance(message, m.ApiVersionsProbe):
                 # The driver's ApiVersions round trip: the probed replica supports kraft.version 0-1.
                 if dst not in self.down and (src in self.isolated) == (dst in self.isolated):

@@ -14,8 +14,14 @@ failure raises ``SimulationFailure`` naming the seed and a one-line replay comma
 | leader completeness      | a leader of epoch E holds all entries committed by leaders of epochs < E |
 | HW never decreases       | per node and incarnation (the HW lives in memory, as in Kafka)         |
 | committed prefixes agree | every node's chain hash at HW - 1 equals the global committed chain    |
+| snapshots are committed  | a snapshot's content is the committed chain hash at its end offset     |
+| one voter change at once | each VotersRecord differs from the set before it by one voter at most  |
+| concurrent changes fail  | of two voter changes sent to a leader at once, at most one succeeds    |
 
-Replay one run: ``python3 -m tests.raft.sim --seed 17 --voters 5``.
+With ``--reconfig`` (kraft.version 1, KIP-853) the logs start from the bootstrap checkpoint,
+spare replicas start as observers, and the scheduler also adds and removes voters (sometimes two
+requests at once), wipes a replica's disk (it comes back with a new directory id) and takes
+snapshots. Replay one run: ``python3 -m tests.raft.sim --seed 17 --voters 5``.
 """
 from __future__ import annotations
 
@@ -26,9 +32,12 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 
+from raft import messages as m
 from raft.core import RaftCore, Truncate
 from raft.log import MemoryRaftLog
 from raft.quorum_state import ElectionState, Leader, QuorumConfig
+from raft.voters import VoterSet
+from tests.raft.harness import bootstrap_log, directory_id, voter
 
 SIM_CONFIG = QuorumConfig(election_timeout_ms=50, fetch_timeout_ms=100, election_backoff_max_ms=50,
                           retry_backoff_ms=5, request_timeout_ms=40, fetch_max_wait_ms=20,
@@ -67,6 +76,7 @@ class Node:
     durable: ElectionState | None = None
     core: RaftCore | None = None
     incarnation: int = 0
+    disk: int = 0  # bumped when the disk is wiped: a new directory id
     hashes: list[int] = field(default_factory=list)  # chain hash of the log prefix ending at each offset
     last_hw: int = 0
     next_tick: int | None = None
@@ -74,7 +84,7 @@ class Node:
 
 class Simulation:
     def __init__(self, seed: int, voters: int = 3, observers: int = 1, faults: Faults | None = None,
-                 config: QuorumConfig | None = None) -> None:
+                 config: QuorumConfig | None = None, reconfig: bool = False) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
         self.faults = faults or PROFILES[seed % len(PROFILES)]
@@ -87,9 +97,18 @@ class Simulation:
             self.replay += " --no-faults"
         if config is not None:
             self.replay += f" --fetch-max-entries {config.fetch_max_entries}"
+        self.reconfig = reconfig
+        if reconfig:
+            self.replay += " --reconfig"
         self.voter_ids = frozenset(range(1, voters + 1))
         ids = list(range(1, voters + 1)) + [100 + i for i in range(observers)]
         self.nodes = {i: Node(i) for i in ids}
+        if reconfig:
+            for node in self.nodes.values():
+                node.log = bootstrap_log(self.voter_ids if node.node_id in self.voter_ids else ())
+        self.requests = 0
+        self.stats = {"voter changes": 0, "refused": 0, "snapshots": 0, "snapshot loads": 0, "wipes": 0}
+        self.pairs: dict[int, list[int]] = {}  # concurrent voter change pair -> error codes answered
         self.now = 0
         self._queue: list = []
         self._seq = 0
@@ -124,6 +143,9 @@ class Simulation:
             self._at(self.rng.randrange(2 * self.faults.crash_every_ms), "crash")
         if self.faults.partition_every_ms:
             self._at(self.rng.randrange(2 * self.faults.partition_every_ms), "partition")
+        if self.reconfig:
+            self._at(self.rng.randint(150, 300), "voter_change")
+            self._at(self.rng.randint(100, 400), "snapshot")
         while self._queue:
             t, _, kind, args = heapq.heappop(self._queue)
             if t > duration_ms:
@@ -138,8 +160,11 @@ class Simulation:
         node.incarnation += 1
         node.last_hw = node.log.high_watermark
         core_rng = random.Random(self.seed * 1_000_003 + node.node_id * 1009 + node.incarnation)
-        node.core = RaftCore(node.node_id, self.voter_ids, node.log, core_rng, node.durable, self.now,
-                             self.config)
+        directory = directory_id(node.node_id, node.disk) if self.reconfig else None
+        bootstrap = tuple(-2 - i for i in range(len(self.voter_ids))) if self.reconfig else ()
+        static = VoterSet(()) if self.reconfig else self.voter_ids  # kraft.version 1: from the log
+        node.core = RaftCore(node.node_id, static, node.log, core_rng, node.durable, self.now,
+                             self.config, directory_id=directory, bootstrap_ids=bootstrap)
         node.next_tick = None
         self._process(node, node.core.tick(self.now))
 
@@ -150,7 +175,15 @@ class Simulation:
         node.next_tick = None
         self._process(node, node.core.tick(self.now))
 
-    def _on_deliver(self, src: int, dst: int, message) -> None:
+    def _on_deliver(self, src: int, dst, message) -> None:
+        if not isinstance(dst, int):
+            return self._on_client_answer(dst, message)
+        if dst < 0:  # a bootstrap server: the initial voters, in order
+            dst = sorted(self.voter_ids)[-dst - 2]
+        if isinstance(message, m.ApiVersionsProbe):
+            if self.nodes[dst].core is not None and not self._blocked(src, dst):
+                self._send(dst, src, m.ApiVersionsProbeResponse(m.NONE, 0, 1))
+            return
         node = self.nodes[dst]
         if node.core is None or self._blocked(src, dst):
             return
@@ -163,6 +196,56 @@ class Simulation:
                 self._process(node, node.core.append(self.now, [f"v{self.appended}"]))
         self._at(self.now + self.rng.randint(5, 30), "append")
 
+    def _on_voter_change(self) -> None:
+        """Ask whichever node leads to add or remove a voter; sometimes two changes at once."""
+        self._at(self.now + self.rng.randint(100, 300), "voter_change")
+        leaders = [n for n in self.nodes.values() if n.core is not None and isinstance(n.core.state, Leader)]
+        if not leaders:
+            return
+        leader = self.rng.choice(leaders)
+        pair = self.rng.random() < 0.3
+        self.requests += 1
+        for i in range(2 if pair else 1):
+            request = self._voter_change_request(leader)
+            if request is None:
+                return
+            token = ("pair" if pair else "single", self.requests, i)
+            if pair:
+                self.pairs.setdefault(self.requests, [])
+            self._process(leader, leader.core.step(self.now, token, request))
+            if leader.core is None:
+                return
+
+    def _voter_change_request(self, leader: Node):
+        voters = leader.core.voter_set
+        spares = [n for n in self.nodes.values() if n.node_id not in voters.ids()]
+        if len(voters.voters) > 2 and (not spares or self.rng.random() < 0.5):
+            target = self.rng.choice(voters.voters)
+            return m.RemoveVoterRequest(target.id, target.directory_id)
+        if spares:
+            spare = self.rng.choice(spares)
+            return m.AddVoterRequest(voter(spare.node_id, spare.disk), self.rng.randint(50, 300))
+        return None
+
+    def _on_client_answer(self, token, answer) -> None:
+        kind, request, _ = token
+        self.stats["voter changes" if answer.error_code == m.NONE else "refused"] += 1
+        if kind == "pair":
+            answered = self.pairs[request]
+            answered.append(answer.error_code)
+            if answered.count(m.NONE) > 1:
+                self._fail(f"two concurrent voter changes both succeeded (request {request})")
+
+    def _on_snapshot(self) -> None:
+        self._at(self.now + self.rng.randint(100, 400), "snapshot")
+        live = [n for n in self.nodes.values() if n.core is not None]
+        node = self.rng.choice(live) if live else None
+        if node is None or node.log.high_watermark <= node.log.log_start_offset:
+            return
+        hw = node.log.high_watermark
+        node.core.create_snapshot(hw, [node.hashes[hw - 1]])
+        self.stats["snapshots"] += 1
+
     def _on_crash(self) -> None:
         live = [n for n in self.nodes.values() if n.core is not None]
         if live:
@@ -170,7 +253,15 @@ class Simulation:
         self._at(self.now + self.rng.randrange(2 * self.faults.crash_every_ms), "crash")
 
     def _on_restart(self, node_id: int) -> None:
-        self._start(self.nodes[node_id])
+        node = self.nodes[node_id]
+        if self.reconfig and self.rng.random() < 0.1 and not any(n.disk for n in self.nodes.values()):
+            # The disk is replaced: empty log, no quorum state, a new directory id (observer).
+            node.disk += 1
+            self.stats["wipes"] += 1
+            node.log = bootstrap_log(())
+            node.durable = None
+            node.hashes = []
+        self._start(node)
 
     def _on_partition(self) -> None:
         ids = sorted(self.nodes)
@@ -184,7 +275,10 @@ class Simulation:
     def _kill(self, node: Node) -> None:
         node.core = None
         node.log.crash()
-        del node.hashes[len(node.log.entries):]
+        start = node.log.log_start_offset
+        if start > len(node.hashes):  # died right after completing a snapshot download
+            self._check_snapshot(node, node.log.latest_snapshot_id())
+        del node.hashes[start + len(node.log.entries):]
         self._at(self.now + self.rng.randint(20, 150), "restart", node.node_id)
 
     # ---- the driver: carry out a Ready -----------------------------------------------------------
@@ -195,7 +289,7 @@ class Simulation:
         if ready.persist is not None:
             node.durable = ready.persist
         node.log.flush()
-        self._record_log(node, ready.log_ops)
+        self._record_log(node, ready)
         for dst, message in ready.messages:
             self._send(node.node_id, dst, message)
         self._record_high_watermark(node)
@@ -204,7 +298,10 @@ class Simulation:
             node.next_tick = deadline
             self._at(deadline, "tick", node.node_id, node.incarnation, deadline)
 
-    def _send(self, src: int, dst: int, message) -> None:
+    def _send(self, src: int, dst, message) -> None:
+        if not isinstance(dst, int):  # an answer to the admin client: always delivered
+            self._at(self.now + 1, "deliver", src, dst, message)
+            return
         f = self.faults
         if self._blocked(src, dst) or self.rng.random() < f.drop:
             return
@@ -212,16 +309,32 @@ class Simulation:
         for _ in range(copies):
             self._at(self.now + self.rng.randint(1, f.max_delay_ms), "deliver", src, dst, message)
 
-    def _blocked(self, a: int, b: int) -> bool:
+    def _blocked(self, a, b) -> bool:
+        if not isinstance(b, int):
+            return False
+        if b < 0:
+            b = sorted(self.voter_ids)[-b - 2]
         return self.partition is not None and ((a in self.partition) != (b in self.partition))
 
     # ---- invariants ------------------------------------------------------------------------------
-    def _record_log(self, node: Node, log_ops) -> None:
-        for op in log_ops:
+    def _record_log(self, node: Node, ready) -> None:
+        log = node.log
+        start = log.log_start_offset
+        if ready.snapshot_loaded is not None:
+            self._check_snapshot(node, ready.snapshot_loaded)
+        for op in ready.log_ops:
             if isinstance(op, Truncate):
                 del node.hashes[op.offset:]
-        del node.hashes[len(node.log.entries):]
-        for entry in node.log.entries[len(node.hashes):]:
+        del node.hashes[start + len(log.entries):]
+        if len(node.hashes) < start:
+            self._fail(f"node {node.node_id} has a log start {start} past what it knows ({len(node.hashes)})")
+        previous = None
+        for entry in log.entries[len(node.hashes) - start:]:
+            if isinstance(entry.value, VoterSet):
+                previous = previous or node.core.voter_history.at(entry.offset)
+                if previous.voters and len(previous.ids() ^ entry.value.ids()) > 1:
+                    self._fail(f"VotersRecord at {entry.offset}: {previous.ids()} -> {entry.value.ids()}")
+                previous = entry.value
             prev = node.hashes[-1] if node.hashes else 0
             h = hash((prev, entry.epoch, repr(entry.value)))
             node.hashes.append(h)
@@ -229,6 +342,14 @@ class Simulation:
             if known != h:
                 self._fail(f"log matching: node {node.node_id} holds a different entry or prefix at "
                            f"(offset {entry.offset}, epoch {entry.epoch})")
+
+    def _check_snapshot(self, node: Node, snapshot_id) -> None:
+        end = snapshot_id.offset
+        content = node.log.read_snapshot(snapshot_id).values
+        if end > len(self.committed) or (end and content != [self.committed[end - 1]]):
+            self._fail(f"node {node.node_id} loaded uncommitted snapshot {snapshot_id}")
+        node.hashes = list(self.committed[:end])
+        self.stats["snapshot loads"] += 1
 
     def _record_high_watermark(self, node: Node) -> None:
         hw = node.log.high_watermark
@@ -272,8 +393,11 @@ class Simulation:
 
     def summary(self) -> str:
         epochs = max(self.leader_of_epoch, default=0)
-        return (f"seed {self.seed}: {self.events} events, {len(self.leader_of_epoch)} leaders up to epoch "
-                f"{epochs}, {len(self.committed)} committed of {self.appended} appended")
+        summary = (f"seed {self.seed}: {self.events} events, {len(self.leader_of_epoch)} leaders up to epoch "
+                   f"{epochs}, {len(self.committed)} committed of {self.appended} appended")
+        if self.reconfig:
+            summary += ", " + ", ".join(f"{v} {k}" for k, v in self.stats.items())
+        return summary
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -286,13 +410,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", type=int, help="fault profile (index into PROFILES); default: by seed")
     parser.add_argument("--fetch-max-entries", type=int, help="default: by seed")
     parser.add_argument("--no-faults", action="store_true")
+    parser.add_argument("--reconfig", action="store_true",
+                        help="kraft.version 1: voter changes, wiped disks, snapshots")
     args = parser.parse_args(argv)
     parser_faults = Faults.none() if args.no_faults else None
     faults = PROFILES[args.profile] if args.profile is not None else parser_faults
     config = replace(SIM_CONFIG, fetch_max_entries=args.fetch_max_entries) if args.fetch_max_entries else None
     started = time.perf_counter()
     for seed in range(args.seed, args.seed + args.seeds):
-        sim = Simulation(seed, args.voters, args.observers, faults, config).run(args.duration_ms)
+        sim = Simulation(seed, args.voters, args.observers, faults, config, args.reconfig)
+        sim.run(args.duration_ms)
         print(sim.summary())
     print(f"{args.seeds} seeds in {time.perf_counter() - started:.1f} s")
     return 0

@@ -1,6 +1,7 @@
 """Seeded simulation runs (tests/raft/sim.py): invariants checked after every event.
 
 The default run covers 1,000 seeds with 3 voters and 1,000 with 5 voters, each with an observer,
+plus 500 of each with KIP-853 voter changes (kraft.version 1, see sim.py),
 over 2 s of simulated time with drops, delays, duplicates, partitions and hard kills. Set
 STROM_RAFT_SIM_SEEDS to run more per configuration. A failure names the seed and the replay
 command (``python3 -m tests.raft.sim --seed N --voters V``).
@@ -13,6 +14,7 @@ import pytest
 from tests.raft.sim import PROFILES, SIM_CONFIG, Faults, Simulation
 
 SEEDS = int(os.environ.get("STROM_RAFT_SIM_SEEDS", "1000"))
+RECONFIG_SEEDS = int(os.environ.get("STROM_RAFT_SIM_SEEDS", "500"))
 CHUNK = 100
 
 
@@ -21,6 +23,23 @@ CHUNK = 100
 def test_simulation_invariants_hold_under_faults(voters, first):
     for seed in range(first, min(first + CHUNK, SEEDS)):
         Simulation(seed, voters=voters, observers=1).run(2000)
+
+
+@pytest.mark.parametrize("voters", [3, 5])
+@pytest.mark.parametrize("first", range(0, RECONFIG_SEEDS, CHUNK))
+def test_simulation_invariants_hold_under_voter_changes_wiped_disks_and_snapshots(voters, first):
+    # kraft.version 1: voters added and removed (the leader too) during partitions and kills,
+    # pairs of concurrent changes (at most one may succeed), disks wiped (new directory id),
+    # snapshots taken and fetched by replicas behind the log start.
+    for seed in range(first, min(first + CHUNK, RECONFIG_SEEDS)):
+        Simulation(seed, voters=voters, observers=1, reconfig=True).run(2000)
+
+
+def test_simulation_with_voter_changes_does_change_voters_and_load_snapshots():
+    runs = [Simulation(seed, voters=3, observers=1, reconfig=True).run(2000) for seed in range(60)]
+    totals = {k: sum(sim.stats[k] for sim in runs) for k in runs[0].stats}
+    assert totals["voter changes"] >= 20 and totals["refused"] >= 20, totals
+    assert totals["snapshot loads"] >= 5 and totals["wipes"] >= 5, totals
 
 
 # Runs that once found bugs, pinned with the fault profile and Fetch size they had then.
