@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from protocol import messages as M
+
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 
@@ -118,6 +120,30 @@ class MetadataImage:
 
     def _replay_FeatureLevelRecord(self, r) -> None:
         self.features[r.name] = r.feature_level
+
+    def records(self) -> list[Any]:
+        """The image as metadata records (a snapshot's content): replaying them rebuilds it."""
+        out: list[Any] = []
+        for name, level in sorted(self.features.items()):
+            out.append(M.FeatureLevelRecord(name=name, feature_level=level))
+        for b in sorted(self.brokers.values(), key=lambda b: b.broker_id):
+            out.append(M.RegisterBrokerRecord(
+                broker_id=b.broker_id, incarnation_id=b.incarnation_id, broker_epoch=b.broker_epoch,
+                end_points=list(b.endpoints), rack=b.rack, fenced=b.fenced))
+        for t in sorted(self.topics.values(), key=lambda t: t.name):
+            out.append(M.TopicRecord(name=t.name, topic_id=t.topic_id))
+            for pid, p in sorted(t.partitions.items()):
+                out.append(M.PartitionRecord(
+                    partition_id=pid, topic_id=t.topic_id, replicas=list(p.replicas), isr=list(p.isr),
+                    leader=p.leader, leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch))
+        for (resource_type, resource_name), configs in sorted(self.configs.items()):
+            for name, value in sorted(configs.items()):
+                out.append(M.ConfigRecord(resource_type=resource_type, resource_name=resource_name,
+                                          name=name, value=value))
+        if self.next_producer_id:
+            out.append(M.ProducerIdsRecord(broker_id=-1, broker_epoch=-1,
+                                           next_producer_id=self.next_producer_id))
+        return out
 
     def topic_config(self, topic: str) -> dict[str, str]:
         return self.configs.get((TOPIC_RESOURCE, topic), {})

@@ -22,6 +22,15 @@ high watermark. The leader's high watermark is the offset a majority of voters h
 once it is past the epoch start offset (the LeaderChange record of this epoch), and never goes back.
 Elections go through pre-vote (KIP-996) so that a voter that cannot reach the leader spins in
 Prospective without bumping the epoch.
+
+Membership (KIP-853, membership.py and reconfig.py): the voter set in force is the latest
+VotersRecord in the snapshot and log, committed or not, else the static set given at
+construction (kraft.version 0). A replica is a voter only if its replica id *and* directory id
+match, so a wiped disk comes back as an observer. Voter changes are leader-side requests
+answered to a client token, one at a time. Snapshots (KIP-630, snapshot.py): ``create_snapshot``
+writes the listener's state at a committed offset and drops the log below it; a replica behind
+the leader's log start is sent the snapshot id and copies it with FetchSnapshot; ``Ready.
+snapshot_loaded`` then tells the listener to reload from it.
 """
 from __future__ import annotations
 

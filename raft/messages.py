@@ -16,7 +16,20 @@ the message (``RaftCore.step(now_ms, source, message)``), as the connection woul
 | FetchRequest             | Fetch (1) v17+         | replica_id, current_leader_epoch, fetch_offset,    |
 |                          |                        | last_fetched_epoch, high_watermark, max_wait_ms    |
 | FetchResponse            | Fetch (1) v17+         | error_code, high_watermark, diverging_epoch,       |
-|                          |                        | current_leader, records                            |
+|                          |                        | current_leader, records, snapshot_id, endpoints    |
+| FetchSnapshotRequest     | FetchSnapshot (59)     | replica_id, current_leader_epoch, snapshot_id,     |
+|                          |                        | position, max_bytes, replica_directory_id          |
+| FetchSnapshotResponse    | FetchSnapshot (59)     | error_code, snapshot_id, size, position,           |
+|                          |                        | unaligned_records, current_leader, endpoints       |
+| AddVoterRequest          | AddRaftVoter (80)      | voter id, directory id, listeners, timeout_ms      |
+| RemoveVoterRequest       | RemoveRaftVoter (81)   | voter_id, voter_directory_id                       |
+| UpdateVoterRequest       | UpdateRaftVoter (82)   | current_leader_epoch, voter, kraft.version range   |
+| VoterChangeResponse      | the three above        | error_code, error_message, current leader          |
+| ApiVersionsProbe(+Resp.) | ApiVersions (18)       | the kraft.version SupportedFeature of a new voter  |
+
+Directory ids (KIP-853) are carried where the wire has them: a Vote or BeginQuorumEpoch meant
+for another directory id (a wiped disk) is refused with INVALID_VOTER_KEY, and a Fetch counts
+toward the high watermark only if its replica key matches the voter's.
 
 ``VoteResponse.pre_vote`` and ``FetchResponse.fetch_offset``/``last_fetched_epoch`` are not on
 the wire: the driver copies them from the request it answers (Kafka keeps the in-flight request
