@@ -223,7 +223,7 @@ class MemoryRaftLog:
         return self.snapshots[snapshot_id][position:position + max_bytes]
 
     def write_snapshot_chunk(self, snapshot_id: OffsetAndEpoch, position: int, data: bytes) -> None:
-        if self._partial is None or self._partial[0] != snapshot_id:
+        if self._partial is None or self._partial[0] != snapshot_id or position == 0:
             self._partial = (snapshot_id, bytearray())
         if position != len(self._partial[1]):
             raise ValueError(f"snapshot chunk at {position}, have {len(self._partial[1])} bytes")

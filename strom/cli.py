@@ -3,14 +3,21 @@
     strom run [--port P] [--dir DIR]
         Format a one-node cluster (or reuse DIR) and run it on 127.0.0.1; prints the
         bootstrap address; Ctrl-C stops it.
-    strom format --config FILE [--cluster-id ID] [--standalone]
-        Write meta.properties into the node's log dirs.
+    strom format --config FILE [--cluster-id ID] [--ignore-formatted]
+                 [--standalone | --initial-controllers ID-UUID@HOST:PORT,... | --no-initial-controllers]
+        Write meta.properties into the node's log dirs and, for a controller of a dynamic quorum
+        (KIP-853), the metadata log's bootstrap checkpoint (see strom/quorum.py).
     strom start --config FILE
         Run the node's roles (a combined node runs controller and broker as processes).
     strom controller|broker --config FILE
         Run one role in this process.
     strom topics create|list|describe|delete --bootstrap-server HOST:PORT [--topic T] ...
         Topic administration over the Kafka protocol.
+    strom quorum --bootstrap-controller HOST:PORT[,...] describe --status | --replication [--human-readable]
+    strom quorum --bootstrap-controller HOST:PORT[,...] add-controller --config FILE [--dry-run]
+    strom quorum --bootstrap-controller HOST:PORT[,...] remove-controller --controller-id N
+                 --controller-uuid UUID [--dry-run]
+        The KRaft quorum, like kafka-metadata-quorum (requests go to the quorum leader).
     strom demo [--dir DIR] [--records N] [--record-size B]
         Write a partition log in Kafka's format, kill the writer with SIGKILL halfway
         through a second run, recover the log and read every record back.
@@ -43,7 +50,13 @@ def main(argv: list[str] | None = None) -> int:
     fmt.add_argument("--config", required=True)
     fmt.add_argument("--cluster-id")
     fmt.add_argument("--standalone", action="store_true",
-                     help="this controller is the only voter of a new quorum")
+                     help="this controller is the only voter of a new dynamic quorum (kraft.version 1)")
+    fmt.add_argument("--initial-controllers", "--controller-quorum-voters", metavar="ID-UUID@HOST:PORT,...",
+                     help="every voter of a new dynamic quorum with its directory id (also "
+                          "ID@HOST:PORT:UUID); format each controller with the same list")
+    fmt.add_argument("--no-initial-controllers", action="store_true",
+                     help="bootstrap no voters: a static quorum from controller.quorum.voters, or "
+                          "(without it) a controller that waits for `strom quorum add-controller`")
     fmt.add_argument("--ignore-formatted", action="store_true")
     for role in ("start", "controller", "broker"):
         p = sub.add_parser(role, help=f"run the node's {'roles' if role == 'start' else role}")
@@ -55,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     topics.add_argument("--partitions", type=int, default=-1)
     topics.add_argument("--replication-factor", type=int, default=-1)
     topics.add_argument("--config", action="append", default=[], metavar="NAME=VALUE")
+    _add_quorum_parser(sub)
     demo = sub.add_parser("demo", help="write, crash, recover and read back a partition log")
     demo.add_argument("--dir", help="log directory (default: a new temporary one)")
     demo.add_argument("--records", type=int, default=1_000_000)
@@ -76,8 +90,16 @@ def main(argv: list[str] | None = None) -> int:
             from strom.node import format_node
 
             config = read_config_file(args.config)
-            cluster_id = format_node(config, args.cluster_id, args.standalone, args.ignore_formatted)
-            print(f"Formatted {', '.join(config.log_dirs)} for cluster {cluster_id}")
+            done = format_node(config, args.cluster_id, args.standalone, args.ignore_formatted,
+                               initial_controllers=args.initial_controllers,
+                               no_initial_controllers=args.no_initial_controllers)
+            if not done.directories:
+                print("All of the log directories are already formatted.")
+                return 0
+            print(f"Formatted {', '.join(done.directories)} for cluster {done.cluster_id}")
+            if done.metadata_directory_id is not None:
+                print(f"Metadata log dir {config.metadata_log_dir}: directory.id "
+                      f"{done.metadata_directory_id}; {done.plan.describe()}")
             return 0
         if args.command in ("start", "controller", "broker"):
             from strom.config import read_config_file
@@ -92,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_role(args.command, config)
         if args.command == "topics":
             return run_topics(args)
+        if args.command == "quorum":
+            return run_quorum(args)
         if args.command == "demo":
             return run_demo(args.dir, args.records, args.record_size)
         if args.command == "dump-log":
@@ -257,6 +281,68 @@ def run_local(port: int, directory: str | None) -> int:
     print(f"Strom is starting: config {config_path}")
     print(f"bootstrap.servers=127.0.0.1:{port}  (Ctrl-C stops it)", flush=True)
     return supervise(config_path, config)
+
+
+def _add_quorum_parser(sub) -> None:
+    quorum = sub.add_parser(
+        "quorum", help="describe the KRaft quorum, add or remove controllers",
+        description="The KRaft metadata quorum (KIP-853), like kafka-metadata-quorum.")
+    where = quorum.add_mutually_exclusive_group(required=True)
+    where.add_argument("--bootstrap-controller", metavar="HOST:PORT[,...]",
+                       help="controller addresses; requests go to the quorum leader")
+    where.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
+                       help="broker addresses: not served yet (brokers do not forward quorum requests "
+                            "to the controllers yet); for now only controller addresses work")
+    quorum.add_argument("--command-config", metavar="FILE",
+                        help="for add-controller: the new controller's configuration (as its --config)")
+    actions = quorum.add_subparsers(dest="quorum_command", required=True)
+    describe = actions.add_parser("describe", help="describe the quorum")
+    what = describe.add_mutually_exclusive_group(required=True)
+    what.add_argument("--status", action="store_true", help="a summary of the quorum")
+    what.add_argument("--replication", action="store_true", help="the replication state of every replica")
+    describe.add_argument("--human-readable", action="store_true",
+                          help="with --replication: timestamps as 'N ms ago'")
+    add = actions.add_parser("add-controller", help="add a started, formatted controller to the voters")
+    add.add_argument("--config", metavar="FILE", help="the new controller's configuration file")
+    add.add_argument("--dry-run", action="store_true", help="print what would be done, do nothing")
+    remove = actions.add_parser("remove-controller", help="remove a voter")
+    remove.add_argument("--controller-id", "-i", type=int, required=True)
+    remove.add_argument("--controller-uuid", "--controller-directory-id", "-d", dest="controller_uuid",
+                        metavar="UUID", required=True, help="the voter's directory id")
+    remove.add_argument("--dry-run", action="store_true", help="print what would be done, do nothing")
+
+
+def run_quorum(args) -> int:
+    import asyncio
+
+    from engine.errors import ConfigError
+    from strom import quorum
+
+    if args.bootstrap_controller is not None:
+        addresses = quorum.parse_addresses("--bootstrap-controller", args.bootstrap_controller)
+    else:
+        addresses = quorum.parse_addresses("--bootstrap-server", args.bootstrap_server)
+    if args.quorum_command == "describe":
+        if args.human_readable and not args.replication:
+            raise ConfigError("--human-readable", "only with describe --replication")
+        now_ms = int(time.time() * 1000) if args.human_readable else None
+        print(asyncio.run(quorum.describe(addresses, args.replication, now_ms)))
+    elif args.quorum_command == "add-controller":
+        path = args.config or args.command_config
+        if path is None:
+            raise ConfigError("--config", "add-controller needs the new controller's configuration file")
+        controller = quorum.read_new_controller(path)
+        if not args.dry_run:
+            asyncio.run(quorum.add_controller(addresses, controller))
+        print(quorum.format_added(controller, args.dry_run))
+    else:
+        if args.controller_id < 0:
+            raise ConfigError("--controller-id", f"must be >= 0, got {args.controller_id}")
+        directory_id = quorum.parse_directory_id("--controller-uuid", args.controller_uuid)
+        if not args.dry_run:
+            asyncio.run(quorum.remove_controller(addresses, args.controller_id, directory_id))
+        print(quorum.format_removed(args.controller_id, directory_id, args.dry_run))
+    return 0
 
 
 def run_topics(args) -> int:

@@ -244,6 +244,15 @@ class ServerConfig:
     def controller_listeners(self) -> list[Listener]:
         return [lsn for lsn in self.listeners if lsn.name in self.controller_listener_names]
 
+    def advertised_controller_listeners(self) -> list[Listener]:
+        """How other controllers reach this one (KIP-853 voter endpoints), in
+        controller.listener.names order: an advertised.listeners entry of that name, else the
+        listeners entry; an empty host is localhost (as Kafka's kafka-metadata-quorum)."""
+        by_name = {lsn.name: lsn for lsn in self.listeners}
+        by_name.update({lsn.name: lsn for lsn in self.advertised or []})
+        return [Listener(by_name[name].name, by_name[name].host or "localhost", by_name[name].port)
+                for name in self.controller_listener_names if name in by_name]
+
     def advertised_broker_listeners(self) -> list[Listener]:
         if self.advertised:
             return [lsn for lsn in self.advertised if lsn.name not in self.controller_listener_names]

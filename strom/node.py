@@ -1,5 +1,9 @@
 """Formatting a node's directories and running its roles as processes.
 
+``strom format`` writes meta.properties (cluster.id, node.id, directory.id) into each log dir
+and, for a controller bootstrapping a dynamic quorum, the metadata log's bootstrap checkpoint
+(strom.quorum has the table of choices).
+
 A combined node (process.roles=broker,controller) is a supervisor that starts each role as
 its own worker process (`strom controller`, `strom broker`), forwards SIGTERM/SIGINT to
 them, and stops the other role if one dies.
@@ -12,30 +16,66 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 
 from engine.checkpoint import new_uuid
 from engine.errors import LogDirError
 from engine.manager import format_log_dir, read_meta_properties
 from strom.config import ServerConfig
+from strom.quorum import METADATA_PARTITION_DIR, BootstrapPlan, plan_bootstrap
 
 log = logging.getLogger("strom")
 KILL_AFTER_S = 30
 
 
-def format_node(config: ServerConfig, cluster_id: str | None, standalone: bool,
-                ignore_formatted: bool = False) -> str:
+@dataclass(frozen=True)
+class Formatted:
+    """What ``format_node`` did: the directories it formatted (already formatted ones skipped
+    under --ignore-formatted), and the metadata dir's directory.id if it formatted that one."""
+
+    cluster_id: str
+    directories: list[str]
+    metadata_directory_id: str | None
+    plan: BootstrapPlan
+
+
+def format_node(config: ServerConfig, cluster_id: str | None, standalone: bool = False,
+                ignore_formatted: bool = False, *, initial_controllers: str | None = None,
+                no_initial_controllers: bool = False) -> Formatted:
+    """Write meta.properties into every log dir, and the metadata log's bootstrap checkpoint
+    (strom.quorum explains the choices). Every directory is checked before any is written."""
     cluster_id = cluster_id or new_uuid()
-    if "controller" in config.roles and not standalone and not config.voters:
-        raise LogDirError("a controller needs --standalone or controller.quorum.voters")
-    dirs = list(dict.fromkeys(config.log_dirs + [config.metadata_log_dir]))
-    for d in dirs:
+    plan = plan_bootstrap(config, new_uuid(), standalone=standalone,
+                          initial_controllers=initial_controllers,
+                          no_initial_controllers=no_initial_controllers)
+    metadata_dir = os.path.normpath(config.metadata_log_dir)
+    todo = []
+    for d in dict.fromkeys(os.path.normpath(d) for d in [*config.log_dirs, metadata_dir]):
         existing = read_meta_properties(d) if os.path.isdir(d) else None
         if existing is not None:
             if ignore_formatted:
                 continue
             raise LogDirError(f"{d} is already formatted (cluster.id {existing['cluster.id']})")
-        format_log_dir(d, cluster_id, config.node_id)
-    return cluster_id
+        todo.append(d)
+    directory_id = None
+    for d in todo:
+        if d != metadata_dir:
+            format_log_dir(d, cluster_id, config.node_id)
+            continue
+        if plan.voters is not None:  # before meta.properties, the commit point of a format
+            write_bootstrap_checkpoint(d, plan)
+        directory_id = format_log_dir(d, cluster_id, config.node_id, plan.directory_id)
+    return Formatted(cluster_id, todo, directory_id, plan)
+
+
+def write_bootstrap_checkpoint(metadata_dir: str, plan: BootstrapPlan) -> str:
+    try:
+        from raft.engine_log import write_bootstrap_snapshot
+    except ImportError as e:
+        raise LogDirError(f"cannot write the bootstrap checkpoint of {metadata_dir}: {e}") from None
+    partition_dir = os.path.join(metadata_dir, METADATA_PARTITION_DIR)
+    os.makedirs(partition_dir, exist_ok=True)
+    return write_bootstrap_snapshot(partition_dir, plan.voters, plan.kraft_version)
 
 
 def cluster_id_of(config: ServerConfig) -> str:
