@@ -1,9 +1,15 @@
-"""The broker as an observer of the metadata log: Fetch from the controller, replay.
+"""The broker as a KRaft observer of the metadata log, and its link to the active controller.
 
-The broker fetches ``__cluster_metadata-0`` from the controller with long polls, replays
-each committed record into its MetadataImage and tells the broker what changed. It also
-registers with the controller (BrokerRegistration) and heartbeats (BrokerHeartbeat) so the
-controller unfences it once it has caught up to its own registration.
+A RaftDriver without endpoints (it never votes) fetches ``__cluster_metadata-0`` from the raft
+leader, found through controller.quorum.bootstrap.servers (or the voters), and hands every
+committed record to this class (the RaftListener), which replays it into the broker's
+MetadataImage and tells the broker what changed. The metadata log is kept in memory: a broker
+restarting replays it (or the leader's snapshot) from the controllers.
+
+The active controller is the raft leader. The broker registers with it (BrokerRegistration),
+heartbeats (BrokerHeartbeat) so it is unfenced once caught up with its own registration, and
+forwards admin requests to it; an answer of NOT_CONTROLLER, or a lost connection, waits for the
+next leader and sends again.
 """
 from __future__ import annotations
 
@@ -11,61 +17,160 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable
+from typing import Any
 
-from ext.batch import decode_records, iter_batches
 from metadata.image import MetadataImage
 from protocol import messages as M
 from protocol.client import KafkaConnection
 from protocol.errors import Error
 from protocol.metadata_records import decode_record
+from raft.driver import RaftDriver, RaftDriverConfig
+from raft.log import Entry, MemoryRaftLog, Snapshot
 
 log = logging.getLogger("strom.broker.metadata")
 
-METADATA_TOPIC = "__cluster_metadata"
-METADATA_TOPIC_ID = (1).to_bytes(16, "big")
-FETCH_VERSION = 16
 HEARTBEAT_VERSION = 1
 REGISTRATION_VERSION = 3
+FORWARD_TIMEOUT_S = 30.0
+
+
+class MemoryQuorumState:
+    """An observer has no vote to remember: its election state lives in memory."""
+
+    def __init__(self) -> None:
+        self.state = None
+
+    def read(self):
+        return self.state
+
+    def write(self, state, kraft_version: int, voter_ids) -> None:
+        self.state = state
+
+
+def not_controller(response: Any) -> bool:
+    """NOT_CONTROLLER anywhere in an answer of the controller's APIs."""
+    if getattr(response, "error_code", None) == Error.NOT_CONTROLLER:
+        return True
+    for name in ("topics", "responses", "results"):
+        items = getattr(response, name, None) or []
+        if any(getattr(item, "error_code", None) == Error.NOT_CONTROLLER for item in items):
+            return True
+    return False
 
 
 class MetadataFollower:
-    def __init__(self, node_id: int, cluster_id: str, voters: dict[int, tuple[str, int]],
+    def __init__(self, node_id: int, cluster_id: str, raft_config: RaftDriverConfig,
                  listeners: list, rack: str | None, on_change: Callable[[MetadataImage], None],
                  heartbeat_ms: int = 2000):
         self.node_id = node_id
         self.cluster_id = cluster_id
-        self.voters = voters
         self.listeners = listeners
         self.rack = rack
         self.on_change = on_change
         self.heartbeat_ms = heartbeat_ms
         self.image = MetadataImage()
-        self.next_offset = 0
-        self.last_fetched_epoch = -1
+        self.applied_offset = 0
         self.broker_epoch = -1
         self.fenced = True
         self.changed = asyncio.Event()
+        self.leader_changed = asyncio.Event()
+        self.raft = RaftDriver(raft_config, MemoryRaftLog(), MemoryQuorumState(), self)
         self._conn: KafkaConnection | None = None
+        self._conn_leader = (-1, -1)
         self._tasks: list[asyncio.Task] = []
         self.incarnation_id = os.urandom(16)
 
-    async def _connection(self) -> KafkaConnection:
-        while self._conn is None or not self._conn.connected:
-            for host, port in self.voters.values():
-                conn = KafkaConnection(host, port, client_id=f"broker-{self.node_id}")
-                try:
-                    await conn.connect()
-                    self._conn = conn
-                    break
-                except OSError:
-                    await asyncio.sleep(0.1)
-        return self._conn
+    # ---- the RaftListener ------------------------------------------------------------------
+    def handle_commit(self, entries: list[Entry]) -> None:
+        changed = False
+        for entry in entries:
+            if isinstance(entry.value, bytes | bytearray | memoryview):
+                self.image.replay(entry.offset, decode_record(entry.value)[2])
+                changed = True
+            self.applied_offset = entry.offset + 1
+        if changed:
+            self._changed()
 
+    def handle_snapshot(self, snapshot: Snapshot) -> None:
+        self.image = MetadataImage()
+        for value in snapshot.values:
+            self.image.replay(snapshot.snapshot_id.offset - 1, decode_record(value)[2])
+        self.applied_offset = snapshot.snapshot_id.offset
+        self._changed()
+
+    def handle_leader_change(self, leader_id: int, epoch: int) -> None:
+        self.leader_changed.set()
+        self.leader_changed = asyncio.Event()
+
+    def _changed(self) -> None:
+        self.on_change(self.image)
+        self.changed.set()
+        self.changed = asyncio.Event()
+
+    # ---- the active controller -----------------------------------------------------------------
+    async def _connection(self) -> KafkaConnection:
+        """A connection to the raft leader, waiting for one to be known."""
+        while True:
+            leader, epoch = self.raft.leader_and_epoch()
+            endpoint = self.raft.core.endpoint_of(leader) if leader >= 0 else None
+            if endpoint is None:
+                await self._wait_leader_change(0.5)
+                continue
+            if self._conn is not None and self._conn.connected and self._conn_leader == (leader, epoch):
+                return self._conn
+            await self._drop_connection()
+            conn = KafkaConnection(endpoint.host, endpoint.port, client_id=f"broker-{self.node_id}")
+            try:
+                await conn.connect()
+            except OSError:
+                await self._wait_leader_change(0.2)
+                continue
+            self._conn, self._conn_leader = conn, (leader, epoch)
+            return conn
+
+    async def _drop_connection(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            await conn.close()
+
+    async def _wait_leader_change(self, timeout: float) -> None:
+        try:
+            await asyncio.wait_for(self.leader_changed.wait(), timeout)
+        except TimeoutError:
+            pass
+
+    async def _send(self, api_key: int, version: int, request, timeout: float = FORWARD_TIMEOUT_S):
+        """Send to the active controller until it answers as one (or the time is up)."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                raise TimeoutError(f"no active controller answered API {api_key} in {timeout} s")
+            try:
+                conn = await asyncio.wait_for(self._connection(), remaining)
+                response = await conn.request(api_key, version, request, timeout=min(remaining, 10))
+            except (ConnectionError, OSError):
+                await self._drop_connection()
+                await self._wait_leader_change(0.2)
+                continue
+            except TimeoutError:
+                await self._drop_connection()
+                continue
+            if not_controller(response):
+                await self._wait_leader_change(0.2)
+                continue
+            return response
+
+    async def forward(self, api_key: int, version: int, request):
+        """Send an admin request to the active controller and return its answer."""
+        return await self._send(api_key, version, request)
+
+    # ---- lifecycle -----------------------------------------------------------------------------
     async def start(self, timeout: float = 60.0) -> None:
-        """Register, then replay until caught up with our registration and unfenced."""
+        """Observe the metadata log, register, then heartbeat until caught up and unfenced."""
+        await self.raft.start()
         await asyncio.wait_for(self._register(), timeout)
-        self._tasks = [asyncio.get_running_loop().create_task(self._fetch_loop()),
-                       asyncio.get_running_loop().create_task(self._heartbeat_loop())]
+        self._tasks = [asyncio.get_running_loop().create_task(self._heartbeat_loop())]
         deadline = asyncio.get_running_loop().time() + timeout
         while self.fenced:
             if asyncio.get_running_loop().time() > deadline:
@@ -84,26 +189,18 @@ class MetadataFollower:
                                 max_supported_version=25)],
             rack=self.rack, previous_broker_epoch=self.broker_epoch,
         )
-        while True:
-            conn = await self._connection()
-            try:
-                response = await conn.request(62, REGISTRATION_VERSION, request, timeout=5)
-            except (TimeoutError, ConnectionError):
-                await asyncio.sleep(0.2)
-                continue
-            if response.error_code != Error.NONE:
-                raise RuntimeError(f"broker registration refused: {Error(response.error_code).name}")
-            self.broker_epoch = response.broker_epoch
-            return
+        response = await self._send(62, REGISTRATION_VERSION, request)
+        if response.error_code != Error.NONE:
+            raise RuntimeError(f"broker registration refused: {Error(response.error_code).name}")
+        self.broker_epoch = response.broker_epoch
 
     async def _heartbeat(self) -> None:
-        conn = await self._connection()
         request = M.BrokerHeartbeatRequest(
             broker_id=self.node_id, broker_epoch=self.broker_epoch,
-            current_metadata_offset=self.next_offset - 1, want_fence=False, want_shut_down=False)
+            current_metadata_offset=self.applied_offset - 1, want_fence=False, want_shut_down=False)
         try:
-            response = await conn.request(63, HEARTBEAT_VERSION, request, timeout=5)
-        except (TimeoutError, ConnectionError):
+            response = await self._send(63, HEARTBEAT_VERSION, request, timeout=5)
+        except TimeoutError:
             return
         if response.error_code == Error.STALE_BROKER_EPOCH:
             await self._register()
@@ -115,61 +212,15 @@ class MetadataFollower:
             await asyncio.sleep(self.heartbeat_ms / 1000)
             await self._heartbeat()
 
-    async def _fetch_loop(self) -> None:
-        R = M.FetchRequest
-        while True:
-            request = R(
-                replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=8 << 20, isolation_level=0,
-                session_id=0, session_epoch=-1,
-                topics=[R.FetchTopic(topic=METADATA_TOPIC, topic_id=METADATA_TOPIC_ID, partitions=[
-                    R.FetchTopic.FetchPartition(partition=0, fetch_offset=self.next_offset,
-                                                last_fetched_epoch=self.last_fetched_epoch,
-                                                partition_max_bytes=8 << 20)])],
-            )
-            request.replica_state = R.ReplicaState(replica_id=self.node_id, replica_epoch=self.broker_epoch)
-            try:
-                conn = await self._connection()
-                response = await conn.request(1, FETCH_VERSION, request, timeout=10)
-            except (TimeoutError, ConnectionError) as e:
-                log.debug("metadata fetch failed: %s", e)
-                await asyncio.sleep(0.2)
-                continue
-            partition = response.responses[0].partitions[0]
-            if partition.error_code != Error.NONE:
-                log.warning("metadata fetch error %s", Error(partition.error_code).name)
-                await asyncio.sleep(0.2)
-                continue
-            if partition.records:
-                self._apply(partition.records)
-
-    def _apply(self, data: memoryview) -> None:
-        changed = False
-        for header in iter_batches(data, check_crc=True):
-            if not header.is_control:
-                for record in decode_records(data, header.position, False):
-                    self.image.replay(record.offset, decode_record(record.value)[2])
-                    changed = True
-            self.next_offset = header.next_offset
-            self.last_fetched_epoch = header.partition_leader_epoch
-        if changed:
-            self.on_change(self.image)
-            self.changed.set()
-            self.changed = asyncio.Event()
-
     async def wait_for_change(self, timeout: float) -> None:
         try:
             await asyncio.wait_for(self.changed.wait(), timeout)
         except TimeoutError:
             pass
 
-    async def forward(self, api_key: int, version: int, request):
-        """Send an admin request to the controller and return its response."""
-        conn = await self._connection()
-        return await conn.request(api_key, version, request, timeout=30)
-
     async def close(self) -> None:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._conn is not None:
-            await self._conn.close()
+        await self._drop_connection()
+        await self.raft.close(graceful=False)

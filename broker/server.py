@@ -27,6 +27,7 @@ from protocol import messages as M
 from protocol.dispatch import Dispatcher
 from protocol.errors import Error
 from protocol.net import Server
+from raft.settings import driver_config
 
 log = logging.getLogger("strom.broker")
 STOP_TIMEOUT_S = 20  # the stack dump comes at half of it
@@ -42,8 +43,8 @@ class Broker:
         self.advertised = config.advertised_broker_listeners()
         self.listener_name = self.advertised[0].name
         self.follower = MetadataFollower(
-            config.node_id, cluster_id, config.voters, self.advertised, config["broker.rack"],
-            self._on_metadata, config["broker.heartbeat.interval.ms"])
+            config.node_id, cluster_id, driver_config(config, cluster_id, observer=True), self.advertised,
+            config["broker.rack"], self._on_metadata, config["broker.heartbeat.interval.ms"])
         self.appended = asyncio.Event()
         self.pending_auto_create: set[str] = set()
         self.server: Server | None = None

@@ -1,33 +1,52 @@
-"""The controller process: the metadata log, the quorum controller, the controller listener.
+"""The controller process: a KRaft voter for ``__cluster_metadata-0`` and the quorum controller.
 
-``run(config)`` takes the node's parsed configuration (strom.config.ServerConfig) from the
-``strom`` command and serves until SIGTERM/SIGINT.
+``run(config, cluster_id)`` takes the node's parsed configuration (strom.config.ServerConfig) from
+the ``strom`` command and serves until SIGTERM/SIGINT, when it hands leadership over
+(EndQuorumEpoch) before it exits. The controller listener serves the KRaft RPCs (raft/driver.py)
+and the controller's own APIs (quorum_controller.py) through one dispatcher.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 
-from controller.metadata_log import SingleVoterLog
 from controller.quorum_controller import QuorumController
+from engine.checkpoint import uuid_from_str
+from engine.manager import read_meta_properties
 from protocol.dispatch import Dispatcher
 from protocol.net import Server
+from raft import wire
+from raft.driver import RaftDriver
+from raft.engine_log import EngineRaftLog
+from raft.quorum_file import QUORUM_STATE_FILE
+from raft.settings import METADATA_PARTITION, driver_config
+from raft.voters import Endpoint
 
 log = logging.getLogger("strom.controller")
 
 
 async def serve(config, cluster_id: str, ready=None) -> None:
-    metadata = SingleVoterLog(config.metadata_log_dir, config.node_id, cluster_id)
-    controller = QuorumController(metadata, config.node_id, cluster_id, {
+    meta = read_meta_properties(config.metadata_log_dir) or {}
+    directory_id = uuid_from_str(meta["directory.id"]) if meta.get("directory.id") else None
+    endpoints = tuple(Endpoint(lsn.name, lsn.host, lsn.port)
+                      for lsn in config.advertised_controller_listeners())
+    partition_dir = os.path.join(config.metadata_log_dir, METADATA_PARTITION)
+    raft_log = EngineRaftLog(partition_dir)
+    controller = QuorumController(config.node_id, cluster_id, {
         "num.partitions": config["num.partitions"],
         "default.replication.factor": config["default.replication.factor"],
-    })
-    dispatcher = Dispatcher(controller.apis())
+    }, snapshot_bytes=config["metadata.log.max.record.bytes.between.snapshots"])
+    raft = RaftDriver(driver_config(config, cluster_id, directory_id=directory_id, endpoints=endpoints),
+                      raft_log, os.path.join(partition_dir, QUORUM_STATE_FILE), controller)
+    controller.attach(raft)
+    dispatcher = Dispatcher(controller.apis() + raft.apis(), wire.kraft_supported_features())
     server = Server(dispatcher.handle, config["socket.request.max.bytes"])
     for listener in config.controller_listeners():
         port = server.bind(listener.host, listener.port)
         log.info("controller %d listening on %s:%d", config.node_id, listener.host, port)
+    await raft.start()
     server.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -38,8 +57,9 @@ async def serve(config, cluster_id: str, ready=None) -> None:
     try:
         await stop.wait()
     finally:
+        await raft.close(graceful=True)
         await server.close()
-        metadata.close()
+        raft_log.close()
         log.info("controller %d stopped", config.node_id)
 
 

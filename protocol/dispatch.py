@@ -37,8 +37,11 @@ class Api:
 
 
 class Dispatcher:
-    def __init__(self, apis: list[Api]):
+    def __init__(self, apis: list[Api], supported_features: list | None = None):
+        """``supported_features``: ApiVersionsResponse.SupportedFeatureKey entries (v3+), e.g. a
+        controller's kraft.version range (KIP-853)."""
         self.apis = {api.key: api for api in apis}
+        self.supported_features = list(supported_features or [])
         for api in apis:
             schema = messages.REQUESTS[api.key].message.versions
             if api.min_version < schema.lo or api.max_version > schema.hi:
@@ -53,7 +56,7 @@ class Dispatcher:
         return R(error_code=error, api_keys=[
             R.ApiVersion(api_key=a.key, min_version=a.min_version, max_version=a.max_version)
             for a in sorted(self.apis.values(), key=lambda a: a.key)
-        ])
+        ], supported_features=list(self.supported_features))
 
     async def _api_versions(self, header: RequestHeader, request) -> Any:
         return self.api_versions_body()

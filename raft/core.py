@@ -92,7 +92,7 @@ class RaftCore(VoteHandlers, QuorumEpochHandlers, FetchHandlers, SnapshotHandler
     def __init__(self, local_id: int, voters, log: RaftLog, rng,
                  stored: ElectionState | None, now_ms: int, config: QuorumConfig | None = None, *,
                  directory_id: bytes | None = None, endpoints: tuple[Endpoint, ...] = (),
-                 bootstrap_ids: tuple[int, ...] = ()) -> None:
+                 bootstrap_ids: tuple[int, ...] = (), observer: bool = False) -> None:
         """``voters``: the static voter set (kraft.version 0; replica ids or a VoterSet), used
         until a VotersRecord in the snapshot or log says otherwise. ``bootstrap_ids``: negative
         ids the driver maps to controller.quorum.bootstrap.servers, for observers' discovery."""
@@ -105,7 +105,8 @@ class RaftCore(VoteHandlers, QuorumEpochHandlers, FetchHandlers, SnapshotHandler
         self.voter_history: OffsetHistory[VoterSet] = OffsetHistory(static_voters(voters))
         self.kraft_history: OffsetHistory[int] = OffsetHistory(0)
         self._load_membership()
-        self.quorum = QuorumState(local_id, self.voter_history.latest(), self.config, rng, directory_id)
+        self.quorum = QuorumState(local_id, self.voter_history.latest(), self.config, rng, directory_id,
+                                  observer)
         self._endpoints = tuple(endpoints)
         self.observers: dict[tuple[int, bytes | None], ReplicaState] = {}
         self._pending_change = None  # the one voter change in progress (reconfig.py)
@@ -118,7 +119,7 @@ class RaftCore(VoteHandlers, QuorumEpochHandlers, FetchHandlers, SnapshotHandler
         self._snapshot_loaded = None
         self.quorum.initialize(stored, log.end_offset().epoch, now_ms)
         s = self.quorum.state
-        if self.quorum.voters == {local_id}:
+        if self.quorum.voters == {local_id} and self.quorum.is_voter:
             if isinstance(s, Resigned):
                 self.quorum.become_unattached(s.epoch + 1, now_ms)
             if not isinstance(self.quorum.state, Candidate):
@@ -279,15 +280,16 @@ class RaftCore(VoteHandlers, QuorumEpochHandlers, FetchHandlers, SnapshotHandler
         q = self.quorum
         s = q.state
         if epoch > s.epoch:
-            if leader_id not in (m.NO_LEADER, self.local_id) and q.has_endpoint(leader_id):
+            if leader_id != m.NO_LEADER and not q.is_self(leader_id) and q.has_endpoint(leader_id):
                 self._leave_leadership()
                 q.become_follower(epoch, leader_id, now_ms)
             else:
                 # A leader named after us is a former incarnation (a wiped disk): not ours to follow.
                 self._leave_leadership()
-                q.become_unattached(epoch, now_ms, m.NO_LEADER if leader_id == self.local_id else leader_id)
+                q.become_unattached(epoch, now_ms, m.NO_LEADER if q.is_self(leader_id) else leader_id)
             return True
-        if epoch < s.epoch or leader_id in (m.NO_LEADER, self.local_id) or not q.has_endpoint(leader_id):
+        if (epoch < s.epoch or leader_id == m.NO_LEADER or q.is_self(leader_id)
+                or not q.has_endpoint(leader_id)):
             return False
         if isinstance(s, Leader | Resigned):
             raise RaftInvariantError(f"{leader_id} claims epoch {epoch} led by {self.local_id}")
@@ -317,7 +319,7 @@ class RaftCore(VoteHandlers, QuorumEpochHandlers, FetchHandlers, SnapshotHandler
         return endpoints[0] if endpoints else None
 
     def _learn_endpoints(self, leader_id: int, endpoints: tuple[Endpoint, ...]) -> None:
-        if endpoints and leader_id >= 0 and leader_id != self.local_id:
+        if endpoints and leader_id >= 0 and not self.quorum.is_self(leader_id):
             self.quorum.learned_endpoints[leader_id] = tuple(endpoints)
 
     def local_endpoints(self) -> tuple[Endpoint, ...]:
@@ -370,11 +372,19 @@ class RaftCore(VoteHandlers, QuorumEpochHandlers, FetchHandlers, SnapshotHandler
         q.voter_set, q.voters = voter_set, voter_set.ids()
         s = q.state
         if isinstance(s, Leader):
+            # Progress is per replica key: a voter re-added with a new directory id (a replaced
+            # disk) starts from what that replica fetched as an observer, never from the old one's.
             s.voters = q.voters
+            replicas = {}
             for voter in voter_set.voters:
-                if voter.id not in s.replicas:
-                    seen = self.observers.pop((voter.id, voter.directory_id), None)
-                    s.replicas[voter.id] = seen or ReplicaState(directory_id=voter.directory_id)
+                r = s.replicas.get(voter.id)
+                if r is None or r.directory_id != voter.directory_id:
+                    r = (self.observers.pop((voter.id, voter.directory_id), None)
+                         or ReplicaState(directory_id=voter.directory_id))
+                replicas[voter.id] = r
+            if self.local_id in s.replicas:
+                replicas.setdefault(self.local_id, s.replicas[self.local_id])
+            s.replicas = replicas
 
     # ---- snapshots and the describe view --------------------------------------------------------
     def create_snapshot(self, end_offset: int, values: list) -> OffsetAndEpoch:

@@ -46,7 +46,8 @@ class FetchHandlers:
         if req.current_leader_epoch != s.epoch:
             error = m.FENCED_LEADER_EPOCH if req.current_leader_epoch < s.epoch else m.UNKNOWN_LEADER_EPOCH
             return self._send(source, self._fetch_error(error, req))
-        is_voter = self.voter_set.is_voter(source, req.replica_directory_id)
+        # Never our own id: that is a broker sharing this node id (a combined node), an observer.
+        is_voter = source != self.local_id and self.voter_set.is_voter(source, req.replica_directory_id)
         if is_voter:
             self._update_check_quorum(now_ms, s, source)
         start = self.log.log_start_offset
@@ -104,7 +105,7 @@ class FetchHandlers:
 
     def _update_check_quorum(self, now_ms: int, s: Leader, voter: int) -> None:
         s.fetched_since_check.add(voter)
-        if len(s.fetched_since_check | {self.local_id}) >= len(s.voters) // 2 + 1:
+        if len((s.fetched_since_check & s.voters) | {self.local_id}) >= len(s.voters) // 2 + 1:
             s.check_quorum_start_ms = now_ms
             s.fetched_since_check.clear()
 

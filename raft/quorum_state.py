@@ -193,8 +193,11 @@ class QuorumState:
     """Holds the current role and performs every transition (see the table above)."""
 
     def __init__(self, local_id: int, voter_set: VoterSet, config: QuorumConfig, rng,
-                 directory_id: bytes | None = None) -> None:
+                 directory_id: bytes | None = None, observer: bool = False) -> None:
         self.local_id = local_id
+        # A broker's observer: never a voter, and a leader with our id is another process (the
+        # controller of a combined node), not us.
+        self.observer = observer
         self.directory_id = directory_id
         self.voter_set = voter_set
         self.voters = voter_set.ids()
@@ -212,7 +215,10 @@ class QuorumState:
     @property
     def is_voter(self) -> bool:
         """Our replica key (id and directory id) is in the voter set in force."""
-        return self.voter_set.is_voter(self.local_id, self.directory_id)
+        return not self.observer and self.voter_set.is_voter(self.local_id, self.directory_id)
+
+    def is_self(self, replica_id: int) -> bool:
+        return replica_id == self.local_id and not self.observer
 
     def leader_id(self) -> int:
         s = self.state
@@ -242,7 +248,7 @@ class QuorumState:
         deadline = self.random_election_deadline(now_ms)
         if stored.epoch < log_last_epoch:
             self._durable(Unattached(log_last_epoch, deadline))
-        elif stored.leader_id == self.local_id:  # even if since removed from the voter set
+        elif self.is_self(stored.leader_id):  # even if since removed from the voter set
             others = set(self.voters - {self.local_id})
             self.state = Resigned(stored.epoch, self.local_id, deadline, (), others)
         elif stored.voted_id == self.local_id and stored.leader_id == NO_LEADER and self.is_voter:
@@ -296,14 +302,14 @@ class QuorumState:
         s = self.state
         if not isinstance(s, Candidate) or not s.election.is_granted():
             raise ValueError(f"cannot become leader from {s}")
-        replicas = {v: ReplicaState() for v in self.voters}
+        replicas = {v.id: ReplicaState(directory_id=v.directory_id) for v in self.voter_set.voters}
         self._durable(Leader(s.epoch, self.local_id, epoch_start_offset, self.voters, now_ms, now_ms,
                              replicas))
 
     def become_follower(self, epoch: int, leader_id: int, now_ms: int) -> None:
         """Durable. Keeps our vote when the epoch does not change."""
         s = self.state
-        if epoch < s.epoch or leader_id == self.local_id:
+        if epoch < s.epoch or self.is_self(leader_id):
             raise ValueError(f"cannot follow {leader_id} at {epoch} from {s}")
         if epoch == s.epoch and isinstance(s, Leader | Resigned):
             raise ValueError(f"two leaders in epoch {epoch}: {leader_id} and {self.local_id}")

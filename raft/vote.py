@@ -97,7 +97,8 @@ class VoteHandlers:
         self._maybe_become_leader(now_ms)
 
     def _after_prospective_loss(self, now_ms: int, s: Prospective) -> None:
-        if s.leader_id not in (m.NO_LEADER, self.local_id) and self.quorum.has_endpoint(s.leader_id):
+        if (s.leader_id != m.NO_LEADER and not self.quorum.is_self(s.leader_id)
+                and self.quorum.has_endpoint(s.leader_id)):
             self.quorum.become_follower(s.epoch, s.leader_id, now_ms)
         else:
             self.quorum.become_unattached(s.epoch, now_ms, s.leader_id)

@@ -24,10 +24,11 @@ def view(image: MetadataImage):
 def test_records_of_an_image_replay_to_the_same_image():
     tid = bytes(range(16))
     E = M.RegisterBrokerRecord.BrokerEndpoint
+    plaintext = E(name="PLAINTEXT", host="127.0.0.1", port=9092, security_protocol=0)
     log = [
         M.FeatureLevelRecord(name="metadata.version", feature_level=21),
         M.RegisterBrokerRecord(broker_id=1, incarnation_id=bytes(16), broker_epoch=5,
-                               end_points=[E(name="PLAINTEXT", host="127.0.0.1", port=9092, security_protocol=0)],
+                               end_points=[plaintext],
                                rack="r1", fenced=True),
         M.UnfenceBrokerRecord(id=1, epoch=5),
         M.TopicRecord(name="t", topic_id=tid),

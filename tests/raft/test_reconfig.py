@@ -189,6 +189,8 @@ def test_a_wiped_voter_is_an_observer_until_added_and_refuses_votes_meant_for_it
     assert answers(cluster, "remove")[0].error_code == m.NONE
     assert answers(cluster, "add")[0].error_code == m.NONE
     assert cluster.cores[wiped].quorum.is_voter
+    # The leader tracks the new disk's progress, never the old one's (a new ReplicaState).
+    assert cluster.cores[leader].state.replicas[wiped].directory_id == directory_id(wiped, 1)
 
 
 def test_add_voter_times_out_when_the_replica_does_not_catch_up():

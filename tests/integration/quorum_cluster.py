@@ -1,0 +1,275 @@
+"""Real `strom controller` processes forming a KRaft quorum on loopback.
+
+``ControllerQuorum(n)`` formats n controller directories with ``strom format
+--initial-controllers id-uuid@127.0.0.1:port,...`` (KIP-853, kraft.version 1) and starts each
+as ``python3 -m strom controller --config FILE`` in its own session. ``spare(node_id)`` adds a
+controller formatted without a voter set (an observer until added). ``describe(node_id)``
+asks one controller DescribeQuorum v2 over the wire; ``wait_for_leader`` polls the live ones.
+
+Each controller prints to ``<dir>/controller-<id>.log``; failures carry its tail. Every
+process dies with the test process (see cluster.py).
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+from engine.checkpoint import new_uuid, uuid_to_str
+from protocol import messages as M
+from protocol.client import KafkaConnection
+from tests.integration.cluster import (
+    _LIVE,
+    REPO_ROOT,
+    NodeError,
+    _die_with_parent,
+    free_ports,
+    render_properties,
+)
+
+DESCRIBE_QUORUM = 55
+METADATA_TOPIC = "__cluster_metadata"
+CLUSTER_ID = "c3Ryb20tcXVvcnVtLXRlc3Q"
+STOP_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class Replica:
+    replica_id: int
+    directory_id: str
+    log_end_offset: int
+
+
+@dataclass(frozen=True)
+class QuorumView:
+    """One DescribeQuorum answer (from the leader)."""
+
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    voters: tuple[Replica, ...]
+    observers: tuple[Replica, ...]
+
+    def voter_ids(self) -> set[int]:
+        return {v.replica_id for v in self.voters}
+
+    def leader_end_offset(self) -> int:
+        return next(v.log_end_offset for v in self.voters if v.replica_id == self.leader_id)
+
+    def committed_own_epoch(self) -> bool:
+        """The leader's high watermark covers its whole log, LeaderChange of its epoch included."""
+        return self.high_watermark >= self.leader_end_offset() > 0
+
+
+async def _describe(port: int, timeout: float) -> QuorumView | None:
+    conn = KafkaConnection("127.0.0.1", port, client_id="quorum-test")
+    try:
+        await conn.connect(timeout)
+        R = M.DescribeQuorumRequest
+        request = R(topics=[R.TopicData(topic_name=METADATA_TOPIC,
+                                        partitions=[R.TopicData.PartitionData(partition_index=0)])])
+        response = await conn.request(DESCRIBE_QUORUM, 2, request, timeout=timeout)
+    finally:
+        await conn.close()
+    if response.error_code or not response.topics or response.topics[0].partitions[0].error_code:
+        return None
+    p = response.topics[0].partitions[0]
+
+    def replicas(states):
+        return tuple(Replica(s.replica_id, uuid_to_str(s.replica_directory_id), s.log_end_offset)
+                     for s in states)
+
+    return QuorumView(p.leader_id, p.leader_epoch, p.high_watermark, replicas(p.current_voters),
+                      replicas(p.observers))
+
+
+def describe(port: int, timeout: float = 2.0) -> QuorumView | None:
+    """DescribeQuorum v2 at a controller: its view if it is the leader, else None."""
+    try:
+        return asyncio.run(_describe(port, timeout))
+    except (OSError, TimeoutError, ConnectionError, EOFError):
+        return None
+
+
+class Controller:
+    def __init__(self, base: str, node_id: int, port: int, directory_id: str, python: str) -> None:
+        self.node_id = node_id
+        self.port = port
+        self.directory_id = directory_id
+        self.python = python
+        self.dir = os.path.join(base, f"controller-{node_id}")
+        self.metadata_dir = os.path.join(self.dir, "metadata")
+        self.config_path = os.path.join(self.dir, "controller.properties")
+        self.log_path = os.path.join(base, f"controller-{node_id}.log")
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def write_config(self, bootstrap: str, extra: dict[str, str] | None = None) -> None:
+        os.makedirs(self.dir, exist_ok=True)
+        props = {
+            "process.roles": "controller",
+            "node.id": str(self.node_id),
+            "listeners": f"CONTROLLER://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT",
+            "controller.quorum.bootstrap.servers": bootstrap,
+            "metadata.log.dir": self.metadata_dir,
+            "log.dirs": self.metadata_dir,
+        }
+        props.update(extra or {})
+        with open(self.config_path, "w") as f:
+            f.write(render_properties(props))
+
+    def run_cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        cmd = [self.python, "-m", "strom", *args]
+        result = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout)
+        with open(self.log_path, "a") as log:
+            log.write(f"$ {' '.join(cmd)}\n{result.stdout}{result.stderr}")
+        return result
+
+    def format(self, *flags: str) -> None:
+        result = self.run_cli("format", "--config", self.config_path, "--cluster-id", CLUSTER_ID, *flags)
+        if result.returncode != 0:
+            raise NodeError(f"format of controller {self.node_id} failed:\n{result.stdout}{result.stderr}")
+
+    def start(self) -> Controller:
+        cmd = [self.python, "-m", "strom", "controller", "--config", self.config_path]
+        with open(self.log_path, "ab") as log:
+            log.write(f"$ {' '.join(cmd)}\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(_die_with_parent(cmd), cwd=REPO_ROOT, stdout=log,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=True)
+        _LIVE.add(self)
+        return self
+
+    def kill9(self) -> None:
+        self._kill_group(signal.SIGKILL)
+
+    def stop(self) -> int | None:
+        if not self.running:
+            self._kill_group(signal.SIGKILL)
+            return None if self.proc is None else self.proc.returncode
+        os.kill(self.proc.pid, signal.SIGTERM)
+        try:
+            return self.proc.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self._kill_group(signal.SIGKILL)
+            raise NodeError(self.failure(f"controller {self.node_id} did not stop on SIGTERM")) from None
+
+    def wipe(self) -> None:
+        """The disk is replaced: nothing of the metadata directory survives."""
+        shutil.rmtree(self.metadata_dir, ignore_errors=True)
+
+    def _kill_group(self, sig: int) -> None:
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if sig == signal.SIGKILL:
+            try:
+                self.proc.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                pass
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return "".join(f.readlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def failure(self, what: str) -> str:
+        return f"{what}\n--- {self.log_path} ---\n{self.log_tail()}"
+
+
+class ControllerQuorum:
+    def __init__(self, voters: int = 3, python: str = sys.executable, extra: dict[str, str] | None = None):
+        self.base = tempfile.mkdtemp(prefix="strom-quorum-")
+        self.python = python
+        self.extra = extra or {}
+        ports = free_ports(voters)
+        self.controllers: dict[int, Controller] = {}
+        for i, port in enumerate(ports, start=1):
+            self.controllers[i] = Controller(self.base, i, port, new_uuid(), python)
+        self.bootstrap = ",".join(f"127.0.0.1:{c.port}" for c in self.controllers.values())
+        initial = ",".join(f"{c.node_id}-{c.directory_id}@127.0.0.1:{c.port}"
+                           for c in self.controllers.values())
+        for c in self.controllers.values():
+            c.write_config(self.bootstrap, self.extra)
+            c.format("--initial-controllers", initial)
+
+    def start(self) -> ControllerQuorum:
+        for c in self.controllers.values():
+            c.start()
+        return self
+
+    def spare(self, node_id: int) -> Controller:
+        """A new controller formatted without a voter set: it joins as an observer."""
+        (port,) = free_ports(1)
+        c = Controller(self.base, node_id, port, "", self.python)
+        c.write_config(self.bootstrap, self.extra)
+        c.format()
+        c.directory_id = _meta_directory_id(c.metadata_dir)
+        self.controllers[node_id] = c
+        return c
+
+    def describe(self, node_id: int) -> QuorumView | None:
+        return describe(self.controllers[node_id].port)
+
+    def leader_view(self) -> QuorumView | None:
+        for c in self.controllers.values():
+            if c.running:
+                view = describe(c.port, timeout=1.0)
+                if view is not None and view.leader_id == c.node_id:
+                    return view
+        return None
+
+    def wait_for(self, predicate, timeout: float, what: str) -> QuorumView:
+        deadline = time.monotonic() + timeout
+        view = None
+        while time.monotonic() < deadline:
+            view = self.leader_view()
+            if view is not None and predicate(view):
+                return view
+            time.sleep(0.02)
+        tails = "\n".join(c.failure(f"controller {c.node_id}") for c in self.controllers.values())
+        raise AssertionError(f"{what} within {timeout} s; last view {view}\n{tails}")
+
+    def wait_for_leader(self, timeout: float = 30.0) -> QuorumView:
+        return self.wait_for(QuorumView.committed_own_epoch, timeout, "no leader committed its epoch")
+
+    def close(self) -> None:
+        for c in self.controllers.values():
+            try:
+                c.stop()
+            except NodeError:
+                pass
+            c._kill_group(signal.SIGKILL)
+            _LIVE.discard(c)
+        shutil.rmtree(self.base, ignore_errors=True)
+
+    def __enter__(self) -> ControllerQuorum:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _meta_directory_id(path: str) -> str:
+    with open(os.path.join(path, "meta.properties")) as f:
+        for line in f:
+            if line.startswith("directory.id="):
+                return line.split("=", 1)[1].strip()
+    raise NodeError(f"{path}/meta.properties has no directory.id")

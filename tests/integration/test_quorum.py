@@ -1,0 +1,122 @@
+"""Three real `strom controller` processes on 127.0.0.1 form a KRaft quorum (KIP-595/853).
+
+Default timeouts throughout (controller.quorum.election.timeout.ms=1000, fetch.timeout.ms=2000).
+"""
+import json
+import re
+import statistics
+import time
+
+import pytest
+
+from tests.integration.quorum_cluster import ControllerQuorum, _meta_directory_id
+
+TRIALS = 20
+FAILOVER_LIMIT_S = 3.0
+
+
+@pytest.fixture
+def quorum():
+    q = ControllerQuorum(3).start()
+    try:
+        yield q
+    finally:
+        q.close()
+
+
+def quorum_cli(q: ControllerQuorum, *args: str):
+    return q.controllers[1].run_cli("quorum", "--bootstrap-controller", q.bootstrap, *args)
+
+
+def test_three_controllers_elect_a_leader_and_describe_matches_the_live_state(quorum):
+    view = quorum.wait_for_leader()
+    assert view.voter_ids() == {1, 2, 3}
+    assert {(v.replica_id, v.directory_id) for v in view.voters} == {
+        (c.node_id, c.directory_id) for c in quorum.controllers.values()}
+    view = quorum.wait_for(lambda v: all(r.log_end_offset == v.high_watermark for r in v.voters), 10,
+                           "the followers did not catch up")
+    status = quorum_cli(quorum, "describe", "--status")
+    assert status.returncode == 0, status.stderr
+    fields = dict(re.findall(r"^(\w+):\s+(.*)$", status.stdout, re.M))
+    assert int(fields["LeaderId"]) == view.leader_id
+    assert int(fields["LeaderEpoch"]) == view.leader_epoch
+    assert int(fields["HighWatermark"]) >= view.high_watermark
+    voters = json.loads(fields["CurrentVoters"])
+    assert sorted((v["id"], v["directoryId"]) for v in voters) == sorted(
+        (c.node_id, c.directory_id) for c in quorum.controllers.values())
+    assert json.loads(fields["CurrentObservers"]) == []
+    replication = quorum_cli(quorum, "describe", "--replication")
+    assert replication.returncode == 0, replication.stderr
+    rows = [line.split() for line in replication.stdout.splitlines()[1:] if line.strip()]
+    assert sorted(int(r[0]) for r in rows) == [1, 2, 3]
+    assert [r[-1] for r in rows].count("Leader") == 1
+
+
+def test_kill9_of_the_leader_yields_a_new_leader_that_commits_within_3s_every_time(quorum):
+    failovers = []
+    for trial in range(TRIALS):
+        old = quorum.wait_for_leader()
+        killed = quorum.controllers[old.leader_id]
+        killed.kill9()
+        started = time.monotonic()
+        new = quorum.wait_for(
+            lambda v, old=old: v.leader_epoch > old.leader_epoch and v.committed_own_epoch(), 15,
+            f"trial {trial}: no new leader committed after killing {old.leader_id}")
+        failovers.append(time.monotonic() - started)
+        assert new.leader_id != old.leader_id
+        assert new.high_watermark >= old.high_watermark
+        # The killed controller restarts on the same directory and rejoins as a voter.
+        killed.start()
+        quorum.wait_for(lambda v, k=killed.node_id: any(
+            r.replica_id == k and r.log_end_offset >= v.high_watermark for r in v.voters), 15,
+            f"trial {trial}: controller {killed.node_id} did not rejoin")
+    print(f"failover s over {TRIALS} kills: min {min(failovers):.2f} median "
+          f"{statistics.median(failovers):.2f} max {max(failovers):.2f}")
+    slow = [round(f, 2) for f in failovers if f > FAILOVER_LIMIT_S]
+    everything = sorted(round(f, 2) for f in failovers)
+    assert not slow, f"failovers over {FAILOVER_LIMIT_S} s: {slow} of {everything}"
+
+
+def test_a_controller_whose_directory_was_wiped_is_an_observer_until_it_is_added(quorum):
+    view = quorum.wait_for_leader()
+    victim = quorum.controllers[next(i for i in (1, 2, 3) if i != view.leader_id)]
+    old_directory = victim.directory_id
+    victim.kill9()
+    victim.wipe()
+    victim.format()  # no voter set: a new directory id
+    victim.directory_id = _meta_directory_id(victim.metadata_dir)
+    assert victim.directory_id != old_directory
+    victim.start()
+    key = (victim.node_id, victim.directory_id)
+    view = quorum.wait_for(lambda v: key in {(o.replica_id, o.directory_id) for o in v.observers}, 20,
+                           "the wiped controller is not an observer")
+    assert (victim.node_id, old_directory) in {(v.replica_id, v.directory_id) for v in view.voters}
+    removed = quorum_cli(quorum, "remove-controller", "--controller-id", str(victim.node_id),
+                         "--controller-uuid", old_directory)
+    assert removed.returncode == 0, removed.stdout + removed.stderr
+    quorum.wait_for(lambda v: v.voter_ids() == {1, 2, 3} - {victim.node_id}, 20,
+                    "the old disk was not removed")
+    added = quorum_cli(quorum, "add-controller", "--config", victim.config_path)
+    assert added.returncode == 0, added.stdout + added.stderr
+    view = quorum.wait_for(lambda v: key in {(r.replica_id, r.directory_id) for r in v.voters}, 20,
+                           "the new disk was not added")
+    assert view.voter_ids() == {1, 2, 3}
+
+
+def test_a_new_controller_is_added_then_removed_with_the_quorum_command(quorum):
+    quorum.wait_for_leader()
+    spare = quorum.spare(4).start()
+    quorum.wait_for(lambda v: 4 in {o.replica_id for o in v.observers}, 20, "controller 4 is not an observer")
+    added = quorum_cli(quorum, "add-controller", "--config", spare.config_path)
+    assert added.returncode == 0, added.stdout + added.stderr
+    view = quorum.wait_for(lambda v: v.voter_ids() == {1, 2, 3, 4}, 20, "controller 4 was not added")
+    assert (4, spare.directory_id) in {(r.replica_id, r.directory_id) for r in view.voters}
+    removed = quorum_cli(quorum, "remove-controller", "--controller-id", "4", "--controller-uuid",
+                         spare.directory_id)
+    assert removed.returncode == 0, removed.stdout + removed.stderr
+    quorum.wait_for(lambda v: v.voter_ids() == {1, 2, 3}, 20, "controller 4 was not removed")
+    # Still a working quorum of three: kill the leader once more.
+    old = quorum.wait_for_leader()
+    quorum.controllers[old.leader_id].kill9()
+    quorum.wait_for(lambda v: v.leader_epoch > old.leader_epoch and v.committed_own_epoch(), 15,
+                    "no new leader after the removal")
