@@ -54,7 +54,7 @@ class QuorumStateData:
     current_voters: tuple[int, ...] = ()  # version 0
 
     def election_state(self) -> ElectionState:
-        return ElectionState(self.leader_epoch, self.leader_id, self.voted_id)
+        return ElectionState(self.leader_epoch, self.leader_id, self.voted_id, self.voted_directory_id)
 
 
 def data_version_for(kraft_version: int) -> int:

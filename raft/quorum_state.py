@@ -44,6 +44,7 @@ class ElectionState:
     epoch: int
     leader_id: int = NO_LEADER
     voted_id: int = NO_LEADER
+    voted_directory_id: bytes | None = None  # KIP-853: the vote is for a replica key
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +207,7 @@ class QuorumState:
         self.rng = rng
         self.state: EpochState = Unattached(0, 0)
         self.pending_write: ElectionState | None = None
+        self.voted_directory_id: bytes | None = None  # of voted_id, when that is another replica
 
     # ---- queries ---------------------------------------------------------------------------
     @property
@@ -245,6 +247,7 @@ class QuorumState:
     def initialize(self, stored: ElectionState | None, log_last_epoch: int, now_ms: int) -> None:
         if stored is None:
             stored = ElectionState(0)
+        self.voted_directory_id = stored.voted_directory_id
         deadline = self.random_election_deadline(now_ms)
         if stored.epoch < log_last_epoch:
             self._durable(Unattached(log_last_epoch, deadline))
@@ -270,13 +273,14 @@ class QuorumState:
             raise ValueError(f"unattached at epoch {epoch} below {self.epoch}")
         self._durable(Unattached(epoch, self.random_election_deadline(now_ms), leader_id, voted))
 
-    def add_vote(self, candidate_id: int, now_ms: int) -> None:
-        """Durable. Grant our one standard vote of this epoch."""
+    def add_vote(self, candidate_id: int, now_ms: int, directory_id: bytes | None = None) -> None:
+        """Durable. Grant our one standard vote of this epoch, to a replica key."""
         s = self.state
         if not isinstance(s, Unattached | Prospective) or s.voted_id not in (NO_LEADER, candidate_id):
             raise ValueError(f"cannot vote for {candidate_id} as {s}")
         if s.voted_id == candidate_id:
             return
+        self.voted_directory_id = directory_id
         self._durable(Unattached(s.epoch, self.random_election_deadline(now_ms), s.leader_id, candidate_id))
 
     def become_prospective(self, now_ms: int, retries: int) -> None:
@@ -331,7 +335,11 @@ class QuorumState:
         return now_ms + self.config.fetch_timeout_ms
 
     def _durable(self, state: EpochState) -> None:
-        self.pending_write = state.election_state()
+        es = state.election_state()
+        if es.voted_id == NO_LEADER:
+            self.voted_directory_id = None
+        voted_directory = self.directory_id if es.voted_id == self.local_id else self.voted_directory_id
+        self.pending_write = ElectionState(es.epoch, es.leader_id, es.voted_id, voted_directory)
         self.state = state
 
     def take_pending_write(self) -> ElectionState | None:

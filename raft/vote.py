@@ -47,16 +47,20 @@ class VoteHandlers:
             q.become_unattached(req.replica_epoch, now_ms)
         end = self.log.end_offset()
         log_up_to_date = (req.last_offset_epoch, req.last_offset) >= end.key()
-        granted = self._can_grant_vote(req.replica_id, log_up_to_date, req.pre_vote)
+        granted = self._can_grant_vote(req.replica_id, log_up_to_date, req.pre_vote, req.replica_directory_id)
         if granted and not req.pre_vote and isinstance(q.state, Unattached | Prospective):
-            q.add_vote(req.replica_id, now_ms)
+            q.add_vote(req.replica_id, now_ms, req.replica_directory_id)
         answer(m.NONE, granted)
 
-    def _can_grant_vote(self, candidate_id: int, log_up_to_date: bool, pre_vote: bool) -> bool:
+    def _can_grant_vote(self, candidate_id: int, log_up_to_date: bool, pre_vote: bool,
+                        candidate_directory_id: bytes | None = None) -> bool:
         s = self.quorum.state
         if isinstance(s, Unattached | Prospective):
             if s.voted_id != m.NO_LEADER:
-                return log_up_to_date if pre_vote else s.voted_id == candidate_id
+                if pre_vote:
+                    return log_up_to_date
+                voted_directory = self.quorum.voted_directory_id
+                return s.voted_id == candidate_id and voted_directory in (None, candidate_directory_id)
             if s.leader_id != m.NO_LEADER:
                 return pre_vote and log_up_to_date
             return log_up_to_date

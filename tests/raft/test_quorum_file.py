@@ -42,7 +42,7 @@ def test_version_1_for_kraft_version_1_byte_for_byte(path):
     write_quorum_state(path, ElectionState(7, -1, 3), 1, voted_directory_id=DIRECTORY_ID, voter_ids=(1, 2))
     assert text(path) == ('{"leaderId":-1,"leaderEpoch":7,"votedId":3,'
                           '"votedDirectoryId":"AAECAwQFBgcICQoLDA0ODw","data_version":1}')
-    assert read_quorum_state(path) == ElectionState(7, -1, 3)
+    assert read_quorum_state(path) == ElectionState(7, -1, 3, DIRECTORY_ID)
     assert read_quorum_state_data(path) == QuorumStateData(1, 7, -1, 3, DIRECTORY_ID, ())
 
 

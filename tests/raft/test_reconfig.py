@@ -230,3 +230,14 @@ def test_describe_quorum_reports_voters_and_observers_with_their_offsets():
     assert all(v.log_end_offset == leo for v in d.voters)
     assert [o.replica_id for o in d.observers] == [100]
     assert cluster.cores[next(i for i in (1, 2, 3) if i != leader)].describe() is None
+
+
+def test_a_standard_vote_is_for_a_replica_key_and_persisted_with_its_directory_id():
+    cluster = Cluster(3, seed=1, kraft_version=1)
+    core = cluster.cores[1]
+    vote = m.VoteRequest(2, 1, 0, 0, False, 1, directory_id(2), directory_id(1))
+    ready = core.step(cluster.now, 2, vote)
+    assert ready.messages[0][1].vote_granted
+    assert (ready.persist.voted_id, ready.persist.voted_directory_id) == (2, directory_id(2))
+    other_disk = m.VoteRequest(2, 1, 0, 0, False, 1, directory_id(2, 1), directory_id(1))
+    assert not core.step(cluster.now, 2, other_disk).messages[0][1].vote_granted
