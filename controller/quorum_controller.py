@@ -109,7 +109,26 @@ class QuorumController:
             Api(62, 0, 4, self._write(self.handle_broker_registration, _top_error)),
             Api(63, 0, 1, self._write(self.handle_broker_heartbeat, _top_error)),
             Api(67, 0, 0, self._write(self.handle_allocate_producer_ids, _top_error)),
+            Api(60, 1, 1, self.handle_describe_cluster),
         ]
+
+    async def handle_describe_cluster(self, header: RequestHeader, req) -> Any:
+        """KIP-919: asked with endpoint_type 2, a controller lists the controllers (the voters)
+        and names the active one; brokers are asked of brokers."""
+        R = M.DescribeClusterResponse
+        if req.endpoint_type != 2:
+            return R(error_code=Error.UNSUPPORTED_ENDPOINT_TYPE, endpoint_type=req.endpoint_type,
+                     error_message="controllers answer endpoint_type 2 (controller) only",
+                     cluster_id=self.cluster_id)
+        leader, _ = self.raft.leader_and_epoch()
+        controllers = []
+        for voter in self.raft.core.voter_set.voters:
+            endpoint = voter.endpoints[0] if voter.endpoints else None
+            if endpoint is not None:
+                controllers.append(R.DescribeClusterBroker(broker_id=voter.id, host=endpoint.host,
+                                                           port=endpoint.port))
+        return R(error_code=Error.NONE, endpoint_type=2, cluster_id=self.cluster_id, controller_id=leader,
+                 brokers=controllers)
 
     def _write(self, handler, not_controller):
         """Serve ``handler`` as the active controller, else answer NOT_CONTROLLER."""

@@ -215,11 +215,11 @@ class ControllerQuorum:
             c.start()
         return self
 
-    def spare(self, node_id: int) -> Controller:
+    def spare(self, node_id: int, extra: dict[str, str] | None = None) -> Controller:
         """A new controller formatted without a voter set: it joins as an observer."""
         (port,) = free_ports(1)
         c = Controller(self.base, node_id, port, "", self.python)
-        c.write_config(self.bootstrap, self.extra)
+        c.write_config(self.bootstrap, {**self.extra, **(extra or {})})
         c.format()
         c.directory_id = _meta_directory_id(c.metadata_dir)
         self.controllers[node_id] = c

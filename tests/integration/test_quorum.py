@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.integration.quorum_cluster import ControllerQuorum, _meta_directory_id
+from tests.integration.quorum_cluster import CLUSTER_ID, ControllerQuorum, _meta_directory_id
 
 TRIALS = 20
 FAILOVER_LIMIT_S = 3.0
@@ -38,6 +38,7 @@ def test_three_controllers_elect_a_leader_and_describe_matches_the_live_state(qu
     status = quorum_cli(quorum, "describe", "--status")
     assert status.returncode == 0, status.stderr
     fields = dict(re.findall(r"^(\w+):\s+(.*)$", status.stdout, re.M))
+    assert fields["ClusterId"] == CLUSTER_ID
     assert int(fields["LeaderId"]) == view.leader_id
     assert int(fields["LeaderEpoch"]) == view.leader_epoch
     assert int(fields["HighWatermark"]) >= view.high_watermark
@@ -120,3 +121,10 @@ def test_a_new_controller_is_added_then_removed_with_the_quorum_command(quorum):
     quorum.controllers[old.leader_id].kill9()
     quorum.wait_for(lambda v: v.leader_epoch > old.leader_epoch and v.committed_own_epoch(), 15,
                     "no new leader after the removal")
+
+
+def test_a_controller_with_auto_join_adds_itself_to_the_voters(quorum):
+    quorum.wait_for_leader()
+    spare = quorum.spare(4, {"controller.quorum.auto.join.enable": "true"}).start()
+    view = quorum.wait_for(lambda v: v.voter_ids() == {1, 2, 3, 4}, 30, "controller 4 did not join")
+    assert (4, spare.directory_id) in {(r.replica_id, r.directory_id) for r in view.voters}
