@@ -25,6 +25,7 @@ from protocol.client import KafkaConnection
 from protocol.errors import Error
 from protocol.metadata_records import decode_record
 from raft.driver import RaftDriver, RaftDriverConfig
+from raft.engine_log import CheckpointFormat
 from raft.log import Entry, MemoryRaftLog, Snapshot
 
 log = logging.getLogger("strom.broker.metadata")
@@ -74,7 +75,7 @@ class MetadataFollower:
         self.fenced = True
         self.changed = asyncio.Event()
         self.leader_changed = asyncio.Event()
-        self.raft = RaftDriver(raft_config, MemoryRaftLog(), MemoryQuorumState(), self)
+        self.raft = RaftDriver(raft_config, MemoryRaftLog(CheckpointFormat), MemoryQuorumState(), self)
         self._conn: KafkaConnection | None = None
         self._conn_leader = (-1, -1)
         self._tasks: list[asyncio.Task] = []

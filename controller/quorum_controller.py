@@ -64,10 +64,16 @@ class QuorumController:
                 self._bytes_since_snapshot += len(entry.value)
             self.applied_offset = entry.offset + 1
         if self._bytes_since_snapshot >= self.snapshot_bytes and self.raft is not None:
+            # After the driver has recorded this delivery: a snapshot holds only what it handed us.
             self._bytes_since_snapshot = 0
-            snapshot_id = self.raft.create_snapshot(self.applied_offset,
-                                                    [encode_record(r) for r in self.state.records()])
-            log.info("controller %d: snapshot %s", self.node_id, snapshot_id)
+            asyncio.get_running_loop().call_soon(self._snapshot, self.applied_offset,
+                                                 [encode_record(r) for r in self.state.records()])
+
+    def _snapshot(self, end_offset: int, values: list[bytes]) -> None:
+        if self.raft.closed or end_offset <= self.raft.log.log_start_offset:
+            return
+        snapshot_id = self.raft.create_snapshot(end_offset, values)
+        log.info("controller %d: snapshot %s (%d records)", self.node_id, snapshot_id, len(values))
 
     def handle_snapshot(self, snapshot: Snapshot) -> None:
         self.state = MetadataImage()

@@ -147,6 +147,18 @@ def parse_snapshot(snapshot_id: OffsetAndEpoch, data: bytes | memoryview, name: 
     return Snapshot(snapshot_id, kraft_version, voters, values)
 
 
+class CheckpointFormat:
+    """Snapshot bytes as in ``.checkpoint`` files, for a MemoryRaftLog fed by a real leader."""
+
+    @staticmethod
+    def encode(snapshot: Snapshot) -> bytes:
+        return build_snapshot(snapshot, 0, _now_ms())
+
+    @staticmethod
+    def decode(snapshot_id: OffsetAndEpoch, data: bytes) -> Snapshot:
+        return parse_snapshot(snapshot_id, data)
+
+
 def read_snapshot_file(path: str) -> Snapshot:
     snapshot_id = parse_snapshot_file_name(os.path.basename(path))
     if snapshot_id is None:

@@ -120,14 +120,29 @@ class RaftLog(Protocol):
         """Drop log entries below the snapshot's end offset and older snapshots (the latest stays)."""
 
 
+class PickleSnapshots:
+    """Snapshot bytes for simulations only: never for bytes from the network."""
+
+    @staticmethod
+    def encode(snapshot: Snapshot) -> bytes:
+        return pickle.dumps(snapshot)
+
+    @staticmethod
+    def decode(snapshot_id: OffsetAndEpoch, data: bytes) -> Snapshot:
+        return pickle.loads(data)
+
+
 class MemoryRaftLog:
     """RaftLog in memory; ``crash`` drops what was never flushed, as a hard kill would.
 
-    ``entries[i]`` holds offset ``log_start_offset + i``. Snapshots are kept as pickled
-    ``Snapshot`` objects (the bytes FetchSnapshot copies); creating or completing one is durable.
+    ``entries[i]`` holds offset ``log_start_offset + i``. Snapshots are kept as bytes (what
+    FetchSnapshot copies) in the format of ``snapshot_codec``: pickles in simulations, Kafka's
+    checkpoint format (raft.engine_log.CheckpointFormat) where the bytes come from a real leader,
+    as in a broker. Creating or completing a snapshot is durable.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, snapshot_codec=PickleSnapshots) -> None:
+        self.codec = snapshot_codec
         self.entries: list[Entry] = []
         self.start = 0  # log start offset
         # Leader-epoch cache: epochs[i] starts at start_offsets[i]; epochs strictly increase.
@@ -210,10 +225,10 @@ class MemoryRaftLog:
     def create_snapshot(self, snapshot: Snapshot) -> None:
         if snapshot.snapshot_id.offset > self._high_watermark:
             raise ValueError(f"snapshot at {snapshot.snapshot_id.offset} above the HW {self._high_watermark}")
-        self.snapshots[snapshot.snapshot_id] = pickle.dumps(snapshot)
+        self.snapshots[snapshot.snapshot_id] = self.codec.encode(snapshot)
 
     def read_snapshot(self, snapshot_id: OffsetAndEpoch) -> Snapshot:
-        return pickle.loads(self.snapshots[snapshot_id])
+        return self.codec.decode(snapshot_id, self.snapshots[snapshot_id])
 
     def snapshot_size(self, snapshot_id: OffsetAndEpoch) -> int | None:
         data = self.snapshots.get(snapshot_id)
