@@ -138,16 +138,23 @@ class FetchHandlers:
             self._send(leader_id, self._build_fetch(s.epoch))
         s.fetch_in_flight_until_ms = now_ms + self.config.request_timeout_ms
 
-    def handle_fetch_response(self, now_ms: int, source: int, resp: m.FetchResponse) -> None:
+    def _fetch_answer_for_us(self, now_ms: int, source: int, resp) -> Follower | None:
+        """The Follower state a Fetch or FetchSnapshot answer is for, after following what it
+        says about (leader, epoch); None if it moved us (then we fetch anew) or is not ours."""
         self._learn_endpoints(resp.leader_id, resp.leader_endpoints)
         if self._maybe_transition(now_ms, resp.leader_epoch, resp.leader_id, resp.leader_id == source):
             s = self.quorum.state
             if isinstance(s, Follower):
                 self._send_fetch(now_ms, s.leader_id, s)
-            return
+            return None
         s = self.quorum.state
-        if (not isinstance(s, Follower) or source != s.leader_id or resp.leader_epoch != s.epoch
-                or s.snapshot_id is not None):
+        if not isinstance(s, Follower) or source != s.leader_id or resp.leader_epoch != s.epoch:
+            return None
+        return s
+
+    def handle_fetch_response(self, now_ms: int, source: int, resp: m.FetchResponse) -> None:
+        s = self._fetch_answer_for_us(now_ms, source, resp)
+        if s is None or s.snapshot_id is not None:
             return
         if resp.error_code != m.NONE:
             s.fetch_in_flight_until_ms = now_ms + self.config.retry_backoff_ms

@@ -53,15 +53,8 @@ class SnapshotHandlers:
         answer(m.NONE, size, self.log.read_snapshot_chunk(req.snapshot_id, req.position, max_bytes))
 
     def handle_fetch_snapshot_response(self, now_ms: int, source: int, resp: m.FetchSnapshotResponse) -> None:
-        self._learn_endpoints(resp.leader_id, resp.leader_endpoints)
-        if self._maybe_transition(now_ms, resp.leader_epoch, resp.leader_id, resp.leader_id == source):
-            s = self.quorum.state
-            if isinstance(s, Follower):
-                self._send_fetch(now_ms, s.leader_id, s)
-            return
-        s = self.quorum.state
-        if (not isinstance(s, Follower) or source != s.leader_id or resp.leader_epoch != s.epoch
-                or resp.snapshot_id != s.snapshot_id or resp.position != s.snapshot_position):
+        s = self._fetch_answer_for_us(now_ms, source, resp)
+        if s is None or resp.snapshot_id != s.snapshot_id or resp.position != s.snapshot_position:
             return  # stale or duplicated
         if resp.error_code in (m.SNAPSHOT_NOT_FOUND, m.POSITION_OUT_OF_RANGE):
             s.snapshot_id, s.snapshot_position = None, 0
