@@ -184,7 +184,10 @@ async def serve(config, cluster_id: str) -> None:
         if starting.done():
             starting.result()  # a failed start raises here
             log.info("broker %d started", config.node_id)
-            await stopping
+            metadata = broker.follower.raft.task
+            await asyncio.wait([stopping, metadata], return_when=asyncio.FIRST_COMPLETED)
+            if metadata.done() and not metadata.cancelled() and metadata.exception() is not None:
+                raise RuntimeError(f"the metadata log observer failed: {metadata.exception()}")
     finally:
         for task in (starting, stopping):
             task.cancel()

@@ -54,9 +54,13 @@ async def serve(config, cluster_id: str, ready=None) -> None:
         loop.add_signal_handler(sig, stop.set)
     if ready is not None:
         ready()
+    stopping = loop.create_task(stop.wait())
     try:
-        await stop.wait()
+        await asyncio.wait([stopping, raft.task], return_when=asyncio.FIRST_COMPLETED)
+        if raft.task.done() and not raft.task.cancelled() and raft.task.exception() is not None:
+            raise RuntimeError(f"the raft replica failed: {raft.task.exception()}")
     finally:
+        stopping.cancel()
         await raft.close(graceful=True)
         await server.close()
         raft_log.close()

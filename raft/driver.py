@@ -189,6 +189,11 @@ class RaftDriver(OutboundRequests):
         await self.close_io()
 
     # ---- state -----------------------------------------------------------------------------------
+    @property
+    def task(self) -> asyncio.Task | None:
+        """The tick loop: it ends only on close, or with the exception that broke the core."""
+        return self._task
+
     def leader_and_epoch(self) -> tuple[int, int]:
         q = self.core.quorum
         return q.leader_id(), q.epoch
