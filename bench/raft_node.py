@@ -59,7 +59,7 @@ from raft.engine_log import EngineRaftLog, write_bootstrap_snapshot
 from raft.quorum_file import QUORUM_STATE_FILE
 from raft.quorum_state import QuorumConfig
 from raft.settings import METADATA_PARTITION
-from raft.voters import DEFAULT_LISTENER, Endpoint
+from raft.voters import DEFAULT_LISTENER, VoterSet
 from strom.quorum import parse_initial_controllers
 
 VALUE_BYTES = 100
@@ -182,7 +182,9 @@ async def serve(args) -> int:
     raft_log = CountingLog(partition_dir)
     listener = Listener()
     config = RaftDriverConfig(
-        node_id=args.id, cluster_id=args.cluster_id, voters=voters, endpoints=me.endpoints,
+        # No static voters, as a controller formatted with --initial-controllers: the set is the
+        # bootstrap checkpoint's VotersRecord.
+        node_id=args.id, cluster_id=args.cluster_id, voters=VoterSet(()), endpoints=me.endpoints,
         directory_id=me.directory_id,
         bootstrap_servers=tuple((v.endpoints[0].host, v.endpoints[0].port) for v in voters.voters),
         quorum=quorum_config(args), append_linger_ms=args.linger_ms)
@@ -228,7 +230,8 @@ def parse_args(argv: list[str] | None = None):
     p = argparse.ArgumentParser(prog="python -m bench.raft_node", description=__doc__.split("\n\n")[0])
     p.add_argument("--id", type=int, required=True)
     p.add_argument("--port", type=int, required=True)
-    p.add_argument("--voters", required=True, help="id-uuid@host:port,... (strom format --initial-controllers)")
+    p.add_argument("--voters", required=True,
+                   help="id-uuid@host:port,... (as strom format --initial-controllers)")
     p.add_argument("--dir", required=True)
     p.add_argument("--records", type=int, default=100_000)
     p.add_argument("--batch", type=int, default=1000)

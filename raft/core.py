@@ -174,6 +174,19 @@ class RaftCore(VoteHandlers, QuorumEpochHandlers, FetchHandlers, SnapshotHandler
         ready.appended_offset = base
         return ready
 
+    def request_failed(self, now_ms: int, destination: int, request: m.Message) -> Ready:
+        """The driver could not get an answer to ``request`` (connection refused, closed or timed
+        out): a Fetch is sent again after retry.backoff.ms rather than the request timeout."""
+        self._now = now_ms
+        s = self.quorum.state
+        retry_at = now_ms + self.config.retry_backoff_ms
+        if isinstance(request, m.FetchRequest | m.FetchSnapshotRequest):
+            if isinstance(s, Follower) and destination == s.leader_id:
+                s.fetch_in_flight_until_ms = retry_at
+            elif isinstance(s, Unattached) and not self.quorum.is_voter:
+                self._discovery_until_ms = min(self._discovery_until_ms, retry_at)
+        return self._take_ready()
+
     def resign(self, now_ms: int) -> Ready:
         """Graceful hand-off: Resigned, EndQuorumEpoch with successors by descending fetch offset."""
         self._now = now_ms

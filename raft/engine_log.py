@@ -52,6 +52,7 @@ import bisect
 import os
 import re
 import time
+from collections import OrderedDict
 from dataclasses import replace
 
 from engine.checkpoint import fsync_dir
@@ -76,6 +77,7 @@ PARTIAL_SUFFIX = ".checkpoint.part"
 DELETED_SUFFIX = ".checkpoint.deleted"
 _SNAPSHOT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 READ_CHUNK_BYTES = 1 << 20
+DECODED_RUNS = 8
 
 # Kafka's metadata log: 1 GiB segments rolled hourly, nothing removed by time or size (only
 # below a snapshot), no batch size limit beyond what the core wrote.
@@ -196,6 +198,10 @@ class EngineRaftLog:
 
     def __init__(self, partition_dir: str, config: LogConfig | None = None) -> None:
         self.dir = partition_dir
+        # Recently decoded runs of whole batches, by first offset (entries are contiguous). A
+        # leader batch may hold tens of thousands of entries while followers and the listener
+        # read it a chunk at a time: without this each chunk would decode the batch again.
+        self._runs: OrderedDict[int, list[Entry]] = OrderedDict()
         os.makedirs(partition_dir, exist_ok=True)
         self.snapshots: set[OffsetAndEpoch] = set()
         for name in os.listdir(partition_dir):
@@ -287,17 +293,35 @@ class EngineRaftLog:
         if start_offset < self.log.log_start_offset:
             return out
         while len(out) < max_entries and offset < end:
-            info = self.log.read(offset, min(READ_CHUNK_BYTES, max(4096, 256 * (max_entries - len(out)))))
-            if info.records is None:
-                break
-            entries = decode_entries(info.records.read())
-            if not entries:
-                break
-            out.extend(e for e in entries if e.offset >= offset)
-            offset = entries[-1].offset + 1
-        return out[:max_entries]
+            run = self._run_at(offset)
+            if run is None:
+                info = self.log.read(offset, min(READ_CHUNK_BYTES, max(4096, 256 * (max_entries - len(out)))))
+                if info.records is None:
+                    break
+                run = decode_entries(info.records.read())
+                if not run or not run[0].offset <= offset <= run[-1].offset:
+                    break
+                self._remember(run)
+            i = offset - run[0].offset
+            taken = run[i:i + max_entries - len(out)]
+            out.extend(taken)
+            offset = taken[-1].offset + 1
+        return out
+
+    def _run_at(self, offset: int) -> list[Entry] | None:
+        for first, run in self._runs.items():
+            if first <= offset <= run[-1].offset:
+                self._runs.move_to_end(first)
+                return run
+        return None
+
+    def _remember(self, run: list[Entry]) -> None:
+        self._runs[run[0].offset] = run
+        while len(self._runs) > DECODED_RUNS:
+            self._runs.popitem(last=False)
 
     def truncate_to(self, offset: int) -> None:
+        self._runs.clear()
         hw = self.log.high_watermark
         if offset < hw:
             raise ValueError(f"truncation to {offset} below the high watermark {hw}")
@@ -405,6 +429,7 @@ class EngineRaftLog:
 
     def _start_at_snapshot(self, snapshot_id: OffsetAndEpoch) -> None:
         """Empty the log, start it at the snapshot's end offset, forget older snapshots."""
+        self._runs.clear()
         hw = self.log.high_watermark
         self.log.truncate_fully_and_start_at(snapshot_id.offset)
         self.log.update_high_watermark(max(hw, snapshot_id.offset))  # clamped to the (empty) log end

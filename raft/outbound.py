@@ -73,8 +73,12 @@ class OutboundRequests:
 
     async def send(self, destination: int, message) -> None:
         response = await self.request(destination, message, RAFT)
-        if response is not None and not self.closed:
+        if self.closed:
+            return
+        if response is not None:
             self.step(destination, response)
+        elif isinstance(message, m.FetchRequest | m.FetchSnapshotRequest):
+            self._run_core(self.core.request_failed, destination, message)
 
     async def request(self, destination: int, message, channel: str):
         """The core message answering ``message``, or None when there is no answer."""

@@ -25,6 +25,7 @@ from .quorum_state import QuorumConfig
 from .voters import DEFAULT_LISTENER, Endpoint, VoterSet, static_voter_set
 
 METADATA_PARTITION = "__cluster_metadata-0"
+FETCH_MAX_ENTRIES = 5000  # per Fetch answer; Fetch's max_bytes (8 MiB) bounds it too
 
 
 def parse_bootstrap_servers(items) -> tuple[tuple[str, int], ...]:
@@ -44,6 +45,7 @@ def quorum_config(config) -> QuorumConfig:
         election_backoff_max_ms=config["controller.quorum.election.backoff.max.ms"],
         request_timeout_ms=config["controller.quorum.request.timeout.ms"],
         retry_backoff_ms=config["controller.quorum.retry.backoff.ms"],
+        fetch_max_entries=FETCH_MAX_ENTRIES,
     )
 
 

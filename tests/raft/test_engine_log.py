@@ -370,3 +370,18 @@ def test_the_bootstrap_checkpoint(partition_dir):
 
 def test_the_default_config_is_kafkas_metadata_log():
     assert METADATA_LOG_CONFIG.segment_bytes == 1 << 30 and METADATA_LOG_CONFIG.retention_ms == -1
+
+
+def test_reading_a_large_batch_in_small_chunks_decodes_it_once(tmp_path, monkeypatch):
+    import raft.engine_log as engine_log
+    log = EngineRaftLog(str(tmp_path / "p"))
+    log.append([Entry(i, 1, b"v%d" % i) for i in range(5000)])  # one batch
+    calls = []
+    decode = engine_log.decode_entries
+    monkeypatch.setattr(engine_log, "decode_entries", lambda data: calls.append(1) or decode(data))
+    read = [e for start in range(0, 5000, 100) for e in log.read(start, 100)]
+    assert [e.value for e in read] == [b"v%d" % i for i in range(5000)]
+    assert len(calls) == 1
+    log.truncate_to(2500)
+    assert [e.offset for e in log.read(2400, 200)] == list(range(2400, 2500))
+    log.close()

@@ -293,3 +293,17 @@ def test_prior_epoch_entry_on_a_majority_is_not_committed_until_the_leader_commi
     cluster.run(2000)
     assert cluster.leader() == 5
     assert cluster.logs[2].entries[1].value == "e3o1"  # x is gone: it never was committed
+
+
+def test_a_failed_fetch_is_retried_after_the_retry_backoff_not_the_request_timeout():
+    cluster = Cluster(3, seed=4)
+    cluster.run(300)
+    leader = cluster.leader()
+    follower = next(i for i in (1, 2, 3) if i != leader)
+    core = cluster.cores[follower]
+    state = core.state
+    state.fetch_in_flight_until_ms = cluster.now + CONFIG.request_timeout_ms
+    request = m.FetchRequest(follower, state.epoch, 0, 0, 0, 0)
+    core.request_failed(cluster.now, leader, request)
+    assert state.fetch_in_flight_until_ms == cluster.now + CONFIG.retry_backoff_ms
+    assert core.next_deadline_ms() <= cluster.now + CONFIG.retry_backoff_ms
