@@ -10,6 +10,8 @@ is persisted (quorum-state write) before the answer leaves.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from . import messages as m
 from .log import LeaderChange
 from .quorum_state import Candidate, Follower, Prospective, Unattached
@@ -115,9 +117,16 @@ class VoteHandlers:
         leader = self.quorum.state
         voters = tuple(sorted(self.quorum.voters))
         values = [LeaderChange(self.local_id, voters)]
+        voter_set = self.voter_set
+        me = voter_set.get(self.local_id)
+        if self.kraft_version >= 1 and me is not None and self._endpoints and me.endpoints != self._endpoints:
+            # KIP-853 "Automatic endpoint discovery": a new leader records where it listens now.
+            voter_set = voter_set.updating(replace(me, endpoints=self._endpoints))
         if self.kraft_version >= 1 and self.voter_history.latest_offset() < self.log.log_start_offset:
             # KIP-853 "First leader": the voter set only in the bootstrap snapshot goes to the log.
-            values += [KRaftVersion(self.kraft_version), self.voter_set]
+            values += [KRaftVersion(self.kraft_version), voter_set]
+        elif voter_set != self.voter_set:
+            values.append(voter_set)
         self._append_as_leader(now_ms, leader, values)
         for voter in voters:
             if voter != self.local_id:

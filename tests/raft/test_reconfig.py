@@ -241,3 +241,18 @@ def test_a_standard_vote_is_for_a_replica_key_and_persisted_with_its_directory_i
     assert (ready.persist.voted_id, ready.persist.voted_directory_id) == (2, directory_id(2))
     other_disk = m.VoteRequest(2, 1, 0, 0, False, 1, directory_id(2, 1), directory_id(1))
     assert not core.step(cluster.now, 2, other_disk).messages[0][1].vote_granted
+
+
+def test_a_new_leader_records_its_current_endpoints_in_the_voter_set():
+    import random
+
+    from raft.core import RaftCore
+    from tests.raft.harness import CONFIG, bootstrap_log
+    log = bootstrap_log({1})  # voter 1 at node-1:9093
+    moved = (Endpoint("CONTROLLER", "moved", 19093),)
+    core = RaftCore(1, VoterSet(()), log, random.Random(1), None, 0, CONFIG, directory_id=directory_id(1),
+                    endpoints=moved)
+    core.tick(0)
+    assert isinstance(core.state, Leader)
+    assert log.entries[-1].value == VoterSet.of([replace(voter(1), endpoints=moved)])
+    assert core.voter_set.endpoint(1) == moved[0]
