@@ -31,6 +31,7 @@ from tests.integration.cluster import (
     _die_with_parent,
     free_ports,
     render_properties,
+    wait_ready,
 )
 
 DESCRIBE_QUORUM = 55
@@ -194,6 +195,55 @@ class Controller:
         return f"{what}\n--- {self.log_path} ---\n{self.log_tail()}"
 
 
+class Broker(Controller):
+    """A broker-only node (``strom broker``) whose controllers are the quorum's."""
+
+    def __init__(self, base: str, node_id: int, port: int, python: str) -> None:
+        super().__init__(base, node_id, port, "", python)
+        self.dir = os.path.join(base, f"broker-{node_id}")
+        self.metadata_dir = os.path.join(self.dir, "data")
+        self.config_path = os.path.join(self.dir, "broker.properties")
+        self.log_path = os.path.join(base, f"broker-{node_id}.log")
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def write_config(self, bootstrap: str, extra: dict[str, str] | None = None) -> None:
+        os.makedirs(self.dir, exist_ok=True)
+        props = {
+            "process.roles": "broker",
+            "node.id": str(self.node_id),
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "controller.quorum.bootstrap.servers": bootstrap,
+            "log.dirs": self.metadata_dir,
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "3",
+            "group.initial.rebalance.delay.ms": "0",
+        }
+        props.update(extra or {})
+        with open(self.config_path, "w") as f:
+            f.write(render_properties(props))
+
+    def start(self) -> Broker:
+        cmd = [self.python, "-m", "strom", "broker", "--config", self.config_path]
+        with open(self.log_path, "ab") as log:
+            log.write(f"$ {' '.join(cmd)}\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(_die_with_parent(cmd), cwd=REPO_ROOT, stdout=log,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=True)
+        _LIVE.add(self)
+        try:
+            wait_ready("127.0.0.1", self.port, self.node_id, time.monotonic() + 60,
+                       alive=lambda: self.running)
+        except NodeError as e:
+            raise NodeError(self.failure(str(e))) from None
+        return self
+
+
 class ControllerQuorum:
     def __init__(self, voters: int = 3, python: str = sys.executable, extra: dict[str, str] | None = None):
         self.base = tempfile.mkdtemp(prefix="strom-quorum-")
@@ -225,12 +275,21 @@ class ControllerQuorum:
         self.controllers[node_id] = c
         return c
 
+    def broker(self, node_id: int, extra: dict[str, str] | None = None) -> Broker:
+        """A broker node formatted for this cluster (not started)."""
+        (port,) = free_ports(1)
+        b = Broker(self.base, node_id, port, self.python)
+        b.write_config(self.bootstrap, extra)
+        b.format()
+        self.controllers[node_id] = b
+        return b
+
     def describe(self, node_id: int) -> QuorumView | None:
         return describe(self.controllers[node_id].port)
 
     def leader_view(self) -> QuorumView | None:
         for c in self.controllers.values():
-            if c.running:
+            if c.running and not isinstance(c, Broker):
                 view = describe(c.port, timeout=1.0)
                 if view is not None and view.leader_id == c.node_id:
                     return view

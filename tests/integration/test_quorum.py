@@ -128,3 +128,29 @@ def test_a_controller_with_auto_join_adds_itself_to_the_voters(quorum):
     spare = quorum.spare(4, {"controller.quorum.auto.join.enable": "true"}).start()
     view = quorum.wait_for(lambda v: v.voter_ids() == {1, 2, 3, 4}, 30, "controller 4 did not join")
     assert (4, spare.directory_id) in {(r.replica_id, r.directory_id) for r in view.voters}
+
+
+def test_a_broker_follows_the_active_controller_across_a_failover(quorum):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    quorum.wait_for_leader()
+    broker = quorum.broker(10).start()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("before", 2, 1)])["before"].result(30)
+    old = quorum.wait_for_leader()
+    assert 10 in {o.replica_id for o in old.observers}  # the broker observes the metadata log
+    quorum.controllers[old.leader_id].kill9()
+    quorum.wait_for(lambda v: v.leader_epoch > old.leader_epoch and v.committed_own_epoch(), 15,
+                    "no new leader")
+    admin.create_topics([NewTopic("after", 3, 1)])["after"].result(30)
+    topics = admin.list_topics(timeout=30).topics
+    assert len(topics["before"].partitions) == 2 and len(topics["after"].partitions) == 3
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce("after", b"v", partition=2)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g"})
+    consumer.assign([TopicPartition("after", 2, 0)])
+    message = consumer.poll(30)
+    consumer.close()
+    assert message is not None and message.value() == b"v"
