@@ -2,7 +2,8 @@
 
 Nothing here writes, locks or keeps writer state, so a process may read a live broker's
 directory: segment sizes are snapshotted when a reader opens, a torn tail batch is simply
-not returned, and offset indexes are opened read-only.
+not returned, and indexes are read with pread, never mapped (a writer may trim the file
+under a reader; a mapped page past the new end would kill the reader with SIGBUS).
 
 File names (Apache Kafka's): ``<topic>-<partition>/`` holding ``<20-digit base offset>.log``
 with ``.index`` and ``.timeindex`` beside each segment.
@@ -16,7 +17,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ext.batch import LOG_OVERHEAD, BatchHeader, read_header, scan
+from ext.batch import LOG_OVERHEAD, BatchHeader, decode_records, read_header, scan
 from ext.errors import CorruptRecordError
 
 LOG_SUFFIX = ".log"
@@ -31,6 +32,7 @@ _HEADER_PREFIX = struct.Struct(">qi")  # baseOffset, batchLength
 _LAST_OFFSET_DELTA = struct.Struct(">i")  # at byte 23 of a batch
 _LAST_OFFSET_DELTA_POS = 23
 _INDEX_ENTRY = struct.Struct(">ii")  # relative offset, position
+_TIME_INDEX_ENTRY = struct.Struct(">qi")  # timestamp, relative offset
 _SEARCH_CHUNK = 16 * 1024  # covers index.interval.bytes (4 KiB) of small batches
 _READ_CHUNK = 4 * 1024 * 1024
 
@@ -103,27 +105,38 @@ def search_for_offset(fd: int, target_offset: int, start: int, end: int) -> Batc
     return None
 
 
+def _live_entries(fd: int, entry_size: int, live) -> int:
+    """How many entries an index file holds: a preallocated (active) index ends in
+    zero-filled slots, so binary-search the prefix of slots ``live`` accepts."""
+    lo, hi = 0, os.fstat(fd).st_size // entry_size
+    while lo < hi:
+        mid = (lo + hi) // 2
+        raw = os.pread(fd, entry_size, mid * entry_size)
+        if len(raw) == entry_size and live(raw):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _offset_entry_live(raw: bytes) -> bool:
+    # Entries have positions > 0: the first batch of a segment is never indexed.
+    return _INDEX_ENTRY.unpack(raw)[1] > 0
+
+
+def _time_entry_live(raw: bytes) -> bool:
+    return raw != b"\0" * _TIME_INDEX_ENTRY.size
+
+
 def index_lookup_pread(fd: int, base_offset: int, target_offset: int) -> int:
-    """Position of the floor entry for ``target_offset`` in an offset index file, read
-    with pread rather than mmap: a writer may trim the file under a reader, and a mapped
-    page past the new end would kill the reader with SIGBUS. Untrusted input: any
-    inconsistency answers 0 (scan the segment from its start)."""
-    slots = os.fstat(fd).st_size // 8
+    """Position of the floor entry for ``target_offset`` in an offset index file.
+    Untrusted input: any inconsistency answers 0 (scan the segment from its start)."""
 
     def entry(n: int) -> tuple[int, int]:
         raw = os.pread(fd, 8, n * 8)
         return _INDEX_ENTRY.unpack(raw) if len(raw) == 8 else (0, 0)
 
-    # Entries have positions > 0 (the first batch is never indexed); a zero-filled
-    # preallocated tail ends them.
-    lo, hi = 0, slots
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if entry(mid)[1] > 0:
-            lo = mid + 1
-        else:
-            hi = mid
-    lo, hi, found = 0, lo, 0
+    lo, hi, found = 0, _live_entries(fd, 8, _offset_entry_live), 0
     while lo < hi:
         mid = (lo + hi) // 2
         relative, position = entry(mid)
@@ -133,6 +146,50 @@ def index_lookup_pread(fd: int, base_offset: int, target_offset: int) -> int:
         else:
             hi = mid
     return max(found, 0)
+
+
+def index_entries_pread(fd: int, base_offset: int) -> list[tuple[int, int]]:
+    """Every (offset, position) entry of an offset index file, in one read. Each entry
+    names a batch's last offset and the batch's position (Kafka's choice). Untrusted
+    input: entries stop where offsets or positions stop increasing."""
+    count = _live_entries(fd, 8, _offset_entry_live)
+    raw = os.pread(fd, count * 8, 0)
+    entries: list[tuple[int, int]] = []
+    for relative, position in _INDEX_ENTRY.iter_unpack(raw[:len(raw) - len(raw) % 8]):
+        if entries and (base_offset + relative <= entries[-1][0] or position <= entries[-1][1]):
+            break
+        entries.append((base_offset + relative, position))
+    return entries
+
+
+def time_index_lookup_pread(fd: int, base_offset: int, target_timestamp: int) -> tuple[int, int]:
+    """(timestamp, offset) of the time index entry with the largest timestamp <= target,
+    or (-1, base_offset) when there is none. Entry (T, O): the largest timestamp among the
+    records up to offset O is T, first reached in the batch ending at O; so every record
+    before that batch has a timestamp < T."""
+    size = _TIME_INDEX_ENTRY.size
+    lo, hi = 0, _live_entries(fd, size, _time_entry_live)
+    found = (-1, base_offset)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        timestamp, relative = _TIME_INDEX_ENTRY.unpack(os.pread(fd, size, mid * size))
+        if timestamp <= target_timestamp:
+            found = (timestamp, base_offset + relative)
+            lo = mid + 1
+        else:
+            hi = mid
+    return found
+
+
+def time_index_last_entry_pread(fd: int, base_offset: int) -> tuple[int, int]:
+    """(timestamp, offset) of the last time index entry, (-1, base_offset) if none. A
+    sealed segment's last entry holds its largest timestamp (written when it rolled)."""
+    size = _TIME_INDEX_ENTRY.size
+    count = _live_entries(fd, size, _time_entry_live)
+    if count == 0:
+        return -1, base_offset
+    timestamp, relative = _TIME_INDEX_ENTRY.unpack(os.pread(fd, size, (count - 1) * size))
+    return timestamp, base_offset + relative
 
 
 def _last_offset_delta_in(buf: bytes, position: int) -> int:
@@ -184,6 +241,89 @@ class PartitionReader:
 
     def segment_path(self, base_offset: int, suffix: str = LOG_SUFFIX) -> str:
         return os.path.join(self.dir, file_name(base_offset, suffix))
+
+    def _read_index(self, segment: int, suffix: str, read, default):
+        try:
+            fd = os.open(self.segment_path(self.base_offsets[segment], suffix), os.O_RDONLY)
+        except FileNotFoundError:
+            return default
+        try:
+            return read(fd, self.base_offsets[segment])
+        finally:
+            os.close(fd)
+
+    def index_entries(self, segment: int) -> list[tuple[int, int]]:
+        """(last offset, position) entries of a segment's offset index within the size
+        snapshot (none if the index is missing)."""
+        entries = self._read_index(segment, INDEX_SUFFIX, index_entries_pread, [])
+        size = self.sizes[segment]
+        return [e for e in entries if e[1] < size]
+
+    def max_timestamp(self, segment: int) -> int | None:
+        """A sealed segment's largest timestamp (the final time index entry written when it
+        rolled); None for the last segment, which may still be active, or when unknown."""
+        if segment >= len(self.base_offsets) - 1:
+            return None
+        timestamp, _ = self._read_index(segment, TIME_INDEX_SUFFIX, time_index_last_entry_pread,
+                                        (-1, 0))
+        return timestamp if timestamp >= 0 else None
+
+    def log_end_offset(self) -> int | None:
+        """The offset after the last whole batch within the size snapshot; the last
+        segment's base offset if it is empty; None if there is no segment."""
+        if not self.base_offsets:
+            return None
+        last = len(self.base_offsets) - 1
+        entries = self.index_entries(last)
+        position = entries[-1][1] if entries else 0
+        next_offset = self.base_offsets[last]
+        fd = os.open(self.segment_path(self.base_offsets[last]), os.O_RDONLY)
+        try:
+            for _, data in iter_file_batches(fd, position, self.sizes[last]):
+                next_offset = read_header(data).next_offset
+        finally:
+            os.close(fd)
+        return next_offset
+
+    def offset_for_timestamp(self, timestamp: int, start_offset: int = 0) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after ``start_offset`` whose
+        timestamp >= ``timestamp`` (Kafka's ListOffsets by timestamp), or None if no record
+        has one. Sealed segments whose largest timestamp is older are skipped; in the first
+        candidate segment the time index gives where to start scanning batch headers, and
+        only the batch that holds the answer is decoded."""
+        for i in range(self.segment_for(start_offset), len(self.base_offsets)):
+            largest = self.max_timestamp(i)
+            if largest is not None and largest < timestamp:
+                continue
+            _, indexed = self._read_index(
+                i, TIME_INDEX_SUFFIX,
+                lambda fd, base: time_index_lookup_pread(fd, base, timestamp), (-1, 0),
+            )
+            found = self._search_timestamp(i, timestamp, max(indexed, start_offset, self.base_offsets[i]),
+                                           start_offset)
+            if found is not None:
+                return found
+        return None
+
+    def _search_timestamp(self, segment: int, timestamp: int, from_offset: int,
+                          start_offset: int) -> tuple[int, int] | None:
+        base = self.base_offsets[segment]
+        position = self.start_position(segment, from_offset)
+        fd = os.open(self.segment_path(base), os.O_RDONLY)
+        try:
+            for _, data in iter_file_batches(fd, position, self.sizes[segment]):
+                header = read_header(data)
+                if header.max_timestamp < timestamp or header.last_offset < start_offset:
+                    continue
+                for record in decode_records(data, 0, False):
+                    if record.offset >= start_offset and record.timestamp >= timestamp:
+                        return record.offset, record.timestamp
+        except CorruptRecordError as e:
+            raise CorruptRecordError(f"{self.segment_path(base)} position {e.position}: {e}",
+                                     e.position) from None
+        finally:
+            os.close(fd)
+        return None
 
     def segment_for(self, offset: int) -> int:
         """Index into base_offsets of the segment that would hold ``offset``."""
@@ -237,3 +377,4 @@ class PartitionReader:
                 ) from None
             finally:
                 os.close(fd)
+
