@@ -7,11 +7,12 @@ into Spark, against the same records consumed through the Kafka protocol.
   from offset 0, batched ``consume(num_messages=...)``, each message's columns into Python
   lists, then (1) a pyarrow Table with the Kafka source's schema -> ``spark.createDataFrame``
   -> ``count()`` (the same DataFrame as the first benchmark) and (2) a pandas DataFrame (what
-  the second one gives). It is tuned to be fair to it: ``fetch.queue.backoff.ms=0`` and
+  the second one gives). The consumer is tuned to be fair to this path: ``fetch.queue.backoff.ms=0`` and
   ``queued.min.messages`` 1 M, without which librdkafka 2.x pauses fetching for a second
   each time its queue is full and reads ~150 k msg/s here instead of ~620 k; and the loop
   that copies each message's fields out runs with bound appends and the GC off, which
-  keeps up with librdkafka (it halves the rate at 10 M records otherwise).
+  keeps up with librdkafka (it halves the rate at 10 M records otherwise). pytest-benchmark's
+  own time for it covers all of that; extra_info and the summary line split the phases.
 
 The ratio (Kafka path time / direct path time, same data, same run) goes into the last
 benchmark's extra_info and the summary line; the target is >= 3x for the DataFrame.
@@ -40,7 +41,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from engine.checkpoint import read_offset_checkpoint
-from tests.integration.cluster import StromNode, strom_start_available
+from tests.integration.cluster import REPO_ROOT, StromNode, strom_start_available
 
 pytestmark = [
     pytest.mark.skipif(not strom_start_available(), reason="`strom start` has not landed yet"),
@@ -67,12 +68,16 @@ _TIMES: dict[tuple[str, str], float] = {}  # (codec, path) -> median seconds, fo
 # ---------------------------------------------------------------------------- Spark
 
 @pytest.fixture(scope="module")
-def spark(request):
+def spark():
     """One local[2] session: a new one sized for 10 M rows (driver memory, unlimited result
-    size for toPandas), or the one already running in this process (tests/spark's)."""
+    size for toPandas), or the one already running in this process (tests/spark's). Its
+    Python workers run this interpreter with the repository on their path."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if REPO_ROOT not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([REPO_ROOT, *filter(None, paths)])
     session = (SparkSession.builder.master("local[2]").appName("strom-bench-spark")
                .config("spark.driver.memory", "8g")
                .config("spark.driver.maxResultSize", "0")
