@@ -237,3 +237,22 @@ def test_prevote_unsupported_version_falls_back_to_candidacy():
     assert isinstance(c.state, Prospective)
     ready = c.step(200, 1, m.VoteResponse(m.UNSUPPORTED_VERSION, -1, -1, False, True))
     assert isinstance(c.state, Candidate) and c.state.epoch == 5 and ready.persist == ElectionState(5, -1, 3)
+
+
+def test_two_voters_canvassing_at_once_with_equal_logs_do_not_split_the_vote():
+    for seed in range(20):
+        cluster = Cluster(3, seed=seed)
+        cluster.run(300)
+        old = cluster.leader()
+        epoch = cluster.cores[old].state.epoch
+        cluster.stop(old)
+        followers = [i for i in (1, 2, 3) if i != old]
+        for i in followers:  # their fetch timers expire in the same millisecond
+            cluster.cores[i].state.fetch_deadline_ms = cluster.now + 1
+        sent = len(cluster.sent)
+        cluster.run(20)
+        new = cluster.leader()
+        assert new == min(followers) and cluster.cores[new].state.epoch == epoch + 1
+        candidacies = {src for src, _, msg in cluster.sent[sent:]
+                       if isinstance(msg, m.VoteRequest) and not msg.pre_vote}
+        assert candidacies == {new}
