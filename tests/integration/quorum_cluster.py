@@ -142,8 +142,10 @@ class Controller:
         if result.returncode != 0:
             raise NodeError(f"format of controller {self.node_id} failed:\n{result.stdout}{result.stderr}")
 
+    role = "controller"
+
     def start(self) -> Controller:
-        cmd = [self.python, "-m", "strom", "controller", "--config", self.config_path]
+        cmd = [self.python, "-m", "strom", self.role, "--config", self.config_path]
         with open(self.log_path, "ab") as log:
             log.write(f"$ {' '.join(cmd)}\n".encode())
             log.flush()
@@ -227,15 +229,10 @@ class Broker(Controller):
         with open(self.config_path, "w") as f:
             f.write(render_properties(props))
 
+    role = "broker"
+
     def start(self) -> Broker:
-        cmd = [self.python, "-m", "strom", "broker", "--config", self.config_path]
-        with open(self.log_path, "ab") as log:
-            log.write(f"$ {' '.join(cmd)}\n".encode())
-            log.flush()
-            self.proc = subprocess.Popen(_die_with_parent(cmd), cwd=REPO_ROOT, stdout=log,
-                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True)
-        _LIVE.add(self)
+        super().start()
         try:
             wait_ready("127.0.0.1", self.port, self.node_id, time.monotonic() + 60,
                        alive=lambda: self.running)
