@@ -50,10 +50,12 @@ class VoteHandlers:
         end = self.log.end_offset()
         log_up_to_date = (req.last_offset_epoch, req.last_offset) >= end.key()
         if (req.pre_vote and isinstance(q.state, Prospective) and req.replica_id > self.local_id
+                and req.replica_id not in q.state.election.rejected
                 and (req.last_offset_epoch, req.last_offset) == end.key()):
             # Two voters canvassing at once with equal logs would both become candidates and
             # split the vote, which costs an election timeout: between them, the lower id goes
-            # first. Only a pre-vote is refused (no epoch or vote changes), so safety is untouched.
+            # first — unless the other already refused us, then it goes. Only a pre-vote is
+            # refused (no epoch or vote changes), so safety is untouched.
             return answer(m.NONE, False)
         granted = self._can_grant_vote(req.replica_id, log_up_to_date, req.pre_vote, req.replica_directory_id)
         if granted and not req.pre_vote and isinstance(q.state, Unattached | Prospective):

@@ -256,3 +256,19 @@ def test_two_voters_canvassing_at_once_with_equal_logs_do_not_split_the_vote():
         candidacies = {src for src, _, msg in cluster.sent[sent:]
                        if isinstance(msg, m.VoteRequest) and not msg.pre_vote}
         assert candidacies == {new}
+
+
+def test_a_prospective_refused_by_a_voter_grants_that_voter_its_pre_vote():
+    # The lower id canvasses first but the other, still fetching, refuses it; when the other
+    # canvasses in turn it must get the pre-vote, or the two would take turns refusing.
+    for seed in range(20):
+        cluster = Cluster(3, seed=seed)
+        cluster.run(300)
+        old = cluster.leader()
+        epoch = cluster.cores[old].state.epoch
+        cluster.stop(old)
+        low, high = sorted(i for i in (1, 2, 3) if i != old)
+        cluster.cores[low].state.fetch_deadline_ms = cluster.now + 1
+        cluster.cores[high].state.fetch_deadline_ms = cluster.now + 30
+        cluster.run(60)
+        assert cluster.leader() == high and cluster.cores[high].state.epoch == epoch + 1
