@@ -233,11 +233,16 @@ class PartitionReader:
         self.dir = partition_dir
         parsed = parse_partition_dir(os.path.basename(os.path.normpath(partition_dir)))
         self.topic, self.partition = parsed if parsed else (None, None)
-        self.base_offsets = segment_base_offsets(partition_dir)
-        self.sizes = [
-            os.path.getsize(os.path.join(partition_dir, file_name(b, LOG_SUFFIX)))
-            for b in self.base_offsets
-        ]
+        # A live broker's retention may delete a segment between the listing and its size:
+        # the oldest segments go, so whatever survives is still a contiguous tail.
+        self.base_offsets, self.sizes = [], []
+        for base in segment_base_offsets(partition_dir):
+            try:
+                size = os.path.getsize(os.path.join(partition_dir, file_name(base, LOG_SUFFIX)))
+            except FileNotFoundError:
+                continue
+            self.base_offsets.append(base)
+            self.sizes.append(size)
 
     def segment_path(self, base_offset: int, suffix: str = LOG_SUFFIX) -> str:
         return os.path.join(self.dir, file_name(base_offset, suffix))

@@ -94,3 +94,16 @@ def test_reader_of_an_empty_partition_yields_nothing(tmp_path):
     log = Log(str(tmp_path / "empty-0"))
     assert list(PartitionReader(log.dir).batches()) == []
     log.close()
+
+
+def test_a_segment_deleted_while_the_reader_opens_is_left_out(tmp_path, monkeypatch):
+    import engine.reader as reader
+    d = tmp_path / "t-0"
+    d.mkdir()
+    for base in (0, 10, 20):
+        (d / f"{base:020d}.log").write_bytes(b"")
+    listing = reader.segment_base_offsets(str(d))
+    (d / f"{0:020d}.log").unlink()  # retention, between the listing and the sizes
+    monkeypatch.setattr(reader, "segment_base_offsets", lambda path: listing)
+    opened = reader.PartitionReader(str(d))
+    assert opened.base_offsets == [10, 20] and opened.sizes == [0, 0]
