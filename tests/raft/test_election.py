@@ -239,14 +239,19 @@ def test_prevote_unsupported_version_falls_back_to_candidacy():
     assert isinstance(c.state, Candidate) and c.state.epoch == 5 and ready.persist == ElectionState(5, -1, 3)
 
 
+def leader_killed(seed: int) -> tuple[Cluster, int, list[int]]:
+    """Three voters, the leader stopped: (cluster, its epoch, the two followers by id)."""
+    cluster = Cluster(3, seed=seed)
+    cluster.run(300)
+    old = cluster.leader()
+    epoch = cluster.cores[old].state.epoch
+    cluster.stop(old)
+    return cluster, epoch, sorted(i for i in (1, 2, 3) if i != old)
+
+
 def test_two_voters_canvassing_at_once_with_equal_logs_do_not_split_the_vote():
     for seed in range(20):
-        cluster = Cluster(3, seed=seed)
-        cluster.run(300)
-        old = cluster.leader()
-        epoch = cluster.cores[old].state.epoch
-        cluster.stop(old)
-        followers = [i for i in (1, 2, 3) if i != old]
+        cluster, epoch, followers = leader_killed(seed)
         for i in followers:  # their fetch timers expire in the same millisecond
             cluster.cores[i].state.fetch_deadline_ms = cluster.now + 1
         sent = len(cluster.sent)
@@ -262,12 +267,7 @@ def test_a_prospective_refused_by_a_voter_grants_that_voter_its_pre_vote():
     # The lower id canvasses first but the other, still fetching, refuses it; when the other
     # canvasses in turn it must get the pre-vote, or the two would take turns refusing.
     for seed in range(20):
-        cluster = Cluster(3, seed=seed)
-        cluster.run(300)
-        old = cluster.leader()
-        epoch = cluster.cores[old].state.epoch
-        cluster.stop(old)
-        low, high = sorted(i for i in (1, 2, 3) if i != old)
+        cluster, epoch, (low, high) = leader_killed(seed)
         cluster.cores[low].state.fetch_deadline_ms = cluster.now + 1
         cluster.cores[high].state.fetch_deadline_ms = cluster.now + 30
         cluster.run(60)
