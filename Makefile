@@ -3,7 +3,7 @@ PYTHON ?= python3
 PIP := $(PYTHON) -m pip --disable-pip-version-check -q
 export PIP_ROOT_USER_ACTION := ignore
 
-.PHONY: setup run test test-all bench annotate clean
+.PHONY: setup run test test-all bench bench-e2e annotate clean
 
 # Installs the dependencies and builds the extensions in place; redone when they change.
 # The integration tests also need Debian's kcat and node + npm (kafkajs in tests/integration/js);
@@ -37,9 +37,16 @@ test-all: setup
 	$(PYTHON) -m pytest -q -m "slow or not slow"
 
 bench: setup
+	$(PIP) install -e '.[test,bench]'
 	mkdir -p .benchmarks
 	$(PYTHON) -m pytest bench -q --benchmark-enable --benchmark-only --benchmark-json=.benchmarks/latest.json
 	$(PYTHON) -m bench.report .benchmarks/latest.json
+
+# Strom and the peer side by side, the machine's ceilings in the same run: the table, the JSON
+# and the plot go to bench/results/ (e2e.md, e2e.json, e2e.png). QUICK=1 for the target workloads only.
+bench-e2e: setup
+	$(PIP) install -e '.[test,bench]'
+	$(PYTHON) -m bench.e2e $(if $(QUICK),--quick)
 
 annotate:
 	STROM_ANNOTATE=1 $(PYTHON) setup.py build_ext --inplace

@@ -16,7 +16,15 @@ def rows(data: dict) -> list[tuple[str, str, str]]:
         median = stats["median"]
         # Raft runs (test_bench_raft.py): one round times a whole quorum run, processes and all;
         # the figures are the ones measured inside it.
-        if "records_per_s" in extra:
+        if "produce_msg_s" in extra:  # test_bench_e2e.py: one round, figures measured inside
+            figure = (f"{extra['broker']}: produce {extra['produce_msg_s']:,.0f} msg/s "
+                      f"{extra['produce_mb_s']:.0f} MB/s ({extra['produce_cpu_s_per_mb'] * 1e3:.2f} ms "
+                      f"broker CPU/MB), consume {extra['consume_mb_s']:.0f} MB/s client, "
+                      f"{extra['wire_mb_s']:.0f} MB/s wire")
+        elif "p999_ms" in extra:
+            figure = (f"{extra['broker']} at {extra['rate']:,} msg/s: p50 {extra['p50_ms']:.2f} ms "
+                      f"p99 {extra['p99_ms']:.2f} ms p99.9 {extra['p999_ms']:.2f} ms")
+        elif "records_per_s" in extra:
             figure = (f"{extra['records_per_s']:,.0f} records/s, {extra['mb_per_s']:.2f} MB/s, commit "
                       f"p50 {extra['latency_p50_ms']:.2f} ms p99 {extra['latency_p99_ms']:.2f} ms")
         elif "failover_p50_s" in extra:

@@ -17,6 +17,7 @@ import logging
 import signal
 import time
 
+from broker.fetch_waiters import FetchWaiters
 from broker.groups.runtime import GroupCoordinatorRuntime
 from broker.handlers import admin, fetch, groups, metadata, offsets, produce
 from broker.metadata_follower import MetadataFollower
@@ -45,7 +46,7 @@ class Broker:
         self.follower = MetadataFollower(
             config.node_id, cluster_id, driver_config(config, cluster_id, observer=True), self.advertised,
             config["broker.rack"], self._on_metadata, config["broker.heartbeat.interval.ms"])
-        self.appended = asyncio.Event()
+        self.fetch_waiters = FetchWaiters()
         self.pending_auto_create: set[str] = set()
         self.server: Server | None = None
         self.logs_started = False
@@ -86,6 +87,7 @@ class Broker:
         for tp in list(self.logs.logs):
             if tp not in hosted:
                 self.logs.delete_log(*tp)
+        self.fetch_waiters.notify_all()  # leaders and partitions may have changed under them
 
     async def allocate_producer_id(self) -> int:
         """The next producer id from this broker's block, fetching a new block from the
@@ -102,9 +104,9 @@ class Broker:
         self._producer_ids[0] += 1
         return producer_id
 
-    def notify_appended(self) -> None:
-        self.appended.set()
-        self.appended = asyncio.Event()
+    def notify_appended(self, topic: str, partition: int) -> None:
+        """Records were appended to (or committed in) the partition: answer its waiting fetches."""
+        self.fetch_waiters.notify((topic, partition))
 
     # ---- lifecycle -------------------------------------------------------------------
 

@@ -1,17 +1,27 @@
 """The Kafka wire at the edge of a process (broker or controller): frames in, parts out.
 
 Three layers (STYLE.md point 2): protocol/ holds the codecs; ``FrameReader`` is the
-per-connection state machine that tests feed bytes; ``serve`` is the asyncio shell that
+per-connection state machine that tests feed bytes; ``Server`` is the asyncio shell that
 owns sockets. Each connection handles its requests one at a time, in order (a client may
 pipeline; responses keep its order, as Kafka's muted channels do). A malformed frame
 closes that connection only.
 
-Response parts are bytes, or file slices (engine.segment.FileSlice) sent with sendfile.
+Bytes are copied as little as the kernel allows. A connection is an asyncio
+BufferedProtocol: the event loop receives straight into the FrameReader's buffer, and a
+frame larger than that buffer (a produce request of a megabyte) gets a buffer of its own
+that the loop fills directly, so its record bytes are received once and never moved
+again (Produce validates and patches them in place). Response parts are bytes, or file
+slices (engine.segment.FileSlice): slices of at least ``SENDFILE_MIN_BYTES`` go out with
+sendfile (page cache to socket, no copy through Python); smaller ones are read with one
+pread and written with the bytes around them in one send, which costs less than
+sendfile's round through the event loop.
 """
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
+import os
 import socket
 from collections.abc import Awaitable, Callable
 
@@ -19,40 +29,92 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[memoryview], Awaitable["list | None"]]
 
+BUFFER_BYTES = 256 * 1024  # per connection; larger frames get their own buffer
+SENDFILE_MIN_BYTES = 256 * 1024
+QUEUED_FRAMES_MAX = 64  # per connection: reading pauses beyond this many unhandled requests
+WRITE_BUFFER_HIGH = 4 << 20  # a slow reader's responses are waited for beyond this
+
 
 class FrameTooLarge(Exception):
     pass
 
 
 class FrameReader:
-    """Splits a byte stream into size-prefixed frames. ``feed`` returns complete frames;
-    a declared size above ``max_bytes`` (socket.request.max.bytes) or below zero raises."""
+    """Splits a byte stream into size-prefixed frames; a declared size above ``max_bytes``
+    (socket.request.max.bytes) or below zero raises.
 
-    def __init__(self, max_bytes: int):
+    Bytes arrive through ``get_buffer()`` / ``updated(n)`` (the receiving side writes into
+    the buffer it is given), or through ``feed(data)``. Frames are returned as writable
+    bytearrays (Produce patches offsets in place): a frame that fits the shared buffer is
+    copied out of it once; a larger one is received into its own bytearray."""
+
+    def __init__(self, max_bytes: int, buffer_bytes: int = BUFFER_BYTES):
         self.max_bytes = max_bytes
-        self.buf = bytearray()
+        self.buf = bytearray(buffer_bytes)
+        self.start = 0  # unparsed bytes are buf[start:end]
+        self.end = 0
+        self.big: bytearray | None = None  # a large frame being received in place
+        self.big_filled = 0
+
+    def get_buffer(self) -> memoryview:
+        if self.big is not None:
+            return memoryview(self.big)[self.big_filled:]
+        if self.end == len(self.buf):  # full: move the unparsed tail to the front
+            tail = self.end - self.start
+            self.buf[:tail] = self.buf[self.start:self.end]
+            self.start, self.end = 0, tail
+        return memoryview(self.buf)[self.end:]
+
+    def updated(self, n: int) -> list[bytearray]:
+        if self.big is not None:
+            self.big_filled += n
+            if self.big_filled < len(self.big):
+                return []
+            frames = [self.big]
+            self.big = None
+            return frames
+        self.end += n
+        return self._split()
 
     def feed(self, data: bytes | memoryview) -> list[bytearray]:
-        self.buf += data
+        frames = []
+        data = memoryview(data)
+        while data:
+            buf = self.get_buffer()
+            n = min(len(buf), len(data))
+            buf[:n] = data[:n]
+            data = data[n:]
+            frames += self.updated(n)
+        return frames
+
+    def _split(self) -> list[bytearray]:
         frames = []
         buf = self.buf
-        pos = 0
-        while len(buf) - pos >= 4:
-            size = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
+        while self.end - self.start >= 4:
+            size = int.from_bytes(buf[self.start:self.start + 4], "big", signed=True)
             if size < 0 or size > self.max_bytes:
                 raise FrameTooLarge(f"request of {size} bytes exceeds socket.request.max.bytes "
                                     f"({self.max_bytes})")
-            if len(buf) - pos - 4 < size:
+            begin = self.start + 4
+            have = self.end - begin
+            if have >= size:
+                frames.append(buf[begin:begin + size])
+                self.start = begin + size
+            elif 4 + size > len(buf):  # cannot fit: receive the rest straight into its own buffer
+                big = bytearray(size)
+                big[:have] = buf[begin:self.end]
+                self.start = self.end = 0
+                self.big, self.big_filled = big, have
                 break
-            frames.append(buf[pos + 4:pos + 4 + size])  # a writable copy: Produce patches offsets in place
-            pos += 4 + size
-        if pos:
-            del buf[:pos]
+            else:
+                break
+        if self.start == self.end:
+            self.start = self.end = 0
         return frames
 
 
 class _FdFile:
-    """The file object asyncio's sock_sendfile wants, over a segment fd we do not own."""
+    """The file object asyncio's sendfile wants, over a segment fd we do not own."""
 
     def __init__(self, fd: int):
         self._fd = fd
@@ -64,43 +126,129 @@ class _FdFile:
         pass
 
 
-async def send_parts(loop: asyncio.AbstractEventLoop, sock: socket.socket, parts: list) -> None:
-    for part in parts:
-        if isinstance(part, (bytes, bytearray, memoryview)):
-            if part:
-                await loop.sock_sendall(sock, part)
-        else:
-            sent = await loop.sock_sendfile(sock, _FdFile(part.fd), part.position, part.size, fallback=True)
-            if sent != part.size:
-                raise ConnectionError(f"sendfile sent {sent} of {part.size} bytes")
+class _Connection(asyncio.BufferedProtocol):
+    """One client connection: frames are queued as they arrive and handled in order by
+    one task; reading pauses while too many wait, writing waits while the peer is slow."""
 
+    def __init__(self, server: Server):
+        self.server = server
+        self.reader = FrameReader(server.max_bytes)
+        self.frames: collections.deque[bytearray] = collections.deque()
+        self.transport: asyncio.Transport | None = None
+        self.peer = None
+        self.closed = False
+        self.paused_reading = False
+        self._wakeup: asyncio.Future | None = None
+        self._drained: asyncio.Future | None = None
+        self.task: asyncio.Task | None = None
 
-async def serve_connection(sock: socket.socket, handle: Handler, max_bytes: int,
-                           connections: set | None = None) -> None:
-    loop = asyncio.get_running_loop()
-    reader = FrameReader(max_bytes)
-    buf = bytearray(65536)
-    peer = sock.getpeername() if sock.family != socket.AF_UNIX else "unix"
-    try:
-        while True:
-            n = await loop.sock_recv_into(sock, buf)
-            if n == 0:
-                return
-            try:
-                frames = reader.feed(memoryview(buf)[:n])
-            except FrameTooLarge as e:
-                log.info("closing connection from %s: %s", peer, e)
-                return
-            for frame in frames:
+    # ---- the event loop's side -------------------------------------------------------
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        self.peer = transport.get_extra_info("peername")
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.task = asyncio.get_running_loop().create_task(self._serve())
+        self.server.connections.add(self)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.reader.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            frames = self.reader.updated(nbytes)
+        except FrameTooLarge as e:
+            log.info("closing connection from %s: %s", self.peer, e)
+            self._close()
+            return
+        if frames:
+            self.frames.extend(frames)
+            if len(self.frames) >= QUEUED_FRAMES_MAX and not self.paused_reading:
+                self.paused_reading = True
+                self.transport.pause_reading()
+            self._wake()
+
+    def eof_received(self) -> bool:
+        return False  # close the transport; queued requests are dropped with the connection
+
+    def connection_lost(self, exc) -> None:
+        if exc is not None:
+            log.debug("connection from %s ended: %s", self.peer, exc)
+        self.closed = True
+        self.server.connections.discard(self)
+        self._wake()
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._drained = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+        self._drained = None
+
+    # ---- the connection's task -------------------------------------------------------
+
+    def _wake(self) -> None:
+        if self._wakeup is not None and not self._wakeup.done():
+            self._wakeup.set_result(None)
+
+    def _close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+        self._wake()
+
+    async def _serve(self) -> None:
+        loop = asyncio.get_running_loop()
+        handle = self.server.handle
+        try:
+            while True:
+                while not self.frames:
+                    if self.closed:
+                        return
+                    self._wakeup = loop.create_future()
+                    await self._wakeup
+                if self.closed:
+                    return
+                frame = self.frames.popleft()
+                if self.paused_reading and len(self.frames) < QUEUED_FRAMES_MAX // 2:
+                    self.paused_reading = False
+                    self.transport.resume_reading()
                 parts = await handle(memoryview(frame))
-                if parts is None:
-                    return  # the handler asked to close (malformed request)
-                if parts:
-                    await send_parts(loop, sock, parts)
-    except (ConnectionError, OSError) as e:
-        log.debug("connection from %s ended: %s", peer, e)
-    finally:
-        sock.close()
+                if parts is None:  # the handler asked to close (malformed request)
+                    self._close()
+                    return
+                if parts and not self.closed:
+                    await self._send(loop, parts)
+        except (ConnectionError, OSError, RuntimeError) as e:
+            log.debug("connection from %s ended: %s", self.peer, e)
+            self._close()
+
+    async def _send(self, loop: asyncio.AbstractEventLoop, parts: list) -> None:
+        pending: list = []
+        for part in parts:
+            if isinstance(part, (bytes, bytearray, memoryview)):
+                pending.append(part)
+            elif part.size < SENDFILE_MIN_BYTES:
+                data = os.pread(part.fd, part.size, part.position)
+                if len(data) != part.size:
+                    raise ConnectionError(f"read {len(data)} of a {part.size}-byte file slice")
+                pending.append(data)
+            else:
+                if pending:
+                    self.transport.write(b"".join(pending))
+                    pending = []
+                sent = await loop.sendfile(self.transport, _FdFile(part.fd), part.position, part.size)
+                if sent != part.size:
+                    raise ConnectionError(f"sendfile sent {sent} of {part.size} bytes")
+        if pending:
+            self.transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
+        if self._drained is not None:
+            await self._drained
 
 
 class Server:
@@ -110,7 +258,7 @@ class Server:
         self.handle = handle
         self.max_bytes = max_bytes
         self.sockets: list[socket.socket] = []
-        self.tasks: set[asyncio.Task] = set()
+        self.connections: set[_Connection] = set()
         self._accepting: list[asyncio.Task] = []
 
     def bind(self, host: str, port: int) -> int:
@@ -136,20 +284,24 @@ class Server:
                 log.warning("accept failed: %s", e)
                 await asyncio.sleep(0.1)
                 continue
-            sock.setblocking(False)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            task = loop.create_task(serve_connection(sock, self.handle, self.max_bytes))
-            self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
+            try:
+                await loop.connect_accepted_socket(lambda: _Connection(self), sock)
+            except OSError as e:
+                log.info("connection setup failed: %s", e)
+                sock.close()
 
     async def close(self) -> None:
         for task in self._accepting:
             task.cancel()
         for sock in self.sockets:
             sock.close()
-        for task in list(self.tasks):
-            task.cancel()
-        await asyncio.gather(*self._accepting, *self.tasks, return_exceptions=True)
+        tasks = []
+        for conn in list(self.connections):
+            conn._close()
+            if conn.task is not None:
+                conn.task.cancel()
+                tasks.append(conn.task)
+        await asyncio.gather(*self._accepting, *tasks, return_exceptions=True)
 
 
-__all__ = ["FrameReader", "FrameTooLarge", "Server", "send_parts", "serve_connection"]
+__all__ = ["FrameReader", "FrameTooLarge", "Server"]

@@ -205,7 +205,7 @@ class GroupCoordinatorRuntime:
         except OSError as e:
             raise AppendError(Error.COORDINATOR_NOT_AVAILABLE, str(e)) from e
         log_.update_high_watermark(log_.log_end_offset)
-        self.broker.notify_appended()
+        self.broker.notify_appended(storage.OFFSETS_TOPIC, partition)
 
     def waiter(self) -> asyncio.Future:
         return asyncio.get_running_loop().create_future()

@@ -1,10 +1,11 @@
-"""Fetch for consumers: file slices of each partition, sent with sendfile.
+"""Fetch for consumers: file slices of each partition (protocol/net.py sends large ones
+with sendfile).
 
-A fetch waits (up to max_wait_ms) until min_bytes are available; it is woken by every
-append, not by a timer. Responses respect max_bytes and each partition's
-partition_max_bytes, but always carry at least one whole batch of the first partition
-with data (KIP-74). Incremental fetch sessions (KIP-227) are served from
-broker/fetch_session.py.
+A fetch waits (up to max_wait_ms) until min_bytes are available; it is woken by an
+append to one of its partitions (broker/fetch_waiters.py), not by a timer. Responses
+respect max_bytes and each partition's partition_max_bytes, but always carry at least
+one whole batch of the first partition with data (KIP-74). Incremental fetch sessions
+(KIP-227) are served from broker/fetch_session.py.
 """
 from __future__ import annotations
 
@@ -18,12 +19,18 @@ from protocol.dispatch import Api
 from protocol.errors import Error
 
 
+def _complete(fut) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
 def apis(broker) -> list[Api]:
     cache = FetchSessionCache(broker.config["max.incremental.fetch.session.cache.slots"])
     R = M.FetchResponse
 
     def read_partitions(wanted, req, version):
-        """[(key, partition, PartitionData)] for (key, partition, offset, max_bytes) entries."""
+        """[(key, partition, PartitionData)] for (key, partition, offset, max_bytes) entries,
+        the bytes they carry and the (topic name, partition) pairs read."""
         image = broker.image
         isolation = FETCH_TXN_COMMITTED if req.isolation_level == 1 else FETCH_HIGH_WATERMARK
         if req.replica_id >= 0:
@@ -31,6 +38,7 @@ def apis(broker) -> list[Api]:
         budget = req.max_bytes if req.max_bytes > 0 else 2**31 - 1
         total = 0
         out = []
+        names = []
         for key, index, fetch_offset, max_bytes in wanted:
             if version >= 13:
                 known = image.topics_by_id.get(key)
@@ -41,6 +49,7 @@ def apis(broker) -> list[Api]:
             pd = R.PartitionData(partition_index=index, high_watermark=-1, last_stable_offset=-1,
                                  log_start_offset=-1, records=b"")
             out.append((key, index, pd))
+            names.append((name, index))
             log_ = broker.logs.get_log(name, index) if name else None
             if log_ is None:
                 pd.error_code = Error.UNKNOWN_TOPIC_OR_PARTITION if name or version < 13 \
@@ -58,7 +67,7 @@ def apis(broker) -> list[Api]:
             if info.records is not None and info.size:
                 pd.records = info.records
                 total += info.size
-        return out, total
+        return out, total, names
 
     def respond(results, session, incremental, version):
         topics: dict = {}
@@ -98,16 +107,19 @@ def apis(broker) -> list[Api]:
             wanted = requested
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(req.max_wait_ms, 0) / 1000
+        waiters = broker.fetch_waiters
         while True:
-            waiter = broker.appended
-            results, total = read_partitions(wanted, req, version)
+            results, total, names = read_partitions(wanted, req, version)
             remaining = deadline - loop.time()
             failed = any(pd.error_code for _, _, pd in results)
             if total >= max(req.min_bytes, 1) or remaining <= 0 or failed:
                 return respond(results, session, incremental, version)
+            waiter = waiters.wait(names)
+            timer = loop.call_later(remaining, _complete, waiter)
             try:
-                await asyncio.wait_for(waiter.wait(), remaining)
-            except TimeoutError:
-                pass
+                await waiter
+            finally:
+                timer.cancel()
+                waiters.forget(names, waiter)
 
     return [Api(1, 4, 16, handle_fetch)]

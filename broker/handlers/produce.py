@@ -35,7 +35,6 @@ def apis(broker) -> list[Api]:
         R = M.ProduceResponse
         image = broker.image
         responses = []
-        appended = False
         for topic in req.topic_data:
             name = topic.name
             if header.api_version >= 13:
@@ -78,13 +77,11 @@ def apis(broker) -> list[Api]:
                         raise
                     continue
                 log_.update_high_watermark(log_.log_end_offset)
-                appended = True
+                broker.notify_appended(name, p.index)
                 pr.error_code = Error.NONE
                 pr.base_offset = info.first_offset
                 pr.log_append_time_ms = info.log_append_time
                 pr.log_start_offset = info.log_start_offset
-        if appended:
-            broker.notify_appended()
         if req.acks == 0:
             return None
         return R(responses=responses)

@@ -23,6 +23,25 @@ def test_frames_are_split_across_arbitrary_reads():
         assert [bytes(f) for f in out] == frames
 
 
+def test_a_frame_larger_than_the_buffer_is_received_into_its_own_buffer():
+    """The receiving side writes into get_buffer(): a frame that cannot fit the shared
+    buffer is filled in place (no copy per read), and frames around it still split."""
+    small, big = b"s" * 10, bytes(range(256)) * 40  # 10,240 bytes against a 1 KiB buffer
+    stream = b"".join(struct.pack(">i", len(f)) + f for f in (small, big, small))
+    reader = FrameReader(1 << 20, buffer_bytes=1024)
+    out, pos = [], 0
+    while pos < len(stream):
+        buf = reader.get_buffer()
+        n = min(len(buf), 700, len(stream) - pos)
+        buf[:n] = stream[pos:pos + n]
+        pos += n
+        out += reader.updated(n)
+        if len(out) == 2:
+            assert reader.big is None  # the big frame's buffer was handed out whole
+    assert [bytes(f) for f in out] == [small, big, small]
+    assert all(isinstance(f, bytearray) for f in out)
+
+
 @pytest.mark.parametrize("size", [-1, 101])
 def test_a_frame_over_socket_request_max_bytes_or_negative_is_refused(size):
     with pytest.raises(FrameTooLarge):

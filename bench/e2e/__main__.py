@@ -1,0 +1,5 @@
+import sys
+
+from bench.e2e.run import main
+
+sys.exit(main())
