@@ -34,7 +34,6 @@ from tests.integration.cluster import (
 )
 
 READY_TIMEOUT_S = 30.0
-__all__ = ["REPO_ROOT", "PeerBroker", "StromBroker", "cpu_seconds", "peer_binary"]
 
 
 def peer_binary() -> str | None:

@@ -26,7 +26,8 @@ from dataclasses import asdict, dataclass
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.e2e.brokers import REPO_ROOT, cpu_seconds
+from bench.e2e.brokers import cpu_seconds
+from tests.integration.cluster import REPO_ROOT
 
 TOPIC_TIMEOUT_S = 30.0
 CONSUME_TIMEOUT_S = 120.0
