@@ -7,6 +7,10 @@
                  [--standalone | --initial-controllers ID-UUID@HOST:PORT,... | --no-initial-controllers]
         Write meta.properties into the node's log dirs and, for a controller of a dynamic quorum
         (KIP-853), the metadata log's bootstrap checkpoint (see strom/quorum.py).
+    strom cluster up [--controllers 3] [--brokers 3] [--dir DIR] [--port 9092] [--stop-timeout 30]
+        Format (or reuse DIR) and run 3 controllers + 3 brokers as separate processes on
+        127.0.0.1 under one supervisor (strom/cluster.py); prints bootstrap.servers and a status
+        line per process as it changes; Ctrl-C stops the brokers, then the controllers.
     strom start --config FILE
         Run the node's roles (a combined node runs controller and broker as processes).
     strom controller|broker --config FILE
@@ -46,6 +50,18 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run", help="run a one-node cluster on 127.0.0.1")
     run.add_argument("--port", type=int, default=9092)
     run.add_argument("--dir", help="data directory (default: a new temporary one)")
+    cluster = sub.add_parser("cluster", help="run a cluster of controllers and brokers on 127.0.0.1")
+    cluster.add_argument("action", choices=["up"])
+    cluster.add_argument("--controllers", type=int, metavar="N", help="controller processes (default 3)")
+    cluster.add_argument("--brokers", type=int, metavar="N", help="broker processes (default 3)")
+    cluster.add_argument("--dir", help="cluster directory, reused if it holds one (default: a new "
+                                       "temporary one)")
+    cluster.add_argument("--port", type=int, metavar="P",
+                         help="first port: brokers on it and up, then the controllers (default 9092; "
+                              "0: any free ports)")
+    cluster.add_argument("--stop-timeout", type=float, default=30.0, metavar="SECONDS",
+                         help="on Ctrl-C, how long each group (brokers, then controllers) has to "
+                              "stop before it is killed (default 30)")
     fmt = sub.add_parser("format", help="format the node's log directories")
     fmt.add_argument("--config", required=True)
     fmt.add_argument("--cluster-id")
@@ -85,6 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             return run_local(args.port, args.dir)
+        if args.command == "cluster":
+            from strom.cluster import cluster_up
+
+            return cluster_up(args.dir, args.controllers, args.brokers, args.port, args.stop_timeout)
         if args.command == "format":
             from strom.config import read_config_file
             from strom.node import format_node

@@ -1,0 +1,208 @@
+"""`strom cluster up`, the real command in a subprocess: 3 controllers + 3 brokers on loopback
+under one supervisor. Clients work through the bootstrap.servers it prints; SIGINT stops the
+brokers, then the controllers, and leaves no process behind; a second `up` on the same --dir
+reuses it; a process that does not stop in time is killed, and the supervisor says so."""
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from tests.integration.cluster import REPO_ROOT, _die_with_parent
+
+pytestmark = pytest.mark.timeout(120)
+UP_TIMEOUT_S = 60.0
+EXIT_TIMEOUT_S = 45.0
+STARTED = re.compile(r"started (controller|broker) (\d+) \(pid (\d+)\)")
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+class ClusterUp:
+    """``python -m strom cluster up --dir DIR --port 0 ...`` with its output read line by line."""
+
+    def __init__(self, directory: str, *args: str) -> None:
+        cmd = [sys.executable, "-m", "strom", "cluster", "up", "--dir", directory, "--port", "0", *args]
+        self.proc = subprocess.Popen(_die_with_parent(cmd), cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+                                     start_new_session=True)
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self._queue.put(line.rstrip("\n"))
+        self._queue.put(None)
+
+    def wait_for(self, pattern: str, timeout: float = UP_TIMEOUT_S) -> re.Match:
+        """The first line from now on matching ``pattern``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            self.lines.append(line)
+            m = re.search(pattern, line)
+            if m is not None:
+                return m
+        raise AssertionError(f"no line matching {pattern!r} within {timeout} s:\n" + "\n".join(self.lines))
+
+    def pids(self) -> dict[tuple[str, int], int]:
+        return {(m.group(1), int(m.group(2))): int(m.group(3))
+                for m in (STARTED.search(line) for line in self.lines) if m}
+
+    def interrupt(self) -> int:
+        """SIGINT, as Ctrl-C sends it; the exit code; every remaining line is in ``lines``."""
+        self.proc.send_signal(signal.SIGINT)
+        code = self.proc.wait(EXIT_TIMEOUT_S)
+        self.drain()
+        return code
+
+    def drain(self, timeout: float = 5.0) -> None:
+        """Read the rest of the output (the process has exited)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                return
+            if line is None:
+                return
+            self.lines.append(line)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        for pid in self.pids().values():
+            with contextlib.suppress(ProcessLookupError):
+                if alive(pid):
+                    os.kill(pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def cluster_up(directory: str, *args: str):
+    up = ClusterUp(directory, *args)
+    try:
+        yield up
+    finally:
+        up.close()
+
+
+def bootstrap_of(up: ClusterUp) -> str:
+    return up.wait_for(r"bootstrap\.servers=(\S+)").group(1)
+
+
+def produce(bootstrap: str, topic: str, value: bytes) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    producer.produce(topic, value, partition=0)
+    assert producer.flush(30) == 0
+
+
+def consume_first(bootstrap: str, topic: str):
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "cluster-up",
+                         "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            message = consumer.poll(1)
+            if message is not None and message.error() is None:
+                return message.value()
+        return None
+    finally:
+        consumer.close()
+
+
+def create_topic(bootstrap: str, topic: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=3)])[topic].result(30)
+
+
+def stop_order(lines: list[str]) -> list[str]:
+    found = (re.search(r"stopping the (brokers|controllers)", line) for line in lines)
+    return [m.group(1) for m in found if m]
+
+
+def test_cluster_up_serves_a_client_and_sigint_stops_brokers_then_controllers(tmp_path):
+    with cluster_up(str(tmp_path)) as up:
+        bootstrap = bootstrap_of(up)
+        assert len(bootstrap.split(",")) == 3
+        pids = up.pids()
+        assert sorted(pids) == [("broker", 4), ("broker", 5), ("broker", 6),
+                                ("controller", 1), ("controller", 2), ("controller", 3)]
+        create_topic(bootstrap, "hello")
+        produce(bootstrap, "hello", b"world")
+        assert consume_first(bootstrap, "hello") == b"world"
+
+        code = up.interrupt()
+        assert code == 0, "\n".join(up.lines)
+        assert stop_order(up.lines) == ["brokers", "controllers"]
+        for (role, node_id), pid in pids.items():
+            assert any(f"{role} {node_id} (pid {pid}): stopped, exit code 0" in line for line in up.lines)
+            assert not alive(pid), f"{role} {node_id} (pid {pid}) outlived the supervisor"
+
+
+def test_a_second_up_on_the_same_dir_reuses_it_without_formatting(tmp_path):
+    directory = str(tmp_path)
+    with cluster_up(directory) as up:
+        first = up.wait_for(r"Strom cluster (\S+): formatted")
+        bootstrap = bootstrap_of(up)
+        create_topic(bootstrap, "kept")
+        produce(bootstrap, "kept", b"before the restart")
+        assert up.interrupt() == 0, "\n".join(up.lines)
+    with open(os.path.join(directory, "controller-1", "metadata", "meta.properties")) as f:
+        meta_before = f.read()
+
+    with cluster_up(directory) as up:
+        again = up.wait_for(r"Strom cluster (\S+): reusing")
+        assert again.group(1) == first.group(1)
+        bootstrap = bootstrap_of(up)
+        assert consume_first(bootstrap, "kept") == b"before the restart"
+        assert up.interrupt() == 0, "\n".join(up.lines)
+    with open(os.path.join(directory, "controller-1", "metadata", "meta.properties")) as f:
+        assert f.read() == meta_before
+
+
+def test_a_killed_broker_is_reported_and_a_broker_that_does_not_stop_is_killed(tmp_path):
+    with cluster_up(str(tmp_path), "--stop-timeout", "2") as up:
+        bootstrap_of(up)
+        pids = up.pids()
+        os.kill(pids[("broker", 5)], signal.SIGKILL)
+        up.wait_for(rf"broker 5 \(pid {pids[('broker', 5)]}\): exited, killed by SIGKILL", timeout=10)
+        up.wait_for(r"broker 5 \(pid \d+\): not running", timeout=10)
+        os.kill(pids[("broker", 6)], signal.SIGSTOP)  # a hung broker: SIGTERM cannot stop it
+
+        code = up.interrupt()
+        assert code == 1, "\n".join(up.lines)
+        assert any(f"broker 6 (pid {pids[('broker', 6)]}): not stopped within 2 s: killing it (SIGKILL)"
+                   in line for line in up.lines), "\n".join(up.lines)
+        assert any(f"broker 4 (pid {pids[('broker', 4)]}): stopped, exit code 0" in line for line in up.lines)
+        assert stop_order(up.lines) == ["brokers", "controllers"]
+        for pid in pids.values():
+            assert not alive(pid)
