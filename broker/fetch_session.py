@@ -35,6 +35,8 @@ class SessionPartition:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
+    # the request's other per-partition fields, opaque here (the fetch handler's: leader epochs...)
+    extra: tuple = ()
 
 
 @dataclass
@@ -59,7 +61,8 @@ class FetchSessionCache:
     def begin(self, session_id: int, epoch: int, requested: list[tuple], forgotten: list[tuple]
               ) -> tuple[FetchSession | None, bool]:
         """Resolve a request into (session or None, incremental?). ``requested`` holds
-        (key, partition, fetch_offset, max_bytes) in request order, ``forgotten`` (key, partition).
+        (key, partition, fetch_offset, max_bytes, *extra) in request order (``extra`` is kept
+        with the partition), ``forgotten`` (key, partition).
         Raises FetchSessionError for an unknown session or a wrong epoch."""
         if session_id == 0:
             if epoch == FINAL:
@@ -71,8 +74,8 @@ class FetchSessionCache:
             if len(self.sessions) >= self.max_slots:
                 self.sessions.popitem(last=False)
             session = FetchSession(next(self._ids) & 0x7FFFFFFF or next(self._ids), 1)
-            for key, partition, offset, max_bytes in requested:
-                session.partitions[(key, partition)] = SessionPartition(offset, max_bytes)
+            for key, partition, offset, max_bytes, *extra in requested:
+                session.partitions[(key, partition)] = SessionPartition(offset, max_bytes, extra=tuple(extra))
             self.sessions[session.session_id] = session
             return session, False
         if epoch == FINAL:
@@ -86,12 +89,12 @@ class FetchSessionCache:
         self.sessions.move_to_end(session_id)
         for key, partition in forgotten:
             session.partitions.pop((key, partition), None)
-        for key, partition, offset, max_bytes in requested:
+        for key, partition, offset, max_bytes, *extra in requested:
             entry = session.partitions.get((key, partition))
             if entry is None:
-                session.partitions[(key, partition)] = SessionPartition(offset, max_bytes)
+                session.partitions[(key, partition)] = SessionPartition(offset, max_bytes, extra=tuple(extra))
             else:
-                entry.fetch_offset, entry.max_bytes = offset, max_bytes
+                entry.fetch_offset, entry.max_bytes, entry.extra = offset, max_bytes, tuple(extra)
         session.epoch = session.epoch + 1 if session.epoch < 2**31 - 1 else 1
         return session, True
 

@@ -10,6 +10,21 @@ The active controller is the raft leader. The broker registers with it (BrokerRe
 heartbeats (BrokerHeartbeat) so it is unfenced once caught up with its own registration, and
 forwards admin requests to it; an answer of NOT_CONTROLLER, or a lost connection, waits for the
 next leader and sends again.
+
+Broker lifecycle, as the controller sees it:
+
+- registration: a new process is a new incarnation (a fresh incarnation id); its first
+  registration names ``previous_broker_epoch``, the epoch it had before a clean shutdown
+  (-1: none, or unknown), so that a clean restart keeps its places as an eligible leader
+  replica (KIP-966). A refusal the controller may lift (another incarnation's session still
+  live, NOT_CONTROLLER) is retried until the registration timeout.
+- heartbeats every broker.heartbeat.interval.ms, and at once on every new connection to the
+  controller: the active controller fences a broker soon after the connection its heartbeats
+  came on closes, unless a heartbeat follows, so a broker that merely reconnected must say
+  so at once.
+- ``controlled_shutdown()`` (on SIGTERM, before stopping): heartbeats with want_shut_down
+  until the controller answers should_shut_down, which it does once it has moved this
+  broker's leaderships away and taken it out of every ISR; bounded by a timeout.
 """
 from __future__ import annotations
 
@@ -33,6 +48,10 @@ log = logging.getLogger("strom.broker.metadata")
 HEARTBEAT_VERSION = 1
 REGISTRATION_VERSION = 3
 FORWARD_TIMEOUT_S = 30.0
+CONTROLLED_SHUTDOWN_POLL_S = 0.05
+# Registration answers the controller may later lift: retried until the registration timeout.
+RETRIABLE_REGISTRATION = (Error.DUPLICATE_BROKER_REGISTRATION, Error.NOT_CONTROLLER,
+                          Error.REQUEST_TIMED_OUT)
 
 
 class MemoryQuorumState:
@@ -80,6 +99,8 @@ class MetadataFollower:
         self._conn_leader = (-1, -1)
         self._tasks: list[asyncio.Task] = []
         self.incarnation_id = os.urandom(16)
+        self.previous_broker_epoch = -1  # set before start(): the epoch of a clean shutdown
+        self._heartbeat_now = asyncio.Event()  # a new connection: heartbeat on it at once
 
     # ---- the RaftListener ------------------------------------------------------------------
     def handle_commit(self, entries: list[Entry]) -> None:
@@ -127,6 +148,8 @@ class MetadataFollower:
                 await self._wait_leader_change(0.2)
                 continue
             self._conn, self._conn_leader = conn, (leader, epoch)
+            if self.broker_epoch >= 0:
+                self._heartbeat_now.set()
             return conn
 
     async def _drop_connection(self) -> None:
@@ -187,31 +210,77 @@ class MetadataFollower:
             listeners=[R.Listener(name=lsn.name, host=lsn.host, port=lsn.port, security_protocol=0)
                        for lsn in self.listeners],
             features=[R.Feature(name="metadata.version", min_supported_version=1,
-                                max_supported_version=25)],
-            rack=self.rack, previous_broker_epoch=self.broker_epoch,
+                                max_supported_version=25),
+                      R.Feature(name="eligible.leader.replicas.version", min_supported_version=0,
+                                max_supported_version=1)],
+            rack=self.rack,
+            previous_broker_epoch=self.broker_epoch if self.broker_epoch >= 0 else self.previous_broker_epoch,
         )
-        response = await self._send(62, REGISTRATION_VERSION, request)
+        while True:
+            response = await self._send(62, REGISTRATION_VERSION, request)
+            if response.error_code not in RETRIABLE_REGISTRATION:
+                break
+            log.info("broker %d: registration answered %s, retrying", self.node_id,
+                     Error(response.error_code).name)
+            await asyncio.sleep(0.2)
         if response.error_code != Error.NONE:
             raise RuntimeError(f"broker registration refused: {Error(response.error_code).name}")
         self.broker_epoch = response.broker_epoch
 
-    async def _heartbeat(self) -> None:
+    async def _heartbeat(self, want_shut_down: bool = False):
+        """One heartbeat; the answer, or None when no controller answered in time."""
         request = M.BrokerHeartbeatRequest(
             broker_id=self.node_id, broker_epoch=self.broker_epoch,
-            current_metadata_offset=self.applied_offset - 1, want_fence=False, want_shut_down=False)
+            current_metadata_offset=self.applied_offset - 1, want_fence=False,
+            want_shut_down=want_shut_down)
         try:
             response = await self._send(63, HEARTBEAT_VERSION, request, timeout=5)
         except TimeoutError:
-            return
-        if response.error_code == Error.STALE_BROKER_EPOCH:
+            return None
+        if response.error_code == Error.STALE_BROKER_EPOCH and not want_shut_down:
             await self._register()
-            return
-        self.fenced = response.is_fenced
+            return response
+        if response.error_code == Error.NONE:
+            self.fenced = response.is_fenced
+        return response
 
     async def _heartbeat_loop(self) -> None:
         while True:
-            await asyncio.sleep(self.heartbeat_ms / 1000)
-            await self._heartbeat()
+            try:
+                await asyncio.wait_for(self._heartbeat_now.wait(), self.heartbeat_ms / 1000)
+            except TimeoutError:
+                pass
+            self._heartbeat_now.clear()
+            try:
+                await self._heartbeat()
+            except (RuntimeError, TimeoutError) as e:  # a refused re-registration: keep trying
+                log.warning("broker %d: heartbeat failed: %s", self.node_id, e)
+
+    async def controlled_shutdown(self, timeout: float = 30.0) -> bool:
+        """Ask the active controller to let this broker go: it moves the broker's leaderships
+        away and takes it out of every ISR, then answers should_shut_down (True). False if it
+        did not within ``timeout`` seconds (the broker stops anyway; the controller fences it
+        when its connection closes)."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        if self.broker_epoch < 0:
+            return True  # never registered: nothing to hand over
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while loop.time() < deadline:
+            try:
+                response = await asyncio.wait_for(self._heartbeat(want_shut_down=True),
+                                                  max(0.001, deadline - loop.time()))
+            except (TimeoutError, RuntimeError):
+                break
+            if response is not None and response.error_code == Error.NONE and response.should_shut_down:
+                log.info("broker %d: controlled shutdown granted", self.node_id)
+                return True
+            await asyncio.sleep(CONTROLLED_SHUTDOWN_POLL_S)
+        log.warning("broker %d: controlled shutdown not granted in %.1f s", self.node_id, timeout)
+        return False
 
     async def wait_for_change(self, timeout: float) -> None:
         try:

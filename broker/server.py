@@ -1,11 +1,17 @@
 """The broker process: partitions on the storage engine, served over the Kafka protocol.
 
-Theory of operation. At start the broker recovers its log dirs, registers with the
-controller and replays the metadata log until the controller unfences it; then it opens
-its client listeners. Every metadata change is reconciled with the local partitions:
-a partition this broker hosts gets a Log, a removed topic's logs are deleted. Until
-replication lands, a partition's only replica is its leader, so the high watermark
-follows the log end offset on every append and acks=all completes at once.
+Theory of operation. At start the broker recovers its log dirs (each log keeps the high
+watermark of its last checkpoint), registers with the controller and replays the metadata log
+until the controller unfences it; only then is the image handed to the ReplicaManager
+(replication/manager.py), so that a half-replayed log never deletes a partition. From then on
+every metadata change goes to it: it creates and deletes logs, makes partitions leaders or
+followers, and starts or stops the replica fetchers. Then the broker opens its client
+listeners; the request handlers reach partitions only through the ReplicaManager.
+
+Periodic tasks: retention, isr-expiration every replica.lag.time.max.ms / 2, the HW checkpoint
+every replica.high.watermark.checkpoint.interval.ms (and at shutdown), recovery point and log
+start checkpoints, flushes. Stopping closes the listeners, the group coordinator, the replica
+fetchers and the AlterPartition manager, the metadata follower, then the logs.
 
 ``run(config)`` takes the parsed configuration from the ``strom`` command.
 """
@@ -21,7 +27,6 @@ from broker.fetch_waiters import FetchWaiters
 from broker.groups.runtime import GroupCoordinatorRuntime
 from broker.handlers import admin, fetch, groups, metadata, offsets, produce
 from broker.metadata_follower import MetadataFollower
-from engine.checkpoint import uuid_to_str
 from engine.manager import LogManager
 from metadata.image import MetadataImage
 from protocol import messages as M
@@ -29,9 +34,13 @@ from protocol.dispatch import Dispatcher
 from protocol.errors import Error
 from protocol.net import Server
 from raft.settings import driver_config
+from replication.alter_partition import ALTER_PARTITION_KEY, ALTER_PARTITION_VERSION, AlterPartitionManager
+from replication.fetcher import FetcherConfig, ReplicaFetcherManager
+from replication.manager import ReplicaManager
 
 log = logging.getLogger("strom.broker")
 STOP_TIMEOUT_S = 20  # the stack dump comes at half of it
+CONTROLLED_SHUTDOWN_TIMEOUT_S = 15
 
 
 class Broker:
@@ -47,6 +56,21 @@ class Broker:
             config.node_id, cluster_id, driver_config(config, cluster_id, observer=True), self.advertised,
             config["broker.rack"], self._on_metadata, config["broker.heartbeat.interval.ms"])
         self.fetch_waiters = FetchWaiters()
+        self.replicas = ReplicaManager(
+            config.node_id, self.logs, self.topic_log_config, listener_name=self.listener_name,
+            replica_lag_time_max_ms=config["replica.lag.time.max.ms"], on_changed=self.notify_appended)
+        self.replicas.fetchers = ReplicaFetcherManager(
+            config.node_id, lambda: self.follower.broker_epoch, self.replicas.brokers.endpoint_of,
+            FetcherConfig(fetch_wait_max_ms=config["replica.fetch.wait.max.ms"],
+                          fetch_min_bytes=config["replica.fetch.min.bytes"],
+                          fetch_max_bytes=config["replica.fetch.max.bytes"],
+                          response_max_bytes=config["replica.fetch.response.max.bytes"],
+                          backoff_ms=config.get("replica.fetch.backoff.ms", 1000)),
+            self.replicas.on_follower_appended)
+        self.replicas.alter_partition = AlterPartitionManager(
+            config.node_id, lambda: self.follower.broker_epoch, self._send_alter_partition,
+            self.replicas.handle_alter_partition_result)
+        self._replicas_started = False
         self.pending_auto_create: set[str] = set()
         self.server: Server | None = None
         self.logs_started = False
@@ -65,29 +89,15 @@ class Broker:
         return self.config.log_config.with_overrides(overrides) if overrides else self.config.log_config
 
     def _on_metadata(self, image: MetadataImage) -> None:
-        hosted = set()
-        for topic in image.topics.values():
-            config = self.topic_log_config(topic.name)
-            for index, p in topic.partitions.items():
-                if self.node_id not in p.replicas:
-                    continue
-                hosted.add((topic.name, index))
-                log_ = self.logs.get_log(topic.name, index)
-                if log_ is not None and log_.topic_id not in (None, _uuid_str(topic.topic_id)):
-                    self.logs.delete_log(topic.name, index)  # a recreated topic of the same name
-                    log_ = None
-                if log_ is None:
-                    log_ = self.logs.get_or_create_log(topic.name, index, config, _uuid_str(topic.topic_id))
-                elif log_.config != config:
-                    log_.config = config
-                if p.leader == self.node_id and p.isr == [self.node_id]:
-                    # The leader alone is the ISR: everything it has is committed (the
-                    # high watermark is the minimum log end offset over the ISR).
-                    log_.update_high_watermark(log_.log_end_offset)
-        for tp in list(self.logs.logs):
-            if tp not in hosted:
-                self.logs.delete_log(*tp)
-        self.fetch_waiters.notify_all()  # leaders and partitions may have changed under them
+        if not self._replicas_started:
+            return  # still catching up with the metadata log: start() applies the whole image
+        try:
+            self.replicas.apply_image(image)
+        finally:
+            self.fetch_waiters.notify_all()  # leaders and partitions may have changed under them
+
+    async def _send_alter_partition(self, request):
+        return await self.follower.forward(ALTER_PARTITION_KEY, ALTER_PARTITION_VERSION, request)
 
     async def allocate_producer_id(self) -> int:
         """The next producer id from this broker's block, fetching a new block from the
@@ -113,7 +123,10 @@ class Broker:
     async def start(self) -> None:
         self.logs.startup()
         self.logs_started = True
+        self.follower.previous_broker_epoch = self.logs.previous_broker_epoch()
         await self.follower.start(self.config["initial.broker.registration.timeout.ms"] / 1000)
+        self._replicas_started = True
+        self.replicas.apply_image(self.image)
         self.groups = GroupCoordinatorRuntime(self)
         self.groups.start()
         apis = []
@@ -131,6 +144,8 @@ class Broker:
                                          self.logs.cleanup_logs)),
             loop.create_task(self._every(self.config["replica.high.watermark.checkpoint.interval.ms"],
                                          self.logs.checkpoint_high_watermarks)),
+            loop.create_task(self._every(self.config["replica.lag.time.max.ms"] // 2,
+                                         self.replicas.maybe_shrink_isr)),
             loop.create_task(self._every(self.config["log.flush.offset.checkpoint.interval.ms"],
                                          self._checkpoint_offsets)),
             loop.create_task(self._every(1000, lambda: self.logs.flush_dirty_logs(_now_ms()))),
@@ -158,15 +173,13 @@ class Broker:
         log.debug("stopping the group coordinator")
         if self.groups is not None:
             await self.groups.stop()
+        log.debug("stopping the replica fetchers and the AlterPartition manager")
+        await self.replicas.close()
         log.debug("stopping the metadata follower")
         await self.follower.close()
         log.debug("closing the logs")
         if self.logs_started:
             self.logs.shutdown(self.follower.broker_epoch)
-
-
-def _uuid_str(raw: bytes) -> str:
-    return uuid_to_str(raw)
 
 
 def _now_ms() -> int:
@@ -190,6 +203,10 @@ async def serve(config, cluster_id: str) -> None:
             await asyncio.wait([stopping, metadata], return_when=asyncio.FIRST_COMPLETED)
             if metadata.done() and not metadata.cancelled() and metadata.exception() is not None:
                 raise RuntimeError(f"the metadata log observer failed: {metadata.exception()}")
+            if stopping.done() and broker.server is not None:
+                # Controlled shutdown: still serving, ask the controller to move our leaderships
+                # away and take us out of every ISR, so clients see only retriable redirects.
+                await broker.follower.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S)
     finally:
         for task in (starting, stopping):
             task.cancel()

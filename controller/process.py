@@ -37,6 +37,11 @@ async def serve(config, cluster_id: str, ready=None) -> None:
     controller = QuorumController(config.node_id, cluster_id, {
         "num.partitions": config["num.partitions"],
         "default.replication.factor": config["default.replication.factor"],
+        "log_config": config.log_config,  # min.insync.replicas, unclean.leader.election.enable, ...
+        **{name: config[name] for name in (
+            "broker.session.timeout.ms", "strom.broker.disconnect.fence.ms",
+            "auto.leader.rebalance.enable", "leader.imbalance.check.interval.seconds",
+            "leader.imbalance.per.broker.percentage")},
     }, snapshot_bytes=config["metadata.log.max.record.bytes.between.snapshots"])
     raft = RaftDriver(driver_config(config, cluster_id, directory_id=directory_id, endpoints=endpoints),
                       raft_log, os.path.join(partition_dir, QUORUM_STATE_FILE), controller)
@@ -48,6 +53,7 @@ async def serve(config, cluster_id: str, ready=None) -> None:
         log.info("controller %d listening on %s:%d", config.node_id, listener.host, port)
     await raft.start()
     server.start()
+    controller.start()  # session expiry and leader rebalance, on the active controller only
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -61,6 +67,7 @@ async def serve(config, cluster_id: str, ready=None) -> None:
             raise RuntimeError(f"the raft replica failed: {raft.task.exception()}")
     finally:
         stopping.cancel()
+        await controller.stop()
         await raft.close(graceful=True)
         await server.close()
         raft_log.close()

@@ -1,39 +1,62 @@
-"""The controller's state machine on the KRaft metadata log, and its write APIs.
+"""The controller's shell: the metadata state machine on the KRaft log, its APIs and timers.
 
 Every controller replays committed metadata records (``handle_commit``, ``handle_snapshot``:
 the RaftListener the driver calls) into a MetadataImage. Only the active controller, the raft
-leader, writes: once it has replayed everything up to its own epoch's LeaderChange record it
-validates each request against the image, appends the records it decides on (one batch) and
-answers when they are committed and replayed. Requests are handled one at a time (a lock), so
-the next one is validated against an image that holds the previous one's records. A controller
-that is not active, or loses leadership before the records commit, answers NOT_CONTROLLER and
-the broker retries at the new leader. Every ``metadata.log.max.record.bytes.between.snapshots``
-bytes of records, each controller snapshots its image (MetadataImage.records()).
+leader, writes. Once it has replayed everything up to its own epoch's LeaderChange record it
+*activates*: broker sessions start afresh (cluster_control), and a new cluster gets its
+bootstrap features (metadata.version, and eligible.leader.replicas.version=1: KIP-966 ELR on
+for new clusters, as from Kafka 4.1).
+
+Deciding is the pure managers' work: cluster_control (brokers, heartbeats, fencing,
+controlled shutdown), replication_control (AlterPartition, elections, ElectLeaders,
+rebalancing), topic_control (topics, partitions, configs). Each takes the image and the
+request and returns the records and the answer; this shell appends the records as one batch,
+waits until they are committed and replayed, and answers. Requests and timers are handled
+one at a time (a lock), so each is decided on an image that holds everything before it. A
+controller that is not active, or loses leadership before the records commit, answers
+NOT_CONTROLLER and the broker retries at the new leader.
+
+Timers, on the active controller only: every TICK_S the broker sessions (fencing on
+broker.session.timeout.ms, or strom.broker.disconnect.fence.ms after the close of a broker's
+heartbeat connection, which the shell learns from protocol.net); every
+leader.imbalance.check.interval.seconds the preferred-leader rebalance
+(auto.leader.rebalance.enable) and the unclean election of leaderless partitions whose topic
+allows it (also right after a config change). Every
+``metadata.log.max.record.bytes.between.snapshots`` bytes of records, each controller
+snapshots its image (MetadataImage.records()).
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from typing import Any
 
+from controller.cluster_control import ClusterControl
+from controller.placement import StripedReplicaPlacer
+from controller.replication_control import ELR_FEATURE, ReplicationControl
+from controller.result import ControllerResult
+from controller.topic_control import TopicControl
 from engine.checkpoint import new_uuid, uuid_from_str
-from engine.config import TOPIC_CONFIGS, LogConfig
-from engine.errors import ConfigError
-from metadata.image import TOPIC_RESOURCE, MetadataImage
+from engine.config import LogConfig
+from metadata.image import MetadataImage
 from protocol import messages as M
 from protocol.dispatch import Api
 from protocol.errors import Error
 from protocol.headers import RequestHeader
 from protocol.metadata_records import decode_record, encode_record
-from protocol.topics import topic_name_error
+from protocol.net import current_connection
 from raft.errors import NotLeaderError
 from raft.log import Entry, Snapshot
 from raft.quorum_state import Leader
 
 log = logging.getLogger("strom.controller")
 
-PRODUCER_ID_BLOCK = 1000
 COMMIT_TIMEOUT_S = 30.0
+TICK_S = 0.05
+UNCLEAN_CHECK_INTERVAL_MS = 5 * 60 * 1000  # Kafka's, besides the check after a config change
+METADATA_VERSION = 25  # 4.0-IV3, the highest the brokers announce; ELR needs 4.0-IV1 (23)
+BOOTSTRAP_FEATURES = (("metadata.version", METADATA_VERSION), (ELR_FEATURE, 1))
 
 
 class NotController(Exception):
@@ -42,16 +65,37 @@ class NotController(Exception):
 
 class QuorumController:
     def __init__(self, node_id: int, cluster_id: str, defaults: dict[str, Any],
-                 snapshot_bytes: int = 20 << 20):
+                 snapshot_bytes: int = 20 << 20, rng: random.Random | None = None):
+        """``defaults``: num.partitions, default.replication.factor, and optionally log_config
+        (the broker defaults of topic configs), broker.session.timeout.ms,
+        strom.broker.disconnect.fence.ms, auto.leader.rebalance.enable,
+        leader.imbalance.check.interval.seconds, leader.imbalance.per.broker.percentage."""
         self.node_id = node_id
         self.cluster_id = cluster_id
-        self.defaults = defaults  # num.partitions, default.replication.factor
+        self.defaults = defaults
         self.snapshot_bytes = snapshot_bytes
         self.state = MetadataImage()
         self.raft = None  # the RaftDriver, set by attach()
         self.applied_offset = 0  # every committed entry below it is replayed
         self._bytes_since_snapshot = 0
         self._lock = asyncio.Lock()
+        rng = rng or random.Random()
+        log_defaults = defaults.get("log_config") or LogConfig()
+        self.replication = ReplicationControl(log_defaults)
+        self.cluster = ClusterControl(cluster_id, self.replication,
+                                      defaults.get("broker.session.timeout.ms", 9000),
+                                      defaults.get("strom.broker.disconnect.fence.ms", 500))
+        self.topics = TopicControl(StripedReplicaPlacer(rng), lambda: uuid_from_str(new_uuid()),
+                                   defaults["num.partitions"], defaults["default.replication.factor"],
+                                   log_defaults)
+        self.rebalance = defaults.get("auto.leader.rebalance.enable", True)
+        self.imbalance_interval_ms = defaults.get("leader.imbalance.check.interval.seconds", 300) * 1000
+        self.imbalance_percentage = defaults.get("leader.imbalance.per.broker.percentage", 10)
+        self._activated_epoch = -1
+        self._next_rebalance_ms = 0
+        self._next_unclean_check_ms = 0
+        self._watched: set = set()  # connections whose close we hear of
+        self._task: asyncio.Task | None = None
 
     def attach(self, raft) -> None:
         self.raft = raft
@@ -86,7 +130,7 @@ class QuorumController:
         if leader_id == self.node_id:
             log.info("controller %d is the active controller in epoch %d", self.node_id, epoch)
 
-    # ---- writing -----------------------------------------------------------------------------
+    # ---- activation ----------------------------------------------------------------------
     def _active(self) -> bool:
         """Leader, and the image holds everything committed before this epoch."""
         if self.raft is None or not self.raft.is_leader():
@@ -94,6 +138,35 @@ class QuorumController:
         s = self.raft.core.state
         return isinstance(s, Leader) and self.applied_offset > s.epoch_start_offset
 
+    @staticmethod
+    def now_ms() -> int:
+        return int(asyncio.get_running_loop().time() * 1000)
+
+    async def _ensure_active(self) -> bool:
+        """Under the lock: True when this is the active controller, activated for its epoch."""
+        if not self._active():
+            if self._activated_epoch != -1:
+                log.info("controller %d is no longer active", self.node_id)
+                self._activated_epoch = -1
+                self.cluster.deactivate()
+            return False
+        epoch = self.raft.core.state.epoch
+        if epoch == self._activated_epoch:
+            return True
+        now = self.now_ms()
+        self.cluster.activate(self.state, now)
+        self._next_rebalance_ms = now + self.imbalance_interval_ms
+        self._next_unclean_check_ms = now + UNCLEAN_CHECK_INTERVAL_MS
+        if "metadata.version" not in self.state.features:
+            try:
+                await self._commit([M.FeatureLevelRecord(name=name, feature_level=level)
+                                    for name, level in BOOTSTRAP_FEATURES])
+            except NotController:
+                return False
+        self._activated_epoch = epoch
+        return True
+
+    # ---- writing -----------------------------------------------------------------------------
     def _next_offset(self) -> int:
         return self.raft.log.end_offset().offset
 
@@ -106,17 +179,46 @@ class QuorumController:
             raise NotController(str(e)) from None
         return last
 
+    async def _apply(self, result: ControllerResult) -> Any:
+        if result.records:
+            await self._commit(result.records)
+        return result.response
+
     def apis(self) -> list[Api]:
         return [
             Api(19, 2, 7, self._write(self.handle_create_topics, _topics_error)),
             Api(20, 1, 6, self._write(self.handle_delete_topics, _responses_error)),
             Api(37, 0, 3, self._write(self.handle_create_partitions, _results_error)),
+            Api(43, 0, 2, self._write(self.handle_elect_leaders, _top_error)),
             Api(44, 0, 1, self._write(self.handle_incremental_alter_configs, _responses_error)),
+            Api(56, 2, 3, self._write(self.handle_alter_partition, _top_error)),
             Api(62, 0, 4, self._write(self.handle_broker_registration, _top_error)),
-            Api(63, 0, 1, self._write(self.handle_broker_heartbeat, _top_error)),
+            Api(63, 0, 1, self._heard_from(self._write(self.handle_broker_heartbeat, _top_error))),
             Api(67, 0, 0, self._write(self.handle_allocate_producer_ids, _top_error)),
             Api(60, 1, 1, self.handle_describe_cluster),
         ]
+
+    def _heard_from(self, serve):
+        """A heartbeat counts as the broker's sign of life when it arrives, not when its turn
+        comes: a request queued behind a slow commit must not let the broker be fenced."""
+        async def heartbeat(header: RequestHeader, req) -> Any:
+            if self._activated_epoch != -1:
+                self.cluster.heard_from(self.state, req.broker_id, req.broker_epoch, self.now_ms(),
+                                        self._watch())
+            return await serve(header, req)
+        return heartbeat
+
+    def _write(self, handler, not_controller):
+        """Serve ``handler`` as the active controller, else answer NOT_CONTROLLER."""
+        async def serve(header: RequestHeader, req) -> Any:
+            async with self._lock:
+                if not await self._ensure_active():
+                    return not_controller(header.api_key, req)
+                try:
+                    return await handler(header, req)
+                except NotController:
+                    return not_controller(header.api_key, req)
+        return serve
 
     async def handle_describe_cluster(self, header: RequestHeader, req) -> Any:
         """KIP-919: asked with endpoint_type 2, a controller lists the controllers (the voters)
@@ -136,230 +238,115 @@ class QuorumController:
         return R(error_code=Error.NONE, endpoint_type=2, cluster_id=self.cluster_id, controller_id=leader,
                  brokers=controllers)
 
-    def _write(self, handler, not_controller):
-        """Serve ``handler`` as the active controller, else answer NOT_CONTROLLER."""
-        async def serve(header: RequestHeader, req) -> Any:
-            async with self._lock:
-                if not self._active():
-                    return not_controller(header.api_key, req)
-                try:
-                    return await handler(header, req)
-                except NotController:
-                    return not_controller(header.api_key, req)
-        return serve
-
     # ---- brokers -----------------------------------------------------------------------
+    def _watch(self):
+        """The connection of the request being served, watched for its close."""
+        conn = current_connection.get()
+        if conn is not None and conn not in self._watched:
+            self._watched.add(conn)
+            conn.add_close_callback(lambda: self._connection_closed(conn))
+        return conn
+
+    def _connection_closed(self, conn) -> None:
+        self._watched.discard(conn)
+        if self._activated_epoch != -1:
+            self.cluster.connection_closed(conn, self.now_ms())
 
     async def handle_broker_registration(self, header: RequestHeader, req) -> Any:
-        R = M.BrokerRegistrationResponse
-        if req.cluster_id != self.cluster_id:
-            return R(error_code=Error.INCONSISTENT_CLUSTER_ID)
-        epoch = self._next_offset()  # the broker epoch is its registration's offset
-        record = M.RegisterBrokerRecord(
-            broker_id=req.broker_id, incarnation_id=req.incarnation_id, broker_epoch=epoch,
-            end_points=[M.RegisterBrokerRecord.BrokerEndpoint(
-                name=lsn.name, host=lsn.host, port=lsn.port, security_protocol=lsn.security_protocol)
-                for lsn in req.listeners],
-            rack=req.rack, fenced=True,
-        )
-        await self._commit([record])
-        return R(error_code=Error.NONE, broker_epoch=epoch)
+        return await self._apply(self.cluster.register(
+            self.state, req, header.api_version, self._next_offset(), self.now_ms(), self._watch()))
 
     async def handle_broker_heartbeat(self, header: RequestHeader, req) -> Any:
-        R = M.BrokerHeartbeatResponse
-        broker = self.state.brokers.get(req.broker_id)
-        if broker is None or broker.broker_epoch != req.broker_epoch:
-            return R(error_code=Error.STALE_BROKER_EPOCH, is_fenced=True)
-        caught_up = req.current_metadata_offset >= broker.broker_epoch
-        if broker.fenced and caught_up and not req.want_fence:
-            await self._commit([M.UnfenceBrokerRecord(id=req.broker_id, epoch=req.broker_epoch)])
-        elif not broker.fenced and req.want_fence:
-            await self._commit([M.FenceBrokerRecord(id=req.broker_id, epoch=req.broker_epoch)])
-        return R(error_code=Error.NONE, is_caught_up=caught_up, is_fenced=broker.fenced,
-                 should_shut_down=req.want_shut_down)
+        return await self._apply(self.cluster.heartbeat(
+            self.state, req, self._next_offset(), self.now_ms(), self._watch()))
 
     async def handle_allocate_producer_ids(self, header: RequestHeader, req) -> Any:
-        """A block of producer ids for a broker's InitProducerId (ProducerIdsRecord)."""
-        R = M.AllocateProducerIdsResponse
-        broker = self.state.brokers.get(req.broker_id)
-        if broker is None or broker.broker_epoch != req.broker_epoch:
-            return R(error_code=Error.STALE_BROKER_EPOCH)
-        start = self.state.next_producer_id
-        await self._commit([M.ProducerIdsRecord(broker_id=req.broker_id, broker_epoch=req.broker_epoch,
-                                                next_producer_id=start + PRODUCER_ID_BLOCK)])
-        return R(error_code=Error.NONE, producer_id_start=start, producer_id_len=PRODUCER_ID_BLOCK)
+        return await self._apply(self.cluster.allocate_producer_ids(self.state, req))
+
+    # ---- partitions --------------------------------------------------------------------
+    async def handle_alter_partition(self, header: RequestHeader, req) -> Any:
+        return await self._apply(self.replication.alter_partition(self.state, req, header.api_version))
+
+    async def handle_elect_leaders(self, header: RequestHeader, req) -> Any:
+        return await self._apply(self.replication.elect_leaders(self.state, req, header.api_version))
 
     # ---- topics --------------------------------------------------------------------------
-
     async def handle_create_topics(self, header: RequestHeader, req) -> Any:
-        R = M.CreateTopicsResponse
-        results = []
-        records: list[Any] = []
-        seen = set()
-        for t in req.topics:
-            result = R.CreatableTopicResult(name=t.name)
-            results.append(result)
-            error = self._check_new_topic(t, seen)
-            seen.add(t.name)
-            if error is not None:
-                result.error_code, result.error_message = error
-                continue
-            partitions = t.num_partitions if t.num_partitions != -1 else self.defaults["num.partitions"]
-            rf = t.replication_factor if t.replication_factor != -1 \
-                else self.defaults["default.replication.factor"]
-            topic_id = uuid_from_str(new_uuid())
-            result.topic_id = topic_id
-            result.num_partitions = partitions
-            result.replication_factor = rf
-            if req.validate_only:
-                continue
-            records.append(M.TopicRecord(name=t.name, topic_id=topic_id))
-            brokers = self.state.unfenced_brokers()
-            for p in range(partitions):
-                replicas = [brokers[(p + i) % len(brokers)] for i in range(rf)]
-                records.append(M.PartitionRecord(
-                    partition_id=p, topic_id=topic_id, replicas=replicas, isr=list(replicas),
-                    leader=replicas[0], leader_epoch=0, partition_epoch=0))
-            for c in t.configs:
-                records.append(M.ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=t.name,
-                                              name=c.name, value=c.value))
-        if records:
-            await self._commit(records)
-        return R(topics=results)
-
-    def _check_new_topic(self, t, seen: set[str]) -> tuple[int, str] | None:
-        why = topic_name_error(t.name)
-        if why is not None:
-            return Error.INVALID_TOPIC_EXCEPTION, why
-        if t.name in seen:
-            return Error.INVALID_REQUEST, f"topic {t.name} appears twice in the request"
-        if t.name in self.state.topics:
-            return Error.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
-        if t.assignments:
-            return Error.INVALID_REQUEST, "manual replica assignments are not supported yet"
-        if t.num_partitions == 0 or t.num_partitions < -1:
-            return Error.INVALID_PARTITIONS, f"number of partitions must be positive: {t.num_partitions}"
-        rf = t.replication_factor
-        if rf == -1:
-            rf = self.defaults["default.replication.factor"]
-        live = len(self.state.unfenced_brokers())
-        if rf <= 0:
-            return Error.INVALID_REPLICATION_FACTOR, f"replication factor must be positive: {rf}"
-        if rf > live:
-            return (Error.INVALID_REPLICATION_FACTOR,
-                    f"Unable to replicate the partition {rf} time(s): The target replication factor "
-                    f"of {rf} cannot be reached because only {live} broker(s) are registered.")
-        try:
-            LogConfig().with_overrides({c.name: c.value for c in t.configs})
-        except ConfigError as e:
-            return Error.INVALID_CONFIG, str(e)
-        return None
+        return await self._apply(self.topics.create_topics(self.state, req))
 
     async def handle_delete_topics(self, header: RequestHeader, req) -> Any:
-        R = M.DeleteTopicsResponse
-        results = []
-        records = []
-        names = [t.name for t in req.topics] if req.topics else list(req.topic_names)
-        ids = [t.topic_id for t in req.topics] if req.topics else [None] * len(names)
-        for name, topic_id in zip(names, ids):
-            topic = self.state.topics.get(name) if name else self.state.topics_by_id.get(topic_id)
-            result = R.DeletableTopicResult(name=name, topic_id=topic_id or bytes(16))
-            if topic is None:
-                result.error_code = Error.UNKNOWN_TOPIC_OR_PARTITION if name else Error.UNKNOWN_TOPIC_ID
-            else:
-                result.name, result.topic_id = topic.name, topic.topic_id
-                records.append(M.RemoveTopicRecord(topic_id=topic.topic_id))
-            results.append(result)
-        if records:
-            await self._commit(records)
-        return R(responses=results)
+        return await self._apply(self.topics.delete_topics(self.state, req))
 
     async def handle_create_partitions(self, header: RequestHeader, req) -> Any:
-        R = M.CreatePartitionsResponse
-        results = []
-        records = []
-        for t in req.topics:
-            result = R.CreatePartitionsTopicResult(name=t.name)
-            results.append(result)
-            topic = self.state.topics.get(t.name)
-            if topic is None:
-                result.error_code = Error.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            current = len(topic.partitions)
-            if t.count <= current:
-                result.error_code = Error.INVALID_PARTITIONS
-                result.error_message = (f"Topic currently has {current} partitions, which is "
-                                        f"higher than or equal to the requested {t.count}.")
-                continue
-            if t.assignments:
-                result.error_code = Error.INVALID_REQUEST
-                result.error_message = "manual replica assignments are not supported yet"
-                continue
-            if req.validate_only:
-                continue
-            brokers = self.state.unfenced_brokers()
-            rf = len(next(iter(topic.partitions.values())).replicas) if topic.partitions else 1
-            for p in range(current, t.count):
-                replicas = [brokers[(p + i) % len(brokers)] for i in range(min(rf, len(brokers)))]
-                records.append(M.PartitionRecord(
-                    partition_id=p, topic_id=topic.topic_id, replicas=replicas, isr=list(replicas),
-                    leader=replicas[0], leader_epoch=0, partition_epoch=0))
-        if records:
-            await self._commit(records)
-        return R(results=results)
+        return await self._apply(self.topics.create_partitions(self.state, req))
 
     async def handle_incremental_alter_configs(self, header: RequestHeader, req) -> Any:
-        R = M.IncrementalAlterConfigsResponse
-        results = []
-        records = []
-        for res in req.resources:
-            result = R.AlterConfigsResourceResponse(resource_type=res.resource_type,
-                                                    resource_name=res.resource_name)
-            results.append(result)
-            if res.resource_type != TOPIC_RESOURCE:
-                result.error_code = Error.INVALID_REQUEST
-                result.error_message = "only topic configs can be altered"
-                continue
-            if res.resource_name not in self.state.topics:
-                result.error_code = Error.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            current = dict(self.state.configs.get((TOPIC_RESOURCE, res.resource_name), {}))
-            pending = []
-            error = None
-            for c in res.configs:
-                if c.name not in TOPIC_CONFIGS:
-                    error = (Error.INVALID_CONFIG, f"Unknown topic config name: {c.name}")
-                    break
-                if c.config_operation == 0:  # SET
-                    current[c.name] = c.value
-                    pending.append((c.name, c.value))
-                elif c.config_operation == 1:  # DELETE
-                    current.pop(c.name, None)
-                    pending.append((c.name, None))
-                else:
-                    error = (Error.INVALID_REQUEST,
-                             f"{c.name}: APPEND/SUBTRACT apply to list configs only")
-                    break
-            if error is None:
-                try:
-                    LogConfig().with_overrides(current)
-                except ConfigError as e:
-                    error = (Error.INVALID_CONFIG, str(e))
-            if error is not None:
-                result.error_code, result.error_message = error
-                continue
-            if not req.validate_only:
-                records += [M.ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=res.resource_name,
-                                           name=name, value=value) for name, value in pending]
+        response = await self._apply(self.topics.incremental_alter_configs(self.state, req))
+        # unclean.leader.election.enable may have just been turned on.
+        records = self.replication.maybe_elect_unclean_leaders(self.state)
         if records:
-            await self._commit(records)
-        return R(responses=results)
+            try:
+                await self._commit(records)
+            except NotController:
+                pass  # the configs are committed; the next active controller checks again
+        return response
+
+    # ---- timers ----------------------------------------------------------------------------
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._tick_loop())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def _tick_loop(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_S)
+            try:
+                await self._tick()
+            except NotController:
+                pass
+            except Exception:
+                log.exception("controller %d: periodic task failed", self.node_id)
+
+    async def _tick(self) -> None:
+        active = self._active()
+        if active and self._activated_epoch == self.raft.core.state.epoch:
+            now = self.now_ms()
+            if (not self.cluster.expired(self.state, now) and now < self._next_rebalance_ms
+                    and now < self._next_unclean_check_ms):
+                return  # the common case: nothing due, and no need to queue behind requests
+        elif not active and self._activated_epoch == -1:
+            return
+        async with self._lock:
+            if not await self._ensure_active():
+                return
+            now = self.now_ms()
+            expired = self.cluster.expired(self.state, now)
+            if expired:
+                log.info("controller %d fences brokers %s", self.node_id, expired)
+                await self._commit(self.cluster.tick(self.state, now))
+            if now >= self._next_rebalance_ms:
+                self._next_rebalance_ms = now + self.imbalance_interval_ms
+                if self.rebalance:
+                    records = self.replication.maybe_balance_partition_leaders(
+                        self.state, self.imbalance_percentage)
+                    if records:
+                        await self._commit(records)
+            if now >= self._next_unclean_check_ms:
+                self._next_unclean_check_ms = now + UNCLEAN_CHECK_INTERVAL_MS
+                records = self.replication.maybe_elect_unclean_leaders(self.state)
+                if records:
+                    await self._commit(records)
 
 
 # ---- NOT_CONTROLLER answers, in each response's own shape -------------------------------------
 
 def _top_error(api_key: int, req) -> Any:
-    response = {62: M.BrokerRegistrationResponse, 63: M.BrokerHeartbeatResponse,
+    response = {43: M.ElectLeadersResponse, 56: M.AlterPartitionResponse,
+                62: M.BrokerRegistrationResponse, 63: M.BrokerHeartbeatResponse,
                 67: M.AllocateProducerIdsResponse}[api_key]
     return response(error_code=Error.NOT_CONTROLLER)
 

@@ -371,10 +371,12 @@ class Log:
         return self.high_watermark
 
     def maybe_increment_high_watermark(self, offset: int) -> bool:
-        if offset > self.high_watermark:
+        """Raise the HW to ``offset`` clamped to the log end offset; never lowers it. True if
+        it moved."""
+        before = self.high_watermark
+        if offset > before:
             self.update_high_watermark(offset)
-            return True
-        return False
+        return self.high_watermark > before
 
     def maybe_increment_log_start_offset(self, new_start: int) -> bool:
         """DeleteRecords: raise the log start offset (up to the HW). Segments wholly below it
@@ -390,6 +392,22 @@ class Log:
         self.leader_epoch_cache.truncate_from_start(new_start)
         return True
 
+    # ---- leader epochs (the replication seam, replication/log.py) -------------------------
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(largest cached epoch <= ``epoch``, where it ends: the start of the next epoch, or
+        the log end offset for the latest); (-1, -1) for -1 or an epoch above every cached one
+        (OffsetsForLeaderEpoch, Kafka's endOffsetFor)."""
+        return self.leader_epoch_cache.end_offset_for(epoch, self.log_end_offset)
+
+    def assign_epoch_start_offset(self, epoch: int, start_offset: int) -> None:
+        """A new leader epoch begins at ``start_offset`` (a new leader's log end offset)."""
+        self.leader_epoch_cache.assign(epoch, start_offset)
+
+    def epoch_for_offset(self, offset: int) -> int:
+        """The leader epoch that wrote ``offset`` (-1 before the first cached epoch)."""
+        return self.leader_epoch_cache.epoch_for_offset(offset)
+
     # ---- truncation ----------------------------------------------------------------------
 
     def truncate_to(self, offset: int) -> bool:
@@ -398,6 +416,10 @@ class Log:
         if offset < 0:
             raise ValueError(f"cannot truncate to a negative offset {offset}")
         if offset >= self.log_end_offset:
+            # A leader may have cached its epoch's start at the log end and lost leadership
+            # before writing anything: that entry must go, or the next fetch of this follower
+            # sends an epoch the new leader never had and diverges again.
+            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
             return False
         self._bound_cache = None
         if offset < self.active_segment.base_offset and offset < self.segments[0].base_offset:

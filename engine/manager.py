@@ -89,6 +89,7 @@ class LogManager:
         self.logs: dict[TopicPartition, Log] = {}
         self._locks: list[int] = []
         self.had_clean_shutdown: dict[str, bool] = {}
+        self.clean_shutdown_epochs: dict[str, int] = {}  # brokerEpoch of the marker, -1 if none
 
     # ---- startup -------------------------------------------------------------------------
 
@@ -131,6 +132,7 @@ class LogManager:
         marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
         clean = os.path.exists(marker)
         self.had_clean_shutdown[d] = clean
+        self.clean_shutdown_epochs[d] = _clean_shutdown_epoch(marker) if clean else -1
         hws = read_offset_checkpoint(os.path.join(d, REPLICATION_CHECKPOINT))
         recovery_points = read_offset_checkpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT))
         log_starts = read_offset_checkpoint(os.path.join(d, LOG_START_CHECKPOINT))
@@ -222,6 +224,15 @@ class LogManager:
             offsets = {tp: value(lg) for tp, lg in self._logs_in(d).items()}
             write_offset_checkpoint(os.path.join(d, name), offsets)
 
+    def previous_broker_epoch(self) -> int:
+        """The broker epoch of the last clean shutdown if every log dir had one and they agree
+        (KIP-966: a clean restart keeps the broker's places as an eligible leader replica),
+        else -1. Read at startup, before the markers are removed."""
+        epochs = set(self.clean_shutdown_epochs.values())
+        if len(epochs) != 1 or len(self.clean_shutdown_epochs) != len(self.log_dirs):
+            return -1
+        return epochs.pop()
+
     # ---- shutdown ------------------------------------------------------------------------
 
     def shutdown(self, broker_epoch: int = -1) -> None:
@@ -239,3 +250,14 @@ class LogManager:
         for fd in self._locks:
             os.close(fd)
         self._locks.clear()
+
+
+def _clean_shutdown_epoch(path: str) -> int:
+    """brokerEpoch of a ``.kafka_cleanshutdown`` marker; -1 if it is empty or unreadable
+    (older markers carry no JSON)."""
+    try:
+        with open(path, "rb") as f:
+            value = json.loads(f.read() or b"{}").get("brokerEpoch", -1)
+    except (OSError, ValueError, AttributeError):
+        return -1
+    return value if isinstance(value, int) else -1

@@ -3,6 +3,27 @@
 Only ``replay`` changes it. The controller decides by reading it, writes records, and
 applies them once committed; a broker applies what it fetches from the metadata log. A
 process that replays the log from the start holds exactly the state it had.
+
+A partition (PartitionRecord, then PartitionChangeRecords merged into it):
+
+| field                 | meaning                                                              |
+|-----------------------|----------------------------------------------------------------------|
+| replicas              | the assignment; replicas[0] is the preferred leader                  |
+| isr                   | in-sync replicas: always a subset of replicas holding the leader     |
+|                       | (empty only with ELR, when the partition has no leader)              |
+| leader                | broker id, or NO_LEADER (-1): the partition is offline               |
+| leader_epoch          | +1 on every PartitionChangeRecord whose leader field is set (!= -2)  |
+| partition_epoch       | +1 on every PartitionChangeRecord: the AlterPartition version token  |
+| elr                   | KIP-966 eligible leader replicas: out of the ISR yet complete up to  |
+|                       | the high watermark; never overlaps the ISR                           |
+| last_known_elr        | the last leader before the ISR emptied (balanced recovery)           |
+| leader_recovery_state | RECOVERED (0), or RECOVERING (1) after an unclean election           |
+| adding/removing_replicas | reassignment in progress (KIP-455)                                |
+
+A broker's registration (RegisterBrokerRecord, then BrokerRegistrationChangeRecord or the
+older Fence/UnfenceBrokerRecord): ``broker_epoch`` is the offset of its RegisterBrokerRecord;
+changes naming another epoch are stale and ignored. ``fenced`` brokers lead nothing and join
+no ISR; ``in_controlled_shutdown`` brokers are leaving (no new leaderships, no ISR).
 """
 from __future__ import annotations
 
@@ -14,6 +35,11 @@ from protocol import messages as M
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 
+NO_LEADER = -1
+NO_LEADER_CHANGE = -2  # PartitionChangeRecord.leader: unchanged
+RECOVERED = 0
+RECOVERING = 1
+
 
 @dataclass
 class PartitionState:
@@ -22,6 +48,38 @@ class PartitionState:
     leader: int
     leader_epoch: int
     partition_epoch: int
+    elr: list[int] = field(default_factory=list)
+    last_known_elr: list[int] = field(default_factory=list)
+    leader_recovery_state: int = RECOVERED
+    adding_replicas: list[int] = field(default_factory=list)
+    removing_replicas: list[int] = field(default_factory=list)
+
+    def copy(self) -> PartitionState:
+        return PartitionState(list(self.replicas), list(self.isr), self.leader, self.leader_epoch,
+                              self.partition_epoch, list(self.elr), list(self.last_known_elr),
+                              self.leader_recovery_state, list(self.adding_replicas),
+                              list(self.removing_replicas))
+
+    def merge(self, r) -> None:
+        """Apply a PartitionChangeRecord: a null (or -1/-2) field is unchanged."""
+        if r.isr is not None:
+            self.isr = list(r.isr)
+        if r.replicas is not None:
+            self.replicas = list(r.replicas)
+        if r.adding_replicas is not None:
+            self.adding_replicas = list(r.adding_replicas)
+        if r.removing_replicas is not None:
+            self.removing_replicas = list(r.removing_replicas)
+        if r.eligible_leader_replicas is not None:
+            self.elr = list(r.eligible_leader_replicas)
+        if r.last_known_elr is not None:
+            self.last_known_elr = list(r.last_known_elr)
+        if r.leader_recovery_state != -1:
+            self.leader_recovery_state = r.leader_recovery_state
+        if r.leader != NO_LEADER_CHANGE:
+            self.leader = r.leader
+            self.leader_epoch += 1
+        self.partition_epoch += 1
 
 
 @dataclass
@@ -39,6 +97,7 @@ class BrokerState:
     endpoints: list[Any]  # RegisterBrokerRecord.BrokerEndpoint: name, host, port, security_protocol
     rack: str | None
     fenced: bool = True
+    in_controlled_shutdown: bool = False
 
     def endpoint(self, listener: str) -> tuple[str, int] | None:
         for e in self.endpoints:
@@ -72,18 +131,12 @@ class MetadataImage:
     def _replay_PartitionRecord(self, r) -> None:
         topic = self.topics_by_id[r.topic_id]
         topic.partitions[r.partition_id] = PartitionState(
-            list(r.replicas), list(r.isr), r.leader, r.leader_epoch, r.partition_epoch)
+            list(r.replicas), list(r.isr), r.leader, r.leader_epoch, r.partition_epoch,
+            list(r.eligible_leader_replicas or []), list(r.last_known_elr or []),
+            r.leader_recovery_state, list(r.adding_replicas), list(r.removing_replicas))
 
     def _replay_PartitionChangeRecord(self, r) -> None:
-        p = self.topics_by_id[r.topic_id].partitions[r.partition_id]
-        if r.isr is not None:
-            p.isr = list(r.isr)
-        if r.replicas is not None:
-            p.replicas = list(r.replicas)
-        if r.leader != -2:
-            p.leader = r.leader
-            p.leader_epoch += 1
-        p.partition_epoch += 1
+        self.topics_by_id[r.topic_id].partitions[r.partition_id].merge(r)
 
     def _replay_RemoveTopicRecord(self, r) -> None:
         topic = self.topics_by_id.pop(r.topic_id, None)
@@ -100,7 +153,8 @@ class MetadataImage:
 
     def _replay_RegisterBrokerRecord(self, r) -> None:
         self.brokers[r.broker_id] = BrokerState(
-            r.broker_id, r.incarnation_id, r.broker_epoch, list(r.end_points), r.rack, r.fenced)
+            r.broker_id, r.incarnation_id, r.broker_epoch, list(r.end_points), r.rack, r.fenced,
+            r.in_controlled_shutdown)
 
     def _replay_UnfenceBrokerRecord(self, r) -> None:
         broker = self.brokers.get(r.id)
@@ -112,6 +166,17 @@ class MetadataImage:
         if broker is not None and broker.broker_epoch == r.epoch:
             broker.fenced = True
 
+    def _replay_BrokerRegistrationChangeRecord(self, r) -> None:
+        broker = self.brokers.get(r.broker_id)
+        if broker is None or broker.broker_epoch != r.broker_epoch:
+            return
+        if r.fenced == 1:
+            broker.fenced = True
+        elif r.fenced == -1:
+            broker.fenced = False
+        if r.in_controlled_shutdown == 1:
+            broker.in_controlled_shutdown = True
+
     def _replay_UnregisterBrokerRecord(self, r) -> None:
         self.brokers.pop(r.broker_id, None)
 
@@ -119,7 +184,10 @@ class MetadataImage:
         self.next_producer_id = r.next_producer_id
 
     def _replay_FeatureLevelRecord(self, r) -> None:
-        self.features[r.name] = r.feature_level
+        if r.feature_level == 0:
+            self.features.pop(r.name, None)
+        else:
+            self.features[r.name] = r.feature_level
 
     def records(self) -> list[Any]:
         """The image as metadata records (a snapshot's content): replaying them rebuilds it."""
@@ -129,13 +197,19 @@ class MetadataImage:
         for b in sorted(self.brokers.values(), key=lambda b: b.broker_id):
             out.append(M.RegisterBrokerRecord(
                 broker_id=b.broker_id, incarnation_id=b.incarnation_id, broker_epoch=b.broker_epoch,
-                end_points=list(b.endpoints), rack=b.rack, fenced=b.fenced))
+                end_points=list(b.endpoints), rack=b.rack, fenced=b.fenced,
+                in_controlled_shutdown=b.in_controlled_shutdown))
         for t in sorted(self.topics.values(), key=lambda t: t.name):
             out.append(M.TopicRecord(name=t.name, topic_id=t.topic_id))
             for pid, p in sorted(t.partitions.items()):
                 out.append(M.PartitionRecord(
                     partition_id=pid, topic_id=t.topic_id, replicas=list(p.replicas), isr=list(p.isr),
-                    leader=p.leader, leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch))
+                    removing_replicas=list(p.removing_replicas), adding_replicas=list(p.adding_replicas),
+                    leader=p.leader, leader_recovery_state=p.leader_recovery_state,
+                    leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch,
+                    # KIP-966: written only when non-empty, as Kafka does.
+                    eligible_leader_replicas=list(p.elr) or None,
+                    last_known_elr=list(p.last_known_elr) or None))
         for (resource_type, resource_name), configs in sorted(self.configs.items()):
             for name, value in sorted(configs.items()):
                 out.append(M.ConfigRecord(resource_type=resource_type, resource_name=resource_name,
@@ -150,3 +224,12 @@ class MetadataImage:
 
     def unfenced_brokers(self) -> list[int]:
         return sorted(b.broker_id for b in self.brokers.values() if not b.fenced)
+
+    def is_active_broker(self, broker_id: int) -> bool:
+        """Registered, unfenced and not in controlled shutdown: may lead and join ISRs."""
+        b = self.brokers.get(broker_id)
+        return b is not None and not b.fenced and not b.in_controlled_shutdown
+
+    def active_brokers(self) -> list[int]:
+        return sorted(b.broker_id for b in self.brokers.values()
+                      if not b.fenced and not b.in_controlled_shutdown)

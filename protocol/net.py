@@ -15,11 +15,17 @@ slices (engine.segment.FileSlice): slices of at least ``SENDFILE_MIN_BYTES`` go 
 sendfile (page cache to socket, no copy through Python); smaller ones are read with one
 pread and written with the bytes around them in one send, which costs less than
 sendfile's round through the event loop.
+
+A handler learns the connection its request came on from ``current_connection`` (each
+connection's requests run in that connection's task, so the context variable is its own),
+and may ask to hear of its close (``add_close_callback``): the active controller fences a
+broker whose heartbeat connection closes.
 """
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextvars
 import logging
 import os
 import socket
@@ -126,6 +132,10 @@ class _FdFile:
         pass
 
 
+current_connection: contextvars.ContextVar[_Connection | None] = contextvars.ContextVar(
+    "current_connection", default=None)
+
+
 class _Connection(asyncio.BufferedProtocol):
     """One client connection: frames are queued as they arrive and handled in order by
     one task; reading pauses while too many wait, writing waits while the peer is slow."""
@@ -141,6 +151,14 @@ class _Connection(asyncio.BufferedProtocol):
         self._wakeup: asyncio.Future | None = None
         self._drained: asyncio.Future | None = None
         self.task: asyncio.Task | None = None
+        self._close_callbacks: list[Callable[[], None]] | None = []  # None once lost
+
+    def add_close_callback(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` once the connection is lost (soon, if it already is)."""
+        if self._close_callbacks is None:
+            asyncio.get_running_loop().call_soon(callback)
+        else:
+            self._close_callbacks.append(callback)
 
     # ---- the event loop's side -------------------------------------------------------
 
@@ -181,6 +199,12 @@ class _Connection(asyncio.BufferedProtocol):
         self._wake()
         if self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
+        callbacks, self._close_callbacks = self._close_callbacks or [], None
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:
+                log.exception("connection close callback failed")
 
     def pause_writing(self) -> None:
         self._drained = asyncio.get_running_loop().create_future()
@@ -203,6 +227,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._wake()
 
     async def _serve(self) -> None:
+        current_connection.set(self)
         loop = asyncio.get_running_loop()
         handle = self.server.handle
         try:
@@ -304,4 +329,4 @@ class Server:
         await asyncio.gather(*self._accepting, *tasks, return_exceptions=True)
 
 
-__all__ = ["FrameReader", "FrameTooLarge", "Server"]
+__all__ = ["FrameReader", "FrameTooLarge", "Server", "current_connection"]

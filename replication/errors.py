@@ -20,8 +20,8 @@ maps them onto the wire unchanged.
 | UNKNOWN_LEADER_EPOCH              |   75 | request epoch newer than ours                                |
 | STALE_BROKER_EPOCH                |   77 | (controller side); a stale follower fetch is answered with   |
 |                                   |      | NOT_LEADER_OR_FOLLOWER, as Kafka does (StaleBrokerEpoch)     |
-| INVALID_UPDATE_VERSION            |   96 | AlterPartition answer: give up, wait for metadata            |
-| NEW_LEADER_ELECTED                |  106 | AlterPartition answer: give up, wait for metadata            |
+| INVALID_UPDATE_VERSION            |   95 | AlterPartition answer: give up, wait for metadata            |
+| NEW_LEADER_ELECTED                |  108 | AlterPartition answer: give up, wait for metadata            |
 | INELIGIBLE_REPLICA                |  107 | AlterPartition answer: reset to the last committed state     |
 """
 from __future__ import annotations
@@ -40,8 +40,8 @@ OPERATION_NOT_ATTEMPTED = 55
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
 STALE_BROKER_EPOCH = 77
-INVALID_UPDATE_VERSION = 96
-NEW_LEADER_ELECTED = 106
+INVALID_UPDATE_VERSION = 95
+NEW_LEADER_ELECTED = 108
 INELIGIBLE_REPLICA = 107
 
 NAMES = {

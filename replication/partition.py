@@ -177,6 +177,11 @@ class Partition:
             return Outcome()
         is_new_leader = not self.is_leader
         is_new_leader_epoch = reg.leader_epoch > self.leader_epoch
+        if not is_new_leader and not is_new_leader_epoch and reg.partition_epoch == self.partition_epoch:
+            # The registration we already hold (an AlterPartition answer taught us its epoch
+            # first): it says nothing new, and replacing our state by it would drop a pending
+            # ISR change built on it, which the controller may still commit.
+            return Outcome(hw_advanced=self.maybe_increment_leader_hw(now_ms))
         self._update_assignment_and_isr(reg.replicas, True, frozenset(reg.isr), reg.leader_recovery_state)
         if is_new_leader_epoch:
             start = self.log.log_end_offset

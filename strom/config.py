@@ -76,6 +76,7 @@ PROPERTIES: dict[str, tuple[str, Any]] = {
     "replica.fetch.max.bytes": (INT, 1048576),
     "replica.fetch.wait.max.ms": (INT, 500),
     "replica.fetch.min.bytes": (INT, 1),
+    "replica.fetch.backoff.ms": (INT, 1000),
     "replica.high.watermark.checkpoint.interval.ms": (LONG, 5000),
     "replica.fetch.response.max.bytes": (INT, 10485760),
     "log.retention.check.interval.ms": (LONG, 300000),
@@ -93,6 +94,14 @@ PROPERTIES: dict[str, tuple[str, Any]] = {
     "broker.heartbeat.interval.ms": (INT, 2000),
     "broker.session.timeout.ms": (INT, 9000),
     "initial.broker.registration.timeout.ms": (INT, 60000),
+    "auto.leader.rebalance.enable": (BOOL, True),
+    "leader.imbalance.check.interval.seconds": (LONG, 300),
+    "leader.imbalance.per.broker.percentage": (INT, 10),
+    # Strom's own (not Kafka's): the active controller fences a broker this long after the
+    # connection its heartbeats come on closes, unless a heartbeat from it arrives first (a
+    # dead process closes its sockets; a broker that reconnects heartbeats at once). -1: only
+    # broker.session.timeout.ms fences, as in Kafka.
+    "strom.broker.disconnect.fence.ms": (INT, 500),
     "unstable.api.versions.enable": (BOOL, False),
     "cluster.id": (STRING, None),
     "strom.metrics.port": (INT, None),

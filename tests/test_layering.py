@@ -16,7 +16,7 @@ ALLOWED = {
     "metadata": {"protocol", "ext"},
     "raft": {"engine", "protocol", "ext"},
     "controller": {"raft", "metadata", "protocol", "engine", "ext"},
-    "replication": {"engine", "protocol", "ext"},
+    "replication": {"engine", "metadata", "protocol", "ext"},
     "broker": {"replication", "metadata", "engine", "protocol", "raft", "ext"},
     "spark": {"engine", "ext"},
     "strom": PROJECT - {"strom"},

@@ -20,7 +20,6 @@ import time
 from broker.groups import storage
 from broker.groups.consumer_group import ConsumerGroupConfig, Topics
 from broker.groups.coordinator import CoordinatorConfig, Effects, GroupCoordinator
-from engine.errors import RecordTooLargeError
 from engine.log import ORIGIN_COORDINATOR
 from protocol import messages as M
 from protocol.errors import Error
@@ -154,7 +153,7 @@ class GroupCoordinatorRuntime:
         """Replay the partition from its log start offset: the latest record of a key wins."""
         started = time.monotonic()
         state = storage.GroupState()
-        log_ = self.broker.logs.get_log(storage.OFFSETS_TOPIC, partition)
+        log_ = self.broker.replicas.local_log(storage.OFFSETS_TOPIC, partition)
         if log_ is not None:
             chunk = self.broker.config.get("offsets.load.buffer.size", 5242880)
             for data in storage.read_chunks(log_, chunk):
@@ -190,22 +189,18 @@ class GroupCoordinatorRuntime:
                 waiter.set_result(response)
 
     def _append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
-        topic = self.broker.image.topics.get(storage.OFFSETS_TOPIC)
-        state = topic.partitions.get(partition) if topic else None
-        log_ = self.broker.logs.get_log(storage.OFFSETS_TOPIC, partition)
-        if state is None or log_ is None:
-            raise AppendError(Error.COORDINATOR_NOT_AVAILABLE, "the partition is gone")
-        if state.leader != self.broker.node_id:
+        now = _now_ms()
+        batch = storage.build_records_batch(records, now)
+        result = self.broker.replicas.append_local(storage.OFFSETS_TOPIC, partition, batch, acks=1,
+                                                   origin=ORIGIN_COORDINATOR, now_ms=now)
+        if result.error == Error.NONE:
+            return
+        if result.error == Error.NOT_LEADER_OR_FOLLOWER:
             raise AppendError(Error.NOT_COORDINATOR, "no longer the leader")
-        batch = storage.build_records_batch(records, _now_ms())
-        try:
-            log_.append_as_leader(batch, state.leader_epoch, origin=ORIGIN_COORDINATOR)
-        except RecordTooLargeError as e:
-            raise AppendError(Error.INVALID_COMMIT_OFFSET_SIZE, str(e)) from e
-        except OSError as e:
-            raise AppendError(Error.COORDINATOR_NOT_AVAILABLE, str(e)) from e
-        log_.update_high_watermark(log_.log_end_offset)
-        self.broker.notify_appended(storage.OFFSETS_TOPIC, partition)
+        if result.error == Error.MESSAGE_TOO_LARGE:
+            raise AppendError(Error.INVALID_COMMIT_OFFSET_SIZE, result.error_message or "too large")
+        raise AppendError(Error.COORDINATOR_NOT_AVAILABLE,
+                          result.error_message or f"append failed: {Error(result.error).name}")
 
     def waiter(self) -> asyncio.Future:
         return asyncio.get_running_loop().create_future()

@@ -1,22 +1,35 @@
-"""Fetch for consumers: file slices of each partition (protocol/net.py sends large ones
-with sendfile).
+"""Fetch, for consumers and for the replica fetchers of other brokers: file slices of each
+partition (protocol/net.py sends large ones with sendfile), read through the ReplicaManager.
 
-A fetch waits (up to max_wait_ms) until min_bytes are available; it is woken by an
-append to one of its partitions (broker/fetch_waiters.py), not by a timer. Responses
-respect max_bytes and each partition's partition_max_bytes, but always carry at least
-one whole batch of the first partition with data (KIP-74). Incremental fetch sessions
-(KIP-227) are served from broker/fetch_session.py.
+A consumer (replica id -1) reads from the leader only, below the high watermark; its
+current_leader_epoch is checked (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH). A follower names
+itself with replica_id (up to v14) or replica_state (v15+, with its broker epoch); it reads up to
+the log end offset, gets a diverging_epoch (and no records) when its last fetched epoch ends
+earlier in the leader's log, and each of its fetches records its log end offset on the leader
+(ISR, high watermark). NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH carry the current leader
+and, from v16, its endpoint (KIP-951), so clients move at once. v17's replica_directory_id names
+a raft voter's directory; partitions of topics ignore it. A follower fetch is answered without
+waiting when the follower cannot know the leader's high watermark yet: its own fetch moved it,
+it moved while the fetch waited, or (v18) the follower's high_watermark says it lags (KIP-1166);
+so the high watermark reaches followers at once, not a replica.fetch.wait.max.ms later.
+
+A fetch waits (up to max_wait_ms) until min_bytes are available; it is woken by an append to,
+or a high watermark move of, one of its partitions (broker/fetch_waiters.py), not by a timer.
+Responses respect max_bytes and each partition's partition_max_bytes, but always carry at least
+one whole batch of the first partition with data (KIP-74). Incremental fetch sessions (KIP-227)
+are served from broker/fetch_session.py.
 """
 from __future__ import annotations
 
 import asyncio
 
 from broker.fetch_session import FetchSessionCache, FetchSessionError
-from engine.errors import OffsetOutOfRangeError
-from engine.log import FETCH_HIGH_WATERMARK, FETCH_LOG_END, FETCH_TXN_COMMITTED
 from protocol import messages as M
 from protocol.dispatch import Api
 from protocol.errors import Error
+
+NO_HIGH_WATERMARK = 2**63 - 1  # v18's default: the follower does not say
+LEADER_HINT_ERRORS = (Error.NOT_LEADER_OR_FOLLOWER, Error.FENCED_LEADER_EPOCH)
 
 
 def _complete(fut) -> None:
@@ -25,57 +38,65 @@ def _complete(fut) -> None:
 
 
 def apis(broker) -> list[Api]:
+    replicas = broker.replicas
     cache = FetchSessionCache(broker.config["max.incremental.fetch.session.cache.slots"])
     R = M.FetchResponse
 
-    def read_partitions(wanted, req, version):
-        """[(key, partition, PartitionData)] for (key, partition, offset, max_bytes) entries,
-        the bytes they carry and the (topic name, partition) pairs read."""
-        image = broker.image
-        isolation = FETCH_TXN_COMMITTED if req.isolation_level == 1 else FETCH_HIGH_WATERMARK
-        if req.replica_id >= 0:
-            isolation = FETCH_LOG_END
+    def read_partitions(wanted, req, version, follower):
+        """[(key, partition, PartitionData)] for the wanted entries, the bytes read, the (topic
+        name, partition) pairs read, the leaders to name, and whether to answer without waiting."""
         budget = req.max_bytes if req.max_bytes > 0 else 2**31 - 1
         total = 0
-        out = []
-        names = []
-        for key, index, fetch_offset, max_bytes in wanted:
-            if version >= 13:
-                known = image.topics_by_id.get(key)
-                name = known.name if known else None
-            else:
-                name = key
+        out, names, leaders = [], [], {}
+        urgent = False
+        for key, index, fetch_offset, max_bytes, current_epoch, last_epoch, log_start, follower_hw in wanted:
+            name = replicas.topic_name(key) if version >= 13 else key
             # Empty records are sent as zero bytes, never null (clients index into them).
             pd = R.PartitionData(partition_index=index, high_watermark=-1, last_stable_offset=-1,
                                  log_start_offset=-1, records=b"")
             out.append((key, index, pd))
             names.append((name, index))
-            log_ = broker.logs.get_log(name, index) if name else None
-            if log_ is None:
-                pd.error_code = Error.UNKNOWN_TOPIC_OR_PARTITION if name or version < 13 \
-                    else Error.UNKNOWN_TOPIC_ID
+            if name is None:
+                pd.error_code = Error.UNKNOWN_TOPIC_ID
                 continue
-            pd.high_watermark = log_.high_watermark
-            pd.last_stable_offset = log_.high_watermark
-            pd.log_start_offset = log_.log_start_offset
-            try:
-                info = log_.read(fetch_offset, max(min(max_bytes, budget - total), 0), isolation,
-                                 min_one_message=total == 0)
-            except OffsetOutOfRangeError:
-                pd.error_code = Error.OFFSET_OUT_OF_RANGE
-                continue
-            if info.records is not None and info.size:
-                pd.records = info.records
-                total += info.size
-        return out, total, names
+            part_bytes = max(min(max_bytes, budget - total), 0)
+            if follower is None:
+                res = replicas.read(name, index, fetch_offset, part_bytes, current_leader_epoch=current_epoch,
+                                    read_committed=req.isolation_level == 1, min_one_message=total == 0)
+            else:
+                res = replicas.read_for_follower(name, index, follower[0], follower[1], current_epoch,
+                                                 fetch_offset, last_epoch, log_start, part_bytes,
+                                                 min_one_message=total == 0)
+            pd.error_code = res.error
+            pd.high_watermark = res.high_watermark
+            pd.last_stable_offset = res.last_stable_offset
+            pd.log_start_offset = res.log_start_offset
+            if res.diverging_epoch is not None:
+                pd.diverging_epoch = R.PartitionData.EpochEndOffset(
+                    epoch=res.diverging_epoch[0], end_offset=res.diverging_epoch[1])
+                urgent = True
+            elif follower is not None and (res.hw_advanced or 0 <= follower_hw < res.high_watermark):
+                urgent = True  # the follower's high watermark is behind ours (v18 says so)
+            if res.error in LEADER_HINT_ERRORS and version >= 12:
+                leader_id, leader_epoch = replicas.current_leader(name, index)
+                pd.current_leader = R.PartitionData.LeaderIdAndEpoch(leader_id=leader_id,
+                                                                      leader_epoch=leader_epoch)
+                node = replicas.leader_node(leader_id)
+                if node is not None:
+                    leaders[leader_id] = node
+            if res.records is not None and res.size:
+                pd.records = res.records
+                total += res.size
+        return out, total, names, leaders, urgent
 
-    def respond(results, session, incremental, version):
+    def respond(results, session, incremental, version, leaders):
         topics: dict = {}
         for key, index, pd in results:
+            news = bool(pd.records) or pd.diverging_epoch.epoch >= 0
             if incremental:
                 entry = session.partitions.get((key, index))
                 if entry is not None and not cache.changed(
-                        entry, bool(pd.records), pd.error_code, pd.high_watermark,
+                        entry, news, pd.error_code, pd.high_watermark,
                         pd.last_stable_offset, pd.log_start_offset):
                     continue
             elif session is not None:
@@ -88,13 +109,23 @@ def apis(broker) -> list[Api]:
                 topic = topics[key] = R.FetchableTopicResponse(
                     topic=key if version < 13 else "", topic_id=key if version >= 13 else bytes(16))
             topic.partitions.append(pd)
+        endpoints = [R.NodeEndpoint(node_id=node_id, host=host, port=port, rack=rack)
+                     for node_id, (host, port, rack) in sorted(leaders.items())] if version >= 16 else []
         return R(error_code=Error.NONE, session_id=session.session_id if session else 0,
-                 responses=list(topics.values()))
+                 responses=list(topics.values()), node_endpoints=endpoints)
 
     async def handle_fetch(header, req):
         version = header.api_version
+        replica_id = req.replica_state.replica_id if version >= 15 else req.replica_id
+        follower = None
+        if replica_id >= 0:
+            follower = (replica_id, req.replica_state.replica_epoch if version >= 15 else -1)
         keyed = (lambda t: t.topic_id) if version >= 13 else (lambda t: t.topic)
-        requested = [(keyed(t), p.partition, p.fetch_offset, p.partition_max_bytes)
+        # (key, partition, fetch offset, max bytes, current leader epoch, last fetched epoch,
+        #  the fetcher's log start offset, the follower's high watermark or -1)
+        requested = [(keyed(t), p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch,
+                      p.last_fetched_epoch, p.log_start_offset,
+                      p.high_watermark if version >= 18 and p.high_watermark != NO_HIGH_WATERMARK else -1)
                      for t in req.topics for p in t.partitions]
         forgotten = [(keyed(f), p) for f in (req.forgotten_topics_data or []) for p in f.partitions]
         try:
@@ -102,18 +133,26 @@ def apis(broker) -> list[Api]:
         except FetchSessionError as e:
             return R(error_code=e.code, session_id=0, responses=[])
         if session is not None:
-            wanted = [(k, p, e.fetch_offset, e.max_bytes) for (k, p), e in session.partitions.items()]
+            wanted = [(k, p, e.fetch_offset, e.max_bytes, *(e.extra or (-1, -1, -1, -1)))
+                      for (k, p), e in session.partitions.items()]
         else:
             wanted = requested
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(req.max_wait_ms, 0) / 1000
         waiters = broker.fetch_waiters
+        first_hws = None
         while True:
-            results, total, names = read_partitions(wanted, req, version)
+            results, total, names, leaders, urgent = read_partitions(wanted, req, version, follower)
+            if follower is not None:
+                # A follower learns the leader's high watermark only from answers: one that
+                # moved while this fetch waited is worth an answer of its own.
+                hws = [pd.high_watermark for _, _, pd in results]
+                first_hws = hws if first_hws is None else first_hws
+                urgent = urgent or hws != first_hws
             remaining = deadline - loop.time()
             failed = any(pd.error_code for _, _, pd in results)
-            if total >= max(req.min_bytes, 1) or remaining <= 0 or failed:
-                return respond(results, session, incremental, version)
+            if total >= max(req.min_bytes, 1) or remaining <= 0 or failed or urgent:
+                return respond(results, session, incremental, version, leaders)
             waiter = waiters.wait(names)
             timer = loop.call_later(remaining, _complete, waiter)
             try:
@@ -122,4 +161,4 @@ def apis(broker) -> list[Api]:
                 timer.cancel()
                 waiters.forget(names, waiter)
 
-    return [Api(1, 4, 16, handle_fetch)]
+    return [Api(1, 4, 18, handle_fetch)]

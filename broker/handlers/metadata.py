@@ -1,5 +1,10 @@
 """Metadata and DescribeCluster: the cluster as this broker's metadata image shows it.
-Metadata may auto-create topics (auto.create.topics.enable) through the controller."""
+Metadata may auto-create topics (auto.create.topics.enable) through the controller.
+
+Each partition lists its leader and leader epoch, replicas, ISR and offline replicas (replicas
+on brokers that are not registered, fenced, or without this listener), as Kafka's KRaft metadata
+cache does; a partition without a live leader answers LEADER_NOT_AVAILABLE with leader -1, so
+clients retry. The brokers listed are the unfenced ones."""
 from __future__ import annotations
 
 import asyncio
@@ -41,13 +46,8 @@ def apis(broker) -> list[Api]:
                     code = Error.LEADER_NOT_AVAILABLE
                 topics.append(R.MetadataResponseTopic(error_code=code, name=name))
                 continue
-            partitions = []
-            for index in sorted(topic.partitions):
-                p = topic.partitions[index]
-                partitions.append(R.MetadataResponseTopic.MetadataResponsePartition(
-                    error_code=Error.NONE, partition_index=index, leader_id=p.leader,
-                    leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas),
-                    isr_nodes=list(p.isr), offline_replicas=[]))
+            partitions = [partition_metadata(broker, R, index, topic.partitions[index])
+                          for index in sorted(topic.partitions)]
             topics.append(R.MetadataResponseTopic(
                 error_code=Error.NONE, name=name, topic_id=topic.topic_id,
                 is_internal=name in INTERNAL_TOPICS, partitions=partitions))
@@ -60,6 +60,23 @@ def apis(broker) -> list[Api]:
                  brokers=brokers(broker, R.DescribeClusterBroker))
 
     return [Api(3, 0, 12, handle_metadata), Api(60, 0, 1, handle_describe_cluster)]
+
+
+def partition_metadata(broker, R, index: int, p):
+    image = broker.image
+    listener = broker.listener_name
+
+    def offline(broker_id: int) -> bool:
+        b = image.brokers.get(broker_id)
+        return b is None or b.fenced or b.endpoint(listener) is None
+
+    leader = image.brokers.get(p.leader) if p.leader >= 0 else None
+    leader_known = leader is not None and leader.endpoint(listener) is not None
+    return R.MetadataResponseTopic.MetadataResponsePartition(
+        error_code=Error.NONE if leader_known else Error.LEADER_NOT_AVAILABLE, partition_index=index,
+        leader_id=p.leader if leader_known else -1, leader_epoch=p.leader_epoch,
+        replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
+        offline_replicas=[r for r in p.replicas if offline(r)])
 
 
 def brokers(broker, cls) -> list:

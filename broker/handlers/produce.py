@@ -1,90 +1,63 @@
-"""Produce: validate and append each partition's record batches in place.
+"""Produce: append each partition's record batches through the ReplicaManager.
 
 The records of a partition stay a writable memoryview into the request frame; ext
 validates them and patches offsets and the leader epoch in place; the log writes them in
-one write. acks=0 gets no response; acks=1 and acks=-1 are answered after the append
-(with one replica the high watermark moves with the log end offset).
+one write. acks=0 gets no response; acks=1 is answered after the leader's append; acks=-1
+once the high watermark passed the batch (replication/purgatory.py), or with
+NOT_ENOUGH_REPLICAS (nothing written), NOT_ENOUGH_REPLICAS_AFTER_APPEND or REQUEST_TIMED_OUT
+(timeout_ms). NOT_LEADER_OR_FOLLOWER carries the current leader and, in node_endpoints, its
+endpoint (KIP-951, v10+), so the producer moves at once.
 """
 from __future__ import annotations
 
-from engine.errors import (
-    CorruptRecordError,
-    DuplicateSequenceError,
-    InvalidRecordError,
-    InvalidTimestampError,
-    RecordTooLargeError,
-)
-from engine.producer_state import OutOfOrderSequenceError, ProducerFencedError, UnknownProducerIdError
 from protocol import messages as M
 from protocol.dispatch import Api
 from protocol.errors import Error
 
-_ERRORS = [
-    (CorruptRecordError, Error.CORRUPT_MESSAGE),
-    (RecordTooLargeError, Error.MESSAGE_TOO_LARGE),
-    (InvalidTimestampError, Error.INVALID_TIMESTAMP),
-    (InvalidRecordError, Error.INVALID_RECORD),
-    (OutOfOrderSequenceError, Error.OUT_OF_ORDER_SEQUENCE_NUMBER),
-    (ProducerFencedError, Error.INVALID_PRODUCER_EPOCH),
-    (UnknownProducerIdError, Error.UNKNOWN_PRODUCER_ID),
-]
-
 
 def apis(broker) -> list[Api]:
+    replicas = broker.replicas
+
     async def handle_produce(header, req):
         R = M.ProduceResponse
-        image = broker.image
+        PR = R.TopicProduceResponse.PartitionProduceResponse
+        version = header.api_version
         responses = []
+        entries, slots = [], []
         for topic in req.topic_data:
-            name = topic.name
-            if header.api_version >= 13:
-                known = image.topics_by_id.get(topic.topic_id)
-                name = known.name if known else None
+            name = replicas.topic_name(topic.topic_id) if version >= 13 else topic.name
             out = R.TopicProduceResponse(name=topic.name, topic_id=topic.topic_id)
             responses.append(out)
             for p in topic.partition_data:
-                pr = R.TopicProduceResponse.PartitionProduceResponse(
-                    index=p.index, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1)
+                pr = PR(index=p.index, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1)
                 out.partition_responses.append(pr)
                 if req.acks not in (-1, 0, 1):
                     pr.error_code = Error.INVALID_REQUIRED_ACKS
-                    continue
-                log_ = broker.logs.get_log(name, p.index) if name else None
-                partition = image.topics[name].partitions.get(p.index) if name in image.topics else None
-                if log_ is None or partition is None:
-                    pr.error_code = Error.UNKNOWN_TOPIC_OR_PARTITION if name else Error.UNKNOWN_TOPIC_ID
-                    continue
-                if partition.leader != broker.node_id:
-                    pr.error_code = Error.NOT_LEADER_OR_FOLLOWER
-                    continue
-                if p.records is None or len(p.records) == 0:
-                    pr.error_code = Error.INVALID_RECORD
-                    continue
-                try:
-                    info = log_.append_as_leader(p.records, partition.leader_epoch)
-                except DuplicateSequenceError as dup:  # a retry: answer with the original offsets
-                    pr.error_code = Error.NONE
-                    pr.base_offset = dup.first_offset
-                    pr.log_start_offset = log_.log_start_offset
-                    continue
-                except Exception as e:  # mapped to the protocol's codes; others are bugs
-                    for cls, code in _ERRORS:
-                        if isinstance(e, cls):
-                            pr.error_code = code
-                            pr.error_message = str(e)
-                            break
-                    else:
-                        raise
-                    continue
-                log_.update_high_watermark(log_.log_end_offset)
-                broker.notify_appended(name, p.index)
-                pr.error_code = Error.NONE
-                pr.base_offset = info.first_offset
-                pr.log_append_time_ms = info.log_append_time
-                pr.log_start_offset = info.log_start_offset
+                elif name is None:
+                    pr.error_code = Error.UNKNOWN_TOPIC_ID
+                else:
+                    entries.append((name, p.index, p.records))
+                    slots.append(pr)
+        results = await replicas.append_records(entries, req.acks, req.timeout_ms) if entries else []
         if req.acks == 0:
             return None
-        return R(responses=responses)
+        leaders = {}
+        for (name, index, _), pr, result in zip(entries, slots, results):
+            pr.error_code = result.error
+            pr.error_message = result.error_message
+            if result.error in (Error.NONE, Error.NOT_ENOUGH_REPLICAS_AFTER_APPEND, Error.REQUEST_TIMED_OUT):
+                pr.base_offset = result.base_offset
+                pr.log_append_time_ms = result.log_append_time
+                pr.log_start_offset = result.log_start_offset
+            if result.error == Error.NOT_LEADER_OR_FOLLOWER and version >= 10:
+                leader_id, leader_epoch = replicas.current_leader(name, index)
+                pr.current_leader = PR.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=leader_epoch)
+                node = replicas.leader_node(leader_id)
+                if node is not None:
+                    leaders[leader_id] = node
+        endpoints = [R.NodeEndpoint(node_id=node_id, host=host, port=port, rack=rack)
+                     for node_id, (host, port, rack) in sorted(leaders.items())]
+        return R(responses=responses, node_endpoints=endpoints)
 
     async def handle_init_producer_id(header, req):
         R = M.InitProducerIdResponse

@@ -31,3 +31,13 @@ def test_pure_core_imports_only_its_own_modules_from_replication(module):
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("replication."):
             assert node.module.split(".")[1] in CORE, node.module
+
+
+def test_the_core_error_codes_are_the_protocol_s():
+    from protocol.errors import Error
+    from replication import errors
+
+    names = [n for n in dir(errors) if n.isupper() and isinstance(getattr(errors, n), int)]
+    assert len(names) >= 17
+    for name in names:
+        assert getattr(errors, name) == Error[name], name

@@ -1,0 +1,259 @@
+"""Topics, partitions and their configs: CreateTopics, DeleteTopics, CreatePartitions,
+IncrementalAlterConfigs.
+
+Theory of operation. Each request is checked against the image, topic by topic; a topic
+that fails gets its error and writes nothing, the others go on. New partitions are placed by
+the StripedReplicaPlacer over the usable brokers (unfenced, not in controlled shutdown), or
+by the request's manual assignment, which must name registered brokers, each once, with one
+replication factor for the whole topic. A new partition's ISR is its live replicas (all of
+them when placed), its leader the first of those, its leader and partition epochs 0.
+
+Records of a new topic, in Kafka's order: TopicRecord, its ConfigRecords, its
+PartitionRecords. Configs are validated as topic configs over the broker defaults
+(min.insync.replicas >= 1, unclean.leader.election.enable a boolean, ...): INVALID_CONFIG.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from controller.placement import InvalidReplicationFactor, StripedReplicaPlacer, UsableBroker
+from controller.result import ControllerResult
+from engine.config import TOPIC_CONFIGS, LogConfig
+from engine.errors import ConfigError
+from metadata.image import TOPIC_RESOURCE, MetadataImage
+from protocol import messages as M
+from protocol.errors import Error
+from protocol.topics import topic_name_error
+
+
+class TopicError(Exception):
+    def __init__(self, code: int, message: str | None = None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class TopicControl:
+    def __init__(self, placer: StripedReplicaPlacer, new_topic_id: Callable[[], bytes],
+                 num_partitions: int = 1, default_replication_factor: int = 1,
+                 log_defaults: LogConfig | None = None):
+        self.placer = placer
+        self.new_topic_id = new_topic_id  # 16 random bytes, never a reserved Kafka uuid
+        self.num_partitions = num_partitions
+        self.default_replication_factor = default_replication_factor
+        self.log_defaults = log_defaults or LogConfig()
+
+    @staticmethod
+    def usable_brokers(image: MetadataImage) -> list[UsableBroker]:
+        return [UsableBroker(b.broker_id, b.rack) for b in image.brokers.values()
+                if not b.fenced and not b.in_controlled_shutdown]
+
+    def _validate_configs(self, configs: dict[str, Any]) -> None:
+        try:
+            self.log_defaults.with_overrides(configs)
+        except ConfigError as e:
+            raise TopicError(Error.INVALID_CONFIG, str(e)) from None
+
+    # ---- CreateTopics (key 19) -------------------------------------------------------------
+    def create_topics(self, image: MetadataImage, req) -> ControllerResult:
+        R = M.CreateTopicsResponse
+        results, records, seen = [], [], set()
+        for t in req.topics:
+            result = R.CreatableTopicResult(name=t.name)
+            results.append(result)
+            try:
+                topic_records, replication_factor, count = self._create_topic(image, t, seen)
+            except TopicError as e:
+                result.error_code, result.error_message = e.code, e.message
+                continue
+            finally:
+                seen.add(t.name)
+            result.topic_id = topic_records[0].topic_id
+            result.num_partitions, result.replication_factor = count, replication_factor
+            if not req.validate_only:
+                records += topic_records
+        return ControllerResult(records, R(topics=results))
+
+    def _create_topic(self, image: MetadataImage, t, seen: set[str]) -> tuple[list[Any], int, int]:
+        why = topic_name_error(t.name)
+        if why is not None:
+            raise TopicError(Error.INVALID_TOPIC_EXCEPTION, why)
+        if t.name in seen:
+            raise TopicError(Error.INVALID_REQUEST, f"topic {t.name} appears twice in the request")
+        if t.name in image.topics:
+            raise TopicError(Error.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
+        configs = {c.name: c.value for c in t.configs}
+        self._validate_configs(configs)  # before placement, as Kafka does
+        if t.assignments:
+            if t.replication_factor != -1:
+                raise TopicError(Error.INVALID_REQUEST, "A manual partition assignment was specified, "
+                                 "but replication factor was not set to -1.")
+            if t.num_partitions != -1:
+                raise TopicError(Error.INVALID_REQUEST, "A manual partition assignment was specified, "
+                                 "but numPartitions was not set to -1.")
+            by_index: dict[int, list[int]] = {}
+            for a in t.assignments:
+                if a.partition_index in by_index:
+                    raise TopicError(Error.INVALID_REPLICA_ASSIGNMENT, "Found multiple manual partition "
+                                     f"assignments for partition {a.partition_index}")
+                by_index[a.partition_index] = list(a.broker_ids)
+            if sorted(by_index) != list(range(len(by_index))):
+                raise TopicError(Error.INVALID_REPLICA_ASSIGNMENT,
+                                 "partitions should be a consecutive 0-based integer sequence")
+            assignments = [by_index[i] for i in range(len(by_index))]
+            rf = len(assignments[0])
+            for replicas in assignments:
+                self._validate_manual_assignment(image, replicas, rf)
+        else:
+            rf = t.replication_factor if t.replication_factor != -1 else self.default_replication_factor
+            count = t.num_partitions if t.num_partitions != -1 else self.num_partitions
+            if rf <= 0:
+                raise TopicError(Error.INVALID_REPLICATION_FACTOR,
+                                 "Replication factor must be larger than 0, or -1 to use the default value.")
+            if count <= 0:
+                raise TopicError(Error.INVALID_PARTITIONS,
+                                 "Number of partitions was set to an invalid non-positive value.")
+            assignments = self._place(image, count, rf)
+        topic_id = self.new_topic_id()
+        records: list[Any] = [M.TopicRecord(name=t.name, topic_id=topic_id)]
+        records += [M.ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=t.name, name=name,
+                                   value=value) for name, value in configs.items()]
+        for index, replicas in enumerate(assignments):
+            records.append(self._partition_record(image, topic_id, index, replicas))
+        return records, rf, len(assignments)
+
+    def _place(self, image: MetadataImage, count: int, rf: int) -> list[list[int]]:
+        try:
+            return self.placer.place(self.usable_brokers(image), count, rf)
+        except InvalidReplicationFactor as e:
+            raise TopicError(Error.INVALID_REPLICATION_FACTOR,
+                             f"Unable to replicate the partition {rf} time(s): {e}") from None
+
+    @staticmethod
+    def _validate_manual_assignment(image: MetadataImage, replicas: list[int], rf: int) -> None:
+        if not replicas:
+            raise TopicError(Error.INVALID_REPLICA_ASSIGNMENT,
+                             "The manual partition assignment includes an empty replica list.")
+        for b in sorted(replicas):
+            if b not in image.brokers:
+                raise TopicError(Error.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment "
+                                 f"includes broker {b}, but no such broker is registered.")
+        if len(set(replicas)) != len(replicas):
+            dup = next(b for b in replicas if replicas.count(b) > 1)
+            raise TopicError(Error.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment "
+                             f"includes the broker {dup} more than once.")
+        if len(replicas) != rf:
+            raise TopicError(Error.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment "
+                             f"includes a partition with {len(replicas)} replica(s), but this is not "
+                             f"consistent with previous partitions, which have {rf} replica(s).")
+
+    @staticmethod
+    def _partition_record(image: MetadataImage, topic_id: bytes, index: int,
+                          replicas: list[int]) -> Any:
+        isr = [b for b in replicas if image.is_active_broker(b)]
+        if not isr:
+            raise TopicError(Error.INVALID_REPLICA_ASSIGNMENT, "All brokers specified in the manual "
+                             f"partition assignment for partition {index} are fenced or in controlled "
+                             "shutdown.")
+        return M.PartitionRecord(partition_id=index, topic_id=topic_id, replicas=list(replicas),
+                                 isr=isr, leader=isr[0], leader_epoch=0, partition_epoch=0)
+
+    # ---- DeleteTopics (key 20) -------------------------------------------------------------
+    @staticmethod
+    def delete_topics(image: MetadataImage, req) -> ControllerResult:
+        R = M.DeleteTopicsResponse
+        results, records, deleting = [], [], set()
+        names = [t.name for t in req.topics] if req.topics else list(req.topic_names)
+        ids = [t.topic_id for t in req.topics] if req.topics else [None] * len(names)
+        for name, topic_id in zip(names, ids):
+            topic = image.topics.get(name) if name else image.topics_by_id.get(topic_id)
+            result = R.DeletableTopicResult(name=name, topic_id=topic_id or bytes(16))
+            if topic is None:
+                result.error_code = Error.UNKNOWN_TOPIC_OR_PARTITION if name else Error.UNKNOWN_TOPIC_ID
+            else:
+                result.name, result.topic_id = topic.name, topic.topic_id
+                if topic.topic_id not in deleting:  # named twice: removed once
+                    deleting.add(topic.topic_id)
+                    records.append(M.RemoveTopicRecord(topic_id=topic.topic_id))
+            results.append(result)
+        return ControllerResult(records, R(responses=results))
+
+    # ---- CreatePartitions (key 37) ---------------------------------------------------------
+    def create_partitions(self, image: MetadataImage, req) -> ControllerResult:
+        R = M.CreatePartitionsResponse
+        results, records = [], []
+        for t in req.topics:
+            result = R.CreatePartitionsTopicResult(name=t.name)
+            results.append(result)
+            try:
+                new = self._create_partitions(image, t)
+            except TopicError as e:
+                result.error_code, result.error_message = e.code, e.message
+                continue
+            if not req.validate_only:
+                records += new
+        return ControllerResult(records, R(results=results))
+
+    def _create_partitions(self, image: MetadataImage, t) -> list[Any]:
+        topic = image.topics.get(t.name)
+        if topic is None:
+            raise TopicError(Error.UNKNOWN_TOPIC_OR_PARTITION)
+        current = len(topic.partitions)
+        if t.count <= current:
+            raise TopicError(Error.INVALID_PARTITIONS, f"Topic currently has {current} partitions, "
+                             f"which is higher than or equal to the requested {t.count}.")
+        additional = t.count - current
+        rf = len(topic.partitions[0].replicas) if 0 in topic.partitions else 1
+        if t.assignments is not None and t.assignments:
+            if len(t.assignments) != additional:
+                raise TopicError(Error.INVALID_REPLICA_ASSIGNMENT, f"Attempted to add {additional} "
+                                 f"additional partition(s), but only {len(t.assignments)} assignment(s) "
+                                 "were specified.")
+            assignments = [list(a.broker_ids) for a in t.assignments]
+            for replicas in assignments:
+                self._validate_manual_assignment(image, replicas, rf)
+        else:
+            assignments = self._place(image, additional, rf)
+        return [self._partition_record(image, topic.topic_id, current + i, replicas)
+                for i, replicas in enumerate(assignments)]
+
+    # ---- IncrementalAlterConfigs (key 44) --------------------------------------------------
+    def incremental_alter_configs(self, image: MetadataImage, req) -> ControllerResult:
+        R = M.IncrementalAlterConfigsResponse
+        results, records = [], []
+        for res in req.resources:
+            result = R.AlterConfigsResourceResponse(resource_type=res.resource_type,
+                                                    resource_name=res.resource_name)
+            results.append(result)
+            try:
+                changes = self._alter_topic_configs(image, res)
+            except TopicError as e:
+                result.error_code, result.error_message = e.code, e.message
+                continue
+            if not req.validate_only:
+                records += [M.ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=res.resource_name,
+                                           name=name, value=value) for name, value in changes]
+        return ControllerResult(records, R(responses=results))
+
+    def _alter_topic_configs(self, image: MetadataImage, res) -> list[tuple[str, str | None]]:
+        if res.resource_type != TOPIC_RESOURCE:
+            raise TopicError(Error.INVALID_REQUEST, "only topic configs can be altered")
+        if res.resource_name not in image.topics:
+            raise TopicError(Error.UNKNOWN_TOPIC_OR_PARTITION)
+        current = dict(image.topic_config(res.resource_name))
+        changes: list[tuple[str, str | None]] = []
+        for c in res.configs:
+            if c.name not in TOPIC_CONFIGS:
+                raise TopicError(Error.INVALID_CONFIG, f"Unknown topic config name: {c.name}")
+            if c.config_operation == 0:  # SET
+                current[c.name] = c.value
+                changes.append((c.name, c.value))
+            elif c.config_operation == 1:  # DELETE
+                current.pop(c.name, None)
+                changes.append((c.name, None))
+            else:
+                raise TopicError(Error.INVALID_REQUEST,
+                                 f"{c.name}: APPEND/SUBTRACT apply to list configs only")
+        self._validate_configs(current)
+        return changes

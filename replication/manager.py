@@ -1,0 +1,540 @@
+"""ReplicaManager: every partition this broker hosts, and the one door request handlers use.
+
+Theory of operation. Each hosted partition is a replication core (replication/partition.py)
+over its engine Log; the LogManager creates and deletes the logs. The metadata image drives the
+roles: ``apply_image`` runs on every metadata change and, in this order (Kafka's applyDelta),
+
+1. removes partitions this broker no longer hosts, and those whose topic was deleted or
+   recreated under the same name (another topic id): fetcher stopped, acks=all waiters answered
+   NOT_LEADER_OR_FOLLOWER, log deleted;
+2. makes this broker the leader where the image says so (fetcher removed first, then
+   ``make_leader``);
+3. makes it a follower elsewhere (``make_follower``); the replica fetcher is (re)started when
+   the leader or the leader epoch changed, and stopped while the leader is -1 or not alive.
+
+Whatever a core call returns (an Outcome) is carried out in one place, ``_apply``: an
+AlterPartition proposal goes to the AlterPartitionManager; a high watermark that moved completes
+the acks=all purgatory up to it and wakes the partition's waiting fetches.
+
+The narrow interface (the handlers see nothing else of a partition):
+
+| call                    | rules                                                              |
+|-------------------------|--------------------------------------------------------------------|
+| append_records (async)  | leader only. acks=-1: NOT_ENOUGH_REPLICAS before writing under min |
+|                         | ISR, else waits in the purgatory until HW >= last offset + 1       |
+|                         | (REQUEST_TIMED_OUT at timeout_ms, NOT_ENOUGH_REPLICAS_AFTER_APPEND, |
+|                         | NOT_LEADER_OR_FOLLOWER when leadership is lost meanwhile)          |
+| append_local            | the same append, answered at once (acks 0/1, the group coordinator)|
+| wait_committed (async)  | acks=all for appends already made (their required offsets)         |
+| read                    | consumers: leader only, current leader epoch checked, never at or  |
+|                         | past the HW                                                        |
+| read_for_follower       | replica fetch: divergence check, read up to the LEO, then record   |
+|                         | the follower's fetch (may expand the ISR, advance the HW)          |
+| list_offset             | latest = HW for clients, LEO for replicas; OFFSET_NOT_AVAILABLE    |
+|                         | while the HW is below the leader epoch's start offset              |
+| offset_for_leader_epoch | the leader's end offset of an epoch                                |
+| delete_records          | leader only, up to the HW                                          |
+| current_leader,         | KIP-951 hints from the image: who leads now, and where             |
+| leader_node             |                                                                    |
+
+Periodic work, called by the broker: ``maybe_shrink_isr`` (replica.lag.time.max.ms / 2); the HW
+checkpoint is the LogManager's (replication-offset-checkpoint).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from engine.checkpoint import uuid_to_str
+from engine.errors import (
+    CorruptRecordError,
+    DuplicateSequenceError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+)
+from engine.log import FETCH_HIGH_WATERMARK, FETCH_LOG_END, FETCH_TXN_COMMITTED, ORIGIN_CLIENT
+from engine.producer_state import OutOfOrderSequenceError, ProducerFencedError, UnknownProducerIdError
+from protocol.errors import Error
+from replication import errors
+from replication.brokers import ImageBrokers
+from replication.errors import NotLeaderOrFollower, ReplicationError
+from replication.fetcher import FollowerPartition
+from replication.isr import NO_LEADER, RECOVERED, LeaderAndIsr, PartitionRegistration
+from replication.partition import Outcome, Partition
+from replication.purgatory import AcksPurgatory
+
+log = logging.getLogger("strom.replication")
+
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+DEBUGGING_REPLICA_ID = -2
+
+TopicPartition = tuple[str, int]
+
+# Engine errors of an append, as the Produce API answers them.
+_APPEND_ERRORS = [
+    (CorruptRecordError, Error.CORRUPT_MESSAGE),
+    (RecordTooLargeError, Error.MESSAGE_TOO_LARGE),
+    (InvalidTimestampError, Error.INVALID_TIMESTAMP),
+    (InvalidRecordError, Error.INVALID_RECORD),
+    (OutOfOrderSequenceError, Error.OUT_OF_ORDER_SEQUENCE_NUMBER),
+    (ProducerFencedError, Error.INVALID_PRODUCER_EPOCH),
+    (UnknownProducerIdError, Error.UNKNOWN_PRODUCER_ID),
+    (OSError, Error.KAFKA_STORAGE_ERROR),
+]
+
+
+def _wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class AppendResult:
+    error: int = errors.NONE
+    error_message: str | None = None
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    required_offset: int = -1  # acks=all: the high watermark that commits the append
+
+
+@dataclass
+class ReadResult:
+    error: int = errors.NONE
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: Any = None  # a FileSlice, or None when there is nothing to send
+    size: int = 0
+    diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset): no records with it
+    hw_advanced: bool = False  # this follower fetch moved the high watermark: the follower
+    #                            cannot know the new one yet
+
+
+@dataclass
+class OffsetResult:
+    error: int = errors.NONE
+    offset: int = -1
+    timestamp: int = -1
+    leader_epoch: int = -1
+
+
+class ReplicaManager:
+    def __init__(self, local_broker_id: int, logs: Any, topic_config: Callable[[str], Any], *,
+                 listener_name: str, replica_lag_time_max_ms: int = 30000,
+                 on_changed: Callable[[str, int], None] | None = None,
+                 clock: Callable[[], int] = _wall_clock_ms) -> None:
+        """``logs``: the LogManager; ``topic_config(name)``: the topic's LogConfig (broker
+        defaults with the topic's overrides); ``on_changed(topic, partition)``: new data or a new
+        high watermark (the broker wakes the partition's waiting fetches)."""
+        self.node_id = local_broker_id
+        self.logs = logs
+        self.topic_config = topic_config
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.on_changed = on_changed or (lambda topic, partition: None)
+        self.clock = clock
+        self.brokers = ImageBrokers(listener_name)
+        self.purgatory = AcksPurgatory()
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.topic_ids: dict[TopicPartition, bytes] = {}
+        self.fetchers: Any = None  # ReplicaFetcherManager, set by the broker
+        self.alter_partition: Any = None  # AlterPartitionManager, set by the broker
+        self._image: Any = None
+        self._fetching: dict[TopicPartition, tuple[int, int]] = {}  # (leader, leader epoch) fetched from
+        self._applied: dict[TopicPartition, PartitionRegistration] = {}  # the last one applied
+
+    # ---- metadata -----------------------------------------------------------------------------
+
+    def apply_image(self, image: Any, now_ms: int | None = None) -> None:
+        now = self.clock() if now_ms is None else now_ms
+        self._image = image
+        self.brokers.image = image
+        wanted: dict[TopicPartition, tuple[Any, Any]] = {}
+        for topic in image.topics.values():
+            for index, state in topic.partitions.items():
+                if self.node_id in state.replicas:
+                    wanted[(topic.name, index)] = (topic, state)
+        for tp in set(self.partitions) | set(self.logs.logs):
+            entry = wanted.get(tp)
+            if entry is None or self._is_other_topic(tp, entry[0].topic_id):
+                self._remove_partition(tp)
+        leaders, followers = [], []
+        for tp, (topic, state) in wanted.items():
+            partition = self._ensure_partition(tp, topic.topic_id, now)
+            reg = PartitionRegistration(
+                tuple(state.replicas), tuple(state.isr), state.leader, state.leader_epoch,
+                state.partition_epoch, getattr(state, "leader_recovery_state", RECOVERED))
+            # Only a changed registration is applied (Kafka applies the delta's partitions): a
+            # replayed record of another partition must not reset a pending ISR change here.
+            changed = self._applied.get(tp) != reg
+            self._applied[tp] = reg
+            if state.leader == self.node_id:
+                if changed:
+                    leaders.append((tp, partition, reg))
+            else:
+                followers.append((tp, partition, reg if changed else None))
+        if leaders:
+            self._stop_fetching([tp for tp, _, _ in leaders])
+            for tp, partition, reg in leaders:
+                self._apply(tp, partition, partition.make_leader(reg, now))
+        self._make_followers(followers, now)
+
+    def _is_other_topic(self, tp: TopicPartition, topic_id: bytes) -> bool:
+        known = self.topic_ids.get(tp)
+        if known is not None and known != topic_id:
+            return True
+        log_ = self.logs.get_log(*tp)
+        return log_ is not None and log_.topic_id not in (None, uuid_to_str(topic_id))
+
+    def _remove_partition(self, tp: TopicPartition) -> None:
+        self._stop_fetching([tp])
+        self.purgatory.fail_partition(tp, errors.NOT_LEADER_OR_FOLLOWER)
+        self.partitions.pop(tp, None)
+        self.topic_ids.pop(tp, None)
+        self._applied.pop(tp, None)
+        if self.logs.delete_log(*tp):
+            log.info("deleted the log of %s-%d", *tp)
+        self.on_changed(*tp)
+
+    def _ensure_partition(self, tp: TopicPartition, topic_id: bytes, now: int) -> Partition:
+        config = self.topic_config(tp[0])
+        log_ = self.logs.get_log(*tp)
+        if log_ is None:
+            log_ = self.logs.get_or_create_log(tp[0], tp[1], config, uuid_to_str(topic_id))
+        elif log_.config != config:
+            log_.config = config
+        partition = self.partitions.get(tp)
+        if partition is None:
+            partition = self.partitions[tp] = Partition(
+                tp[0], tp[1], self.node_id, log_, self.brokers, self.replica_lag_time_max_ms,
+                config.min_insync_replicas)
+            self.topic_ids[tp] = topic_id
+        elif partition.min_insync_replicas != config.min_insync_replicas:
+            self._apply(tp, partition, partition.set_min_insync_replicas(config.min_insync_replicas, now))
+        return partition
+
+    def _make_followers(self, followers: list, now: int) -> None:
+        stop, start = [], {}
+        for tp, partition, reg in followers:
+            outcome = Outcome()
+            if reg is not None:  # changed; else only the leader's liveness may have
+                was_leader = partition.is_leader
+                outcome = partition.make_follower(reg, now)
+                if was_leader and not partition.is_leader:
+                    self.purgatory.fail_partition(tp, errors.NOT_LEADER_OR_FOLLOWER)
+                    self.on_changed(*tp)
+                self._apply(tp, partition, outcome)
+            leader = partition.leader_id
+            target = None
+            if leader not in (NO_LEADER, self.node_id) and self.brokers.is_alive(leader):
+                target = (leader, partition.leader_epoch)
+            current = self._fetching.get(tp)
+            if target == current and not (outcome.leader_epoch_changed and target is not None):
+                continue
+            if current is not None:
+                stop.append(tp)
+            if target is not None:
+                start[tp] = FollowerPartition(self.topic_ids[tp], target[0], target[1], partition.log)
+        self._stop_fetching(stop)
+        if start and self.fetchers is not None:
+            self.fetchers.add_partitions(start)
+        for tp, target in start.items():
+            self._fetching[tp] = (target.leader_id, target.leader_epoch)
+
+    def _stop_fetching(self, tps: list[TopicPartition]) -> None:
+        fetched = [tp for tp in tps if self._fetching.pop(tp, None) is not None]
+        if fetched and self.fetchers is not None:
+            self.fetchers.remove_partitions(fetched)
+
+    # ---- what the core asks for ---------------------------------------------------------------
+
+    def _apply(self, tp: TopicPartition, partition: Partition, outcome: Outcome) -> None:
+        if outcome.alter_partition is not None and self.alter_partition is not None:
+            self.alter_partition.submit(self.topic_ids[tp], tp[1], outcome.alter_partition)
+        if outcome.hw_advanced:
+            self.purgatory.complete_up_to(
+                tp, partition.log.high_watermark,
+                lambda required: partition.check_enough_replicas_reach_offset(required)[1])
+            self.on_changed(*tp)
+
+    def handle_alter_partition_result(self, topic_id: bytes, index: int, sent: LeaderAndIsr, error: int,
+                                      result: LeaderAndIsr | None) -> None:
+        """The AlterPartitionManager's on_result."""
+        topic = self._image.topics_by_id.get(topic_id) if self._image is not None else None
+        tp = (topic.name, index) if topic is not None else None
+        partition = self.partitions.get(tp) if tp is not None else None
+        if partition is None or self.topic_ids.get(tp) != topic_id:
+            return  # the partition went away meanwhile
+        outcome = partition.handle_alter_partition_response(sent, error, result, self.clock())
+        self._apply(tp, partition, outcome)
+
+    def on_follower_appended(self, topic: str, partition: int) -> None:
+        """The replica fetcher's on_appended: the follower's log grew."""
+        self.on_changed(topic, partition)
+
+    def maybe_shrink_isr(self, now_ms: int | None = None) -> None:
+        """isr-expiration: propose removing followers not caught up for replica.lag.time.max.ms."""
+        now = self.clock() if now_ms is None else now_ms
+        for tp, partition in list(self.partitions.items()):
+            if partition.is_leader:
+                self._apply(tp, partition, partition.maybe_shrink_isr(now))
+
+    async def close(self) -> None:
+        """Stop fetching and proposing; parked acks=all requests are answered."""
+        self.purgatory.fail_all(errors.NOT_LEADER_OR_FOLLOWER)
+        if self.fetchers is not None:
+            await self.fetchers.close()
+        if self.alter_partition is not None:
+            await self.alter_partition.close()
+
+    # ---- lookups ------------------------------------------------------------------------------
+
+    def _missing(self, tp: TopicPartition) -> int:
+        """Not hosted here: NOT_LEADER_OR_FOLLOWER if the partition exists elsewhere."""
+        topic = self._image.topics.get(tp[0]) if self._image is not None else None
+        if topic is not None and tp[1] in topic.partitions:
+            return errors.NOT_LEADER_OR_FOLLOWER
+        return errors.UNKNOWN_TOPIC_OR_PARTITION
+
+    def _leader(self, tp: TopicPartition, current_leader_epoch: int = -1,
+                require_leader: bool = True) -> tuple[Partition | None, int]:
+        partition = self.partitions.get(tp)
+        if partition is None:
+            return None, self._missing(tp)
+        error = partition.check_leader_epoch(current_leader_epoch, require_leader)
+        return (None, error) if error else (partition, errors.NONE)
+
+    def topic_name(self, topic_id: bytes) -> str | None:
+        topic = self._image.topics_by_id.get(topic_id) if self._image is not None else None
+        return topic.name if topic is not None else None
+
+    def current_leader(self, topic: str, partition: int) -> tuple[int, int]:
+        """(leader id, leader epoch) as the image has them; (-1, -1) for an unknown partition."""
+        t = self._image.topics.get(topic) if self._image is not None else None
+        state = t.partitions.get(partition) if t is not None else None
+        return (state.leader, state.leader_epoch) if state is not None else (NO_LEADER, -1)
+
+    def leader_node(self, broker_id: int) -> tuple[str, int, str | None] | None:
+        return self.brokers.node(broker_id) if broker_id >= 0 else None
+
+    def local_log(self, topic: str, partition: int) -> Any:
+        """The partition's log for the broker's own readers (the group coordinator's load)."""
+        p = self.partitions.get((topic, partition))
+        return p.log if p is not None else None
+
+    # ---- appends ------------------------------------------------------------------------------
+
+    def append_local(self, topic: str, index: int, records: Any, acks: int = 1,
+                     origin: str = ORIGIN_CLIENT, now_ms: int | None = None) -> AppendResult:
+        """Append to the leader's log and answer at once; ``required_offset`` says which high
+        watermark commits it."""
+        tp = (topic, index)
+        partition = self.partitions.get(tp)
+        if partition is None:
+            return AppendResult(self._missing(tp))
+        if records is None or len(records) == 0:
+            return AppendResult(partition.check_append(acks) or Error.INVALID_RECORD)
+        now = self.clock() if now_ms is None else now_ms
+        log_ = partition.log
+        try:
+            if origin == ORIGIN_CLIENT:
+                info, outcome = partition.append_records_to_leader(records, acks, now)
+            else:  # the broker's own writers may write what clients may not (control batches)
+                error = partition.check_append(acks)
+                if error:
+                    return AppendResult(error)
+                info = log_.append_as_leader(records, partition.leader_epoch, now, origin=origin)
+                outcome = Outcome(hw_advanced=partition.maybe_increment_leader_hw(now))
+        except DuplicateSequenceError as dup:  # a retry: the original offsets are the answer
+            return AppendResult(errors.NONE, None, dup.first_offset, -1, log_.log_start_offset,
+                                dup.last_offset + 1)
+        except ReplicationError as e:
+            return AppendResult(e.code, str(e))
+        except Exception as e:
+            for cls, code in _APPEND_ERRORS:
+                if isinstance(e, cls):
+                    if code == Error.KAFKA_STORAGE_ERROR:
+                        log.error("append to %s-%d failed: %s", topic, index, e)
+                    return AppendResult(code, str(e))
+            raise
+        self.on_changed(topic, index)  # followers' long polls: there is data to replicate
+        self._apply(tp, partition, outcome)
+        return AppendResult(errors.NONE, None, info.first_offset, info.log_append_time,
+                            info.log_start_offset, info.last_offset + 1)
+
+    async def append_records(self, entries: list[tuple[str, int, Any]], acks: int, timeout_ms: int,
+                             origin: str = ORIGIN_CLIENT) -> list[AppendResult]:
+        """Append each (topic, partition, records); with acks=-1 answer once each append is
+        committed, failed, or ``timeout_ms`` passed."""
+        now = self.clock()
+        results = [self.append_local(t, p, records, acks, origin, now) for t, p, records in entries]
+        if acks != -1:
+            return results
+        waits = [((topic, index), result.required_offset)
+                 for (topic, index, _), result in zip(entries, results) if not result.error]
+        answers = iter(await self.wait_committed(waits, timeout_ms))
+        for result in results:
+            if not result.error:
+                result.error = next(answers)
+        return results
+
+    async def wait_committed(self, appended: list[tuple[TopicPartition, int]], timeout_ms: int) -> list[int]:
+        """acks=all for appends already made: for each (partition, required offset), NONE once
+        the high watermark reached it, NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER,
+        or REQUEST_TIMED_OUT after ``timeout_ms``."""
+        answers: list[int] = []
+        parked = []
+        for i, (tp, required) in enumerate(appended):
+            partition = self.partitions.get(tp)
+            if partition is None:
+                answers.append(errors.NOT_LEADER_OR_FOLLOWER)
+                continue
+            done, error = partition.check_enough_replicas_reach_offset(required)
+            answers.append(error)
+            if not done and not error:
+                parked.append((i, tp, self.purgatory.watch(tp, required)))
+        if not parked:
+            return answers
+        try:
+            if timeout_ms > 0:
+                await asyncio.wait([fut for _, _, fut in parked], timeout=timeout_ms / 1000)
+        finally:
+            for i, tp, fut in parked:
+                if fut.done() and not fut.cancelled():
+                    answers[i] = fut.result()
+                else:
+                    self.purgatory.forget(tp, fut)
+                    answers[i] = errors.REQUEST_TIMED_OUT
+        return answers
+
+    # ---- reads --------------------------------------------------------------------------------
+
+    def read(self, topic: str, index: int, fetch_offset: int, max_bytes: int, *,
+             current_leader_epoch: int = -1, read_committed: bool = False,
+             min_one_message: bool = True) -> ReadResult:
+        """A consumer's read from the leader: below the high watermark (the last stable offset
+        for read_committed), never past it."""
+        partition, error = self._leader((topic, index), current_leader_epoch)
+        if partition is None:
+            return ReadResult(error)
+        log_ = partition.log
+        result = ReadResult(errors.NONE, log_.high_watermark, log_.high_watermark, log_.log_start_offset)
+        isolation = FETCH_TXN_COMMITTED if read_committed else FETCH_HIGH_WATERMARK
+        return self._read_into(result, log_, fetch_offset, max_bytes, isolation, min_one_message)
+
+    def read_for_follower(self, topic: str, index: int, replica_id: int, broker_epoch: int,
+                          current_leader_epoch: int, fetch_offset: int, last_fetched_epoch: int,
+                          log_start_offset: int, max_bytes: int, min_one_message: bool = True,
+                          now_ms: int | None = None) -> ReadResult:
+        """A follower's fetch: a diverging epoch instead of records when its last fetched epoch
+        ends earlier in our log; else records up to our log end offset, after which its fetch
+        offset counts as its log end offset (ISR expansion, high watermark)."""
+        tp = (topic, index)
+        partition = self.partitions.get(tp)
+        if partition is None:
+            return ReadResult(self._missing(tp))
+        check = partition.check_follower_fetch(replica_id, current_leader_epoch, fetch_offset,
+                                               last_fetched_epoch)
+        log_ = partition.log
+        if check.error:
+            result = ReadResult(check.error)
+            if check.error == errors.OFFSET_OUT_OF_RANGE:
+                result.high_watermark, result.log_start_offset = log_.high_watermark, log_.log_start_offset
+            return result
+        if check.diverging_epoch is not None:
+            return ReadResult(errors.NONE, log_.high_watermark, log_.high_watermark, log_.log_start_offset,
+                              diverging_epoch=check.diverging_epoch)
+        leader_end = log_.log_end_offset
+        result = self._read_into(ReadResult(), log_, fetch_offset, max_bytes, FETCH_LOG_END, min_one_message)
+        if result.error:
+            return result
+        now = self.clock() if now_ms is None else now_ms
+        try:
+            outcome = partition.update_follower_fetch_state(replica_id, broker_epoch, fetch_offset,
+                                                            log_start_offset, leader_end, now)
+        except NotLeaderOrFollower:  # StaleBrokerEpoch too: Kafka answers this
+            return ReadResult(errors.NOT_LEADER_OR_FOLLOWER)
+        self._apply(tp, partition, outcome)
+        # After the update: the follower learns a high watermark its own fetch may just have moved.
+        result.hw_advanced = outcome.hw_advanced
+        result.high_watermark = result.last_stable_offset = log_.high_watermark
+        result.log_start_offset = log_.log_start_offset
+        return result
+
+    @staticmethod
+    def _read_into(result: ReadResult, log_: Any, fetch_offset: int, max_bytes: int, isolation: str,
+                   min_one_message: bool) -> ReadResult:
+        try:
+            info = log_.read(fetch_offset, max(max_bytes, 0), isolation, min_one_message=min_one_message)
+        except OffsetOutOfRangeError:
+            result.error = errors.OFFSET_OUT_OF_RANGE
+            return result
+        if info.records is not None and info.size:
+            result.records, result.size = info.records, info.size
+        return result
+
+    # ---- offsets ------------------------------------------------------------------------------
+
+    def list_offset(self, topic: str, index: int, timestamp: int, *, replica_id: int = -1,
+                    isolation_level: int = 0, current_leader_epoch: int = -1) -> OffsetResult:
+        """ListOffsets for one partition. Clients (replica_id -1) see up to the high watermark
+        (the last stable offset for read_committed), replicas up to the log end offset."""
+        partition, error = self._leader((topic, index), current_leader_epoch,
+                                        require_leader=replica_id != DEBUGGING_REPLICA_ID)
+        if partition is None:
+            return OffsetResult(error)
+        log_ = partition.log
+        from_client = replica_id == -1
+        last_fetchable = log_.high_watermark if from_client else log_.log_end_offset
+        # After an unclean election the HW may lag the epoch start: clients must not see it.
+        start = partition.leader_epoch_start_offset
+        not_available = from_client and start is not None and start > log_.high_watermark
+        if timestamp == LATEST:
+            if not_available:
+                return OffsetResult(Error.OFFSET_NOT_AVAILABLE)
+            return OffsetResult(errors.NONE, last_fetchable, -1, partition.leader_epoch)
+        if timestamp in (EARLIEST, EARLIEST_LOCAL):
+            offset = log_.log_start_offset
+            return OffsetResult(errors.NONE, offset, -1, log_.epoch_for_offset(offset))
+        if timestamp == LATEST_TIERED:
+            return OffsetResult(errors.NONE, -1, -1, -1)  # no tiered storage
+        if timestamp == MAX_TIMESTAMP:
+            found = log_.offset_of_max_timestamp()
+        elif timestamp >= 0:
+            found = log_.fetch_offset_by_timestamp(timestamp)
+        else:
+            return OffsetResult(Error.INVALID_REQUEST)
+        if found is not None and found[0] < last_fetchable:
+            return OffsetResult(errors.NONE, found[0], found[1], log_.epoch_for_offset(found[0]))
+        return OffsetResult(Error.OFFSET_NOT_AVAILABLE if not_available else errors.NONE)
+
+    def offset_for_leader_epoch(self, topic: str, index: int, current_leader_epoch: int,
+                                leader_epoch: int, replica_id: int = -1) -> tuple[int, int, int]:
+        """(error, epoch, end offset) of ``leader_epoch`` in the leader's log."""
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            return self._missing((topic, index)), -1, -1
+        return partition.last_offset_for_leader_epoch(current_leader_epoch, leader_epoch,
+                                                      replica_id != DEBUGGING_REPLICA_ID)
+
+    def delete_records(self, topic: str, index: int, offset: int) -> tuple[int, int]:
+        """(error, low watermark): raise the leader's log start offset to ``offset`` (-1: the
+        high watermark); segments below it go on the next retention pass."""
+        partition, error = self._leader((topic, index))
+        if partition is None:
+            return error, -1
+        log_ = partition.log
+        try:
+            log_.maybe_increment_log_start_offset(log_.high_watermark if offset == -1 else offset)
+        except OffsetOutOfRangeError:
+            return errors.OFFSET_OUT_OF_RANGE, -1
+        self.on_changed(topic, index)
+        return errors.NONE, log_.log_start_offset
+
+
+__all__ = ["AppendResult", "OffsetResult", "ReadResult", "ReplicaManager"]

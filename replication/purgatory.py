@@ -1,0 +1,107 @@
+"""The acks=all purgatory: produce requests waiting for the high watermark.
+
+Theory of operation (STYLE.md point 7: a threshold waiter keyed by offset). A produce with
+acks=-1 is appended by the leader at once; its answer waits until the partition's high
+watermark reaches the offset after its last record (the required offset). The replication core
+never sees a waiter: it only reports, through an Outcome, that the high watermark of a partition
+moved, and the edge calls ``complete_up_to(key, hw, verdict)``, which answers every waiter whose
+required offset is <= the new high watermark, lowest offset first. ``verdict(required_offset)`` is
+the core's word for each (Partition.check_enough_replicas_reach_offset): NONE, or
+NOT_ENOUGH_REPLICAS_AFTER_APPEND when the maximal ISR fell under min.insync.replicas meanwhile.
+
+The other ways out:
+
+| event                                     | who                | answer                    |
+|-------------------------------------------|--------------------|---------------------------|
+| the high watermark passed the offset      | complete_up_to     | the verdict               |
+| the partition lost leadership or went away| fail_partition     | NOT_LEADER_OR_FOLLOWER    |
+| the request's timeout_ms expired          | the request, then ``forget`` | REQUEST_TIMED_OUT |
+| the broker stops                          | fail_all           | the given code            |
+
+Per partition the waiters are a heap of (required offset, arrival sequence, future); the
+sequence keeps waiters of equal offset in arrival order. Invariants: a future is answered at most
+once (answered and forgotten futures are skipped when they surface, and swept once they are more
+than half of a heap); a heap holds no waiter whose required offset is <= the last high watermark
+it was completed at.
+"""
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+from collections.abc import Callable, Hashable
+
+from replication import errors
+
+
+class AcksPurgatory:
+    def __init__(self) -> None:
+        self._waiting: dict[Hashable, list[tuple[int, int, asyncio.Future]]] = {}
+        self._stale: dict[Hashable, int] = {}  # forgotten futures still in a heap
+        self._sequence = itertools.count()
+
+    def watch(self, key: Hashable, required_offset: int) -> asyncio.Future:
+        """A future answered with an error code (NONE on success) once the high watermark of
+        ``key`` reaches ``required_offset``, or the partition is failed."""
+        fut = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiting.setdefault(key, []), (required_offset, next(self._sequence), fut))
+        return fut
+
+    def complete_up_to(self, key: Hashable, high_watermark: int, verdict: Callable[[int], int]) -> int:
+        """Answer the waiters of ``key`` whose required offset is <= ``high_watermark``, in
+        offset order; returns how many were answered."""
+        heap = self._waiting.get(key)
+        answered = 0
+        while heap and heap[0][0] <= high_watermark:
+            required, _, fut = heapq.heappop(heap)
+            if fut.done():
+                self._stale[key] = max(0, self._stale.get(key, 0) - 1)
+                continue
+            fut.set_result(verdict(required))
+            answered += 1
+        if not heap:
+            self._drop(key)
+        return answered
+
+    def fail_partition(self, key: Hashable, error: int = errors.NOT_LEADER_OR_FOLLOWER) -> int:
+        """Answer every waiter of ``key`` with ``error`` (leadership lost, partition removed)."""
+        heap = self._waiting.get(key)
+        self._drop(key)
+        answered = 0
+        for _, _, fut in heap or ():
+            if not fut.done():
+                fut.set_result(error)
+                answered += 1
+        return answered
+
+    def fail_all(self, error: int) -> None:
+        for key in list(self._waiting):
+            self.fail_partition(key, error)
+
+    def forget(self, key: Hashable, fut: asyncio.Future) -> None:
+        """The request stopped waiting (its timeout, or it was cancelled)."""
+        if not fut.done():
+            fut.cancel()
+        heap = self._waiting.get(key)
+        if heap is None:
+            return
+        stale = self._stale.get(key, 0) + 1
+        if stale * 2 > len(heap):
+            heap[:] = [entry for entry in heap if not entry[2].done()]
+            heapq.heapify(heap)
+            stale = 0
+            if not heap:
+                self._drop(key)
+                return
+        self._stale[key] = stale
+
+    def waiting(self, key: Hashable) -> list[int]:
+        """Required offsets still waiting on ``key``, lowest first."""
+        return sorted(required for required, _, fut in self._waiting.get(key, ()) if not fut.done())
+
+    def _drop(self, key: Hashable) -> None:
+        self._waiting.pop(key, None)
+        self._stale.pop(key, None)
+
+    def __len__(self) -> int:
+        return sum(1 for heap in self._waiting.values() for _, _, fut in heap if not fut.done())

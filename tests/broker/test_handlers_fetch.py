@@ -1,0 +1,186 @@
+"""Fetch through the ReplicaManager (broker/handlers/fetch.py): consumers read below the high
+watermark of the leader only; followers read to the log end offset, get a diverging epoch
+instead of records, and move the high watermark with their fetches."""
+import asyncio
+
+from ext.batch import iter_batches
+from protocol.errors import Error
+from replication import follower
+from tests.broker.replica_nodes import Cluster, Node, broker_epoch, endpoint_port, settle
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def wire(pd) -> bytes:
+    """A partition's records as they cross the wire (the handler answers with file slices)."""
+    return pd.records.read() if hasattr(pd.records, "read") else bytes(pd.records or b"")
+
+
+def offsets_of(pd) -> list[tuple[int, int]]:
+    """(base offset, last offset) of each batch in a fetched partition."""
+    return [(h.base_offset, h.last_offset) for h in iter_batches(wire(pd))]
+
+
+def test_a_consumer_never_reads_at_or_past_the_high_watermark(tmp_path):
+    async def main():
+        cluster = Cluster(brokers=(1, 2))
+        cluster.create_topic(replicas=(1, 2))
+        leader = Node(tmp_path, 1, cluster)
+        await leader.produce(10, acks=1)
+        pd, _ = await leader.fetch(0)
+        assert (pd.error_code, pd.high_watermark, offsets_of(pd)) == (Error.NONE, 0, [])
+        await leader.replica_fetch(2, 10, last_fetched_epoch=0)
+        await leader.produce(5, acks=1)
+        pd, _ = await leader.fetch(0)
+        assert pd.high_watermark == 10 and offsets_of(pd) == [(0, 9)]
+        pd, _ = await leader.fetch(10)  # between the HW and the LEO: nothing, and no error
+        assert (pd.error_code, offsets_of(pd)) == (Error.NONE, [])
+    run(main())
+
+
+def test_a_follower_reads_up_to_the_log_end_offset(tmp_path):
+    async def main():
+        cluster = Cluster(brokers=(1, 2))
+        cluster.create_topic(replicas=(1, 2))
+        leader = Node(tmp_path, 1, cluster)
+        await leader.produce(10, acks=1)
+        pd = await leader.replica_fetch(2, 0)
+        assert (pd.error_code, pd.high_watermark, offsets_of(pd)) == (Error.NONE, 0, [(0, 9)])
+    run(main())
+
+
+def test_a_waiting_consumer_fetch_is_answered_when_the_high_watermark_moves(tmp_path):
+    async def main():
+        cluster = Cluster(brokers=(1, 2))
+        cluster.create_topic(replicas=(1, 2))
+        leader = Node(tmp_path, 1, cluster)
+        await leader.produce(10, acks=1)
+        consumer = asyncio.ensure_future(leader.fetch(0, max_wait_ms=5000))
+        await settle()
+        assert not consumer.done()
+        await leader.replica_fetch(2, 10, last_fetched_epoch=0)
+        pd, _ = await asyncio.wait_for(consumer, 1)
+        assert offsets_of(pd) == [(0, 9)]
+    run(main())
+
+
+def test_a_follower_with_a_diverging_epoch_gets_the_epoch_end_and_no_records(tmp_path):
+    async def main():
+        cluster = Cluster(brokers=(1, 2))
+        cluster.create_topic(replicas=(1, 2))
+        leader = Node(tmp_path, 1, cluster)
+        await leader.produce(10, acks=1)  # epoch 0: offsets 0..9
+        cluster.change(leader=1)  # re-elected: epoch 1 starts at 10
+        leader.sync()
+        await leader.produce(5, acks=1)  # epoch 1: offsets 10..14
+        # The follower wrote epoch 0 up to offset 12 under an old leadership: it diverged at 10.
+        pd = await leader.replica_fetch(2, 12, last_fetched_epoch=0, current_leader_epoch=1)
+        assert pd.error_code == Error.NONE
+        assert (pd.diverging_epoch.epoch, pd.diverging_epoch.end_offset) == (0, 10)
+        assert offsets_of(pd) == []
+        assert leader.partition().remote_replicas[2].state.log_end_offset == -1, \
+            "a diverging fetch says nothing of the follower's log end offset"
+        pd = await leader.replica_fetch(2, 10, last_fetched_epoch=0, current_leader_epoch=1)
+        assert pd.diverging_epoch.epoch == -1 and offsets_of(pd) == [(10, 14)]
+    run(main())
+
+
+def test_a_follower_fetch_with_an_older_broker_epoch_is_refused(tmp_path):
+    async def main():
+        cluster = Cluster(brokers=(1, 2))
+        cluster.create_topic(replicas=(1, 2))
+        leader = Node(tmp_path, 1, cluster)
+        await leader.produce(10, acks=1)
+        pd = await leader.replica_fetch(2, 10, last_fetched_epoch=0, replica_epoch=broker_epoch(2) - 1)
+        assert pd.error_code == Error.NOT_LEADER_OR_FOLLOWER
+        assert leader.log().high_watermark == 0
+    run(main())
+
+
+def test_a_stale_current_leader_epoch_is_fenced_and_names_the_leader(tmp_path):
+    async def main():
+        cluster = Cluster(brokers=(1, 2))
+        cluster.create_topic(replicas=(1, 2))
+        leader = Node(tmp_path, 1, cluster)
+        cluster.change(leader=1)
+        leader.sync()  # leader epoch 1
+        pd, response = await leader.fetch(0, current_leader_epoch=0)
+        assert pd.error_code == Error.FENCED_LEADER_EPOCH
+        assert (pd.current_leader.leader_id, pd.current_leader.leader_epoch) == (1, 1)
+        assert [(e.node_id, e.port) for e in response.node_endpoints] == [(1, endpoint_port(1))]
+        pd, _ = await leader.fetch(0, current_leader_epoch=2)
+        assert pd.error_code == Error.UNKNOWN_LEADER_EPOCH
+        pd, _ = await leader.fetch(0, current_leader_epoch=1)
+        assert pd.error_code == Error.NONE
+    run(main())
+
+
+def test_a_consumer_fetch_on_a_follower_names_the_leader_and_its_endpoint(tmp_path):
+    async def main():
+        cluster = Cluster(brokers=(1, 2))
+        cluster.create_topic(replicas=(1, 2), leader=1)
+        node = Node(tmp_path, 2, cluster)
+        pd, response = await node.fetch(0, version=16)
+        assert pd.error_code == Error.NOT_LEADER_OR_FOLLOWER
+        assert pd.current_leader.leader_id == 1
+        assert [(e.node_id, e.host, e.port) for e in response.node_endpoints] == [
+            (1, "127.0.0.1", endpoint_port(1))]
+        pd, response = await node.fetch(0, version=12)  # current_leader from v12, endpoints from v16
+        assert pd.current_leader.leader_id == 1 and response.node_endpoints == []
+    run(main())
+
+
+def test_replica_fetch_versions_up_to_18_are_served(tmp_path):
+    async def main():
+        cluster = Cluster(brokers=(1, 2))
+        cluster.create_topic(replicas=(1, 2))
+        leader = Node(tmp_path, 1, cluster)
+        assert leader.apis[1].max_version == 18
+        await leader.produce(10, acks=1)
+        for version in (12, 14, 15, 17, 18):
+            pd = await leader.replica_fetch(2, 0, version=version)
+            assert (version, offsets_of(pd)) == (version, [(0, 9)])
+    run(main())
+
+
+def test_a_follower_replicates_byte_for_byte_and_commits_acks_all(tmp_path):
+    """Two brokers, the follower applying the leader's answers with the follower core."""
+    async def main():
+        cluster = Cluster(brokers=(1, 2))
+        cluster.create_topic(replicas=(1, 2))
+        leader = Node(tmp_path, 1, cluster)
+        other = Node(tmp_path, 2, cluster)
+        (tp, target), = other.fetchers.started
+        assert (target.leader_id, target.leader_epoch) == (1, 0)
+        assert target.topic_id == other.replicas.topic_ids[tp]
+        produce = asyncio.ensure_future(leader.produce(10, acks=-1))
+        await settle()
+        state = follower.initial_fetch_state(target.log, 0)
+        for _ in range(3):  # records, then the fetch that moves the HW, then the HW itself
+            pd = await leader.replica_fetch(2, state.fetch_offset, state.last_fetched_epoch)
+            state, _ = follower.handle_records(target.log, state, wire(pd), pd.high_watermark,
+                                               pd.log_start_offset, 0)
+        assert (await asyncio.wait_for(produce, 1)).error_code == Error.NONE
+        assert other.log().log_end_offset == other.log().high_watermark == 10
+        mine, theirs = leader.log(), other.log()
+        assert mine.read(0, 1 << 20).records.read() == theirs.read(0, 1 << 20).records.read()
+        assert theirs.leader_epoch_cache.entries() == mine.leader_epoch_cache.entries() == [(0, 0)]
+    run(main())
+
+
+def test_followers_learn_a_new_high_watermark_without_waiting_out_their_fetches(tmp_path):
+    async def main():
+        cluster = Cluster()
+        cluster.create_topic(replicas=(1, 2, 3))
+        leader = Node(tmp_path, 1, cluster)
+        await leader.produce(10, acks=1)
+        parked = asyncio.ensure_future(leader.replica_fetch(2, 10, last_fetched_epoch=0, max_wait_ms=5000))
+        await settle()
+        assert not parked.done(), "no data and no news for replica 2 yet"
+        # Replica 3's fetch moves the HW: it is answered at once, and so is replica 2's.
+        pd = await asyncio.wait_for(leader.replica_fetch(3, 10, last_fetched_epoch=0, max_wait_ms=5000), 1)
+        assert pd.high_watermark == 10
+        assert (await asyncio.wait_for(parked, 1)).high_watermark == 10
+    run(main())

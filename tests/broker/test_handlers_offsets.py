@@ -1,0 +1,105 @@
+"""ListOffsets, OffsetForLeaderEpoch and DeleteRecords through the ReplicaManager
+(broker/handlers/offsets.py)."""
+import asyncio
+
+from protocol.errors import Error
+from tests.broker.replica_nodes import BASE_TS, Cluster, Node
+
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def leader_with_uncommitted_tail(tmp_path):
+    """Leader 1 of (1, 2): offsets 0..9 committed, 10..14 written only on the leader."""
+    cluster = Cluster(brokers=(1, 2))
+    cluster.create_topic(replicas=(1, 2))
+    leader = Node(tmp_path, 1, cluster)
+    await leader.produce(10, acks=1)
+    await leader.replica_fetch(2, 10, last_fetched_epoch=0)
+    await leader.produce(5, acks=1, ts=BASE_TS + 1000)
+    return cluster, leader
+
+
+def test_list_offsets_latest_is_the_high_watermark_for_clients_and_the_log_end_for_replicas(tmp_path):
+    async def main():
+        _, leader = await leader_with_uncommitted_tail(tmp_path)
+        client = await leader.list_offsets(LATEST)
+        assert (client.error_code, client.offset, client.leader_epoch) == (Error.NONE, 10, 0)
+        assert (await leader.list_offsets(LATEST, replica_id=2)).offset == 15
+        assert (await leader.list_offsets(EARLIEST)).offset == 0
+    run(main())
+
+
+def test_list_offsets_by_timestamp_finds_nothing_at_or_past_the_high_watermark(tmp_path):
+    async def main():
+        _, leader = await leader_with_uncommitted_tail(tmp_path)
+        assert (await leader.list_offsets(BASE_TS + 3)).offset == 3
+        found = await leader.list_offsets(BASE_TS + 1000)  # offset 10: not committed
+        assert (found.error_code, found.offset) == (Error.NONE, -1)
+        assert (await leader.list_offsets(MAX_TIMESTAMP)).offset == -1  # the tail holds it
+        assert (await leader.list_offsets(MAX_TIMESTAMP, replica_id=2)).offset == 14
+    run(main())
+
+
+def test_list_offsets_with_a_stale_or_future_leader_epoch_is_refused(tmp_path):
+    async def main():
+        cluster, leader = await leader_with_uncommitted_tail(tmp_path)
+        cluster.change(leader=1)
+        leader.sync()
+        stale = await leader.list_offsets(LATEST, current_leader_epoch=0)
+        future = await leader.list_offsets(LATEST, current_leader_epoch=2)
+        assert stale.error_code == Error.FENCED_LEADER_EPOCH
+        assert future.error_code == Error.UNKNOWN_LEADER_EPOCH
+    run(main())
+
+
+def test_list_offsets_latest_is_not_available_while_the_high_watermark_is_below_the_epoch_start(tmp_path):
+    async def main():
+        cluster, leader = await leader_with_uncommitted_tail(tmp_path)
+        cluster.change(leader=1)  # a new epoch starting at the LEO (15), the HW still at 10
+        leader.sync()
+        assert leader.partition().leader_epoch_start_offset == 15
+        assert (await leader.list_offsets(LATEST)).error_code == Error.OFFSET_NOT_AVAILABLE
+        assert (await leader.list_offsets(LATEST, replica_id=2)).offset == 15
+        await leader.replica_fetch(2, 15, last_fetched_epoch=0, current_leader_epoch=1)
+        latest = await leader.list_offsets(LATEST)
+        assert (latest.error_code, latest.offset, latest.leader_epoch) == (Error.NONE, 15, 1)
+    run(main())
+
+
+def test_list_offsets_on_a_follower_is_not_leader(tmp_path):
+    async def main():
+        cluster = Cluster(brokers=(1, 2))
+        cluster.create_topic(replicas=(1, 2), leader=1)
+        node = Node(tmp_path, 2, cluster)
+        assert (await node.list_offsets(LATEST)).error_code == Error.NOT_LEADER_OR_FOLLOWER
+    run(main())
+
+
+def test_offset_for_leader_epoch_answers_where_each_epoch_ends_in_the_leader_log(tmp_path):
+    async def main():
+        cluster, leader = await leader_with_uncommitted_tail(tmp_path)  # epoch 0: 0..14
+        cluster.change(leader=1)
+        leader.sync()
+        await leader.produce(3, acks=1)  # epoch 1: 15..17
+        answer = await leader.offset_for_leader_epoch(0, current_leader_epoch=1)
+        assert (answer.error_code, answer.leader_epoch, answer.end_offset) == (Error.NONE, 0, 15)
+        answer = await leader.offset_for_leader_epoch(1, current_leader_epoch=1)
+        assert (answer.leader_epoch, answer.end_offset) == (1, 18)
+        answer = await leader.offset_for_leader_epoch(0, current_leader_epoch=0)
+        assert answer.error_code == Error.FENCED_LEADER_EPOCH
+    run(main())
+
+
+def test_delete_records_moves_the_log_start_only_up_to_the_high_watermark(tmp_path):
+    async def main():
+        _, leader = await leader_with_uncommitted_tail(tmp_path)
+        answer = await leader.delete_records(12)
+        assert answer.error_code == Error.OFFSET_OUT_OF_RANGE
+        answer = await leader.delete_records(-1)
+        assert (answer.error_code, answer.low_watermark) == (Error.NONE, 10)
+        assert leader.log().log_start_offset == 10
+    run(main())

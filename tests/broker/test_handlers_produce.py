@@ -1,0 +1,161 @@
+"""Produce through the ReplicaManager (broker/handlers/produce.py): acks=all waits for the high
+watermark, min.insync.replicas, timeouts, lost leadership and KIP-951 leader hints."""
+import asyncio
+
+from protocol import messages as M
+from protocol.errors import Error
+from tests.broker.replica_nodes import TOPIC, Cluster, Node, endpoint_port, records, settle
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_acks_all_parks_until_follower_fetches_advance_the_high_watermark(tmp_path):
+    async def main():
+        cluster = Cluster()
+        cluster.create_topic(replicas=(1, 2, 3))
+        leader = Node(tmp_path, 1, cluster)
+        produce = asyncio.ensure_future(leader.produce(10, acks=-1))
+        await settle()
+        assert not produce.done()
+        assert leader.log().log_end_offset == 10 and leader.log().high_watermark == 0
+        pd = await leader.replica_fetch(2, 10, last_fetched_epoch=0)
+        assert pd.error_code == Error.NONE
+        await settle()
+        assert not produce.done(), "replica 3 of the ISR has not fetched the records yet"
+        pd = await leader.replica_fetch(3, 10, last_fetched_epoch=0)
+        assert pd.high_watermark == 10  # the follower learns the high watermark its fetch moved
+        pr = await asyncio.wait_for(produce, 1)
+        assert (pr.error_code, pr.base_offset) == (Error.NONE, 0)
+        assert len(leader.replicas.purgatory) == 0
+    run(main())
+
+
+def test_acks_all_completes_in_offset_order_as_the_high_watermark_passes_each_batch(tmp_path):
+    async def main():
+        cluster = Cluster(brokers=(1, 2))
+        cluster.create_topic(replicas=(1, 2))
+        leader = Node(tmp_path, 1, cluster)
+        first = asyncio.ensure_future(leader.produce(5, acks=-1))
+        await settle()
+        second = asyncio.ensure_future(leader.produce(5, acks=-1))
+        await settle()
+        await leader.replica_fetch(2, 5, last_fetched_epoch=0)
+        await settle()
+        assert first.done() and not second.done()
+        await leader.replica_fetch(2, 10, last_fetched_epoch=0)
+        assert (await asyncio.wait_for(second, 1)).base_offset == 5
+    run(main())
+
+
+def test_a_single_replica_partition_commits_acks_all_at_once(tmp_path):
+    async def main():
+        cluster = Cluster(brokers=(1,))
+        cluster.create_topic(replicas=(1,))
+        leader = Node(tmp_path, 1, cluster)
+        pr = await asyncio.wait_for(leader.produce(10, acks=-1), 1)
+        assert (pr.error_code, pr.base_offset) == (Error.NONE, 0)
+        assert leader.log().high_watermark == leader.log().log_end_offset == 10
+    run(main())
+
+
+def test_acks_all_under_min_isr_is_refused_before_anything_is_written(tmp_path):
+    async def main():
+        cluster = Cluster()
+        cluster.create_topic(replicas=(1, 2, 3), isr=(1,), configs={"min.insync.replicas": "2"})
+        leader = Node(tmp_path, 1, cluster)
+        pr = await leader.produce(10, acks=-1)
+        assert pr.error_code == Error.NOT_ENOUGH_REPLICAS
+        assert leader.log().log_end_offset == 0
+        pr = await leader.produce(10, acks=1)  # acks=1 does not ask for the min ISR
+        assert (pr.error_code, pr.base_offset) == (Error.NONE, 0)
+    run(main())
+
+
+def test_acks_all_is_answered_request_timed_out_at_its_timeout(tmp_path):
+    async def main():
+        cluster = Cluster()
+        cluster.create_topic(replicas=(1, 2, 3))
+        leader = Node(tmp_path, 1, cluster)
+        pr = await asyncio.wait_for(leader.produce(10, acks=-1, timeout_ms=30), 2)
+        assert pr.error_code == Error.REQUEST_TIMED_OUT
+        assert leader.log().log_end_offset == 10  # written, not committed
+        assert len(leader.replicas.purgatory) == 0
+    run(main())
+
+
+def test_acks_all_waiting_when_leadership_moves_is_answered_not_leader(tmp_path):
+    async def main():
+        cluster = Cluster()
+        cluster.create_topic(replicas=(1, 2, 3))
+        leader = Node(tmp_path, 1, cluster)
+        produce = asyncio.ensure_future(leader.produce(10, acks=-1))
+        await settle()
+        cluster.change(leader=2, isr=(2, 3))
+        leader.sync()
+        pr = await asyncio.wait_for(produce, 1)
+        assert pr.error_code == Error.NOT_LEADER_OR_FOLLOWER
+    run(main())
+
+
+def test_acks_one_is_answered_after_the_leader_append_without_waiting(tmp_path):
+    async def main():
+        cluster = Cluster()
+        cluster.create_topic(replicas=(1, 2, 3))
+        leader = Node(tmp_path, 1, cluster)
+        pr = await asyncio.wait_for(leader.produce(10, acks=1), 1)
+        assert (pr.error_code, pr.base_offset) == (Error.NONE, 0)
+        assert leader.log().high_watermark == 0
+        assert await leader.produce(3, acks=0) is None
+        assert leader.log().log_end_offset == 13
+    run(main())
+
+
+def test_not_leader_names_the_current_leader_and_its_endpoint(tmp_path):
+    async def main():
+        cluster = Cluster()
+        cluster.create_topic(replicas=(1, 2, 3), leader=1)
+        follower = Node(tmp_path, 2, cluster)
+        pr = await follower.produce(10, acks=-1, version=10)
+        assert pr.error_code == Error.NOT_LEADER_OR_FOLLOWER
+        assert (pr.current_leader.leader_id, pr.current_leader.leader_epoch) == (1, 0)
+        response = await follower.call(0, 10, _request(follower))
+        assert [(e.node_id, e.host, e.port) for e in response.node_endpoints] == [
+            (1, "127.0.0.1", endpoint_port(1))]
+        assert follower.log().log_end_offset == 0
+    run(main())
+
+
+def test_an_unknown_partition_is_unknown_and_a_partition_hosted_elsewhere_is_not_leader(tmp_path):
+    async def main():
+        cluster = Cluster()
+        cluster.create_topic(replicas=(2, 3), partitions=2)
+        node = Node(tmp_path, 1, cluster)
+        assert (await node.produce(1, partition=0)).error_code == Error.NOT_LEADER_OR_FOLLOWER
+        assert (await node.produce(1, partition=5)).error_code == Error.UNKNOWN_TOPIC_OR_PARTITION
+    run(main())
+
+
+def test_a_retried_idempotent_batch_gets_its_original_offsets_once_committed(tmp_path):
+    async def main():
+        cluster = Cluster(brokers=(1, 2))
+        cluster.create_topic(replicas=(1, 2))
+        leader = Node(tmp_path, 1, cluster)
+        batch = dict(producer_id=7, producer_epoch=0, base_sequence=0)
+        first = asyncio.ensure_future(leader.produce(4, acks=-1, timeout_ms=20, **batch))
+        assert (await asyncio.wait_for(first, 2)).error_code == Error.REQUEST_TIMED_OUT
+        retry = asyncio.ensure_future(leader.produce(4, acks=-1, **batch))
+        await settle()
+        assert not retry.done(), "the retry is acknowledged only once committed"
+        await leader.replica_fetch(2, 4, last_fetched_epoch=0)
+        pr = await asyncio.wait_for(retry, 1)
+        assert (pr.error_code, pr.base_offset) == (Error.NONE, 0)
+        assert leader.log().log_end_offset == 4  # written once
+    run(main())
+
+
+def _request(node):
+    R = M.ProduceRequest
+    return R(transactional_id=None, acks=1, timeout_ms=1000, topic_data=[R.TopicProduceData(
+        name=TOPIC, partition_data=[R.PartitionProduceData(index=0, records=memoryview(records(1)))])])

@@ -1,0 +1,168 @@
+"""Topics and replica placement: the striped, rack-aware placer over usable brokers, manual
+assignments, default.replication.factor, topic configs (min.insync.replicas,
+unclean.leader.election.enable), CreatePartitions."""
+import random
+from collections import Counter
+
+import pytest
+
+from controller.placement import InvalidReplicationFactor, StripedReplicaPlacer, UsableBroker
+from metadata.image import TOPIC_RESOURCE
+from protocol import messages as M
+from protocol.errors import Error
+from tests.controller.scenario import Scenario
+
+
+def test_placement_puts_each_partition_on_as_many_racks_as_there_are():
+    brokers = [UsableBroker(b, rack) for b, rack in
+               [(1, "a"), (2, "a"), (3, "b"), (4, "b"), (5, "c"), (6, "c")]]
+    racks = {b.broker_id: b.rack for b in brokers}
+    for seed in range(20):
+        for replicas in StripedReplicaPlacer(random.Random(seed)).place(brokers, 12, 3):
+            assert len(set(replicas)) == 3
+            assert sorted(racks[b] for b in replicas) == ["a", "b", "c"], replicas
+
+
+def test_placement_alternates_racks_when_the_replication_factor_exceeds_them():
+    brokers = [UsableBroker(b, rack) for b, rack in [(1, "a"), (2, "a"), (3, "b"), (4, "b")]]
+    racks = {b.broker_id: b.rack for b in brokers}
+    for replicas in StripedReplicaPlacer(random.Random(1)).place(brokers, 8, 3):
+        assert [racks[b] for b in replicas] in (["a", "b", "a"], ["b", "a", "b"]), replicas
+
+
+def test_placement_spreads_leaders_and_replicas_evenly():
+    brokers = [UsableBroker(b, None) for b in range(1, 7)]
+    placed = StripedReplicaPlacer(random.Random(3)).place(brokers, 12, 3)
+    assert set(Counter(r[0] for r in placed).values()) == {2}, "each broker leads two"
+    assert set(Counter(b for r in placed for b in r).values()) == {6}, "each broker holds six"
+
+
+def test_placement_with_too_few_brokers_is_an_invalid_replication_factor():
+    with pytest.raises(InvalidReplicationFactor, match="only 2 broker"):
+        StripedReplicaPlacer(random.Random(0)).place([UsableBroker(1, None), UsableBroker(2, None)], 1, 3)
+
+
+def test_new_topic_isr_is_its_replicas_led_by_the_first():
+    s = Scenario(brokers=3)
+    result = s.create_topic("t", partitions=6, rf=3)
+    assert result.error_code == Error.NONE and (result.num_partitions, result.replication_factor) == (6, 3)
+    for p in s.image.topics["t"].partitions.values():
+        assert p.isr == p.replicas and p.leader == p.replicas[0] and len(set(p.replicas)) == 3
+        assert (p.leader_epoch, p.partition_epoch) == (0, 0)
+
+
+def test_placement_uses_only_unfenced_brokers_not_shutting_down():
+    s = Scenario(brokers=4)
+    s.heartbeat(4, want_shut_down=True)
+    s.cluster.connection_closed(s.connections[3], s.now)
+    s.advance(1000)
+    s.heartbeat_all(skip=(3,))
+    s.tick()
+    assert s.create_topic("three", rf=3).error_code == Error.INVALID_REPLICATION_FACTOR
+    s.create_topic("two", partitions=4, rf=2)
+    assert all(set(p.replicas) == {1, 2} for p in s.image.topics["two"].partitions.values())
+
+
+def test_too_few_brokers_is_invalid_replication_factor_with_kafkas_message():
+    s = Scenario(brokers=1)
+    result = s.create_topic("t", rf=3)
+    assert result.error_code == Error.INVALID_REPLICATION_FACTOR
+    assert result.error_message == ("Unable to replicate the partition 3 time(s): The target replication "
+                                    "factor of 3 cannot be reached because only 1 broker(s) are registered.")
+    assert "t" not in s.image.topics
+
+
+def test_default_replication_factor_and_partitions_apply_to_minus_one():
+    s = Scenario(brokers=3)
+    s.topics.default_replication_factor, s.topics.num_partitions = 2, 5
+    result = s.create_topic("t", partitions=-1, rf=-1)
+    assert (result.num_partitions, result.replication_factor) == (5, 2)
+    assert all(len(p.replicas) == 2 for p in s.image.topics["t"].partitions.values())
+
+
+def test_manual_assignment_is_honoured_with_live_replicas_in_the_isr():
+    s = Scenario(brokers=3)
+    s.cluster.connection_closed(s.connections[3], s.now)
+    s.advance(1000)
+    s.heartbeat_all(skip=(3,))
+    s.tick()
+    result = s.create_topic("t", assignments={0: [3, 1], 1: [2, 3]})
+    assert result.error_code == Error.NONE
+    p0, p1 = s.partition("t", 0), s.partition("t", 1)
+    assert (p0.replicas, p0.isr, p0.leader) == ([3, 1], [1], 1)
+    assert (p1.replicas, p1.isr, p1.leader) == ([2, 3], [2], 2)
+
+
+@pytest.mark.parametrize("assignments,why", [
+    ({0: [1, 1]}, "more than once"),
+    ({0: [1, 9]}, "no such broker"),
+    ({0: [1, 2], 1: [1]}, "not consistent"),
+    ({0: [1], 2: [2]}, "consecutive"),
+    ({0: []}, "empty replica list"),
+])
+def test_manual_assignment_is_validated(assignments, why):
+    s = Scenario(brokers=3)
+    result = s.create_topic("t", assignments=assignments)
+    assert result.error_code == Error.INVALID_REPLICA_ASSIGNMENT and why in result.error_message
+    assert "t" not in s.image.topics
+
+
+def test_manual_assignment_with_every_replica_fenced_is_refused():
+    s = Scenario(brokers=2)
+    s.cluster.connection_closed(s.connections[2], s.now)
+    s.advance(1000)
+    s.heartbeat_all(skip=(2,))
+    s.tick()
+    assert s.create_topic("t", assignments={0: [2]}).error_code == Error.INVALID_REPLICA_ASSIGNMENT
+
+
+@pytest.mark.parametrize("name,value,ok", [
+    ("min.insync.replicas", "2", True), ("min.insync.replicas", "0", False),
+    ("min.insync.replicas", "two", False), ("unclean.leader.election.enable", "true", True),
+    ("unclean.leader.election.enable", "maybe", False),
+])
+def test_topic_configs_are_validated_when_a_topic_is_created(name, value, ok):
+    s = Scenario(brokers=3)
+    result = s.create_topic("t", rf=3, configs={name: value})
+    assert result.error_code == (Error.NONE if ok else Error.INVALID_CONFIG)
+    assert ("t" in s.image.topics) == ok
+    if ok:
+        assert s.image.configs[(TOPIC_RESOURCE, "t")] == {name: value}
+
+
+def test_min_insync_replicas_of_the_topic_overrides_the_broker_default():
+    s = Scenario(brokers=3, min_isr=1)
+    s.create_topic("t", assignments={0: [1, 2, 3]}, configs={"min.insync.replicas": "2"})
+    ref = ("t", s.image.topics["t"].topic_id, 0, s.partition("t"))
+    assert s.replication.effective_min_isr(s.image, "t", ref[3]) == 2
+    s.create_topic("small", assignments={0: [1]}, configs={"min.insync.replicas": "3"})
+    assert s.replication.effective_min_isr(s.image, "small", s.partition("small")) == 1, \
+        "capped at the replication factor"
+
+
+def test_incremental_alter_configs_validates_the_resulting_topic_config():
+    s = Scenario(brokers=1)
+    s.create_topic("t", rf=1)
+    R = M.IncrementalAlterConfigsRequest
+    req = R(resources=[R.AlterConfigsResource(resource_type=TOPIC_RESOURCE, resource_name="t", configs=[
+        R.AlterConfigsResource.AlterableConfig(name="min.insync.replicas", config_operation=0, value="0")])])
+    response = s.apply(s.topics.incremental_alter_configs(s.image, req))
+    assert response.responses[0].error_code == Error.INVALID_CONFIG and s.last_records == []
+
+
+def test_create_partitions_places_new_partitions_with_the_topic_replication_factor():
+    s = Scenario(brokers=3)
+    s.create_topic("t", partitions=2, rf=2)
+    R = M.CreatePartitionsRequest
+    grow = R(topics=[R.CreatePartitionsTopic(name="t", count=5, assignments=None)], timeout_ms=1000)
+    assert s.apply(s.topics.create_partitions(s.image, grow)).results[0].error_code == Error.NONE
+    assert sorted(s.image.topics["t"].partitions) == [0, 1, 2, 3, 4]
+    assert all(len(p.replicas) == 2 for p in s.image.topics["t"].partitions.values())
+    manual = R(topics=[R.CreatePartitionsTopic(name="t", count=6, assignments=[
+        R.CreatePartitionsTopic.CreatePartitionsAssignment(broker_ids=[3, 1])])], timeout_ms=1000)
+    assert s.apply(s.topics.create_partitions(s.image, manual)).results[0].error_code == Error.NONE
+    assert s.partition("t", 5).replicas == [3, 1]
+    wrong_rf = R(topics=[R.CreatePartitionsTopic(name="t", count=7, assignments=[
+        R.CreatePartitionsTopic.CreatePartitionsAssignment(broker_ids=[3])])], timeout_ms=1000)
+    result = s.apply(s.topics.create_partitions(s.image, wrong_rf)).results[0]
+    assert result.error_code == Error.INVALID_REPLICA_ASSIGNMENT

@@ -1,0 +1,420 @@
+"""Replication on real processes: 3 controllers and 3 brokers on loopback, topics of RF 3 with
+min.insync.replicas 2, an idempotent acks=all confluent-kafka producer writing without pause.
+
+Every scenario ends by reading each replica's segment files and checking that every record the
+producer saw acknowledged is there exactly once and in order (tests/integration/replicated_cluster.py).
+The default run does a short version of each scenario; ``-m slow`` runs the long ones (20 kills).
+Stalls (kill -> the first acknowledgement of a record sent after the kill on a partition the
+killed broker led) are printed with ``-s``.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import threading
+import time
+
+import pytest
+
+from tests.integration.replicated_cluster import AckedRecords, ReplicatedCluster
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+pytestmark = pytest.mark.timeout(300)
+BROKERS = (4, 5, 6)
+PARTITIONS = 12
+
+
+class Writer:
+    """An idempotent acks=all producer writing values ``<tag>-<n>`` round-robin to every partition
+    of a topic from its own thread until stopped, keeping what was acknowledged."""
+
+    def __init__(self, cluster: ReplicatedCluster, topic: str, partitions: int, tag: str = "w",
+                 rate_per_s: int = 2000, **config) -> None:
+        self.topic = topic
+        self.partitions = partitions
+        self.tag = tag
+        self.rate = rate_per_s
+        self.acks = AckedRecords()
+        self.ack_times: dict[int, list[float]] = {p: [] for p in range(partitions)}
+        self.sent = 0
+        self.producer = confluent_kafka.Producer({
+            "bootstrap.servers": ",".join(cluster.brokers[b].bootstrap for b in cluster.brokers),
+            "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+            "message.timeout.ms": 120000, "topic.metadata.refresh.interval.ms": 1000, **config})
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _delivered(self, err, msg) -> None:
+        self.acks(err, msg)
+        if err is None:
+            self.ack_times[msg.partition()].append(time.monotonic())
+
+    def _run(self) -> None:
+        started = time.monotonic()
+        while not self._stop.is_set():
+            due = int((time.monotonic() - started) * self.rate)
+            while self.sent < due and not self._stop.is_set():
+                try:
+                    self.producer.produce(self.topic, f"{self.tag}-{self.sent}".encode(),
+                                          partition=self.sent % self.partitions, on_delivery=self._delivered)
+                except BufferError:
+                    break
+                self.sent += 1
+            self.producer.poll(0.01)
+
+    def start(self) -> Writer:
+        self._thread.start()
+        return self
+
+    def acked_since(self, partition: int, t: float) -> int:
+        return sum(1 for a in self.ack_times[partition] if a >= t)
+
+    def first_ack_after(self, partitions, t: float) -> float | None:
+        """The time of the first acknowledgement after ``t`` on each partition, the latest of them."""
+        latest = None
+        for p in partitions:
+            after = [a for a in self.ack_times[p] if a > t]
+            if not after:
+                return None
+            latest = max(latest or 0.0, after[0])
+        return latest
+
+    def stop(self, timeout: float = 120) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        left = self.producer.flush(timeout)
+        assert left == 0, f"{left} records still unacknowledged after {timeout} s"
+        assert not self.acks.errors, f"delivery errors: {self.acks.errors[:10]}"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with ReplicatedCluster(broker_extra={"replica.lag.time.max.ms": "4000"}) as c:
+        yield c
+
+
+@pytest.fixture(autouse=True)
+def all_brokers_back(cluster):
+    yield
+    for b in BROKERS:
+        if b in cluster.paused:
+            cluster.resume(b)
+        if not cluster.brokers[b].running:
+            cluster.restart(b)
+
+
+def led_by(cluster: ReplicatedCluster, topic: str, broker: int, partitions: int = PARTITIONS) -> list[int]:
+    return [p for p in range(partitions) if cluster.leader_of(topic, p) == broker]
+
+
+def wait_for_full_isrs(cluster: ReplicatedCluster, topic: str, partitions: int = PARTITIONS,
+                       timeout: float = 60) -> None:
+    for p in range(partitions):
+        cluster.wait_for_isr(topic, p, BROKERS, timeout)
+
+
+def kill_and_restart_leaders(cluster: ReplicatedCluster, topic: str, kills: int) -> list[float]:
+    """Kill -9 the leader of a partition (a different broker each time), measure how long until
+    every partition it led acknowledged a new record, restart it and wait for the full ISRs."""
+    writer = Writer(cluster, topic, PARTITIONS).start()
+    stalls = []
+    try:
+        time.sleep(1.0)
+        for i in range(kills):
+            victim = cluster.leader_of(topic, i % PARTITIONS)
+            led = led_by(cluster, topic, victim)
+            killed_at = time.monotonic()
+            cluster.kill9(victim)
+            deadline = killed_at + 60
+            while (resumed := writer.first_ack_after(led, killed_at)) is None:
+                assert time.monotonic() < deadline, f"partitions {led} took no write for 60 s after kill {i}"
+                time.sleep(0.01)
+            stalls.append(resumed - killed_at)
+            cluster.restart(victim)
+            wait_for_full_isrs(cluster, topic)
+    finally:
+        writer.stop()
+    wait_for_full_isrs(cluster, topic)
+    cluster.assert_all_acknowledged(writer.acks, brokers=BROKERS)
+    assert writer.acks.count() > 0
+    return stalls
+
+
+def report(what: str, stalls: list[float]) -> None:
+    if stalls:
+        print(f"\n{what}: {len(stalls)} stalls, min {min(stalls):.3f} s, median "
+              f"{statistics.median(stalls):.3f} s, max {max(stalls):.3f} s: "
+              + " ".join(f"{s:.3f}" for s in stalls))
+
+
+def test_killed_leaders_lose_no_acknowledged_record(cluster):
+    cluster.create_topic("kills", PARTITIONS, 3, {"min.insync.replicas": "2"})
+    report("kill -9 of a leader", kill_and_restart_leaders(cluster, "kills", 3))
+
+
+@pytest.mark.slow
+def test_twenty_killed_leaders_lose_no_acknowledged_record(cluster):
+    cluster.create_topic("kills20", PARTITIONS, 3, {"min.insync.replicas": "2"})
+    report("kill -9 of a leader (20)", kill_and_restart_leaders(cluster, "kills20", 20))
+
+
+def test_lost_disk_re_replicates_and_loses_nothing_acknowledged(cluster):
+    topic = "lostdisk"
+    cluster.create_topic(topic, PARTITIONS, 3, {"min.insync.replicas": "2"})
+    writer = Writer(cluster, topic, PARTITIONS).start()
+    try:
+        time.sleep(1.0)
+        victim = cluster.leader_of(topic, 0)
+        cluster.kill9(victim)
+        time.sleep(1.0)
+        removed = cluster.wipe_partitions(victim, [topic])
+        assert len(removed) == PARTITIONS
+        cluster.restart(victim)
+        wait_for_full_isrs(cluster, topic)
+        time.sleep(0.5)
+    finally:
+        writer.stop()
+    wait_for_full_isrs(cluster, topic)
+    cluster.assert_all_acknowledged(writer.acks, brokers=BROKERS)
+
+
+@pytest.mark.parametrize("how", ["kill9", "sigterm"])
+def test_with_one_broker_down_every_partition_takes_acks_all_writes(cluster, how):
+    topic = f"onedown-{how}"
+    cluster.create_topic(topic, PARTITIONS, 3, {"min.insync.replicas": "2"})
+    writer = Writer(cluster, topic, PARTITIONS).start()
+    try:
+        time.sleep(1.0)
+        victim = BROKERS[0]
+        led = led_by(cluster, topic, victim)
+        stopped_at = time.monotonic()
+        if how == "kill9":
+            cluster.kill9(victim)
+        else:
+            assert cluster.terminate(victim) == 0
+        deadline = stopped_at + 60
+        while (resumed := writer.first_ack_after(range(PARTITIONS), stopped_at)) is None:
+            assert time.monotonic() < deadline, "some partition took no write for 60 s"
+            time.sleep(0.01)
+        report(f"{how}: every partition writing again ({len(led)} led by the stopped broker)",
+               [resumed - stopped_at])
+        for p in range(PARTITIONS):
+            cluster.wait_for_leader(topic, p, exclude=[victim])
+        probe = time.monotonic()
+        time.sleep(1.0)
+        slow = [p for p in range(PARTITIONS) if writer.acked_since(p, probe) == 0]
+        assert not slow, f"partitions {slow} took no acks=all write with broker {victim} down"
+    finally:
+        writer.stop()
+    cluster.restart(victim)
+    wait_for_full_isrs(cluster, topic)
+    cluster.assert_all_acknowledged(writer.acks, brokers=BROKERS)
+
+
+def test_paused_follower_leaves_the_isr_and_rejoins_after_sigcont(cluster):
+    topic = "paused"
+    cluster.create_topic(topic, 1, 3, {"min.insync.replicas": "2"})
+    leader = cluster.leader_of(topic, 0)
+    follower = next(b for b in BROKERS if b != leader)
+    writer = Writer(cluster, topic, 1, rate_per_s=500).start()
+    try:
+        time.sleep(0.5)
+        cluster.pause(follower)
+        # replica.lag.time.max.ms is 4 s here: out of the ISR after that, while the HW moves on.
+        cluster.wait_for_isr(topic, 0, set(BROKERS) - {follower}, timeout=20)
+        probe = time.monotonic()
+        time.sleep(1.0)
+        assert writer.acked_since(0, probe) > 0, "the HW did not move with the follower out of the ISR"
+        cluster.resume(follower)
+        cluster.wait_for_isr(topic, 0, BROKERS, timeout=30)
+    finally:
+        writer.stop()
+    cluster.assert_all_acknowledged(writer.acks, brokers=BROKERS)
+
+
+def produce_one(cluster: ReplicatedCluster, topic: str, partition: int, value: bytes, acks: str):
+    """One record, no retries: the error code the broker answered (None if acknowledged)."""
+    p = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "acks": acks,
+                                  "enable.idempotence": False, "retries": 0,
+                                  "message.timeout.ms": 10000})
+    result = []
+    p.produce(topic, value, partition=partition, on_delivery=lambda err, msg: result.append(err))
+    p.flush(15)
+    assert result, "no delivery report"
+    return None if result[0] is None else result[0].name()
+
+
+def test_two_replicas_down_refuse_acks_all_but_take_acks_1_and_lose_nothing(cluster):
+    topic = "twodown"
+    cluster.create_topic(topic, 1, 3, {"min.insync.replicas": "2"})
+    writer = Writer(cluster, topic, 1, rate_per_s=200).start()
+    time.sleep(0.5)
+    writer.stop()
+    survivor = cluster.leader_of(topic, 0)
+    down = [b for b in BROKERS if b != survivor]
+    for b in down:
+        cluster.kill9(b)
+    cluster.wait_for_isr(topic, 0, {survivor}, timeout=30)
+    assert produce_one(cluster, topic, 0, b"all", "all") == "NOT_ENOUGH_REPLICAS"
+    assert produce_one(cluster, topic, 0, b"one", "1") is None
+    for b in down:
+        cluster.restart(b)
+    cluster.wait_for_isr(topic, 0, BROKERS, timeout=60)
+    assert produce_one(cluster, topic, 0, b"all-again", "all") is None
+    cluster.assert_acknowledged(topic, 0, writer.acks.acked[(topic, 0)] + [b"one", b"all-again"], BROKERS)
+
+
+def test_former_leader_returns_and_truncates_exactly_its_unreplicated_tail(cluster):
+    topic = "tail"
+    cluster.create_topic(topic, 1, 3, {"min.insync.replicas": "2"})
+    writer = Writer(cluster, topic, 1, tag="committed", rate_per_s=200).start()
+    time.sleep(0.5)
+    writer.stop()
+    old = cluster.leader_of(topic, 0)
+    followers = [b for b in BROKERS if b != old]
+    for b in followers:
+        cluster.pause(b)
+    # A Fetch the followers sent before they stopped is still parked at the leader: let it be
+    # answered (replica.fetch.wait.max.ms), so nothing carries the tail into their sockets.
+    time.sleep(1.0)
+    tail = Writer(cluster, topic, 1, tag="tail", rate_per_s=200, acks="1", **{"enable.idempotence": False})
+    tail.start()
+    time.sleep(1.0)
+    tail.stop()
+    assert tail.acks.count() > 0
+    held = [r.value for r in cluster.replica_records(old, topic, 0)]
+    assert held[-tail.acks.count():] == tail.acks.acked[(topic, 0)]
+    cluster.kill9(old)
+    for b in followers:
+        cluster.resume(b)
+    cluster.wait_for_leader(topic, 0, exclude=[old])
+    after = Writer(cluster, topic, 1, tag="after", rate_per_s=200).start()
+    time.sleep(0.5)
+    after.stop()
+    cluster.restart(old)
+    cluster.wait_for_isr(topic, 0, BROKERS, timeout=60)
+    new_leader = cluster.leader_of(topic, 0)
+    expected = [r.value for r in cluster.replica_records(new_leader, topic, 0)]
+    assert [r.value for r in cluster.replica_records(old, topic, 0)] == expected
+    assert not {v for v in expected if v.startswith(b"tail-")}, "the unreplicated tail survived"
+    committed = writer.acks.acked[(topic, 0)] + after.acks.acked[(topic, 0)]
+    cluster.assert_acknowledged(topic, 0, committed, BROKERS)
+    assert len(expected) == len(committed)
+
+
+def leader_recovery_states(cluster: ReplicatedCluster, topic: str) -> list[int]:
+    """Every leader_recovery_state a PartitionRecord or PartitionChangeRecord of ``topic`` set,
+    read from the active controller's metadata log."""
+    from protocol.metadata_records import decode_record
+    from tests.integration.replicated_cluster import read_partition_dir
+
+    leader = cluster.quorum_leader().leader_id
+    path = os.path.join(cluster.quorum.controllers[leader].metadata_dir, "__cluster_metadata-0")
+    topic_id = None
+    states = []
+    for r in read_partition_dir(path):
+        if r.value is None:
+            continue
+        try:
+            record = decode_record(r.value)[2]
+        except Exception:
+            continue
+        kind = type(record).__name__
+        if kind == "TopicRecord" and record.name == topic:
+            topic_id = record.topic_id
+        elif kind in ("PartitionRecord", "PartitionChangeRecord") and record.topic_id == topic_id \
+                and record.leader_recovery_state >= 0:  # -1: a change that leaves it as it was
+            states.append(record.leader_recovery_state)
+    return states
+
+
+@pytest.mark.parametrize("unclean", ["false", "true"])
+def test_unclean_leader_election_only_when_the_topic_allows_it(cluster, unclean):
+    topic = f"unclean-{unclean}"
+    cluster.create_topic(topic, 1, 3, {"min.insync.replicas": "1", "unclean.leader.election.enable": unclean})
+    old = cluster.leader_of(topic, 0)
+    others = [b for b in BROKERS if b != old]
+    for b in others:
+        cluster.kill9(b)
+    cluster.wait_for_isr(topic, 0, {old}, timeout=30)
+    only_on_old = Writer(cluster, topic, 1, tag="only-old", rate_per_s=200, acks="all").start()
+    time.sleep(0.5)
+    only_on_old.stop()
+    cluster.kill9(old)
+    for b in others:
+        cluster.restart(b)
+    if unclean == "false":
+        time.sleep(3.0)
+        assert cluster.leader_of(topic, 0) == -1, "a partition without an ISR member was led"
+        cluster.restart(old)
+        cluster.wait_for_leader(topic, 0)
+        assert cluster.leader_of(topic, 0) == old
+        cluster.wait_for_isr(topic, 0, BROKERS, timeout=60)
+        cluster.assert_acknowledged(topic, 0, only_on_old.acks.acked[(topic, 0)], BROKERS)
+    else:
+        p = cluster.wait_for_leader(topic, 0, exclude=[old])
+        assert p.leader in others
+        assert 1 in leader_recovery_states(cluster, topic), "the unclean election was not marked RECOVERING"
+        cluster.restart(old)
+        cluster.wait_for_isr(topic, 0, BROKERS, timeout=60)
+        assert leader_recovery_states(cluster, topic)[-1] == 0, "the partition never recovered"
+
+
+def find_coordinator(cluster: ReplicatedCluster, group: str) -> int:
+    """The group coordinator's node id, asked over FindCoordinator v3."""
+    from protocol import messages as M
+    from protocol.client import KafkaConnection
+
+    async def ask():
+        b = cluster.brokers[cluster.live_brokers()[0]]
+        conn = KafkaConnection("127.0.0.1", b.port)
+        await conn.connect()
+        try:
+            return await conn.request(10, 3, M.FindCoordinatorRequest(key=group, key_type=0))
+        finally:
+            await conn.close()
+
+    response = asyncio.run(ask())
+    assert response.error_code == 0, response
+    return response.node_id
+
+
+def test_committed_offsets_survive_killing_the_leader_of_their_offsets_partition(cluster):
+    topic = "groups"
+    cluster.create_topic(topic, 3, 3, {"min.insync.replicas": "2"})
+    writer = Writer(cluster, topic, 3, rate_per_s=300).start()
+    time.sleep(0.5)
+    writer.stop()
+    group = "survivors"
+    config = {"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False,
+              "auto.offset.reset": "earliest"}
+    consumer = confluent_kafka.Consumer(config)
+    consumer.subscribe([topic])
+    seen = 0
+    deadline = time.monotonic() + 60
+    while seen < 50 and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            seen += 1
+    assert seen >= 50
+    committed = consumer.commit(asynchronous=False)
+    committed = {(tp.partition, tp.offset) for tp in committed}
+    consumer.close()
+    coordinator = find_coordinator(cluster, group)
+    assert coordinator in BROKERS
+    cluster.kill9(coordinator)
+    again = confluent_kafka.Consumer({**config, "bootstrap.servers": cluster.bootstrap})
+    parts = [confluent_kafka.TopicPartition(topic, p) for p in range(3)]
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            got = {(tp.partition, tp.offset) for tp in again.committed(parts, timeout=10)}
+            if got == committed:
+                break
+        except confluent_kafka.KafkaException:
+            got = None
+        assert time.monotonic() < deadline, f"committed offsets {committed}, read back {got}"
+        time.sleep(0.5)
+    again.close()
