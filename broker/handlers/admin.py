@@ -116,7 +116,17 @@ def apis(broker) -> list[Api]:
                 out.error_message = f"unsupported resource type {res.resource_type}"
         return R(results=results)
 
+    async def handle_elect_leaders(header, req):
+        response = await forward(header, req)
+        if response is None:
+            return _all_failed(M.ElectLeadersResponse, req, Error.REQUEST_TIMED_OUT)
+        if any(p.error_code == Error.NONE for r in response.replica_election_results
+               for p in r.partition_result):
+            await broker.follower.wait_for_change(0.5)
+        return response
+
     return [
+        Api(43, 0, 2, handle_elect_leaders),
         Api(19, 2, 7, handle_create_topics),
         Api(20, 1, 6, handle_delete_topics),
         Api(37, 0, 3, handle_create_partitions),
@@ -161,6 +171,11 @@ def _all_failed(cls, req, code):
     if cls is M.DeleteTopicsResponse:
         names = [t.name for t in req.topics] if req.topics else req.topic_names
         return cls(responses=[cls.DeletableTopicResult(name=n, error_code=code) for n in names])
+    if cls is M.ElectLeadersResponse:
+        # v0 has no top-level error: every partition asked for carries it.
+        return cls(error_code=code, replica_election_results=[cls.ReplicaElectionResult(
+            topic=t.topic, partition_result=[cls.ReplicaElectionResult.PartitionResult(
+                partition_id=p, error_code=code) for p in t.partitions]) for t in req.topic_partitions or []])
     if cls is M.CreatePartitionsResponse:
         return cls(results=[cls.CreatePartitionsTopicResult(name=t.name, error_code=code)
                         for t in req.topics])

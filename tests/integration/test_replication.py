@@ -418,3 +418,29 @@ def test_committed_offsets_survive_killing_the_leader_of_their_offsets_partition
         assert time.monotonic() < deadline, f"committed offsets {committed}, read back {got}"
         time.sleep(0.5)
     again.close()
+
+
+def test_preferred_leader_election_through_a_broker_moves_leadership_back(cluster):
+    """ElectLeaders (PREFERRED) sent by confluent-kafka's admin client to a broker, forwarded to
+    the active controller: partitions whose leader moved away get their first replica back."""
+    from confluent_kafka.admin import AdminClient
+
+    topic = "preferred"
+    cluster.create_topic(topic, 3, 3, {"min.insync.replicas": "2"})
+    victim = cluster.leader_of(topic, 0)
+    moved = led_by(cluster, topic, victim, 3)
+    cluster.kill9(victim)
+    for p in moved:
+        cluster.wait_for_leader(topic, p, exclude=[victim])
+    cluster.restart(victim)
+    wait_for_full_isrs(cluster, topic, 3)
+    assert all(cluster.leader_of(topic, p) != victim for p in moved)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    parts = [confluent_kafka.TopicPartition(topic, p) for p in moved]
+    admin.elect_leaders(confluent_kafka.ElectionType.PREFERRED, parts).result(30)
+    for p in moved:
+        info = cluster.wait_until(f"{topic}-{p} led by its preferred replica",
+                                  lambda views, p=p: cluster.partition(topic, p).leader
+                                  == cluster.partition(topic, p).replicas[0])
+        assert info
+    assert all(cluster.leader_of(topic, p) == victim for p in moved)
