@@ -15,12 +15,15 @@ include the voters competing for CPU.
 * ``test_raft_committed_throughput``: the same, in appends of 1,000 values with several appends
   in flight and the default linger, so the leader's batches hold inflight x 1,000 values.
 * ``test_raft_failover``: tests/integration/quorum_cluster.py's three ``strom controller``
-  processes (default timeouts: a follower starts an election only after
-  controller.quorum.fetch.timeout.ms = 2 s without a leader); kill -9 of the leader
-  STROM_BENCH_FAILOVERS times (20), each timed from the kill to a new leader that has committed
-  its epoch (QuorumView.committed_own_epoch, polled over DescribeQuorum, so to within a few
-  tens of ms), then the killed one restarts and must rejoin. Kills come after a seeded random
-  pause (STROM_BENCH_SEED), so the last Fetch answer the followers had is 0-500 ms old.
+  processes with default settings; kill -9 of the leader STROM_BENCH_FAILOVERS times (20),
+  each timed from the kill to a new leader that has committed its epoch
+  (QuorumView.committed_own_epoch, polled over DescribeQuorum, so to within a few tens of ms),
+  then the killed one restarts and must rejoin. The followers see the dead leader's connections
+  close and connecting again refused, and canvass at once (RaftCore.handle_leader_disconnect):
+  over 100 kills on this 2-core box, min 0.027 s, p50 0.032 s, p90 0.035 s, p99 0.038 s, max
+  0.21 s. Before, they waited out controller.quorum.fetch.timeout.ms (2 s): over 40 kills, min
+  1.77 s, p50 1.89 s, p90 1.99 s, p99 and max 2.16 s. Kills come after a seeded random pause
+  (STROM_BENCH_SEED), so the last Fetch answer the followers had is 0-500 ms old.
 
 With ``--benchmark-disable`` (the default test run) each body runs once on a few records and
 one kill, as a test; ``make bench`` runs the full sizes. Every process dies with the test
@@ -201,13 +204,15 @@ def test_raft_failover(benchmark):
     f = r["failovers_s"]
     benchmark.extra_info.update({
         "kills": kills, "failover_min_s": round(min(f), 3), "failover_p50_s": round(percentile(f, 50), 3),
-        "failover_p90_s": round(percentile(f, 90), 3), "failover_max_s": round(max(f), 3),
+        "failover_p90_s": round(percentile(f, 90), 3), "failover_p99_s": round(percentile(f, 99), 3),
+        "failover_max_s": round(max(f), 3),
         "failover_mean_s": round(statistics.fmean(f), 3), "failovers_s": [round(x, 3) for x in f],
         "rejoin_p50_s": round(percentile(r["rejoins_s"], 50), 3), "fetch_timeout_ms": QUORUM_FETCH_TIMEOUT_MS,
         "seed": SEED, "voters": VOTERS, "cores": CORES,
     })
     print(f"\nraft failover: {VOTERS} strom controller processes on {CORES} cores, {kills} kill -9s of the "
-          f"leader: min {min(f):.2f} s p50 {percentile(f, 50):.2f} s p90 {percentile(f, 90):.2f} s "
-          f"max {max(f):.2f} s (fetch.timeout.ms {QUORUM_FETCH_TIMEOUT_MS}); rejoin p50 "
-          f"{percentile(r['rejoins_s'], 50):.2f} s; all: {sorted(round(x, 2) for x in f)}")
+          f"leader: min {min(f):.3f} s p50 {percentile(f, 50):.3f} s p90 {percentile(f, 90):.3f} s "
+          f"p99 {percentile(f, 99):.3f} s max {max(f):.3f} s (fetch.timeout.ms {QUORUM_FETCH_TIMEOUT_MS}); "
+          f"rejoin p50 "
+          f"{percentile(r['rejoins_s'], 50):.2f} s; all: {sorted(round(x, 3) for x in f)}")
     assert len(f) == kills

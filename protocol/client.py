@@ -12,6 +12,10 @@ from protocol.headers import encode_request, read_response_header
 from protocol.types import Reader
 
 
+class ConnectionClosedByPeer(ConnectionError):
+    """The peer ended the connection (end of stream or reset): not a timeout or a local close."""
+
+
 class KafkaConnection:
     def __init__(self, host: str, port: int, client_id: str = "strom"):
         self.host, self.port, self.client_id = host, port, client_id
@@ -51,7 +55,9 @@ class KafkaConnection:
                     continue
                 if not fut.done():
                     fut.set_result(body)
-        except (asyncio.IncompleteReadError, ConnectionError, OSError) as e:
+        except (asyncio.IncompleteReadError, ConnectionResetError) as e:
+            error = ConnectionClosedByPeer(f"connection to {self.host}:{self.port} closed by the peer: {e}")
+        except (ConnectionError, OSError) as e:
             error = ConnectionError(f"connection to {self.host}:{self.port} lost: {e}")
         finally:
             for fut, _, _ in self._pending.values():

@@ -1,8 +1,10 @@
 """The KRaft state machine for one replica: pure, deterministic, stepped by its caller.
 
 Theory of operation. The driver calls ``step(now_ms, source, message)`` for every inbound message,
-``tick(now_ms)`` when ``next_deadline_ms()`` is reached and ``append(now_ms, values)`` for client
-writes on the leader. Each call returns a ``Ready`` that the driver must carry out in order:
+``tick(now_ms)`` when ``next_deadline_ms()`` is reached, ``append(now_ms, values)`` for client
+writes on the leader, and ``request_failed`` or ``handle_leader_disconnect`` when a Fetch got no
+answer (the second when the peer closed or refused the connection). Each call returns a ``Ready``
+that the driver must carry out in order:
 
 1. write ``Ready.persist`` (the quorum-state file) if set: durable transitions take effect only
    once this write is done, so it precedes any message;
@@ -21,7 +23,9 @@ new (long poll), or returns a diverging epoch that the follower truncates to, ne
 high watermark. The leader's high watermark is the offset a majority of voters have reached, only
 once it is past the epoch start offset (the LeaderChange record of this epoch), and never goes back.
 Elections go through pre-vote (KIP-996) so that a voter that cannot reach the leader spins in
-Prospective without bumping the epoch.
+Prospective without bumping the epoch. A follower starts that pre-vote after
+controller.quorum.fetch.timeout.ms without an answer, or at once when connecting to its leader
+is refused (``handle_leader_disconnect``: a crashed process closes its sockets and its port).
 
 Membership (KIP-853, membership.py and reconfig.py): the voter set in force is the latest
 VotersRecord in the snapshot and log, committed or not, else the static set given at
@@ -175,16 +179,36 @@ class RaftCore(VoteHandlers, QuorumEpochHandlers, FetchHandlers, SnapshotHandler
         return ready
 
     def request_failed(self, now_ms: int, destination: int, request: m.Message) -> Ready:
-        """The driver could not get an answer to ``request`` (connection refused, closed or timed
-        out): a Fetch is sent again after retry.backoff.ms rather than the request timeout."""
+        """The driver could not get an answer to ``request`` (timed out, or failed here): a
+        Fetch is sent again after retry.backoff.ms rather than the request timeout. A Fetch
+        whose connection the peer closed or refused goes to ``handle_leader_disconnect``."""
+        self._now = now_ms
+        if isinstance(request, m.FetchRequest | m.FetchSnapshotRequest):
+            self._fetch_failed(now_ms, destination)
+        return self._take_ready()
+
+    def handle_leader_disconnect(self, now_ms: int, leader_id: int, refused: bool = False) -> Ready:
+        """A Fetch to ``leader_id`` failed because the peer closed the connection (end of
+        stream, reset) or, ``refused``, because nothing accepts connections at its address.
+
+        A crashed process does both: its sockets close, and connecting again is refused. A close
+        alone proves little (a live leader may drop a connection), so the follower fetches again
+        at once, on a new connection. A refusal means no process listens there: the follower
+        does what a fetch timeout does, without waiting out controller.quorum.fetch.timeout.ms —
+        a voter becomes Prospective and canvasses with pre-votes (the epoch does not change,
+        nothing is persisted), an observer looks for the leader anew. That cannot depose a live
+        leader: every voter still fetching from it refuses the pre-vote. A failure of anything
+        but our leader's connection in our epoch is an ordinary failed Fetch, and a partition,
+        which closes nothing, still waits for the timeout.
+        """
         self._now = now_ms
         s = self.quorum.state
-        retry_at = now_ms + self.config.retry_backoff_ms
-        if isinstance(request, m.FetchRequest | m.FetchSnapshotRequest):
-            if isinstance(s, Follower) and destination == s.leader_id:
-                s.fetch_in_flight_until_ms = retry_at
-            elif isinstance(s, Unattached) and not self.quorum.is_voter:
-                self._discovery_until_ms = min(self._discovery_until_ms, retry_at)
+        if not isinstance(s, Follower) or leader_id != s.leader_id:
+            self._fetch_failed(now_ms, leader_id)
+        elif refused:
+            self._fetch_timed_out(now_ms, s)
+        else:
+            s.fetch_in_flight_until_ms = now_ms  # the next tick, at once, fetches again
         return self._take_ready()
 
     def resign(self, now_ms: int) -> Ready:
@@ -233,14 +257,25 @@ class RaftCore(VoteHandlers, QuorumEpochHandlers, FetchHandlers, SnapshotHandler
 
     def _poll_follower(self, now_ms: int, s: Follower) -> None:
         if now_ms >= s.fetch_deadline_ms:
-            if self.quorum.is_voter:
-                self.quorum.become_prospective(now_ms, retries=1)
-                self._send_vote_requests(pre_vote=True)
-            else:
-                self.quorum.become_unattached(s.epoch, now_ms)
-            return
-        if s.fetch_in_flight_until_ms is None or now_ms >= s.fetch_in_flight_until_ms:
+            self._fetch_timed_out(now_ms, s)
+        elif s.fetch_in_flight_until_ms is None or now_ms >= s.fetch_in_flight_until_ms:
             self._send_fetch(now_ms, s.leader_id, s)
+
+    def _fetch_timed_out(self, now_ms: int, s: Follower) -> None:
+        """No leader to fetch from: a voter canvasses (pre-vote), an observer looks anew."""
+        if self.quorum.is_voter:
+            self.quorum.become_prospective(now_ms, retries=1)
+            self._send_vote_requests(pre_vote=True)
+        else:
+            self.quorum.become_unattached(s.epoch, now_ms)
+
+    def _fetch_failed(self, now_ms: int, destination: int) -> None:
+        s = self.quorum.state
+        retry_at = now_ms + self.config.retry_backoff_ms
+        if isinstance(s, Follower) and destination == s.leader_id:
+            s.fetch_in_flight_until_ms = retry_at
+        elif isinstance(s, Unattached) and not self.quorum.is_voter:
+            self._discovery_until_ms = min(self._discovery_until_ms, retry_at)
 
     def _poll_candidate(self, now_ms: int, s: Candidate) -> None:
         if not self.quorum.is_voter:  # removed from the voter set while campaigning

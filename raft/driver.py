@@ -14,7 +14,10 @@ Where the core's messages go (``Ready.messages``):
 |----------------------|--------------------------|-------------------------------------------------|
 | replica id >= 0      | a request                | sends it to ``core.endpoint_of(id)``; the answer |
 |                      |                          | is stepped with that id as source; a failure or  |
-|                      |                          | timeout is stepped as nothing                    |
+|                      |                          | timeout is stepped as nothing, but a failed      |
+|                      |                          | Fetch goes to ``handle_leader_disconnect`` if    |
+|                      |                          | the peer closed or refused the connection, else  |
+|                      |                          | to ``request_failed``                            |
 | -2, -3, ...          | a request (Fetch)        | the same, to controller.quorum.bootstrap.servers |
 |                      |                          | entry -2 - id                                    |
 | replica id           | a response               | answers the inbound request from that replica   |

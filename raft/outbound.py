@@ -3,9 +3,12 @@
 Each request runs as its own task, so a slow or dead peer delays only its own answers. The
 answer is parsed with the request it answers (raft.wire copies the fields not on the wire) and
 stepped into the core with the destination as source. A failure (no endpoint, backoff,
-connection lost, timeout, no common version) steps nothing: the core's timers resend. One
-exception: a pre-vote to a peer without Vote v2 is stepped back as UNSUPPORTED_VERSION, as if
-the peer had answered it, so that the core falls back to a standard election (KIP-996).
+connection lost, timeout, no common version) steps nothing: the core's timers resend. Two
+exceptions: a pre-vote to a peer without Vote v2 is stepped back as UNSUPPORTED_VERSION, as if
+the peer had answered it, so that the core falls back to a standard election (KIP-996); and a
+failed Fetch or FetchSnapshot is reported at once, as ``handle_leader_disconnect`` when the peer
+closed or refused the connection (raft.peers.closed_by_peer: what a crashed leader does), else as
+``request_failed`` (a timeout or a local failure: retried after retry.backoff.ms).
 
 | request                    | timeout                                         | channel |
 |----------------------------|-------------------------------------------------|---------|
@@ -24,7 +27,16 @@ from protocol import messages as M
 
 from . import messages as m
 from . import wire
-from .peers import ADMIN, API_VERSIONS_VERSION, RAFT, REQUEST_FAILURES, Peers, pick_version
+from .peers import (
+    ADMIN,
+    API_VERSIONS_VERSION,
+    RAFT,
+    REFUSED,
+    REQUEST_FAILURES,
+    Peers,
+    closed_by_peer,
+    pick_version,
+)
 from .reconfig import DEFAULT_VOTER_CHANGE_TIMEOUT_MS
 
 log = logging.getLogger("strom.raft")
@@ -72,19 +84,26 @@ class OutboundRequests:
         return (endpoint.host, endpoint.port) if endpoint is not None else None
 
     async def send(self, destination: int, message) -> None:
-        response = await self.request(destination, message, RAFT)
+        response, ended = await self._request(destination, message, RAFT)
         if self.closed:
             return
         if response is not None:
             self.step(destination, response)
         elif isinstance(message, m.FetchRequest | m.FetchSnapshotRequest):
-            self._run_core(self.core.request_failed, destination, message)
+            if ended is not None:
+                self._run_core(self.core.handle_leader_disconnect, destination, ended == REFUSED)
+            else:
+                self._run_core(self.core.request_failed, destination, message)
 
     async def request(self, destination: int, message, channel: str):
         """The core message answering ``message``, or None when there is no answer."""
+        return (await self._request(destination, message, channel))[0]
+
+    async def _request(self, destination: int, message, channel: str):
+        """(the answer or None, how the peer ended the connection: raft.peers.closed_by_peer)."""
         address = self.endpoint_for(destination)
         if address is None:
-            return None
+            return None, None
         api_key = wire.REQUEST_KEYS[type(message)]
         timeout_ms = request_timeout_ms(self.config.quorum, message)
         peer = self.peers.get(*address, channel)
@@ -97,14 +116,18 @@ class OutboundRequests:
                                            leader_endpoints=self.core.local_endpoints(),
                                            directory_of=self._directory_of)
             answer = await peer.request(key, version, body, timeout_ms)
-            return wire.parse_response(key, answer, message, self.config.listener_name)
+            return wire.parse_response(key, answer, message, self.config.listener_name), None
         except wire.WireError as e:
             if isinstance(message, m.VoteRequest) and e.error_code == wire.UNSUPPORTED_VERSION:
-                return m.VoteResponse(wire.UNSUPPORTED_VERSION, m.NO_LEADER, -1, False, message.pre_vote)
-            log.debug("raft: %s to %s not sent: %s", type(message).__name__, address, e)
+                answer = m.VoteResponse(wire.UNSUPPORTED_VERSION, m.NO_LEADER, -1, False, message.pre_vote)
+                return answer, None
+            log.debug("raft: node %d: %s to %s not sent: %s", self.config.node_id, type(message).__name__,
+                      address, e)
         except REQUEST_FAILURES as e:
-            log.debug("raft: %s to %s failed: %s", type(message).__name__, address, e)
-        return None
+            log.debug("raft: node %d: %s to %s failed: %s", self.config.node_id, type(message).__name__,
+                      address, e)
+            return None, closed_by_peer(e)
+        return None, None
 
     def _directory_of(self, replica_id: int) -> bytes | None:
         voter = self.core.voter_set.get(replica_id)

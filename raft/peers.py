@@ -5,8 +5,16 @@ ApiVersions (v3) is asked once: it gives the version range of every API the peer
 request goes at the highest version both sides speak, raft.wire.VERSIONS) and the peer's
 ``kraft.version`` SupportedFeature range. Requests on one connection are pipelined. A failed
 connect, or a request that fails or times out, closes the connection and backs off before the
-next connect (retry backoff doubling up to MAX_RECONNECT_BACKOFF_MS); during the backoff a
+next connect (retry backoff doubling up to MAX_RECONNECT_BACKOFF_MS, counted from the last
+connect attempt, so a connection that lived long is opened again at once); during the backoff a
 request fails at once, so a dead peer never blocks the driver — the core's timers resend.
+
+A failure says whether the peer ended it (``closed_by_peer``): CLOSED, the peer closed a
+connection it had served (end of stream, reset), or REFUSED, it refused a new one (nothing
+accepts connections at its address, or the connection was reset before ApiVersions was
+answered). A crashed process does both, and the driver tells the core at once (RaftCore.
+handle_leader_disconnect). A timeout, a backoff or a bad answer is neither: a partition is only
+ever noticed by the core's timers.
 
 Two channels per peer: "raft" for the quorum RPCs and "admin" for voter changes and
 ApiVersions probes. A server handles one connection's requests in order (protocol/net.py), so an
@@ -20,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from protocol import messages as M
-from protocol.client import KafkaConnection
+from protocol.client import ConnectionClosedByPeer, KafkaConnection
 from protocol.types import ProtocolError
 
 from .wire import API_VERSIONS, VERSIONS, kraft_version_range
@@ -35,8 +43,27 @@ RAFT, ADMIN = "raft", "admin"
 REQUEST_FAILURES = (ConnectionError, OSError, TimeoutError, asyncio.TimeoutError, ProtocolError, ValueError)
 
 
+CLOSED, REFUSED = "closed", "refused"
+
+
 class PeerUnavailable(ConnectionError):
-    """Not connected and backing off, or no common version of the API."""
+    """Not connected and backing off, the connect or ApiVersions failed, or no common version."""
+
+    def __init__(self, message: str, closed_by_peer: str | None = None) -> None:
+        super().__init__(message)
+        self.closed_by_peer = closed_by_peer
+
+
+def closed_by_peer(error: BaseException) -> str | None:
+    """REFUSED or CLOSED if the peer ended the connection, None for a timeout, a backoff or a
+    failure of our own."""
+    if isinstance(error, PeerUnavailable):
+        return error.closed_by_peer
+    if isinstance(error, ConnectionRefusedError):
+        return REFUSED
+    if isinstance(error, ConnectionClosedByPeer | ConnectionResetError | BrokenPipeError):
+        return CLOSED
+    return None
 
 
 @dataclass
@@ -62,6 +89,7 @@ class Peer:
         self._info: PeerInfo | None = None
         self._connecting: asyncio.Future | None = None
         self._backoff_ms = 0
+        self._attempted = 0.0  # loop time of the last connect attempt
         self._next_attempt = 0.0  # loop time
 
     async def connection(self) -> tuple[KafkaConnection, PeerInfo]:
@@ -71,6 +99,7 @@ class Peer:
             loop = asyncio.get_running_loop()
             if loop.time() < self._next_attempt:
                 raise PeerUnavailable(f"{self.host}:{self.port}: backing off")
+            self._attempted = loop.time()
             self._connecting = loop.create_task(self._connect())
         return await asyncio.shield(self._connecting)
 
@@ -89,7 +118,10 @@ class Peer:
             await conn.close()
             self._failed()
             if isinstance(e, REQUEST_FAILURES):
-                raise PeerUnavailable(f"{self.host}:{self.port}: {e}") from None
+                # Ended by the peer before it answered ApiVersions, the connection was never
+                # served: a dying process's port may still complete a handshake, then reset.
+                ended = REFUSED if closed_by_peer(e) is not None else None
+                raise PeerUnavailable(f"{self.host}:{self.port}: {e}", ended) from None
             raise
         finally:
             self._connecting = None
@@ -98,7 +130,7 @@ class Peer:
 
     def _failed(self) -> None:
         self._backoff_ms = min(MAX_RECONNECT_BACKOFF_MS, max(self.retry_backoff_ms, self._backoff_ms * 2))
-        self._next_attempt = asyncio.get_running_loop().time() + self._backoff_ms / 1000
+        self._next_attempt = self._attempted + self._backoff_ms / 1000
 
     async def request(self, api_key: int, version: int, body: Any, timeout_ms: int) -> Any:
         conn, _ = await self.connection()

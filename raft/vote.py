@@ -7,6 +7,11 @@ as up-to-date as ours, compared by (last epoch, log end offset); then the role d
 (``can_grant_vote``): one standard vote per epoch, none once a leader is known in the epoch, and
 a follower grants pre-votes only until its first successful Fetch from its leader. A standard vote
 is persisted (quorum-state write) before the answer leaves.
+
+Two voters that lose their leader at nearly the same moment (its process died and closed both
+connections) canvass at once: with equal logs the lower id goes first; and a pre-vote request
+from a voter that refused ours (it still followed then) makes us ask it again, since its refusal
+no longer holds. Neither rule grants anything a voter without a live leader would not grant.
 """
 from __future__ import annotations
 
@@ -20,12 +25,15 @@ from .voters import KRaftVersion
 
 class VoteHandlers:
     def _send_vote_requests(self, pre_vote: bool) -> None:
+        for voter in self.quorum.state.election.unrecorded():
+            self._send_vote_request(voter, pre_vote)
+
+    def _send_vote_request(self, voter: int, pre_vote: bool) -> None:
         s = self.quorum.state
         end = self.log.end_offset()
-        for voter in s.election.unrecorded():
-            v = self.voter_set.get(voter)
-            self._send(voter, m.VoteRequest(self.local_id, s.epoch, end.epoch, end.offset, pre_vote, voter,
-                                            self.directory_id, v.directory_id if v is not None else None))
+        v = self.voter_set.get(voter)
+        self._send(voter, m.VoteRequest(self.local_id, s.epoch, end.epoch, end.offset, pre_vote, voter,
+                                        self.directory_id, v.directory_id if v is not None else None))
 
     def handle_vote_request(self, now_ms: int, source: int, req: m.VoteRequest) -> None:
         q = self.quorum
@@ -61,6 +69,14 @@ class VoteHandlers:
         if granted and not req.pre_vote and isinstance(q.state, Unattached | Prospective):
             q.add_vote(req.replica_id, now_ms, req.replica_directory_id)
         answer(m.NONE, granted)
+        s = q.state
+        if (req.pre_vote and not granted and isinstance(s, Prospective) and req.replica_epoch == s.epoch
+                and req.replica_id in s.election.rejected):
+            # It canvasses, so it has lost the leader too: the refusal it gave us while it still
+            # followed is stale. Ask again, or the two would hold each other's refusals until an
+            # election timeout (the one with the longer log, refused here, can never win).
+            s.election.rejected.discard(req.replica_id)
+            self._send_vote_request(req.replica_id, pre_vote=True)
 
     def _can_grant_vote(self, candidate_id: int, log_up_to_date: bool, pre_vote: bool,
                         candidate_directory_id: bytes | None = None) -> bool:

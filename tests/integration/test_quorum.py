@@ -12,7 +12,10 @@ import pytest
 from tests.integration.quorum_cluster import CLUSTER_ID, ControllerQuorum, _meta_directory_id
 
 TRIALS = 20
-FAILOVER_LIMIT_S = 3.0
+# A killed leader's followers see its connections close and canvass at once (tens of ms here);
+# waiting out fetch.timeout.ms instead would take 1.5-2 s (its last Fetch answer is at most
+# fetch.max.wait.ms = 500 ms old), so this bound tells the two apart with margin to spare.
+FAILOVER_LIMIT_S = 1.2
 
 
 @pytest.fixture
@@ -53,7 +56,7 @@ def test_three_controllers_elect_a_leader_and_describe_matches_the_live_state(qu
     assert [r[-1] for r in rows].count("Leader") == 1
 
 
-def test_kill9_of_the_leader_yields_a_new_leader_that_commits_within_3s_every_time(quorum):
+def test_kill9_of_the_leader_yields_a_new_leader_that_commits_before_a_fetch_timeout_every_time(quorum):
     failovers = []
     for trial in range(TRIALS):
         old = quorum.wait_for_leader()
@@ -71,8 +74,8 @@ def test_kill9_of_the_leader_yields_a_new_leader_that_commits_within_3s_every_ti
         quorum.wait_for(lambda v, k=killed.node_id: any(
             r.replica_id == k and r.log_end_offset >= v.high_watermark for r in v.voters), 15,
             f"trial {trial}: controller {killed.node_id} did not rejoin")
-    print(f"failover s over {TRIALS} kills: min {min(failovers):.2f} median "
-          f"{statistics.median(failovers):.2f} max {max(failovers):.2f}")
+    print(f"failover s over {TRIALS} kills: min {min(failovers):.3f} median "
+          f"{statistics.median(failovers):.3f} max {max(failovers):.3f}")
     slow = [round(f, 2) for f in failovers if f > FAILOVER_LIMIT_S]
     everything = sorted(round(f, 2) for f in failovers)
     assert not slow, f"failovers over {FAILOVER_LIMIT_S} s: {slow} of {everything}"

@@ -3,6 +3,10 @@
 ``Cluster.run(ms)`` advances time one millisecond at a time, ticks every node whose deadline has
 come and delivers every queued message (in send order) before the next millisecond, dropping
 those that cross ``isolated``. Nodes follow the Ready contract like the real driver will.
+
+``stop(node)`` freezes a node silently (as a partition would look); ``kill(node)`` is a crashed
+process: every node that can reach it sees its connection closed (``handle_leader_disconnect``)
+and, until it restarts, a Fetch sent to it is refused (the same, ``refused=True``).
 """
 from __future__ import annotations
 
@@ -69,6 +73,7 @@ class Cluster:
         self.queue: list[tuple[int, int, object]] = []
         self.isolated: set[int] = set()
         self.down: set[int] = set()
+        self.closed: set[int] = set()  # killed: their connections close, connecting is refused
         self.drop = None  # optional predicate (src, dst, message) -> bool: lose that message
         self.committed: dict[int, object] = {}  # offset -> value, from every node's high watermark
         self.cores: dict[int, RaftCore] = {}
@@ -77,6 +82,7 @@ class Cluster:
 
     def start(self, node_id: int) -> None:
         self.down.discard(node_id)
+        self.closed.discard(node_id)
         rng = random.Random(self.seed * 7919 + node_id + 1000 * len(self.persisted[node_id]))
         directory = directory_id(node_id, self.incarnations[node_id]) if self.kraft_version else None
         static = VoterSet(()) if self.kraft_version else self.voters  # kraft.version 1: from the log
@@ -107,6 +113,19 @@ class Cluster:
         self.down.add(node_id)
         self.logs[node_id].crash()
 
+    def kill(self, node_id: int) -> None:
+        """The process dies and its sockets close: each node that can reach it hears so."""
+        self.stop(node_id)
+        self.closed.add(node_id)
+        for i in self.ids:
+            if i not in self.down and (i in self.isolated) == (node_id in self.isolated):
+                self.disconnect(i, node_id)
+
+    def disconnect(self, node_id: int, peer: int, refused: bool = False) -> None:
+        """``peer`` closed ``node_id``'s connection to it (a crash, or a reset of a live peer's),
+        or ``refused`` a new one."""
+        self.process(node_id, self.cores[node_id].handle_leader_disconnect(self.now, peer, refused))
+
     def process(self, node_id: int, ready) -> None:
         if ready.persist is not None:
             self.durable[node_id] = ready.persist
@@ -132,6 +151,11 @@ class Cluster:
                 # The driver's ApiVersions round trip: the probed replica supports kraft.version 0-1.
                 if dst not in self.down and (src in self.isolated) == (dst in self.isolated):
                     self.queue.append((dst, src, m.ApiVersionsProbeResponse(m.NONE, 0, 1)))
+                continue
+            reachable = (src in self.isolated) == (dst in self.isolated)
+            if (dst in self.closed and src not in self.down and reachable
+                    and isinstance(message, m.FetchRequest | m.FetchSnapshotRequest)):
+                self.disconnect(src, dst, refused=True)  # the driver reports it for Fetches
                 continue
             if dst in self.down or ((src in self.isolated) != (dst in self.isolated)):
                 continue

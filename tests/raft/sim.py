@@ -3,7 +3,12 @@
 One ``random.Random(seed)`` drives everything: the network (drops, delays that reorder,
 duplicates, partitions), hard kills (the process dies between a step and its persistence, losing
 the unpersisted election state and unflushed log tail) and client appends on whichever node
-believes it leads. Each node runs the pure ``RaftCore`` behind a driver that follows the Ready
+believes it leads. A killed process closes its connections: each node that can reach it hears so
+(``handle_leader_disconnect``, most of the time: some closes are lost), and a Fetch sent to it
+until it restarts is refused; a partition carries neither. Connections of live leaders are reset
+now and then too, and sometimes refused (a firewall's reset), so that a follower wrongly sure its
+leader is gone is exercised as well. A second ``random.Random`` draws these, so a run without
+kills or resets replays as before. Each node runs the pure ``RaftCore`` behind a driver that follows the Ready
 contract (persist, flush, send, apply). After every event the invariants below are checked; a
 failure raises ``SimulationFailure`` naming the seed and a one-line replay command.
 
@@ -35,7 +40,7 @@ from dataclasses import dataclass, field, replace
 from raft import messages as m
 from raft.core import RaftCore, Truncate
 from raft.log import MemoryRaftLog
-from raft.quorum_state import ElectionState, Leader, QuorumConfig
+from raft.quorum_state import ElectionState, Follower, Leader, Prospective, QuorumConfig
 from raft.voters import VoterSet
 from tests.raft.harness import bootstrap_log, directory_id, voter
 
@@ -56,10 +61,15 @@ class Faults:
     crash_mid_step: float = 0.002
     crash_every_ms: int = 400  # mean time between hard kills of a random node; 0 disables
     partition_every_ms: int = 300  # mean time between partitions; 0 disables
+    close_on_kill: float = 0.9  # chance a reachable node hears a killed one close; 0: no closes
+    reset_every_ms: int = 250  # mean time between resets of a live leader's connection; 0 disables
 
     @classmethod
     def none(cls) -> Faults:
-        return cls(0.0, 0.0, 3, 0.0, 0, 0)
+        return cls(0.0, 0.0, 3, 0.0, 0, 0, 0.0, 0)
+
+    def without_closes(self) -> Faults:
+        return replace(self, close_on_kill=0.0, reset_every_ms=0)
 
 
 # Each seed picks a fault profile and a Fetch size (small Fetches split an epoch's entries over
@@ -90,9 +100,12 @@ class Simulation:
         self.faults = faults or PROFILES[seed % len(PROFILES)]
         fetch_max_entries = FETCH_MAX_ENTRIES[seed // len(PROFILES) % len(FETCH_MAX_ENTRIES)]
         self.config = config or replace(SIM_CONFIG, fetch_max_entries=fetch_max_entries)
+        self.close_rng = random.Random(seed * 1_000_033 + 17)
         self.replay = f"python3 -m tests.raft.sim --seed {seed} --voters {voters} --observers {observers}"
         if faults is not None and faults in PROFILES:
             self.replay += f" --profile {PROFILES.index(faults)}"
+        elif faults is not None and faults in [p.without_closes() for p in PROFILES]:
+            self.replay += f" --profile {[p.without_closes() for p in PROFILES].index(faults)} --no-closes"
         elif faults == Faults.none():
             self.replay += " --no-faults"
         if config is not None:
@@ -108,6 +121,7 @@ class Simulation:
                 node.log = bootstrap_log(self.voter_ids if node.node_id in self.voter_ids else ())
         self.requests = 0
         self.stats = {"voter changes": 0, "refused": 0, "snapshots": 0, "snapshot loads": 0, "wipes": 0}
+        self.closes = {"closes": 0, "resets": 0, "canvasses": 0}  # canvasses: closes that made a Prospective
         self.pairs: dict[int, list[int]] = {}  # concurrent voter change pair -> error codes answered
         self.now = 0
         self._queue: list = []
@@ -143,6 +157,8 @@ class Simulation:
             self._at(self.rng.randrange(2 * self.faults.crash_every_ms), "crash")
         if self.faults.partition_every_ms:
             self._at(self.rng.randrange(2 * self.faults.partition_every_ms), "partition")
+        if self.faults.reset_every_ms:
+            self._at(self.close_rng.randrange(2 * self.faults.reset_every_ms), "reset")
         if self.reconfig:
             self._at(self.rng.randint(150, 300), "voter_change")
             self._at(self.rng.randint(100, 400), "snapshot")
@@ -178,8 +194,13 @@ class Simulation:
     def _on_deliver(self, src: int, dst, message) -> None:
         if not isinstance(dst, int):
             return self._on_client_answer(dst, message)
+        addressed = dst
         if dst < 0:  # a bootstrap server: the initial voters, in order
             dst = sorted(self.voter_ids)[-dst - 2]
+        if (self.nodes[dst].core is None and self.faults.close_on_kill and not self._blocked(src, dst)
+                and isinstance(message, m.FetchRequest | m.FetchSnapshotRequest)):
+            self._close_later(src, addressed, refused=True)  # the driver reports it for Fetches
+            return
         if isinstance(message, m.ApiVersionsProbe):
             if self.nodes[dst].core is not None and not self._blocked(src, dst):
                 self._send(dst, src, m.ApiVersionsProbeResponse(m.NONE, 0, 1))
@@ -263,6 +284,32 @@ class Simulation:
             node.hashes = []
         self._start(node)
 
+    def _on_closed(self, node_id: int, incarnation: int, peer: int, refused: bool) -> None:
+        node = self.nodes[node_id]
+        if node.core is None or node.incarnation != incarnation:
+            return  # that connection died with the process
+        self.closes["closes"] += 1
+        was_following = isinstance(node.core.state, Follower)
+        self._process(node, node.core.handle_leader_disconnect(self.now, peer, refused))
+        if was_following and node.core is not None and isinstance(node.core.state, Prospective):
+            self.closes["canvasses"] += 1
+
+    def _on_reset(self) -> None:
+        """A live leader's connection to one follower is reset (sometimes refused)."""
+        self._at(self.now + self.close_rng.randrange(2 * self.faults.reset_every_ms), "reset")
+        following = [n for n in self.nodes.values()
+                     if n.core is not None and isinstance(n.core.state, Follower)]
+        if not following:
+            return
+        node = self.close_rng.choice(following)
+        self.closes["resets"] += 1
+        refused = self.close_rng.random() < 0.3
+        self._at(self.now, "closed", node.node_id, node.incarnation, node.core.state.leader_id, refused)
+
+    def _close_later(self, node_id: int, peer: int, refused: bool = False) -> None:
+        delay = self.close_rng.randint(1, self.faults.max_delay_ms)
+        self._at(self.now + delay, "closed", node_id, self.nodes[node_id].incarnation, peer, refused)
+
     def _on_partition(self) -> None:
         ids = sorted(self.nodes)
         self.partition = frozenset(self.rng.sample(ids, self.rng.randint(1, len(ids) // 2)))
@@ -274,6 +321,12 @@ class Simulation:
 
     def _kill(self, node: Node) -> None:
         node.core = None
+        if self.faults.close_on_kill:  # its sockets close: those that can reach it hear so
+            for other in self.nodes.values():
+                if (other is not node and other.core is not None
+                        and not self._blocked(node.node_id, other.node_id)
+                        and self.close_rng.random() < self.faults.close_on_kill):
+                    self._close_later(other.node_id, node.node_id)
         node.log.crash()
         start = node.log.log_start_offset
         if start > len(node.hashes):  # died right after completing a snapshot download
@@ -397,6 +450,8 @@ class Simulation:
                    f"{epochs}, {len(self.committed)} committed of {self.appended} appended")
         if self.reconfig:
             summary += ", " + ", ".join(f"{v} {k}" for k, v in self.stats.items())
+        if self.closes["closes"]:
+            summary += ", " + ", ".join(f"{v} {k}" for k, v in self.closes.items())
         return summary
 
 
@@ -410,6 +465,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", type=int, help="fault profile (index into PROFILES); default: by seed")
     parser.add_argument("--fetch-max-entries", type=int, help="default: by seed")
     parser.add_argument("--no-faults", action="store_true")
+    parser.add_argument("--no-closes", action="store_true",
+                        help="kills close no connections and no resets (runs pinned before closes)")
     parser.add_argument("--reconfig", action="store_true",
                         help="kraft.version 1: voter changes, wiped disks, snapshots")
     args = parser.parse_args(argv)
@@ -418,7 +475,10 @@ def main(argv: list[str] | None = None) -> int:
     config = replace(SIM_CONFIG, fetch_max_entries=args.fetch_max_entries) if args.fetch_max_entries else None
     started = time.perf_counter()
     for seed in range(args.seed, args.seed + args.seeds):
-        sim = Simulation(seed, args.voters, args.observers, faults, config, args.reconfig)
+        seed_faults = faults
+        if args.no_closes:
+            seed_faults = (faults or PROFILES[seed % len(PROFILES)]).without_closes()
+        sim = Simulation(seed, args.voters, args.observers, seed_faults, config, args.reconfig)
         sim.run(args.duration_ms)
         print(sim.summary())
     print(f"{args.seeds} seeds in {time.perf_counter() - started:.1f} s")

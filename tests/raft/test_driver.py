@@ -93,9 +93,9 @@ class Node:
         return self.node_id.to_bytes(16, "big")
 
     async def start(self, voters: VoterSet, bootstrap=(), seed: int = 0, auto_join: bool = False,
-                    directory_id: bytes | None = None) -> None:
+                    directory_id: bytes | None = None, quorum: QuorumConfig = CONFIG) -> None:
         config = RaftDriverConfig(self.node_id, CLUSTER_ID, voters, self.endpoints, directory_id,
-                                  tuple(bootstrap), CONFIG, append_linger_ms=5, auto_join=auto_join)
+                                  tuple(bootstrap), quorum, append_linger_ms=5, auto_join=auto_join)
         self.driver = RaftDriver(config, self.log, self.store, self.listener, rng=random.Random(seed))
         # A controller advertises its kraft.version range in ApiVersions (KIP-853).
         self.dispatcher = Dispatcher(self.driver.apis(), wire.kraft_supported_features())
@@ -116,11 +116,11 @@ async def eventually(predicate, timeout: float = 5.0, what: str = "condition") -
         await asyncio.sleep(0.01)
 
 
-async def start_voters(n: int = 3) -> tuple[list[Node], VoterSet]:
+async def start_voters(n: int = 3, quorum: QuorumConfig = CONFIG) -> tuple[list[Node], VoterSet]:
     nodes = [Node(i) for i in range(1, n + 1)]
     voters = static_voter_set({node.node_id: (HOST, node.port) for node in nodes})
     for node in nodes:
-        await node.start(voters, seed=node.node_id)
+        await node.start(voters, seed=node.node_id, quorum=quorum)
     return nodes, voters
 
 

@@ -2,7 +2,8 @@
 
 The default run covers 1,000 seeds with 3 voters and 1,000 with 5 voters, each with an observer,
 plus 500 of each with KIP-853 voter changes (kraft.version 1, see sim.py),
-over 2 s of simulated time with drops, delays, duplicates, partitions and hard kills. Set
+over 2 s of simulated time with drops, delays, duplicates, partitions, hard kills (whose closed
+connections followers hear, as they would from a crashed process) and connection resets. Set
 STROM_RAFT_SIM_SEEDS to run more per configuration. A failure names the seed and the replay
 command (``python3 -m tests.raft.sim --seed N --voters V``).
 """
@@ -42,7 +43,14 @@ def test_simulation_with_voter_changes_does_change_voters_and_load_snapshots():
     assert totals["snapshot loads"] >= 5 and totals["wipes"] >= 5, totals
 
 
-# Runs that once found bugs, pinned with the fault profile and Fetch size they had then.
+def test_simulation_closes_connections_and_followers_canvass_on_them():
+    runs = [Simulation(seed, voters=3, observers=1).run(2000) for seed in range(60)]
+    totals = {k: sum(sim.closes[k] for sim in runs) for k in runs[0].closes}
+    assert totals["closes"] >= 500 and totals["resets"] >= 200 and totals["canvasses"] >= 100, totals
+
+
+# Runs that once found bugs, pinned with the fault profile and Fetch size they had then, and
+# without closed connections (which the simulation did not have then), so they replay exactly.
 # (1859, 3 voters, lossy profile, 5 entries per Fetch): a follower took the leader's high
 # watermark from a diverging-epoch answer and committed an entry the leader did not have.
 REGRESSIONS = [(1859, 3, 2, 5)]
@@ -51,6 +59,8 @@ REGRESSIONS = [(1859, 3, 2, 5)]
 @pytest.mark.parametrize("seed,voters,profile,fetch_max_entries", REGRESSIONS)
 def test_simulation_regression_seeds(seed, voters, profile, fetch_max_entries):
     config = replace(SIM_CONFIG, fetch_max_entries=fetch_max_entries)
+    faults = PROFILES[profile].without_closes()
+    Simulation(seed, voters=voters, observers=1, faults=faults, config=config).run(2000)
     Simulation(seed, voters=voters, observers=1, faults=PROFILES[profile], config=config).run(2000)
 
 
