@@ -5,11 +5,19 @@ Theory of operation. The core owns the groups and committed offsets of the
 the time (``now_ms``); it never sleeps, sends or writes. Every step returns ``Effects``:
 records to append to a partition of ``__consumer_offsets`` and replies for parked
 requests. A parked JoinGroup or SyncGroup is an opaque *waiter* the shell hands in (an
-asyncio future there, any object in tests); the core stores it in the member and hands it
-back with the response when the join or sync phase completes. The shell appends the
-records first, then completes the replies, so a response never precedes its record.
-Committed offsets change only through ``apply_records`` — the same replay that loads a
-partition — so memory holds exactly what the log holds.
+object holding an asyncio future there, any object in tests); the core stores it in the
+member and hands it back with the response when the join or sync phase completes. The shell
+appends the records first and releases the replies once the records are committed, so a
+response never precedes its record.
+
+What the core holds is the partition's log in two cuts. Group state (classic and consumer
+groups) changes in the step that writes its records: it is the log up to the log end
+offset, as later steps must see it. Committed offsets change only through
+``apply_records``, which the shell calls once the high watermark passed the records (the
+same replay that loads a partition): ``offsets`` is the log below the high watermark, so
+an OffsetFetch never returns an offset a failover can lose. A commit changes nothing else
+before that: even the "simple" group of a consumer without group management appears only
+when its first offsets are applied.
 
 Rebalance (one generation):
 
@@ -137,8 +145,12 @@ class GroupCoordinator:
         for group_id, records in state.consumer_groups.items():
             self.consumer.load(group_id, records, now_ms)
         for group_id in state.offsets:
-            if group_id not in self.groups and group_id not in self.consumer.groups:
-                self.groups[group_id] = ClassicGroup(group_id, state_timestamp=now_ms, protocol_type="")
+            self._ensure_simple_group(group_id, now_ms)
+
+    def _ensure_simple_group(self, group_id: str, now_ms: int) -> None:
+        """Offsets with no group record: the group of a consumer without group management."""
+        if group_id in self.offsets and group_id not in self.groups and group_id not in self.consumer.groups:
+            self.groups[group_id] = ClassicGroup(group_id, state_timestamp=now_ms, protocol_type="")
 
     def unload(self, partition: int) -> Effects:
         """The partition moved away: its groups die here; parked requests get NOT_COORDINATOR."""
@@ -158,12 +170,19 @@ class GroupCoordinator:
             del self.consumer.groups[group_id]
         return fx
 
-    def apply_records(self, records: list[tuple[bytes, bytes | None]]) -> None:
-        """Records this coordinator appended: offset commits and their tombstones take effect
-        (group metadata records describe state the coordinator already holds)."""
+    def apply_records(self, records: list[tuple[bytes, bytes | None]], now_ms: int = 0) -> None:
+        """Committed records of this partition, in log order: offset commits and their
+        tombstones take effect, and a group left with offsets but no group becomes a simple
+        group, as loading makes it (group records describe state the core already holds)."""
         scratch = storage.GroupState(offsets=self.offsets)
+        committed_to: set[str] = set()
         for key, value in records:
             scratch.replay(key, value)
+            version, k = storage.parse_key(key)
+            if version <= 1 and value is not None:
+                committed_to.add(k.group)
+        for group_id in committed_to:
+            self._ensure_simple_group(group_id, now_ms)
 
     # ---- JoinGroup -----------------------------------------------------------------------
 
@@ -630,8 +649,8 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             if generation_id < 0:
-                # A "simple" group: offsets of a consumer without group management.
-                self.groups[group_id] = ClassicGroup(group_id, state_timestamp=now_ms, protocol_type="")
+                # A "simple" group: offsets of a consumer without group management. It is
+                # created when its offsets are committed (apply_records), not before.
                 return Error.NONE
             return Error.GROUP_ID_NOT_FOUND if version >= 9 else Error.ILLEGAL_GENERATION
         if group.state == DEAD:

@@ -1,26 +1,84 @@
 """The group coordinator's asyncio shell: the broker's IO around the pure core.
 
-It does what the core may not: watches the metadata image for the ``__consumer_offsets``
-partitions this broker leads (loading each by replaying it from its log start offset,
-unloading it when leadership moves away), asks the controller to create the topic the
-first time a group needs it, appends the core's records to the partition's log, completes
-parked JoinGroup/SyncGroup futures, and runs one timer task that sleeps until the core's
-next deadline.
+Theory of operation. The core (coordinator.py) is stepped with requests and the clock and
+returns Effects: records to append to a partition of ``__consumer_offsets`` and replies
+for parked requests. This shell
 
-Order of effects: records are appended before any reply of the same step is sent, so a
-member never sees an assignment or a committed offset that a crash could lose.
+- watches the metadata image for the ``__consumer_offsets`` partitions this broker leads:
+  it loads each by replaying its log, unloads it when the leadership moves away, and
+  reloads it when its leader epoch changed in between (the log may have been truncated and
+  rewritten by another leader meanwhile);
+- appends each step's records to a partition as one batch, through the ReplicaManager, and
+  answers only once they are committed (Kafka's CoordinatorRuntime);
+- asks the controller to create the topic the first time a group needs it;
+- runs one timer task that sleeps until the core's next deadline.
+
+Writes. Group state is changed by the step that writes its records; committed offsets only
+once the high watermark passed their records (``apply_records``, in log order). A reply is
+released once the high watermark passed every record written to its partition so far, the
+step's own and earlier ones, since it may depend on any of them; a request that writes
+nothing (a heartbeat) waits the same way. How a write ends:
+
+| the write                                  | the core                         | the reply                 |
+|--------------------------------------------|----------------------------------|---------------------------|
+| committed                                  | its offsets applied              | the core's                |
+| NOT_ENOUGH_REPLICAS before writing (offset | unchanged: the step changed      | COORDINATOR_NOT_AVAILABLE |
+| commits only, see below)                   | nothing else                     |                           |
+| not committed in offsets.commit.timeout.ms | keeps it, applied if committed   | COORDINATOR_NOT_AVAILABLE |
+| leadership lost, before or while waiting   | partition unloaded               | NOT_COORDINATOR           |
+| refused otherwise (too large, disk error)  | partition reloaded from its log  | Kafka's mapping, below    |
+| appended at another offset than expected   | partition reloaded from its log  | NOT_COORDINATOR           |
+
+Offset-only writes are appended with acks=-1, so under min.insync.replicas they are refused
+before they reach the log and fail at once. Any other write is appended with acks=1 and
+waits for the high watermark (Kafka 4.x's CoordinatorPartitionWriter), because refusing it
+would mean undoing a group state change: a write that times out stays in the log and in the
+core, and either commits later or ends with the leadership, which unloads the partition. The
+core therefore never keeps a record that cannot commit while it still leads the partition.
+
+Kafka's mapping of a write's error (CoordinatorOperationExceptionHelper, Kafka 4.x):
+
+| append error                                        | reply                     |
+|-----------------------------------------------------|---------------------------|
+| UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS,    | COORDINATOR_NOT_AVAILABLE |
+| REQUEST_TIMED_OUT                                   |                           |
+| NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR         | NOT_COORDINATOR           |
+| MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE,           | UNKNOWN_SERVER_ERROR      |
+| INVALID_FETCH_SIZE                                  |                           |
+| NOT_ENOUGH_REPLICAS_AFTER_APPEND                    | none: it is committed     |
+
+Loading. The new leader's log holds everything committed, so a partition is replayed from
+its log start offset to its log end offset. The batches below the high watermark (as it
+stood when loading began) are committed; the tail above it is replayed into group state but
+its offsets wait, and every reply waits, until the high watermark passes the log end offset
+(the tail is one pending write).
+
+Per loaded partition (``_Partition``):
+
+| field    | meaning and invariant                                                         |
+|----------|-------------------------------------------------------------------------------|
+| epoch    | leader epoch it was loaded in; another epoch in the image means reload        |
+| log_end  | the log end offset the core has replayed; the next append must start here    |
+| writes   | appended, not yet committed, in offset order; each ``required`` (last offset  |
+|          | + 1) above the last, and every earlier write committed before a later one      |
+| committer| the task waiting for the oldest write to commit (done once ``writes`` is empty) |
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import random
+import struct
 import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from broker.groups import storage
 from broker.groups.consumer_group import ConsumerGroupConfig, Topics
 from broker.groups.coordinator import CoordinatorConfig, Effects, GroupCoordinator
 from engine.log import ORIGIN_COORDINATOR
+from ext.batch import decode_records, iter_batches
 from protocol import messages as M
 from protocol.errors import Error
 
@@ -29,15 +87,68 @@ log = logging.getLogger("strom.broker.groups")
 CREATE_TOPICS_VERSION = 7
 CREATE_RETRY_S = 1.0
 
+_COORDINATOR_ERRORS = {
+    Error.UNKNOWN_TOPIC_OR_PARTITION: Error.COORDINATOR_NOT_AVAILABLE,
+    Error.NOT_ENOUGH_REPLICAS: Error.COORDINATOR_NOT_AVAILABLE,
+    Error.REQUEST_TIMED_OUT: Error.COORDINATOR_NOT_AVAILABLE,
+    Error.NOT_LEADER_OR_FOLLOWER: Error.NOT_COORDINATOR,
+    Error.KAFKA_STORAGE_ERROR: Error.NOT_COORDINATOR,
+    Error.MESSAGE_TOO_LARGE: Error.UNKNOWN_SERVER_ERROR,
+    Error.RECORD_LIST_TOO_LARGE: Error.UNKNOWN_SERVER_ERROR,
+    Error.INVALID_FETCH_SIZE: Error.UNKNOWN_SERVER_ERROR,
+    Error.NOT_ENOUGH_REPLICAS_AFTER_APPEND: Error.NONE,  # the high watermark passed it
+}
+# Append errors that end this broker's tenure of the partition: unload it (it is loaded again
+# only if the metadata image still makes this broker its leader).
+_LEADERSHIP_LOST = {Error.NOT_LEADER_OR_FOLLOWER, Error.UNKNOWN_TOPIC_OR_PARTITION,
+                    Error.KAFKA_STORAGE_ERROR}
+_KEY_VERSION = struct.Struct(">h")
 
-class AppendError(Exception):
-    def __init__(self, code: int, why: str):
-        super().__init__(why)
-        self.code = code
+
+def coordinator_error(append_error: int) -> int:
+    """What a group request answers when the write it waits for ended with ``append_error``."""
+    return _COORDINATOR_ERRORS.get(append_error, append_error)
 
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _is_offset_commit(key: bytes) -> bool:
+    return _KEY_VERSION.unpack_from(key, 0)[0] <= 1  # OffsetCommitKey v0/v1
+
+
+class Waiter:
+    """A parked request: the future its handler awaits, the ``__consumer_offsets`` partition
+    its answer depends on (-1: none), and how to answer it with an error code instead."""
+
+    __slots__ = ("error", "future", "partition")
+
+    def __init__(self, future: asyncio.Future, partition: int, error: Callable[[int], Any]):
+        self.future = future
+        self.partition = partition
+        self.error = error
+
+    def answer(self, response: Any) -> None:
+        if not self.future.done():
+            self.future.set_result(response)
+
+
+class _Write:
+    __slots__ = ("committed", "records", "required")
+
+    def __init__(self, required: int, records: list, committed: asyncio.Future):
+        self.required = required  # the high watermark that commits it
+        self.records = records  # applied to the core when committed
+        self.committed = committed  # NONE once committed; NOT_COORDINATOR if unloaded first
+
+
+class _Partition:
+    def __init__(self, epoch: int):
+        self.epoch = epoch
+        self.log_end = -1
+        self.writes: deque[_Write] = deque()
+        self.committer: asyncio.Task | None = None
 
 
 class GroupCoordinatorRuntime:
@@ -57,9 +168,11 @@ class GroupCoordinatorRuntime:
         ), random.Random())
         self.consumer_protocol = "consumer" in c.get("group.coordinator.rebalance.protocols",
                                                      ["classic", "consumer"])
+        self.commit_timeout_ms = c.get("offsets.commit.timeout.ms", 5000)
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
         self._loads: dict[int, asyncio.Task] = {}
+        self._partitions: dict[int, _Partition] = {}  # loading or loaded here
         self._creating: asyncio.Task | None = None
 
     # ---- lifecycle -----------------------------------------------------------------------
@@ -70,11 +183,12 @@ class GroupCoordinatorRuntime:
 
     async def stop(self) -> None:
         tasks = self._tasks + list(self._loads.values()) + ([self._creating] if self._creating else [])
+        tasks += [ctx.committer for ctx in self._partitions.values() if ctx.committer is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for p in list(self.core.owned):
-            self._complete(self.core.unload(p))
+        for p in sorted(set(self._partitions) | self.core.owned | self.core.loading):
+            self._unload(p)
 
     # ---- the topic and its partitions ----------------------------------------------------
 
@@ -87,12 +201,14 @@ class GroupCoordinatorRuntime:
         return False
 
     async def _create_offsets_topic(self) -> None:
+        """With offsets.topic.replication.factor replicas exactly: as in Kafka, the controller
+        refuses (INVALID_REPLICATION_FACTOR) while fewer brokers are up, and a later group
+        request tries again."""
         c = self.broker.config
         R = M.CreateTopicsRequest
-        live = len(self.broker.image.unfenced_brokers()) or 1
         request = R(topics=[R.CreatableTopic(
             name=storage.OFFSETS_TOPIC, num_partitions=c["offsets.topic.num.partitions"],
-            replication_factor=min(c["offsets.topic.replication.factor"], live),
+            replication_factor=c["offsets.topic.replication.factor"],
             configs=[R.CreatableTopic.CreatableTopicConfig(name="cleanup.policy", value="compact"),
                      R.CreatableTopic.CreatableTopicConfig(name="segment.bytes",
                                                            value=str(c["offsets.topic.segment.bytes"]))])],
@@ -123,6 +239,12 @@ class GroupCoordinatorRuntime:
             return Error.COORDINATOR_NOT_AVAILABLE, -1
         return Error.NONE, partition.leader
 
+    def partition_of(self, group_id: str | None) -> int:
+        """The group's partition of ``__consumer_offsets``; -1 while the topic is unknown."""
+        if group_id is None or self.core.num_partitions <= 0:
+            return -1
+        return self.core.partition_for(group_id)
+
     async def _watch_metadata(self) -> None:
         while True:
             try:
@@ -133,77 +255,190 @@ class GroupCoordinatorRuntime:
 
     def _reconcile(self) -> None:
         topic = self.broker.image.topics.get(storage.OFFSETS_TOPIC)
-        led: set[int] = set()
+        led: dict[int, int] = {}  # partition -> leader epoch
         if topic is not None:
             self.core.num_partitions = len(topic.partitions)
-            led = {p for p, st in topic.partitions.items() if st.leader == self.broker.node_id}
-        for p in (self.core.owned | self.core.loading) - led:
-            task = self._loads.pop(p, None)
-            if task is not None:
-                task.cancel()
-            self._complete(self.core.unload(p))
+            led = {p: st.leader_epoch for p, st in topic.partitions.items()
+                   if st.leader == self.broker.node_id}
+        for p in sorted(set(self._partitions) | self.core.owned | self.core.loading):
+            ctx = self._partitions.get(p)
+            if p not in led or ctx is None or ctx.epoch != led[p]:
+                self._unload(p)
         if topic is None:
             self.core.num_partitions = 0
             return
-        for p in led - self.core.owned - self.core.loading:
-            self.core.begin_load(p)
-            self._loads[p] = asyncio.get_running_loop().create_task(self._load(p))
+        for p, epoch in led.items():
+            if p not in self._partitions:
+                self._partitions[p] = _Partition(epoch)
+                self.core.begin_load(p)
+                self._loads[p] = asyncio.get_running_loop().create_task(self._load(p))
 
     async def _load(self, partition: int) -> None:
-        """Replay the partition from its log start offset: the latest record of a key wins."""
+        """Replay the partition from its log start offset to its log end offset: the latest
+        record of a key wins; offsets above the high watermark wait for their commit."""
         started = time.monotonic()
+        ctx = self._partitions[partition]
         state = storage.GroupState()
+        tail: list[tuple[bytes, bytes | None]] = []  # offset records above the high watermark
         log_ = self.broker.replicas.local_log(storage.OFFSETS_TOPIC, partition)
+        hw = end = 0
         if log_ is not None:
+            hw, end = log_.high_watermark, log_.log_end_offset
             chunk = self.broker.config.get("offsets.load.buffer.size", 5242880)
             for data in storage.read_chunks(log_, chunk):
-                storage.replay_batches(state, data)
+                _replay(state, data, hw, tail)
                 await asyncio.sleep(0)  # let other requests in between chunks
         self._loads.pop(partition, None)
         self.core.complete_load(partition, state, _now_ms())
+        ctx.log_end = end
+        if end > hw:
+            ctx.writes.append(_Write(end, tail, asyncio.get_running_loop().create_future()))
+            self._maybe_commit(partition, ctx)
         self._wake.set()
-        log.info("loaded %s-%d: %d groups, %d groups with offsets in %.3f s", storage.OFFSETS_TOPIC,
-                 partition, len(state.groups), len(state.offsets), time.monotonic() - started)
+        log.info("loaded %s-%d: %d groups, %d groups with offsets in %.3f s (%d offsets above the "
+                 "high watermark %d)", storage.OFFSETS_TOPIC, partition, len(state.groups),
+                 len(state.offsets), time.monotonic() - started, end - hw, hw)
+
+    def _unload(self, partition: int) -> None:
+        """Stop coordinating the partition: its writes and parked requests are answered
+        NOT_COORDINATOR, its groups and offsets leave the core."""
+        task = self._loads.pop(partition, None)
+        if task is not None:
+            task.cancel()
+        ctx = self._partitions.pop(partition, None)
+        if ctx is not None:
+            if ctx.committer is not None and ctx.committer is not asyncio.current_task():
+                ctx.committer.cancel()
+            for write in ctx.writes:
+                write.committed.set_result(Error.NOT_COORDINATOR)
+            ctx.writes.clear()
+        self._complete(self.core.unload(partition))
+
+    def _reload(self, partition: int, why: str) -> None:
+        log.warning("reloading %s-%d: %s", storage.OFFSETS_TOPIC, partition, why)
+        self._unload(partition)
+        self._reconcile()
 
     # ---- effects -------------------------------------------------------------------------
 
-    def run(self, fx: Effects) -> int:
-        """Append, then reply. Error.NONE, or the error of the first append that failed
-        (its records are not applied; the replies are still sent)."""
-        result = Error.NONE
+    def waiter(self, group_id: str | None, error: Callable[[int], Any]) -> Waiter:
+        """A waiter for a request of ``group_id``; ``error(code)`` is its error response."""
+        return Waiter(asyncio.get_running_loop().create_future(), self.partition_of(group_id), error)
+
+    def run(self, fx: Effects) -> dict[int, int]:
+        """Append the step's records (one batch per partition), then release its replies as
+        their partitions' writes commit. The partitions whose append failed, with the error
+        their requests answer (their replies are answered with it already)."""
+        batches: dict[int, list[tuple[bytes, bytes | None]]] = {}
         for partition, records in fx.appends:
-            try:
-                self._append(partition, records)
-            except AppendError as e:
-                log.warning("append to %s-%d failed: %s", storage.OFFSETS_TOPIC, partition, e)
-                result = result or e.code
-                continue
-            self.core.apply_records(records)
-        self._complete(fx)
+            batches.setdefault(partition, []).extend(records)
+        failed = {}
+        for partition, records in batches.items():
+            code = self._append(partition, records)
+            if code != Error.NONE:
+                failed[partition] = code
+        self._complete(fx, failed)
         self._wake.set()
-        return result
+        return failed
 
-    def _complete(self, fx: Effects) -> None:
-        for waiter, response in fx.replies:
-            if not waiter.done():
-                waiter.set_result(response)
+    async def write(self, fx: Effects, partitions: Iterable[int]) -> dict[int, int]:
+        """``run(fx)``, then wait until everything written to each of ``partitions`` is
+        committed: for each, NONE or the error its requests answer."""
+        failed = self.run(fx)
+        return {p: failed[p] if p in failed else await self.committed(p) for p in set(partitions)}
 
-    def _append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+    async def committed(self, partition: int) -> int:
+        """Wait until the high watermark passed every record written to the partition so
+        far: NONE, or the error a request depending on them answers."""
+        ctx = self._partitions.get(partition)
+        if ctx is None or not ctx.writes:
+            return Error.NONE
+        try:
+            code = await asyncio.wait_for(asyncio.shield(ctx.writes[-1].committed),
+                                          self.commit_timeout_ms / 1000)
+        except TimeoutError:
+            code = Error.REQUEST_TIMED_OUT
+        return coordinator_error(code)
+
+    def _append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> int:
+        ctx = self._partitions.get(partition)
+        if ctx is None or partition not in self.core.owned:
+            return Error.NOT_COORDINATOR
+        offsets_only = all(_is_offset_commit(key) for key, _ in records)
         now = _now_ms()
         batch = storage.build_records_batch(records, now)
-        result = self.broker.replicas.append_local(storage.OFFSETS_TOPIC, partition, batch, acks=1,
+        result = self.broker.replicas.append_local(storage.OFFSETS_TOPIC, partition, batch,
+                                                   acks=-1 if offsets_only else 1,
                                                    origin=ORIGIN_COORDINATOR, now_ms=now)
-        if result.error == Error.NONE:
-            return
-        if result.error == Error.NOT_LEADER_OR_FOLLOWER:
-            raise AppendError(Error.NOT_COORDINATOR, "no longer the leader")
-        if result.error == Error.MESSAGE_TOO_LARGE:
-            raise AppendError(Error.INVALID_COMMIT_OFFSET_SIZE, result.error_message or "too large")
-        raise AppendError(Error.COORDINATOR_NOT_AVAILABLE,
-                          result.error_message or f"append failed: {Error(result.error).name}")
+        if result.error != Error.NONE:
+            log.warning("append to %s-%d failed: %s %s", storage.OFFSETS_TOPIC, partition,
+                        Error(result.error).name, result.error_message or "")
+            if result.error in _LEADERSHIP_LOST:
+                self._unload(partition)
+                self._reconcile()
+            elif not offsets_only:  # the core already changed what the log did not take
+                self._reload(partition, f"a write failed with {Error(result.error).name}")
+            return coordinator_error(result.error)
+        if result.base_offset != ctx.log_end:
+            self._reload(partition, f"appended at {result.base_offset}, the core expected {ctx.log_end}")
+            return Error.NOT_COORDINATOR
+        ctx.log_end = result.required_offset
+        ctx.writes.append(_Write(result.required_offset, records, asyncio.get_running_loop().create_future()))
+        self._maybe_commit(partition, ctx)
+        return Error.NONE
 
-    def waiter(self) -> asyncio.Future:
-        return asyncio.get_running_loop().create_future()
+    def _maybe_commit(self, partition: int, ctx: _Partition) -> None:
+        """Apply the writes the high watermark passed, in order; wait for the rest."""
+        log_ = self.broker.replicas.local_log(storage.OFFSETS_TOPIC, partition)
+        hw = log_.high_watermark if log_ is not None else -1
+        now = _now_ms()
+        while ctx.writes and ctx.writes[0].required <= hw:
+            write = ctx.writes.popleft()
+            self.core.apply_records(write.records, now)
+            write.committed.set_result(Error.NONE)
+        if ctx.writes and (ctx.committer is None or ctx.committer.done()):
+            ctx.committer = asyncio.get_running_loop().create_task(self._commit(partition, ctx))
+
+    async def _commit(self, partition: int, ctx: _Partition) -> None:
+        tp = (storage.OFFSETS_TOPIC, partition)
+        while ctx.writes and self._partitions.get(partition) is ctx:
+            required = ctx.writes[0].required
+            [code] = await self.broker.replicas.wait_committed([(tp, required)], self.commit_timeout_ms)
+            if self._partitions.get(partition) is not ctx:
+                return
+            if code in (Error.NONE, Error.NOT_ENOUGH_REPLICAS_AFTER_APPEND):
+                self._maybe_commit(partition, ctx)
+            elif code != Error.REQUEST_TIMED_OUT:  # leadership lost: the writes may be gone
+                log.info("%s-%d: waiting for offset %d to commit ended with %s", storage.OFFSETS_TOPIC,
+                         partition, required, Error(code).name)
+                self._unload(partition)
+                self._reconcile()
+                return
+
+    def _complete(self, fx: Effects, failed: dict[int, int] | None = None) -> None:
+        for waiter, response in fx.replies:
+            self._answer(waiter, response, (failed or {}).get(waiter.partition))
+
+    def _answer(self, waiter: Waiter, response: Any, failed: int | None = None) -> None:
+        if waiter.future.done():
+            return
+        if failed:
+            waiter.answer(waiter.error(failed))
+            return
+        ctx = self._partitions.get(waiter.partition)
+        if ctx is None or not ctx.writes:
+            waiter.answer(response)
+            return
+        timer = asyncio.get_running_loop().call_later(
+            self.commit_timeout_ms / 1000,
+            lambda: waiter.answer(waiter.error(coordinator_error(Error.REQUEST_TIMED_OUT))))
+
+        def release(committed: asyncio.Future) -> None:
+            timer.cancel()
+            code = coordinator_error(committed.result())
+            waiter.answer(response if code == Error.NONE else waiter.error(code))
+
+        ctx.writes[-1].committed.add_done_callback(release)
 
     async def _run_timers(self) -> None:
         while True:
@@ -226,3 +461,21 @@ class GroupCoordinatorRuntime:
     def run_timers_soon(self) -> None:
         """Deadlines moved: the timer task recomputes its sleep."""
         self._wake.set()
+
+
+def _replay(state: storage.GroupState, data: bytes | memoryview, high_watermark: int,
+            tail: list[tuple[bytes, bytes | None]]) -> None:
+    """Replay whole batches into ``state``; the offset records of batches above the high
+    watermark go to ``tail`` instead, to be applied once committed."""
+    for header in iter_batches(data):
+        if header.is_control:
+            continue
+        committed = header.next_offset <= high_watermark
+        for record in decode_records(data, header.position, False):
+            key, value = record.key, record.value
+            if key is None:
+                continue
+            if committed or not _is_offset_commit(key):
+                state.replay(key, value)
+            else:
+                tail.append((bytes(key), None if value is None else bytes(value)))

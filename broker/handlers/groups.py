@@ -7,6 +7,12 @@ Requests become calls on the coordinator core (broker/groups/coordinator.py); th
 (broker/groups/runtime.py) appends what the core asks for and completes parked requests.
 Every group request first makes sure ``__consumer_offsets`` exists (it is created through
 the controller on first use) and answers COORDINATOR_NOT_AVAILABLE until it does.
+
+Every request that steps the core (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
+DeleteGroups, ConsumerGroupHeartbeat, and OffsetFetch with require_stable) is answered only
+once the high watermark of its group's partition passed everything written there so far; if
+that write fails, the request answers the error the shell maps it to (COORDINATOR_NOT_AVAILABLE,
+NOT_COORDINATOR, ...). OffsetFetch without require_stable reads the committed offsets at once.
 """
 from __future__ import annotations
 
@@ -61,23 +67,25 @@ def apis(broker) -> list[Api]:
         code = coordinator_error(req.group_id)
         if code != Error.NONE:
             return groups.core.join_error(version, code, req.member_id)
-        waiter = groups.waiter()
+        waiter = groups.waiter(req.group_id, lambda e: groups.core.join_error(version, e, req.member_id))
         groups.run(groups.core.join_group(req, version, header.client_id or "", "", waiter, _now_ms()))
-        return await waiter
+        return await waiter.future
 
     async def handle_sync_group(header, req):
         code = coordinator_error(req.group_id)
         if code != Error.NONE:
             return M.SyncGroupResponse(error_code=code, assignment=b"")
-        waiter = groups.waiter()
+        waiter = groups.waiter(req.group_id, lambda e: groups.core.sync_error(header.api_version, e))
         groups.run(groups.core.sync_group(req, header.api_version, waiter, _now_ms()))
-        return await waiter
+        return await waiter.future
 
     async def handle_heartbeat(header, req):
         code = coordinator_error(req.group_id)
         if code == Error.NONE:
             code = groups.core.heartbeat(req, header.api_version, _now_ms())
             groups.run_timers_soon()
+            # The answer may rest on a write not yet committed (the SyncGroup's assignment).
+            code = await groups.committed(groups.partition_of(req.group_id)) or code
         return M.HeartbeatResponse(error_code=code)
 
     async def handle_leave_group(header, req):
@@ -91,7 +99,10 @@ def apis(broker) -> list[Api]:
             errors = [code] * len(members)
         else:
             code, errors, fx = groups.core.leave_group(req.group_id, members, _now_ms())
-            groups.run(fx)
+            p = groups.partition_of(req.group_id)
+            failed = (await groups.write(fx, [p]))[p]
+            if failed != Error.NONE:
+                code, errors = failed, [failed] * len(members)
         if header.api_version < 3:
             return R(error_code=code if code != Error.NONE else errors[0])
         return R(error_code=code, members=[
@@ -115,7 +126,8 @@ def apis(broker) -> list[Api]:
                 req.group_id, req.generation_id_or_member_epoch, req.member_id,
                 req.group_instance_id if version >= 7 else None, offsets, version, _now_ms(),
                 req.retention_time_ms if version <= 4 else -1)
-            failed = groups.run(fx)
+            p = groups.partition_of(req.group_id)
+            failed = (await groups.write(fx, [p]))[p]
             if failed != Error.NONE:
                 errors = [failed if e == Error.NONE else e for e in errors]
         out, i = [], 0
@@ -128,10 +140,15 @@ def apis(broker) -> list[Api]:
             out.append(rt)
         return R(topics=out)
 
-    def fetch_group(group_id: str, topics, member_id: str | None = None, member_epoch: int = -1):
-        """(group error, [(topic, [(partition, offset, leader epoch, metadata, error)])])."""
+    async def fetch_group(group_id: str, topics, member_id: str | None = None, member_epoch: int = -1,
+                          require_stable: bool = False):
+        """(group error, [(topic, [(partition, offset, leader epoch, metadata, error)])]).
+        The core's offsets are the committed ones; require_stable also waits for the offsets
+        written but not yet committed (Kafka answers it as a write)."""
         code = coordinator_error(group_id)
         wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
+        if code == Error.NONE and require_stable:
+            code = await groups.committed(groups.partition_of(group_id))
         if code == Error.NONE:
             code, found = groups.core.fetch_offsets(group_id, wanted, member_id, member_epoch)
         if code != Error.NONE:
@@ -145,19 +162,21 @@ def apis(broker) -> list[Api]:
     async def handle_offset_fetch(header, req):
         R = M.OffsetFetchResponse
         version = header.api_version
+        stable = version >= 7 and bool(req.require_stable)
         if version >= 8:
             G = R.OffsetFetchResponseGroup
             T = G.OffsetFetchResponseTopics
             out = []
             for g in req.groups:
-                code, topics = fetch_group(g.group_id, g.topics, g.member_id, g.member_epoch)
+                code, topics = await fetch_group(g.group_id, g.topics, g.member_id, g.member_epoch, stable)
                 out.append(G(group_id=g.group_id, error_code=code, topics=[
                     T(name=name, partitions=[T.OffsetFetchResponsePartitions(
                         partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,
                         error_code=err) for p, o, e, m, err in parts]) for name, parts in topics]))
             return R(groups=out)
         T = R.OffsetFetchResponseTopic
-        code, topics = fetch_group(req.group_id, req.topics if version >= 2 else req.topics or [])
+        code, topics = await fetch_group(req.group_id, req.topics if version >= 2 else req.topics or [],
+                                         require_stable=stable)
         if version < 2 and code != Error.NONE:
             topics = [(name, [(p, o, e, m, code) for p, o, e, m, _ in parts]) for name, parts in topics]
         return R(error_code=code, topics=[
@@ -212,9 +231,10 @@ def apis(broker) -> list[Api]:
             errors = [Error.COORDINATOR_NOT_AVAILABLE] * len(req.groups_names)
         else:
             errors, fx = groups.core.delete_groups(list(req.groups_names), _now_ms())
-            failed = groups.run(fx)
-            if failed != Error.NONE:
-                errors = [failed if e == Error.NONE else e for e in errors]
+            partitions = [groups.partition_of(g) for g in req.groups_names]
+            failed = await groups.write(fx, partitions)
+            errors = [failed[p] if e == Error.NONE and failed[p] != Error.NONE else e
+                      for e, p in zip(errors, partitions)]
         return R(results=[R.DeletableGroupResult(group_id=g, error_code=e)
                           for g, e in zip(req.groups_names, errors)])
 
@@ -226,9 +246,10 @@ def apis(broker) -> list[Api]:
             return M.ConsumerGroupHeartbeatResponse(error_code=code, member_epoch=-1)
         response, fx = groups.core.consumer_group_heartbeat(
             req, header.api_version, header.client_id or "", "", groups.topics(), _now_ms())
-        failed = groups.run(fx)
+        p = groups.partition_of(req.group_id)
+        failed = (await groups.write(fx, [p]))[p]
         if failed != Error.NONE:
-            # The records did not make it to the log: the member must not act on this answer.
+            # The records are not committed: the member must not act on this answer.
             return M.ConsumerGroupHeartbeatResponse(error_code=failed, member_epoch=-1)
         return response
 
