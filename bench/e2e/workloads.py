@@ -8,6 +8,13 @@
 * ``latency``: a paced producer (linger.ms=0) and a consumer at the log end; each value
   starts with its CLOCK_MONOTONIC send time in ns, so a record's end-to-end latency is its
   arrival time minus that. The first second is warm-up and not counted.
+* ``ack_latency``: a paced producer (linger.ms=0, given acks) alone; a record's produce
+  latency is from produce() to its delivery report, served by a thread blocked in poll()
+  so that a report is stamped as it arrives. Warm-up as above.
+
+A round (``run_round``) of kind "throughput" produces and consumes on a single node; kind
+"produce" only produces, on a topic of any replication factor and configs (a replicated
+cluster, whose partitions' leaders are on several brokers; bench.e2e.replication).
 
 Values are drawn from a 16-symbol alphabet: about half compressible, so lz4 has work to do
 and still shrinks the wire. The broker's CPU seconds are sampled around each timed part.
@@ -60,9 +67,11 @@ def values(size: int, count: int = 1024, seed: int = 7) -> list[bytes]:
     return [bytes(rng.choices(alphabet, k=size)) for _ in range(count)]
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int = 1,
+                 config: dict[str, str] | None = None) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=TOPIC_TIMEOUT_S)
+    new = NewTopic(topic, partitions, replication_factor, config=config or {})
+    futures = admin.create_topics([new], operation_timeout=TOPIC_TIMEOUT_S)
     futures[topic].result(TOPIC_TIMEOUT_S)
     # wait until metadata lists every partition with a leader
     deadline = time.monotonic() + TOPIC_TIMEOUT_S
@@ -110,12 +119,16 @@ class Timed:
         return self.broker_cpu_s / (self.bytes / 1e6)
 
 
-def produce(bootstrap: str, broker_pid: int, topic: str, w: Workload, records: int) -> Timed:
+def produce(bootstrap: str, broker_pid: int | list[int], topic: str, w: Workload, records: int,
+            warm_partitions: int = 1) -> Timed:
+    """``warm_partitions``: how many partitions get one record before timing (1: partition 0;
+    all of them connects to every leader of a replicated topic)."""
     failed = []
     p = Producer({**producer_config(bootstrap, w),
                   "on_delivery": lambda err, msg: failed.append(err) if err else None})
     pool = values(w.record_bytes)
-    p.produce(topic, pool[0], partition=0)  # connect and learn metadata before timing
+    for partition in range(warm_partitions):  # connect and learn metadata before timing
+        p.produce(topic, pool[0], partition=partition)
     p.flush(TOPIC_TIMEOUT_S)
     parts = w.partitions
     produce_ = p.produce
@@ -238,6 +251,64 @@ def latency(bootstrap: str, broker_pid: int, topic: str, rate: int, seconds: flo
                    lat[-1], cpu1 - cpu0)
 
 
+def ack_latency(bootstrap: str, broker_pid: int | list[int], topic: str, rate: int, seconds: float,
+                acks: str, record_bytes: int = 100, warmup_s: float = 1.0,
+                config: dict | None = None) -> Latency:
+    """Produce latency (produce() to delivery report) at ``rate`` records/s for ``seconds``
+    (after ``warmup_s``), partition 0, linger.ms=0; ``config`` adds producer settings."""
+    total = int(rate * (seconds + warmup_s))
+    warm = int(rate * warmup_s)
+    pad = b"x" * max(record_bytes - 8, 0)
+    sent = [0] * total
+    acked = [0] * total
+    failed = []
+
+    def delivered(err, msg):
+        now = time.monotonic_ns()
+        if err is not None:
+            failed.append(err)
+        else:
+            acked[int.from_bytes(msg.value()[:8], "big")] = now
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0, "enable.idempotence": False,
+                  "on_delivery": delivered, **(config or {})})
+    p.produce(topic, b"w" * 8 + pad, partition=0, on_delivery=lambda err, msg: None)  # connect first
+    p.flush(TOPIC_TIMEOUT_S)
+    done = threading.Event()
+
+    def run_producer():
+        t0 = time.monotonic_ns()
+        for i in range(total):
+            due = t0 + i * 1_000_000_000 // rate
+            now = time.monotonic_ns()
+            if due > now + 200_000:
+                time.sleep((due - now) / 1e9)
+            sent[i] = time.monotonic_ns()
+            while True:
+                try:
+                    p.produce(topic, i.to_bytes(8, "big") + pad, partition=0)
+                    break
+                except BufferError:
+                    time.sleep(0.0005)
+        done.set()
+
+    producer = threading.Thread(target=run_producer, daemon=True)
+    cpu0 = cpu_seconds(broker_pid)
+    producer.start()
+    deadline = time.monotonic() + seconds + warmup_s + 90  # a backlog drains after the last send
+    while not (done.is_set() and len(p) == 0) and time.monotonic() < deadline:
+        p.poll(0.05)  # returns as soon as a report is queued
+    producer.join(30)
+    cpu1 = cpu_seconds(broker_pid)
+    missing = sum(1 for a in acked if a == 0)
+    if failed or missing:
+        raise RuntimeError(f"{missing} of {total} records unacknowledged, {len(failed)} failed: {failed[:3]}")
+    lat = sorted((acked[i] - sent[i]) / 1e6 for i in range(warm, total))
+    n = len(lat)
+    return Latency(rate, n, lat[n // 2], lat[min(n - 1, int(n * 0.99))], lat[min(n - 1, int(n * 0.999))],
+                   lat[-1], cpu1 - cpu0)
+
+
 # ---- one round in a fresh process -----------------------------------------------------------
 #
 # Every round runs in its own client process (``run_round``): librdkafka instances keep
@@ -245,16 +316,30 @@ def latency(bootstrap: str, broker_pid: int, topic: str, rate: int, seconds: flo
 # producers, consumers and admin clients gets measurably slower (smaller batches, more broker
 # CPU per MB). A fresh process per round keeps rounds comparable.
 
+def _latency_figures(lat: Latency) -> dict:
+    return {"p50_ms": lat.p50_ms, "p99_ms": lat.p99_ms, "p999_ms": lat.p999_ms,
+            "max_ms": lat.max_ms, "samples": lat.samples, "cpu_s": lat.broker_cpu_s}
+
+
 def _round(spec: dict) -> dict:
     bootstrap, pid, topic = spec["bootstrap"], spec["broker_pid"], spec["topic"]
+    replication_factor, config = spec.get("replication_factor", 1), spec.get("topic_config")
     if spec["kind"] == "latency":
         create_topic(bootstrap, topic, 1)
-        lat = latency(bootstrap, pid, topic, spec["rate"], spec["seconds"])
-        return {"p50_ms": lat.p50_ms, "p99_ms": lat.p99_ms, "p999_ms": lat.p999_ms,
-                "max_ms": lat.max_ms, "samples": lat.samples, "cpu_s": lat.broker_cpu_s}
-    from bench.e2e import wire
+        return _latency_figures(latency(bootstrap, pid, topic, spec["rate"], spec["seconds"]))
+    if spec["kind"] == "ack_latency":
+        create_topic(bootstrap, topic, 1, replication_factor, config)
+        lat = ack_latency(bootstrap, pid, topic, spec["rate"], spec["seconds"], spec["acks"],
+                          config=spec.get("producer_config"))
+        return _latency_figures(lat)
     w = Workload(**spec["workload"])
     records = spec["records"]
+    if spec["kind"] == "produce":
+        create_topic(bootstrap, topic, w.partitions, replication_factor, config)
+        p = produce(bootstrap, pid, topic, w, records, warm_partitions=w.partitions)
+        return {"produce_msg_s": p.records_per_s, "produce_mb_s": p.mb_per_s,
+                "produce_cpu_s_per_mb": p.broker_cpu_s_per_mb}
+    from bench.e2e import wire
     create_topic(bootstrap, topic, w.partitions)
     p = produce(bootstrap, pid, topic, w, records)
     c = consume(bootstrap, pid, topic, w, records)
@@ -289,8 +374,8 @@ def delete_topic(bootstrap: str, topic: str) -> None:
 
 
 def run_round(spec: dict, timeout_s: float = 600.0) -> dict:
-    """One round (``spec["kind"]``: "throughput" or "latency") in a fresh client process;
-    the topic is deleted afterwards, whatever happened."""
+    """One round (``spec["kind"]``: "throughput", "produce", "latency" or "ack_latency") in a
+    fresh client process; the topic is deleted afterwards, whatever happened."""
     try:
         out = subprocess.run([sys.executable, "-m", "bench.e2e.workloads", json.dumps(spec)],
                              cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout_s)

@@ -15,6 +15,8 @@ Every driver module exposes:
         records returned (offset + 1) when ``commit``
     create_topic(bootstrap, topic, partitions=1, replication_factor=1, config=None)
     describe_topic(bootstrap, topic) -> {"partitions": {id: leader}}
+    describe_replicas(bootstrap, topic) -> {id: Placement}
+        each partition's leader, replicas and ISR as the client's Metadata tells them
     describe_topic_config(bootstrap, topic) -> {name: value}
     alter_topic_config(bootstrap, topic, {name: value})
     delete_topic(bootstrap, topic)
@@ -63,6 +65,18 @@ class Record(NamedTuple):
     key: bytes | None
     value: bytes | None
     headers: list[tuple[str, bytes]]
+
+
+class Placement(NamedTuple):
+    """A partition as Metadata describes it: leader id, replica ids in assignment order,
+    ISR ids sorted."""
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+def placement(leader, replicas, isr) -> Placement:
+    return Placement(int(leader), tuple(int(r) for r in replicas), tuple(sorted(int(i) for i in isr)))
 
 
 class Message(NamedTuple):

@@ -10,7 +10,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.structs import OffsetAndMetadata
 
-from . import MEMBER_POLL_S, Deadline, Record, ThreadMember, acks_value, messages_of, short
+from . import MEMBER_POLL_S, Deadline, Record, ThreadMember, acks_value, messages_of, placement, short
 
 NAME = "aiokafka"
 CODECS = frozenset({"none", "gzip", "snappy", "lz4", "zstd"})
@@ -133,6 +133,13 @@ def describe_topic(bootstrap, topic, timeout=30.0):
     if md["error_code"]:
         raise RuntimeError(f"describe {topic}: error {md['error_code']}")
     return {"partitions": {p["partition"]: p["leader"] for p in md["partitions"]}}
+
+
+def describe_replicas(bootstrap, topic, timeout=30.0):
+    (md,) = _admin_call(bootstrap, lambda a: a.describe_topics([topic]), timeout)
+    if md["error_code"]:
+        raise RuntimeError(f"describe {topic}: error {md['error_code']}")
+    return {p["partition"]: placement(p["leader"], p["replicas"], p["isr"]) for p in md["partitions"]}
 
 
 def describe_topic_config(bootstrap, topic, timeout=30.0):

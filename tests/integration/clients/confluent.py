@@ -12,7 +12,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from . import MEMBER_POLL_S, Deadline, Record, ThreadMember, acks_value, messages_of, short
+from . import MEMBER_POLL_S, Deadline, Record, ThreadMember, acks_value, messages_of, placement, short
 
 NAME = "confluent"
 CODECS = frozenset({"none", "gzip", "snappy", "lz4", "zstd"})
@@ -153,6 +153,14 @@ def describe_topic(bootstrap, topic, timeout=30.0):
     if md.error is not None:
         raise KafkaException(md.error)
     return {"partitions": {p.id: p.leader for p in md.partitions.values()}}
+
+
+def describe_replicas(bootstrap, topic, timeout=30.0):
+    admin = _admin(bootstrap)
+    md = admin.list_topics(topic, timeout=timeout).topics[topic]
+    if md.error is not None:
+        raise KafkaException(md.error)
+    return {p.id: placement(p.leader, p.replicas, p.isrs) for p in md.partitions.values()}
 
 
 def describe_topic_config(bootstrap, topic, timeout=30.0):

@@ -11,7 +11,7 @@ from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer, Topic
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 from kafka.structs import OffsetAndMetadata
 
-from . import MEMBER_POLL_S, Deadline, Record, ThreadMember, acks_value, messages_of, short
+from . import MEMBER_POLL_S, Deadline, Record, ThreadMember, acks_value, messages_of, placement, short
 
 NAME = "kafka_python"
 CODECS = frozenset({"none", "gzip", "snappy", "lz4", "zstd"})
@@ -122,6 +122,14 @@ def describe_topic(bootstrap, topic, timeout=30.0):
     if md["error_code"]:
         raise RuntimeError(f"describe {topic}: error {md['error_code']}")
     return {"partitions": {p["partition_index"]: p["leader_id"] for p in md["partitions"]}}
+
+
+def describe_replicas(bootstrap, topic, timeout=30.0):
+    (md,) = _with_admin(bootstrap, lambda a: a.describe_topics([topic]))
+    if md["error_code"]:
+        raise RuntimeError(f"describe {topic}: error {md['error_code']}")
+    return {p["partition_index"]: placement(p["leader_id"], p["replica_nodes"], p["isr_nodes"])
+            for p in md["partitions"]}
 
 
 def describe_topic_config(bootstrap, topic, timeout=30.0):

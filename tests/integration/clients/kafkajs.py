@@ -18,7 +18,7 @@ import os
 import shutil
 import subprocess
 
-from . import ProcessMember, Record, acks_value, messages_of
+from . import ProcessMember, Record, acks_value, messages_of, placement
 
 NAME = "kafkajs"
 CODECS = frozenset({"none", "gzip", "snappy", "lz4", "zstd"})
@@ -96,6 +96,11 @@ def create_topic(bootstrap, topic, partitions=1, replication_factor=1, config=No
 def describe_topic(bootstrap, topic, timeout=30.0):
     result = call("describe_topic", bootstrap, timeout, topic=topic)
     return {"partitions": {int(p): leader for p, leader in result["partitions"].items()}}
+
+
+def describe_replicas(bootstrap, topic, timeout=30.0):
+    result = call("describe_replicas", bootstrap, timeout, topic=topic)
+    return {int(p): placement(*row) for p, row in result.items()}
 
 
 def describe_topic_config(bootstrap, topic, timeout=30.0):

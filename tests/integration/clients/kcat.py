@@ -25,7 +25,7 @@ import re
 import shutil
 import subprocess
 
-from . import Deadline, ProcessMember, Record, acks_value, messages_of, short
+from . import Deadline, ProcessMember, Record, acks_value, messages_of, placement, short
 
 NAME = "kcat"
 CODECS = frozenset({"none", "gzip", "snappy", "lz4", "zstd"})
@@ -34,6 +34,11 @@ ASSIGN_IS_REAL = True
 BINARY = shutil.which("kcat") or shutil.which("kafkacat")
 AVAILABLE = BINARY is not None
 KEY_DELIMITER = "\x1f"
+# kcat prints every error librdkafka reports as "% ERROR: ..."; this one says a connection to
+# one broker failed (a stopped broker still in the bootstrap list), which librdkafka retries
+# while it works through the others. Every other "% ERROR" line, a failed delivery and a
+# non-zero exit code (all brokers down) still fail the call.
+TRANSPORT_FAILURE = "Local: Broker transport failure"
 BASE = ["-X", "broker.address.family=v4", "-X", "socket.timeout.ms=10000", "-X", "log_level=3"]
 
 
@@ -46,7 +51,8 @@ def _run(args, timeout, stdin=b""):
         raise TimeoutError(f"kcat {' '.join(args)} ran over {timeout} s; "
                            f"stderr: {(e.stderr or b'').decode(errors='replace')[-2000:]}") from None
     stderr = proc.stderr.decode(errors="replace")
-    if proc.returncode != 0 or "Delivery failed" in stderr or "% ERROR" in stderr:
+    errors = [line for line in stderr.splitlines() if "% ERROR" in line and TRANSPORT_FAILURE not in line]
+    if proc.returncode != 0 or "Delivery failed" in stderr or errors:
         raise RuntimeError(f"kcat {' '.join(args)} exited {proc.returncode}: {stderr[-2000:]}")
     return proc.stdout
 
@@ -118,12 +124,23 @@ def consume_group(bootstrap, topic, group, count, timeout=30.0, commit=True):
     return records
 
 
-def describe_topic(bootstrap, topic, timeout=30.0):
+def _metadata(bootstrap, topic, timeout):
     md = json.loads(_run(["-L", "-J", "-b", bootstrap, "-t", topic, *BASE], timeout))
     (t,) = [t for t in md["topics"] if t["topic"] == topic]
     if t.get("error"):
         raise RuntimeError(f"describe {topic}: {t['error']}")
-    return {"partitions": {p["partition"]: p["leader"] for p in t["partitions"]}}
+    return t["partitions"]
+
+
+def describe_topic(bootstrap, topic, timeout=30.0):
+    return {"partitions": {p["partition"]: p["leader"] for p in _metadata(bootstrap, topic, timeout)}}
+
+
+def describe_replicas(bootstrap, topic, timeout=30.0):
+    """``-L -J`` lists ``replicas`` and ``isrs`` as ``[{"id": n}, ...]``."""
+    return {p["partition"]: placement(p["leader"], [r["id"] for r in p["replicas"]],
+                                      [i["id"] for i in p["isrs"]])
+            for p in _metadata(bootstrap, topic, timeout)}
 
 
 _REBALANCED = re.compile(r"^% Group .* rebalanced \(memberid [^)]*\): (assigned|revoked): ?(.*)$")

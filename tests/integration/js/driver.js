@@ -3,8 +3,9 @@
 //
 // Input: one JSON command as argv[2], or on stdin when argv[2] is absent:
 //   {"op": "produce" | "consume_assign" | "consume_group" | "create_topic" |
-//          "describe_topic" | "describe_topic_config" | "alter_topic_config" | "delete_topic",
-//    "bootstrap": "127.0.0.1:9092", "topic": "t", "timeout": 30, ...op arguments}
+//          "describe_topic" | "describe_replicas" | "describe_topic_config" | "alter_topic_config" |
+//          "delete_topic",
+//    "bootstrap": "127.0.0.1:9092[,127.0.0.1:9093...]", "topic": "t", "timeout": 30, ...op arguments}
 // Keys, values and header values travel as base64 (null stays null).
 // Output: the last stdout line is {"ok": true, "result": ...} or {"ok": false, "error": "..."};
 // exit code 0, 1 (error) or 2 (timeout). kafkajs logs go to stderr.
@@ -60,7 +61,7 @@ function stderrLogger() {
 function client(cmd) {
   return new Kafka({
     clientId: 'strom-kafkajs-driver',
-    brokers: [cmd.bootstrap],
+    brokers: cmd.bootstrap.split(','), // bootstrap.servers: one or more host:port, comma-separated
     connectionTimeout: 10000,
     requestTimeout: 15000,
     logLevel: logLevel.WARN,
@@ -113,10 +114,13 @@ async function produce(cmd) {
 
 // kafkajs has no manual assignment: "assign" subscribes a fresh group from the beginning,
 // never commits, and keeps only the asked partitions.
+// maxWaitTimeInMs is the Java consumer's fetch.max.wait.ms default (kafkajs's is 5000):
+// disconnect waits for every fetch in flight, and with partitions led by several brokers
+// the fetchers of the drained ones sit in a long poll when the count is reached.
 async function consume(cmd, groupId, commit, partitions) {
   const consumer = client(cmd).consumer({
     groupId, sessionTimeout: 6000, heartbeatInterval: 500, rebalanceTimeout: 10000,
-    allowAutoTopicCreation: false,
+    maxWaitTimeInMs: 500, allowAutoTopicCreation: false,
   });
   await consumer.connect();
   const records = [];
@@ -220,6 +224,12 @@ const OPS = {
     const partitions = {};
     for (const p of md.topics[0].partitions) partitions[p.partitionId] = p.leader;
     return { partitions };
+  }),
+  describe_replicas: (cmd) => withAdmin(cmd, async (admin) => {
+    const md = await admin.fetchTopicMetadata({ topics: [cmd.topic] });
+    const partitions = {};
+    for (const p of md.topics[0].partitions) partitions[p.partitionId] = [p.leader, p.replicas, p.isr];
+    return partitions;
   }),
   describe_topic_config: (cmd) => withAdmin(cmd, async (admin) => {
     const res = await admin.describeConfigs({
