@@ -159,7 +159,8 @@ class MetadataFollower:
 
     async def _wait_leader_change(self, timeout: float) -> None:
         try:
-            await asyncio.wait_for(self.leader_changed.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self.leader_changed.wait()
         except TimeoutError:
             pass
 
@@ -171,7 +172,8 @@ class MetadataFollower:
             if remaining <= 0:
                 raise TimeoutError(f"no active controller answered API {api_key} in {timeout} s")
             try:
-                conn = await asyncio.wait_for(self._connection(), remaining)
+                async with asyncio.timeout(remaining):
+                    conn = await self._connection()
                 response = await conn.request(api_key, version, request, timeout=min(remaining, 10))
             except (ConnectionError, OSError):
                 await self._drop_connection()
@@ -193,7 +195,8 @@ class MetadataFollower:
     async def start(self, timeout: float = 60.0) -> None:
         """Observe the metadata log, register, then heartbeat until caught up and unfenced."""
         await self.raft.start()
-        await asyncio.wait_for(self._register(), timeout)
+        async with asyncio.timeout(timeout):
+            await self._register()
         self._tasks = [asyncio.get_running_loop().create_task(self._heartbeat_loop())]
         deadline = asyncio.get_running_loop().time() + timeout
         while self.fenced:
@@ -247,7 +250,8 @@ class MetadataFollower:
     async def _heartbeat_loop(self) -> None:
         while True:
             try:
-                await asyncio.wait_for(self._heartbeat_now.wait(), self.heartbeat_ms / 1000)
+                async with asyncio.timeout(self.heartbeat_ms / 1000):
+                    await self._heartbeat_now.wait()
             except TimeoutError:
                 pass
             self._heartbeat_now.clear()
@@ -271,8 +275,8 @@ class MetadataFollower:
         deadline = loop.time() + timeout
         while loop.time() < deadline:
             try:
-                response = await asyncio.wait_for(self._heartbeat(want_shut_down=True),
-                                                  max(0.001, deadline - loop.time()))
+                async with asyncio.timeout(max(0.001, deadline - loop.time())):
+                    response = await self._heartbeat(want_shut_down=True)
             except (TimeoutError, RuntimeError):
                 break
             if response is not None and response.error_code == Error.NONE and response.should_shut_down:
@@ -284,7 +288,8 @@ class MetadataFollower:
 
     async def wait_for_change(self, timeout: float) -> None:
         try:
-            await asyncio.wait_for(self.changed.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self.changed.wait()
         except TimeoutError:
             pass
 

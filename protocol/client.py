@@ -26,8 +26,8 @@ class KafkaConnection:
         self._read_task: asyncio.Task | None = None
 
     async def connect(self, timeout: float = 5.0) -> None:
-        self._reader, self._writer = await asyncio.wait_for(
-            asyncio.open_connection(self.host, self.port), timeout)
+        async with asyncio.timeout(timeout):
+            self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
         self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
 
     @property
@@ -75,7 +75,8 @@ class KafkaConnection:
         self._pending[correlation_id] = (fut, api_key, version)
         self._writer.write(encode_request(api_key, version, correlation_id, self.client_id, body))
         await self._writer.drain()
-        return await asyncio.wait_for(fut, timeout)
+        async with asyncio.timeout(timeout):
+            return await fut
 
     async def close(self) -> None:
         if self._writer is not None:

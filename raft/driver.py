@@ -236,7 +236,8 @@ class RaftDriver(OutboundRequests):
         s = self.core.state
         if not isinstance(s, Leader) or self.closed:
             raise NotLeaderError(f"raft node {self.config.node_id} is not the leader")
-        await asyncio.wait_for(self.purgatory.watch(offset, s.epoch), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            await self.purgatory.watch(offset, s.epoch)
 
     def create_snapshot(self, committed_offset: int, values: list[bytes]) -> OffsetAndEpoch:
         """Snapshot the listener's state holding every entry below ``committed_offset``."""
@@ -342,7 +343,8 @@ class RaftDriver(OutboundRequests):
             if delay > 0:
                 self._wakeup.clear()
                 try:
-                    await asyncio.wait_for(self._wakeup.wait(), delay / 1000)
+                    async with asyncio.timeout(delay / 1000):
+                        await self._wakeup.wait()
                 except TimeoutError:
                     pass
                 continue

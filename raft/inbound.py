@@ -78,7 +78,8 @@ async def handle_request(driver, api_key: int, version: int, body):
     driver.step(source, message)
     try:
         timeout_s = request_timeout_ms(driver.config.quorum, message) / 1000
-        answer = await asyncio.wait_for(asyncio.shield(fut), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            answer = await asyncio.shield(fut)
     except TimeoutError:
         driver.forget(source, response_type, fut)
         if fut.done():

@@ -61,7 +61,8 @@ class VoterClient:
             else:
                 self._backoff_ms = 0
             try:
-                await asyncio.wait_for(self._wake.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._wake.wait()
             except TimeoutError:
                 pass
 

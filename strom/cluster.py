@@ -491,7 +491,8 @@ class Supervisor:
                     failed = True
                     break
                 try:
-                    await asyncio.wait_for(self.stop_requested.wait(), 0.1)
+                    async with asyncio.timeout(0.1):
+                        await self.stop_requested.wait()
                 except TimeoutError:
                     pass
             poller.cancel()

@@ -6,7 +6,8 @@ and, for a controller bootstrapping a dynamic quorum, the metadata log's bootstr
 
 A combined node (process.roles=broker,controller) is a supervisor that starts each role as
 its own worker process (`strom controller`, `strom broker`), forwards SIGTERM/SIGINT to
-them, and stops the other role if one dies.
+them (the broker first: its controlled shutdown needs the controller; the controller once the
+broker has stopped), and stops the other role if one dies.
 """
 from __future__ import annotations
 
@@ -101,12 +102,21 @@ def supervise(config_path: str, config: ServerConfig) -> int:
     children: dict[str, subprocess.Popen] = {}
     stopping = False
 
+    signalled: set[str] = set()
+
     def stop(signum=None, frame=None):
+        """Brokers go first (a controlled shutdown needs the controller to grant it), then
+        the controller once no broker runs."""
         nonlocal stopping
         stopping = True
-        for child in children.values():
-            if child.poll() is None:
+        order = ["broker"] if "broker" in children else []
+        if "broker" not in children or children["broker"].poll() is not None:
+            order = list(children)
+        for role in order:
+            child = children[role]
+            if role not in signalled and child.poll() is None:
                 child.send_signal(signal.SIGTERM)
+                signalled.add(role)
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
@@ -130,6 +140,6 @@ def supervise(config_path: str, config: ServerConfig) -> int:
             if not stopping:
                 log.error("the %s process exited with code %s; stopping the node", role, code)
                 failed = code or 1
-                stop()
+            stop()  # the next role in the stopping order
         time.sleep(0.05)
     return failed

@@ -354,8 +354,8 @@ class GroupCoordinatorRuntime:
         if ctx is None or not ctx.writes:
             return Error.NONE
         try:
-            code = await asyncio.wait_for(asyncio.shield(ctx.writes[-1].committed),
-                                          self.commit_timeout_ms / 1000)
+            async with asyncio.timeout(self.commit_timeout_ms / 1000):
+                code = await asyncio.shield(ctx.writes[-1].committed)
         except TimeoutError:
             code = Error.REQUEST_TIMED_OUT
         return coordinator_error(code)
@@ -447,7 +447,8 @@ class GroupCoordinatorRuntime:
             timeout = None if deadline is None else max(0.0, (deadline - _now_ms()) / 1000)
             if timeout is None or timeout > 0:
                 try:
-                    await asyncio.wait_for(self._wake.wait(), timeout)
+                    async with asyncio.timeout(timeout):
+                        await self._wake.wait()
                 except TimeoutError:
                     pass
             try:
