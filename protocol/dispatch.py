@@ -4,9 +4,17 @@ A process registers a handler per API with the version range it serves; ``ApiVer
 is answered here from exactly that table, so a process advertises only what it serves.
 An unknown API key or a malformed request closes the connection (None); a known API at a
 version outside the served range gets UNSUPPORTED_VERSION.
+
+A handler may answer ``Deferred(awaitable)``: its part that must keep the connection's order
+is done (a produce has appended) and the rest only waits (for replication). The connection
+then handles its next requests while it waits, and sends the answers in request order
+(protocol/net.py). Kafka's broker holds the connection until the answer; an acks=all
+producer pipelining small requests would otherwise wait a replication round trip per
+request.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -26,6 +34,21 @@ from protocol.types import ProtocolError, Reader
 log = logging.getLogger(__name__)
 
 HandlerFn = Callable[[RequestHeader, Any], Awaitable[Any]]
+
+
+class Deferred:
+    """An answer that comes later: ``response`` is an awaitable of the response body (from a
+    handler) or, from ``Dispatcher.handle``, a future of the encoded parts (None: close)."""
+
+    __slots__ = ("response",)
+
+    def __init__(self, response: Awaitable[Any]):
+        self.response = response
+
+
+async def resolve(response: Any) -> Any:
+    """A handler's answer, waiting for it if it is deferred (for callers of ``Api.fn``)."""
+    return await response.response if isinstance(response, Deferred) else response
 
 
 @dataclass(frozen=True)
@@ -61,7 +84,7 @@ class Dispatcher:
     async def _api_versions(self, header: RequestHeader, request) -> Any:
         return self.api_versions_body()
 
-    async def handle(self, frame: memoryview) -> list | None:
+    async def handle(self, frame: memoryview) -> list | Deferred | None:
         r = Reader(frame)
         try:
             header = read_request_header(r)
@@ -91,9 +114,22 @@ class Dispatcher:
             log.exception("%s v%d handler failed; closing the connection",
                           messages.API_NAMES[header.api_key], version)
             return None
+        if isinstance(response, Deferred):
+            return Deferred(asyncio.ensure_future(self._finish(header, response.response)))
         if response is None:
             return []
         return encode_response(header.api_key, version, header.correlation_id, response)
+
+    async def _finish(self, header: RequestHeader, pending: Awaitable[Any]) -> list | None:
+        try:
+            response = await pending
+        except Exception:
+            log.exception("%s v%d handler failed; closing the connection",
+                          messages.API_NAMES[header.api_key], header.api_version)
+            return None
+        if response is None:
+            return []
+        return encode_response(header.api_key, header.api_version, header.correlation_id, response)
 
     def _unsupported(self, header: RequestHeader) -> list | None:
         codec = messages.RESPONSES[header.api_key]

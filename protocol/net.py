@@ -3,8 +3,11 @@
 Three layers (STYLE.md point 2): protocol/ holds the codecs; ``FrameReader`` is the
 per-connection state machine that tests feed bytes; ``Server`` is the asyncio shell that
 owns sockets. Each connection handles its requests one at a time, in order (a client may
-pipeline; responses keep its order, as Kafka's muted channels do). A malformed frame
-closes that connection only.
+pipeline; responses keep its order, as Kafka's muted channels do), except that a handler
+answering ``Deferred`` (a produce waiting for replication after its appends) lets the next
+requests in while it waits: answers still leave in request order, through a queue that a
+writer task drains (at most ``QUEUED_FRAMES_MAX`` waiting). A malformed frame closes that
+connection only.
 
 Bytes are copied as little as the kernel allows. A connection is an asyncio
 BufferedProtocol: the event loop receives straight into the FrameReader's buffer, and a
@@ -30,6 +33,8 @@ import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable
+
+from protocol.dispatch import Deferred
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +156,9 @@ class _Connection(asyncio.BufferedProtocol):
         self._wakeup: asyncio.Future | None = None
         self._drained: asyncio.Future | None = None
         self.task: asyncio.Task | None = None
+        # Answers not yet sent, in request order, while a deferred one waits: futures of parts.
+        self._later: collections.deque[asyncio.Future] = collections.deque()
+        self._writer: asyncio.Task | None = None
         self._close_callbacks: list[Callable[[], None]] | None = []  # None once lost
 
     def add_close_callback(self, callback: Callable[[], None]) -> None:
@@ -244,6 +252,11 @@ class _Connection(asyncio.BufferedProtocol):
                     self.paused_reading = False
                     self.transport.resume_reading()
                 parts = await handle(memoryview(frame))
+                if isinstance(parts, Deferred) or self._later:
+                    self._answer_later(loop, parts)
+                    if len(self._later) >= QUEUED_FRAMES_MAX:
+                        await asyncio.wait({self._later[0]})
+                    continue
                 if parts is None:  # the handler asked to close (malformed request)
                     self._close()
                     return
@@ -252,6 +265,58 @@ class _Connection(asyncio.BufferedProtocol):
         except (ConnectionError, OSError, RuntimeError) as e:
             log.debug("connection from %s ended: %s", self.peer, e)
             self._close()
+        finally:
+            if self.closed:
+                self._drop_later()
+
+    def _answer_later(self, loop: asyncio.AbstractEventLoop, parts) -> None:
+        if isinstance(parts, Deferred):
+            self._later.append(parts.response)
+        else:
+            done = loop.create_future()
+            done.set_result(parts)
+            self._later.append(done)
+        if self._writer is None:
+            self._writer = loop.create_task(self._write_later(loop))
+
+    async def _write_later(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Send the queued answers in order; the head leaves the queue once sent, so the
+        connection's task never sends around it."""
+        try:
+            while self._later and not self.closed:
+                await self._later[0]
+                # Every answer ready at the head goes out in one send: a high watermark that
+                # moves completes many waiting produces at once.
+                ready = 0
+                parts: list = []
+                close = False
+                for fut in self._later:
+                    if not fut.done():
+                        break
+                    ready += 1
+                    if fut.result() is None:
+                        close = True
+                        break
+                    parts += fut.result()
+                if parts:
+                    await self._send(loop, parts)
+                if close:
+                    self._close()
+                    break
+                for _ in range(ready):
+                    self._later.popleft()
+        except (ConnectionError, OSError, RuntimeError) as e:
+            log.debug("connection from %s ended: %s", self.peer, e)
+            self._close()
+        finally:
+            self._writer = None
+            if self.closed:
+                self._drop_later()
+
+    def _drop_later(self) -> None:
+        for fut in self._later:
+            fut.cancel()
+        self._later.clear()
 
     async def _send(self, loop: asyncio.AbstractEventLoop, parts: list) -> None:
         pending: list = []

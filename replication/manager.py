@@ -371,17 +371,27 @@ class ReplicaManager:
                              origin: str = ORIGIN_CLIENT) -> list[AppendResult]:
         """Append each (topic, partition, records); with acks=-1 answer once each append is
         committed, failed, or ``timeout_ms`` passed."""
+        results = self.append_records_locally(entries, acks, origin)
+        if acks == -1:
+            await self.wait_replicated(entries, results, timeout_ms)
+        return results
+
+    def append_records_locally(self, entries: list[tuple[str, int, Any]], acks: int,
+                               origin: str = ORIGIN_CLIENT) -> list[AppendResult]:
+        """The leader's appends of ``append_records``, in order, without waiting."""
         now = self.clock()
-        results = [self.append_local(t, p, records, acks, origin, now) for t, p, records in entries]
-        if acks != -1:
-            return results
+        return [self.append_local(t, p, records, acks, origin, now) for t, p, records in entries]
+
+    async def wait_replicated(self, entries: list[tuple[str, int, Any]], results: list[AppendResult],
+                              timeout_ms: int) -> None:
+        """acks=-1 for ``append_records_locally``'s results: each successful one's error
+        becomes what ``wait_committed`` answers."""
         waits = [((topic, index), result.required_offset)
                  for (topic, index, _), result in zip(entries, results) if not result.error]
         answers = iter(await self.wait_committed(waits, timeout_ms))
         for result in results:
             if not result.error:
                 result.error = next(answers)
-        return results
 
     async def wait_committed(self, appended: list[tuple[TopicPartition, int]], timeout_ms: int) -> list[int]:
         """acks=all for appends already made: for each (partition, required offset), NONE once

@@ -5,13 +5,15 @@ validates them and patches offsets and the leader epoch in place; the log writes
 one write. acks=0 gets no response; acks=1 is answered after the leader's append; acks=-1
 once the high watermark passed the batch (replication/purgatory.py), or with
 NOT_ENOUGH_REPLICAS (nothing written), NOT_ENOUGH_REPLICAS_AFTER_APPEND or REQUEST_TIMED_OUT
-(timeout_ms). NOT_LEADER_OR_FOLLOWER carries the current leader and, in node_endpoints, its
+(timeout_ms); that wait does not hold the connection (the answer is Deferred: the
+client's next requests are appended behind this one meanwhile, and answers keep their
+order). NOT_LEADER_OR_FOLLOWER carries the current leader and, in node_endpoints, its
 endpoint (KIP-951, v10+), so the producer moves at once.
 """
 from __future__ import annotations
 
 from protocol import messages as M
-from protocol.dispatch import Api
+from protocol.dispatch import Api, Deferred
 from protocol.errors import Error
 
 
@@ -38,9 +40,23 @@ def apis(broker) -> list[Api]:
                 else:
                     entries.append((name, p.index, p.records))
                     slots.append(pr)
-        results = await replicas.append_records(entries, req.acks, req.timeout_ms) if entries else []
+        results = replicas.append_records_locally(entries, req.acks) if entries else []
         if req.acks == 0:
             return None
+        if req.acks == -1 and any(not r.error for r in results):
+            # Appended in the connection's order; the wait for replication lets the
+            # connection's next requests in (protocol/dispatch.py, Deferred).
+            return Deferred(answer_when_replicated(version, responses, entries, slots, results,
+                                                   req.timeout_ms))
+        return answer(version, responses, entries, slots, results)
+
+    async def answer_when_replicated(version, responses, entries, slots, results, timeout_ms):
+        await replicas.wait_replicated(entries, results, timeout_ms)
+        return answer(version, responses, entries, slots, results)
+
+    def answer(version, responses, entries, slots, results):
+        R = M.ProduceResponse
+        PR = R.TopicProduceResponse.PartitionProduceResponse
         leaders = {}
         for (name, index, _), pr, result in zip(entries, slots, results):
             pr.error_code = result.error

@@ -19,6 +19,7 @@ from engine.manager import LogManager
 from ext.batch import build_batch
 from metadata.image import MetadataImage
 from protocol import messages as M
+from protocol.dispatch import resolve
 from protocol.headers import RequestHeader
 from replication.manager import ReplicaManager
 
@@ -160,7 +161,7 @@ class Node:
 
     async def call(self, api_key: int, version: int, request):
         header = RequestHeader(api_key, version, 1, "test", 2 if version >= 9 else 1)
-        return await self.apis[api_key].fn(header, request)
+        return await resolve(await self.apis[api_key].fn(header, request))
 
     # ---- requests ---------------------------------------------------------------------------
 
@@ -235,7 +236,7 @@ class Node:
         api = {a.key: a for a in metadata.apis(self.metadata_broker())}[3]
         R = M.MetadataRequest
         request = R(topics=None, allow_auto_topic_creation=False)
-        return await api.fn(RequestHeader(3, version, 1, "test", 2), request)
+        return await resolve(await api.fn(RequestHeader(3, version, 1, "test", 2), request))
 
 
 def records(n: int = 10, producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,

@@ -103,3 +103,48 @@ def test_a_failing_handler_closes_only_that_connection():
     d = Dispatcher([Api(60, 0, 1, boom)])
     frame = encode_request(60, 1, 5, "t", M.DescribeClusterRequest())
     assert asyncio.run(d.handle(memoryview(bytearray(frame[4:])))) is None
+
+
+def test_a_deferred_answer_lets_the_next_requests_in_and_answers_keep_request_order():
+    """A produce waiting for replication answers Deferred: the connection handles the
+    requests behind it meanwhile (their appends land behind its own), and the answers still
+    leave in request order."""
+    from protocol.client import KafkaConnection
+    from protocol.dispatch import Deferred
+    from protocol.net import Server
+
+    async def scenario():
+        release = asyncio.Event()
+        handled = []
+
+        async def slow_then_fast(header, request):
+            handled.append(request.endpoint_type)
+            if request.endpoint_type == 1:  # the first request waits for "replication"
+                async def later():
+                    await release.wait()
+                    return M.DescribeClusterResponse(error_code=Error.NONE, cluster_id="first")
+                return Deferred(later())
+            return M.DescribeClusterResponse(error_code=Error.NONE, cluster_id=f"next-{request.endpoint_type}")
+
+        server = Server(Dispatcher([Api(60, 0, 1, slow_then_fast)]).handle, 1 << 20)
+        port = server.bind("127.0.0.1", 0)
+        server.start()
+        conn = KafkaConnection("127.0.0.1", port)
+        await conn.connect()
+        try:
+            answers = [asyncio.ensure_future(conn.request(60, 1, M.DescribeClusterRequest(endpoint_type=t)))
+                       for t in (1, 2, 3)]
+            for _ in range(100):
+                if len(handled) == 3:
+                    break
+                await asyncio.sleep(0.01)
+            assert handled == [1, 2, 3], "the requests behind a deferred one were not handled"
+            assert not any(a.done() for a in answers), "an answer overtook the deferred one"
+            release.set()
+            got = [(await a).cluster_id for a in answers]
+            assert got == ["first", "next-2", "next-3"]
+        finally:
+            await conn.close()
+            await server.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 10))
