@@ -30,7 +30,9 @@ active controller, which alone fences and unfences. A broker moves between four 
   closes its sockets; if no heartbeat from that broker follows within
   strom.broker.disconnect.fence.ms, ``tick`` fences it. A broker that reconnects
   heartbeats at once on its new connection, which cancels it; a network partition closes
-  nothing and falls back to the session timeout.
+  nothing and falls back to the session timeout. The shell also tries the broker's own
+  listener at once: refused means nothing listens there any more (``listener_refused``), and
+  the broker is fenced at the next tick without waiting out the grace.
 
 A new active controller starts every session afresh (``activate``): the previous one's
 clock is not trusted, so a broker is never fenced for a heartbeat that went to it.
@@ -250,6 +252,22 @@ class ClusterControl:
         for session in self.sessions.values():
             if session.connection is connection and session.disconnected_ms is None:
                 session.disconnected_ms = now_ms
+
+    def broker_of(self, connection: Any) -> int | None:
+        """The broker whose latest heartbeat came on ``connection``."""
+        for broker_id, session in self.sessions.items():
+            if session.connection is connection:
+                return broker_id
+        return None
+
+    def listener_refused(self, broker_id: int, now_ms: int) -> None:
+        """After its heartbeat connection closed, the broker's own listener refused a
+        connection: nothing listens there, the process is gone. Fenced at the next ``tick``
+        instead of after the grace period, unless a heartbeat came since (then the close was
+        not a death) or fast fencing is off."""
+        session = self.sessions.get(broker_id)
+        if session is not None and session.disconnected_ms is not None and self.disconnect_fence_ms >= 0:
+            session.disconnected_ms = min(session.disconnected_ms, now_ms - self.disconnect_fence_ms)
 
     def expired(self, image: MetadataImage, now_ms: int) -> list[int]:
         """Unfenced brokers whose session timed out or whose connection closed for good."""

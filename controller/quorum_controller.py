@@ -54,6 +54,7 @@ log = logging.getLogger("strom.controller")
 
 COMMIT_TIMEOUT_S = 30.0
 TICK_S = 0.05
+PROBE_TIMEOUT_S = 0.5  # a broker's listener after its heartbeat connection closed
 UNCLEAN_CHECK_INTERVAL_MS = 5 * 60 * 1000  # Kafka's, besides the check after a config change
 METADATA_VERSION = 25  # 4.0-IV3, the highest the brokers announce; ELR needs 4.0-IV1 (23)
 BOOTSTRAP_FEATURES = (("metadata.version", METADATA_VERSION), (ELR_FEATURE, 1))
@@ -95,6 +96,7 @@ class QuorumController:
         self._next_rebalance_ms = 0
         self._next_unclean_check_ms = 0
         self._watched: set = set()  # connections whose close we hear of
+        self._probes: set[asyncio.Task] = set()  # listener probes after such a close
         self._task: asyncio.Task | None = None
 
     def attach(self, raft) -> None:
@@ -251,6 +253,29 @@ class QuorumController:
         self._watched.discard(conn)
         if self._activated_epoch != -1:
             self.cluster.connection_closed(conn, self.now_ms())
+            broker_id = self.cluster.broker_of(conn)
+            if broker_id is not None:
+                task = asyncio.get_running_loop().create_task(self._probe_listener(broker_id))
+                self._probes.add(task)
+                task.add_done_callback(self._probes.discard)
+
+    async def _probe_listener(self, broker_id: int) -> None:
+        """Connect to the broker's listener once its heartbeat connection closed: refused
+        means its process is gone (cluster_control.listener_refused); anything else (an
+        answer, a timeout: a partition, a busy host) leaves it to the grace period."""
+        broker = self.state.brokers.get(broker_id)
+        endpoint = broker.endpoints[0] if broker is not None and broker.endpoints else None
+        if endpoint is None:
+            return
+        try:
+            async with asyncio.timeout(PROBE_TIMEOUT_S):
+                _, writer = await asyncio.open_connection(endpoint.host, endpoint.port)
+        except ConnectionRefusedError:
+            self.cluster.listener_refused(broker_id, self.now_ms())
+            return
+        except (OSError, TimeoutError):
+            return
+        writer.close()
 
     async def handle_broker_registration(self, header: RequestHeader, req) -> Any:
         return await self._apply(self.cluster.register(
@@ -296,6 +321,8 @@ class QuorumController:
         self._task = asyncio.get_running_loop().create_task(self._tick_loop())
 
     async def stop(self) -> None:
+        for probe in list(self._probes):
+            probe.cancel()
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)

@@ -28,13 +28,14 @@ DISCONNECT_FENCE_MS = 500
 
 class Scenario:
     def __init__(self, brokers: int = 3, racks: dict[int, str] | None = None, elr: bool = True,
-                 min_isr: int = 1, unclean: bool = False, seed: int = 0, unfence: bool = True):
+                 min_isr: int = 1, unclean: bool = False, seed: int = 0, unfence: bool = True,
+                 disconnect_fence_ms: int = DISCONNECT_FENCE_MS):
         self.image = MetadataImage()
         self.next_offset = 0
         self.now = 1_000_000
         defaults = LogConfig(min_insync_replicas=min_isr, unclean_leader_election_enable=unclean)
         self.replication = ReplicationControl(defaults)
-        self.cluster = ClusterControl(CLUSTER_ID, self.replication, SESSION_MS, DISCONNECT_FENCE_MS)
+        self.cluster = ClusterControl(CLUSTER_ID, self.replication, SESSION_MS, disconnect_fence_ms)
         ids = itertools.count(1)
         self.topics = TopicControl(StripedReplicaPlacer(random.Random(seed)),
                                    lambda: next(ids).to_bytes(16, "big"), 1, 1, defaults)

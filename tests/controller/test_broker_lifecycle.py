@@ -118,6 +118,33 @@ def test_a_closed_heartbeat_connection_fences_after_the_grace_period():
     assert all(2 not in p.isr and p.leader != 2 for p in s.image.topics["t"].partitions.values())
 
 
+def test_a_closed_connection_whose_broker_refuses_connections_fences_at_the_next_tick():
+    """The listener of a dead process refuses connections: no need to wait out the grace."""
+    s = Scenario(brokers=3)
+    s.create_topic("t", partitions=3, rf=3)
+    s.cluster.connection_closed(s.connections[2], s.now)
+    assert s.cluster.broker_of(s.connections[2]) == 2
+    s.cluster.listener_refused(2, s.now)
+    s.tick()
+    assert s.fenced(2)
+
+
+def test_a_refused_probe_after_a_heartbeat_on_a_new_connection_fences_nothing():
+    s = Scenario(brokers=3)
+    s.cluster.connection_closed(s.connections[2], s.now)
+    s.heartbeat(2, connection=object())  # it came back (a new process, or a new connection)
+    s.cluster.listener_refused(2, s.now)
+    assert s.tick() == [] and not s.fenced(2)
+
+
+def test_a_refused_probe_fences_nothing_when_fast_fencing_is_off():
+    s = Scenario(brokers=3, disconnect_fence_ms=-1)
+    s.cluster.connection_closed(s.connections[2], s.now)
+    s.cluster.listener_refused(2, s.now)
+    s.advance(DISCONNECT_FENCE_MS * 10)
+    assert s.tick() == [] and not s.fenced(2)
+
+
 def test_reconnected_broker_is_never_fenced():
     s = Scenario(brokers=3)
     old = s.connections[2]
