@@ -107,3 +107,66 @@ def test_metadata_response_100_topics_x_10_partitions_generic(benchmark):
     response = metadata_response()
     parts = benchmark(encode_response_generic, 3, 12, 7, response)
     assert len(parts) == 1 and len(parts[0]) > 10000
+
+
+# ---- receiving a large Fetch response (the replica fetcher's path) -------------------------------
+
+FETCH_PARTITIONS = 4  # x 1 MiB (replica.fetch.max.bytes) = a 4 MiB Fetch response
+FETCH_PARTITION_BYTES = 1 << 20
+FETCH_VERSION = 16
+
+
+def _serve_fetch(fd: int):
+    """A protocol.net.Server handler answering every request with the same 4 MiB Fetch response,
+    its records sent from a file with sendfile, as a leader answers a replica fetch."""
+    from engine.segment import FileSlice
+
+    R = M.FetchResponse
+    partitions = [R.PartitionData(partition_index=i, high_watermark=1000, last_stable_offset=1000,
+                                  log_start_offset=0,
+                                  records=FileSlice(fd, i * FETCH_PARTITION_BYTES, FETCH_PARTITION_BYTES))
+                  for i in range(FETCH_PARTITIONS)]
+    response = R(session_id=0, responses=[R.FetchableTopicResponse(topic="orders", topic_id=bytes(16),
+                                                                   partitions=partitions)])
+
+    async def handle(frame: memoryview):
+        correlation_id = int.from_bytes(frame[4:8], "big", signed=True)
+        return encode_response(1, FETCH_VERSION, correlation_id, response)
+
+    return handle
+
+
+def test_fetch_response_4mib_received_through_kafka_connection(benchmark, tmp_path):
+    """A 4 MiB Fetch response over loopback, from request to decoded body: what the replica
+    fetcher pays per Fetch (the receive path of protocol.client.KafkaConnection)."""
+    import asyncio
+
+    from protocol.client import KafkaConnection
+    from protocol.net import Server
+
+    data = os.urandom(FETCH_PARTITIONS * FETCH_PARTITION_BYTES)
+    path = tmp_path / "records"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    loop = asyncio.new_event_loop()
+    server = Server(_serve_fetch(fd), 1 << 20)
+    port = server.bind("127.0.0.1", 0)
+    conn = KafkaConnection("127.0.0.1", port, "bench")
+    request = M.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=len(data),
+                             isolation_level=0, session_id=0, session_epoch=-1, topics=[],
+                             forgotten_topics_data=[], rack_id="")
+
+    def fetch():
+        return loop.run_until_complete(conn.request(1, FETCH_VERSION, request))
+
+    try:
+        loop.call_soon(server.start)
+        loop.run_until_complete(conn.connect())
+        body = benchmark(fetch)
+    finally:
+        loop.run_until_complete(conn.close())
+        loop.run_until_complete(server.close())
+        loop.close()
+        os.close(fd)
+    records = [p.records for t in body.responses for p in t.partitions]
+    assert b"".join(records) == data

@@ -1,86 +1,171 @@
 """A minimal asyncio Kafka protocol client: one connection, pipelined requests matched
-to responses by correlation id. Used between Strom's processes (broker -> controller) and
-by tests."""
+to responses by correlation id. Used between Strom's processes (the replica fetcher, KRaft
+peers, broker -> controller, the CLI) and by tests.
+
+Theory of operation. ``request`` encodes a request frame, registers a future under a fresh
+correlation id and writes the frame; responses may come back in any order. The connection
+is an asyncio BufferedProtocol fed through protocol.net's FrameReader, as the server's
+connections are: the event loop receives straight into the reader's buffer, and a response
+larger than that buffer (a replica fetch of up to replica.fetch.response.max.bytes) gets a
+bytearray of its own that the loop fills in place, so its record bytes are received once
+and never moved (a StreamReader extends its buffer, copies each frame out and shifts the
+rest down, and pauses and resumes the socket every 128 KiB: a quarter or more of a
+follower's CPU). The loop's read callback only splits frames and matches them to futures;
+the requesting task decodes its own response, so a request that timed out costs nothing.
+
+Frames (Kafka's, see protocol.headers):
+
+| field          | type   | meaning                                                   |
+|----------------|--------|-----------------------------------------------------------|
+| size           | int32  | bytes that follow; a negative size is a malformed stream  |
+| correlation_id | int32  | the request's, echoed: the one thing matched here         |
+| header tags    | tagged | flexible response versions only (read_response_header)    |
+| body           | ...    | decoded with the request's api key and version            |
+
+Each response frame is its own bytearray (FrameReader copies a small one out of the shared
+buffer, receives a large one into its own), so decoded ``records`` fields, which are views
+of the frame, stay valid for as long as anyone holds them. They are read-only views, as
+they were when frames were bytes.
+
+How a connection ends decides what its pending requests raise, and raft.peers tells the two
+apart (a crashed leader must be noticed at once, a partition only by timers):
+
+| cause                                      | pending requests and later ones raise        |
+|--------------------------------------------|----------------------------------------------|
+| end of stream, reset or broken pipe        | ConnectionClosedByPeer                        |
+| any other socket error, a malformed frame  | ConnectionError ("... lost: ...")             |
+| close()                                    | ConnectionError ("connection closed")         |
+| no answer within ``timeout``               | TimeoutError (that request only)              |
+| an answer that does not decode             | its decoding error (that request only)        |
+"""
 from __future__ import annotations
 
 import asyncio
 import itertools
+import socket
 from typing import Any
 
 from protocol import messages
 from protocol.headers import encode_request, read_response_header
+from protocol.net import FrameReader, FrameTooLarge
 from protocol.types import Reader
+
+# Any size an int32 prefix can declare: as in Kafka's clients, a response is not capped here
+# (the request's max_bytes bounds it); only a negative size is malformed.
+MAX_RESPONSE_BYTES = (1 << 31) - 1
+# What the peer did when the socket reports these: it reset the connection or stopped reading.
+PEER_ENDED = (ConnectionResetError, BrokenPipeError)
 
 
 class ConnectionClosedByPeer(ConnectionError):
     """The peer ended the connection (end of stream or reset): not a timeout or a local close."""
 
 
-class KafkaConnection:
+class KafkaConnection(asyncio.BufferedProtocol):
+    """One connection to ``host:port``. It connects once: a caller that wants to reconnect
+    makes a new one (losing a connection fails its requests, which must be resent anyway)."""
+
     def __init__(self, host: str, port: int, client_id: str = "strom"):
         self.host, self.port, self.client_id = host, port, client_id
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._pending: dict[int, tuple[asyncio.Future, int, int]] = {}
+        self._transport: asyncio.Transport | None = None
+        self._frames = FrameReader(MAX_RESPONSE_BYTES)
+        self._pending: dict[int, asyncio.Future] = {}  # correlation id -> the response frame
         self._ids = itertools.count(1)
-        self._read_task: asyncio.Task | None = None
+        self._writable = asyncio.Event()  # clear while the transport's write buffer is full
+        self._writable.set()
+        # Why the connection ended (see the table above); None while it lives. Set once: the
+        # first cause wins (an end of stream, then the transport's close, is still the peer's).
+        self._ended: ConnectionError | None = None
 
     async def connect(self, timeout: float = 5.0) -> None:
+        if self._transport is not None:
+            raise RuntimeError(f"already connected to {self.host}:{self.port}; make a new KafkaConnection")
+        loop = asyncio.get_running_loop()
         async with asyncio.timeout(timeout):
-            self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
-        self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
+            await loop.create_connection(lambda: self, self.host, self.port)
 
     @property
     def connected(self) -> bool:
-        return self._writer is not None and not self._writer.is_closing()
-
-    async def _read_loop(self) -> None:
-        error: BaseException = ConnectionError("connection closed")
-        try:
-            while True:
-                size = int.from_bytes(await self._reader.readexactly(4), "big")
-                frame = await self._reader.readexactly(size)
-                r = Reader(frame)
-                correlation_id = int.from_bytes(frame[:4], "big", signed=True)
-                entry = self._pending.pop(correlation_id, None)
-                if entry is None:
-                    continue
-                fut, api_key, version = entry
-                try:
-                    read_response_header(r, api_key, version)
-                    body = messages.RESPONSES[api_key].decode(version, r)
-                except Exception as e:  # a bad response fails only its request
-                    if not fut.done():
-                        fut.set_exception(e)
-                    continue
-                if not fut.done():
-                    fut.set_result(body)
-        except (asyncio.IncompleteReadError, ConnectionResetError) as e:
-            error = ConnectionClosedByPeer(f"connection to {self.host}:{self.port} closed by the peer: {e}")
-        except (ConnectionError, OSError) as e:
-            error = ConnectionError(f"connection to {self.host}:{self.port} lost: {e}")
-        finally:
-            for fut, _, _ in self._pending.values():
-                if not fut.done():
-                    fut.set_exception(error)
-            self._pending.clear()
-            if self._writer is not None:
-                self._writer.close()
+        return self._transport is not None and self._ended is None and not self._transport.is_closing()
 
     async def request(self, api_key: int, version: int, body: Any, timeout: float = 30.0) -> Any:
         if not self.connected:
             raise ConnectionError(f"not connected to {self.host}:{self.port}")
         correlation_id = next(self._ids) & 0x7FFFFFFF
+        frame = encode_request(api_key, version, correlation_id, self.client_id, body)
         fut = asyncio.get_running_loop().create_future()
-        self._pending[correlation_id] = (fut, api_key, version)
-        self._writer.write(encode_request(api_key, version, correlation_id, self.client_id, body))
-        await self._writer.drain()
-        async with asyncio.timeout(timeout):
-            return await fut
+        self._pending[correlation_id] = fut
+        try:
+            self._transport.write(frame)
+            async with asyncio.timeout(timeout):
+                if not self._writable.is_set():  # the peer reads slower than we write
+                    await self._writable.wait()
+                frame = await fut
+        finally:
+            self._pending.pop(correlation_id, None)  # timed out or cancelled: drop its answer
+        r = Reader(memoryview(frame).toreadonly())
+        read_response_header(r, api_key, version)
+        return messages.RESPONSES[api_key].decode(version, r)
 
     async def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        if self._read_task is not None:
-            self._read_task.cancel()
-            await asyncio.gather(self._read_task, return_exceptions=True)
+        if self._transport is not None:
+            self._end(ConnectionError("connection closed"))
+            self._transport.close()
+
+    def _end(self, error: ConnectionError) -> None:
+        """The connection is over: fail every pending request with ``error``."""
+        if self._ended is None:
+            self._ended = error
+        pending, self._pending = self._pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(self._ended)
+        self._writable.set()  # a request waiting to write finds its future failed
+
+    # ---- the event loop's side (asyncio.BufferedProtocol) ------------------------------------
+
+    def connection_made(self, transport) -> None:
+        self._transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._frames.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            frames = self._frames.updated(nbytes)
+        except FrameTooLarge:
+            self._end(ConnectionError(f"connection to {self.host}:{self.port} lost: a response frame "
+                                      "declares a negative size"))
+            self._transport.abort()
+            return
+        for frame in frames:
+            # A frame answering a request that timed out or was never sent (or too short to say
+            # which) matches nothing and is dropped.
+            if len(frame) < 4:
+                continue
+            fut = self._pending.pop(int.from_bytes(frame[:4], "big", signed=True), None)
+            if fut is not None and not fut.done():
+                fut.set_result(frame)
+
+    def eof_received(self) -> bool:
+        self._end(ConnectionClosedByPeer(f"connection to {self.host}:{self.port} closed by the peer: "
+                                         "end of stream"))
+        return False  # the transport closes itself, then connection_lost
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        where = f"{self.host}:{self.port}"
+        if isinstance(exc, PEER_ENDED):
+            self._end(ConnectionClosedByPeer(f"connection to {where} closed by the peer: {exc}"))
+        elif exc is not None:
+            self._end(ConnectionError(f"connection to {where} lost: {exc}"))
+        else:  # after eof_received, close() or abort(), which said why; else the loop closed it
+            self._end(ConnectionError("connection closed"))
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
