@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from protocol import messages as M
-from protocol.client import KafkaConnection
+from protocol.client import ConnectionClosedByPeer, KafkaConnection
 from protocol.types import ProtocolError
 
 from . import errors, follower
@@ -77,6 +77,8 @@ LATEST_TIMESTAMP, EARLIEST_TIMESTAMP = -1, -2
 STOP_ERRORS = frozenset({errors.FENCED_LEADER_EPOCH})
 
 # What a broken connection, a timeout or an undecodable answer raise from a request.
+PROBE_TIMEOUT_S = 0.2  # connecting to a leader that closed our connection: is it still there?
+UNREACHABLE_S = 2.0  # how long a refused leader is reported unavailable (fencing takes far less)
 REQUEST_FAILURES = (ConnectionError, OSError, TimeoutError, asyncio.TimeoutError, ProtocolError)
 
 TopicPartition = tuple[str, int]
@@ -156,6 +158,21 @@ class ReplicaFetcherManager:
         self._source_of: dict[TopicPartition, int] = {}
         self._stopping: set[asyncio.Task] = set()
         self._closed = False
+        # Leaders whose listener refused us (loop time of the refusal), until we reach them
+        # again: their process is gone, though the controller may not have fenced them yet.
+        self._refused: dict[int, float] = {}
+
+    def refused(self, broker_id: int) -> None:
+        self._refused[broker_id] = asyncio.get_running_loop().time()
+
+    def unreachable(self, broker_id: int) -> bool:
+        """Did ``broker_id``'s listener refuse us within UNREACHABLE_S, with no connection since?
+        Metadata then answers LEADER_NOT_AVAILABLE for what it leads, so a client whose
+        connection to it just died looks for the new leader at once (librdkafka keeps
+        producing to a leader that metadata still names, and backs off its refreshes); the
+        controller fences it within tens of milliseconds and elects the new leader."""
+        refused_at = self._refused.get(broker_id)
+        return refused_at is not None and asyncio.get_running_loop().time() - refused_at < UNREACHABLE_S
 
     def add_partitions(self, partitions: dict[TopicPartition, FollowerPartition]) -> None:
         """(Re)start fetching each partition from its leader at follower.initial_fetch_state.
@@ -295,9 +312,12 @@ class _SourceFetcher:
             self.versions = await self._negotiate(conn, timeout)
         except REQUEST_FAILURES as e:
             await conn.close()
+            if isinstance(e, ConnectionRefusedError):
+                self.manager.refused(self.source_id)
             self._failed(f"cannot reach broker {self.source_id} at {host}:{port}: {e}")
             return False
         self.conn, self.endpoint = conn, tuple(endpoint)
+        self.manager._refused.pop(self.source_id, None)
         if self._failing:
             log.info("reached broker %d at %s:%d again", self.source_id, host, port)
         self._failing = False
@@ -330,9 +350,26 @@ class _SourceFetcher:
                                            self.config.request_timeout_ms / 1000)
         except REQUEST_FAILURES as e:
             self._failed(f"{M.API_NAMES[api_key]} to broker {self.source_id} failed: {e!r}")
+            endpoint = self.endpoint
             await self._disconnect()
+            if isinstance(e, ConnectionClosedByPeer) and endpoint is not None:
+                await self._probe(endpoint)
             await asyncio.sleep(self.config.backoff_ms / 1000)
             raise
+
+    async def _probe(self, endpoint: tuple[str, int]) -> None:
+        """The leader closed our connection: is anything still listening there? A refused
+        connection means its process is gone (``ReplicaFetcherManager.unreachable``) until we
+        reach it again; an accepted one says nothing and is closed."""
+        try:
+            async with asyncio.timeout(PROBE_TIMEOUT_S):
+                _, writer = await asyncio.open_connection(*endpoint)
+        except ConnectionRefusedError:
+            self.manager.refused(self.source_id)
+            return
+        except (OSError, TimeoutError):
+            return
+        writer.close()
 
     # ---- Fetch --------------------------------------------------------------------------------
 

@@ -4,7 +4,9 @@ Metadata may auto-create topics (auto.create.topics.enable) through the controll
 Each partition lists its leader and leader epoch, replicas, ISR and offline replicas (replicas
 on brokers that are not registered, fenced, or without this listener), as Kafka's KRaft metadata
 cache does; a partition without a live leader answers LEADER_NOT_AVAILABLE with leader -1, so
-clients retry. The brokers listed are the unfenced ones."""
+clients retry. So does one whose leader's listener just refused this broker's replica fetcher
+(a dead process the controller has not fenced yet): clients look for the new leader at once
+instead of backing off. The brokers listed are the unfenced ones."""
 from __future__ import annotations
 
 import asyncio
@@ -72,6 +74,10 @@ def partition_metadata(broker, R, index: int, p):
 
     leader = image.brokers.get(p.leader) if p.leader >= 0 else None
     leader_known = leader is not None and leader.endpoint(listener) is not None
+    fetchers = broker.replicas.fetchers
+    if leader_known and p.leader != broker.node_id and fetchers is not None \
+            and fetchers.unreachable(p.leader):
+        leader_known = False  # its listener refused our replica fetcher: the process is gone
     return R.MetadataResponseTopic.MetadataResponsePartition(
         error_code=Error.NONE if leader_known else Error.LEADER_NOT_AVAILABLE, partition_index=index,
         leader_id=p.leader if leader_known else -1, leader_epoch=p.leader_epoch,

@@ -88,6 +88,10 @@ class RecordingFetchers:
     def __init__(self):
         self.fetching: dict = {}
         self.started: list = []
+        self.refused: set[int] = set()  # leaders whose listener refused the replica fetcher
+
+    def unreachable(self, broker_id: int) -> bool:
+        return broker_id in self.refused
 
     def add_partitions(self, partitions) -> None:
         self.fetching.update(partitions)
@@ -230,7 +234,7 @@ class Node:
         """What the Metadata handler sees of the broker."""
         return SimpleNamespace(image=self.cluster.image, listener_name=LISTENER, config={
             "auto.create.topics.enable": False}, pending_auto_create=set(), cluster_id="test-cluster",
-            node_id=self.node_id)
+            node_id=self.node_id, replicas=self.replicas)
 
     async def metadata(self, version: int = 12):
         api = {a.key: a for a in metadata.apis(self.metadata_broker())}[3]

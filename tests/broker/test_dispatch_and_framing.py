@@ -124,7 +124,8 @@ def test_a_deferred_answer_lets_the_next_requests_in_and_answers_keep_request_or
                     await release.wait()
                     return M.DescribeClusterResponse(error_code=Error.NONE, cluster_id="first")
                 return Deferred(later())
-            return M.DescribeClusterResponse(error_code=Error.NONE, cluster_id=f"next-{request.endpoint_type}")
+            return M.DescribeClusterResponse(error_code=Error.NONE,
+                                             cluster_id=f"next-{request.endpoint_type}")
 
         server = Server(Dispatcher([Api(60, 0, 1, slow_then_fast)]).handle, 1 << 20)
         port = server.bind("127.0.0.1", 0)

@@ -47,3 +47,24 @@ def test_a_replica_on_an_unregistered_broker_is_offline(tmp_path):
         p = (await node.metadata()).topics[0].partitions[0]
         assert p.offline_replicas == [4]
     run(main())
+
+
+def test_a_leader_whose_listener_refused_our_fetcher_is_reported_unavailable(tmp_path):
+    """Before the controller fences a killed leader, a broker whose replica fetcher found the
+    leader's port refused answers LEADER_NOT_AVAILABLE for what it leads, so clients look for
+    the new leader at once; partitions it leads itself and other leaders are unaffected."""
+    async def main():
+        cluster = Cluster(brokers=(1, 2, 3))
+        cluster.create_topic(replicas=(2, 1, 3), partitions=1)
+        cluster.create_topic(replicas=(1, 2, 3), partitions=1, name="mine", topic_id=bytes([9]) * 16)
+        node = Node(tmp_path, 1, cluster)
+        node.fetchers.refused.add(2)
+        response = await node.metadata()
+        by_name = {t.name: t.partitions[0] for t in response.topics}
+        assert (by_name["mine"].error_code, by_name["mine"].leader_id) == (Error.NONE, 1)
+        gone = [p for name, p in by_name.items() if name != "mine"][0]
+        assert (gone.error_code, gone.leader_id) == (Error.LEADER_NOT_AVAILABLE, -1)
+        node.fetchers.refused.clear()  # reached again (or the refusal is old)
+        again = {t.name: t.partitions[0] for t in (await node.metadata()).topics}
+        assert all(p.error_code == Error.NONE for p in again.values())
+    run(main())

@@ -310,9 +310,12 @@ def test_the_fetcher_reconnects_after_the_leader_restarts(tmp_path):
         leader.append_as_leader(batch(2), 1)
         await asyncio.sleep(0.3)  # a few failed reconnects (backoff 100 ms)
         assert mine.log_end_offset == 10
+        # Its port refuses connections: reported unreachable (Metadata: leader not available).
+        assert follower.manager.unreachable(LEADER)
         fetches_while_down = len(server.fetches)
         await server.start(port)
         await eventually(lambda: mine.log_end_offset == 30, "replication after the restart")
+        assert not follower.manager.unreachable(LEADER)
         assert len(server.fetches) > fetches_while_down
         assert segment_bytes(mine) == segment_bytes(leader)
         await follower.manager.close()
