@@ -157,11 +157,10 @@ def render_replication(rep: dict) -> list[str]:
                          f"{_fig(s['cpu_s'], '.2f')} |")
     lines += [
         "",
-        "A broker handles one request per connection at a time, in order (as Kafka does), and an "
-        "acks=all request holds its connection until it is replicated: with librdkafka's default "
-        "of 1,000,000 requests in flight each request carries a record or two, and beyond one "
-        "replication round trip per record the requests queue up. Fewer requests in flight let "
-        "the waiting records batch.",
+        "An acks=all produce does not hold its connection while it waits for replication (Kafka's "
+        "broker does): the broker appends it, handles the requests behind it meanwhile and answers "
+        "in request order, so librdkafka's default of 1,000,000 requests in flight, a record or two "
+        "each, costs one replication round trip per record rather than a queue of them.",
     ]
     failover = rep["failover"]
     lines += [
