@@ -1,36 +1,22 @@
 """STYLE.md point 1: the replication core imports no IO, clock or randomness, and nothing below it."""
-import ast
-import os
-
 import pytest
 
-REPLICATION = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "replication")
+from tests.purity import IO_CLOCK_RANDOMNESS, imports, top_level
+
 CORE = ["errors", "follower", "isr", "log", "partition", "replica"]
-FORBIDDEN = {"asyncio", "socket", "os", "time", "random", "threading", "select", "selectors",
-             "engine", "protocol", "ext", "metadata", "broker", "controller", "raft"}
+FORBIDDEN = IO_CLOCK_RANDOMNESS | {"engine", "protocol", "ext", "metadata", "broker", "controller", "raft"}
 
 
 @pytest.mark.parametrize("module", CORE)
 def test_pure_core_imports_no_io_clock_or_randomness(module):
-    with open(os.path.join(REPLICATION, module + ".py"), encoding="utf-8") as f:
-        tree = ast.parse(f.read())
-    imported = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imported.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            imported.add(node.module.split(".")[0])
-    assert not imported & FORBIDDEN
+    assert not top_level(imports("replication", module)) & FORBIDDEN
 
 
 @pytest.mark.parametrize("module", CORE)
 def test_pure_core_imports_only_its_own_modules_from_replication(module):
-    with open(os.path.join(REPLICATION, module + ".py"), encoding="utf-8") as f:
-        tree = ast.parse(f.read())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("replication."):
-            assert node.module.split(".")[1] in CORE, node.module
+    for name in imports("replication", module):
+        if name.startswith("replication."):
+            assert name.split(".")[1] in CORE, name
 
 
 def test_the_core_error_codes_are_the_protocol_s():
