@@ -254,6 +254,8 @@ class _Connection(asyncio.BufferedProtocol):
                 parts = await handle(memoryview(frame))
                 if isinstance(parts, Deferred) or self._later:
                     self._answer_later(loop, parts)
+                    if parts is None:
+                        return  # a close, queued behind the answers before it: read nothing more
                     if len(self._later) >= QUEUED_FRAMES_MAX:
                         await asyncio.wait({self._later[0]})
                     continue

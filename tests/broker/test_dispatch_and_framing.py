@@ -149,3 +149,44 @@ def test_a_deferred_answer_lets_the_next_requests_in_and_answers_keep_request_or
             await server.close()
 
     asyncio.run(asyncio.wait_for(scenario(), 10))
+
+
+def test_a_malformed_request_behind_a_deferred_one_closes_after_its_answer_and_reads_no_more():
+    from protocol.dispatch import Deferred
+    from protocol.net import Server
+
+    async def scenario():
+        release = asyncio.Event()
+        handled = []
+
+        async def deferred_first(header, request):
+            handled.append(request.endpoint_type)
+            async def later():
+                await release.wait()
+                return M.DescribeClusterResponse(error_code=Error.NONE, cluster_id="first")
+            return Deferred(later()) if request.endpoint_type == 1 else \
+                M.DescribeClusterResponse(error_code=Error.NONE, cluster_id="late")
+
+        server = Server(Dispatcher([Api(60, 0, 1, deferred_first)]).handle, 1 << 20)
+        port = server.bind("127.0.0.1", 0)
+        server.start()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            def frame(endpoint_type, correlation_id):
+                return encode_request(60, 1, correlation_id, "t",
+                                      M.DescribeClusterRequest(endpoint_type=endpoint_type))
+            bad = struct.pack(">ihhih", 10, 9999, 0, 2, -1)  # an unknown API key: close
+            writer.write(frame(1, 1) + bad + frame(3, 3))
+            await writer.drain()
+            await asyncio.sleep(0.2)
+            release.set()
+            size = struct.unpack(">i", await reader.readexactly(4))[0]
+            body = await reader.readexactly(size)
+            assert struct.unpack(">i", body[:4])[0] == 1  # the deferred answer went out first
+            assert await reader.read(100) == b""  # then the connection closed
+            assert handled == [1], "a request behind the malformed one was handled"
+        finally:
+            writer.close()
+            await server.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 10))
