@@ -42,8 +42,9 @@ bench: setup
 	$(PYTHON) -m pytest bench -q --benchmark-enable --benchmark-only --benchmark-json=.benchmarks/latest.json
 	$(PYTHON) -m bench.report .benchmarks/latest.json
 
-# Strom and the peer side by side, the machine's ceilings in the same run: the table, the JSON
-# and the plot go to bench/results/ (e2e.md, e2e.json, e2e.png). QUICK=1 for the target workloads only.
+# Strom and the peer side by side, the machine's ceilings in the same run, then a replicated
+# cluster (RF=3 vs RF=1, acks=all latency, failover stalls): the table, the JSON and the plot go
+# to bench/results/ (e2e.md, e2e.json, e2e.png). QUICK=1 for the target workloads only.
 bench-e2e: setup
 	$(PIP) install -e '.[test,bench]'
 	$(PYTHON) -m bench.e2e $(if $(QUICK),--quick)
