@@ -41,6 +41,7 @@ from engine.checkpoint import new_uuid, uuid_from_str
 from engine.config import LogConfig
 from metadata.image import MetadataImage
 from protocol import messages as M
+from protocol.client import listener_refuses
 from protocol.dispatch import Api
 from protocol.errors import Error
 from protocol.headers import RequestHeader
@@ -267,15 +268,8 @@ class QuorumController:
         endpoint = broker.endpoints[0] if broker is not None and broker.endpoints else None
         if endpoint is None:
             return
-        try:
-            async with asyncio.timeout(PROBE_TIMEOUT_S):
-                _, writer = await asyncio.open_connection(endpoint.host, endpoint.port)
-        except ConnectionRefusedError:
+        if await listener_refuses(endpoint.host, endpoint.port, PROBE_TIMEOUT_S):
             self.cluster.listener_refused(broker_id, self.now_ms())
-            return
-        except (OSError, TimeoutError):
-            return
-        writer.close()
 
     async def handle_broker_registration(self, header: RequestHeader, req) -> Any:
         return await self._apply(self.cluster.register(

@@ -61,6 +61,21 @@ class ConnectionClosedByPeer(ConnectionError):
     """The peer ended the connection (end of stream or reset): not a timeout or a local close."""
 
 
+async def listener_refuses(host: str, port: int, timeout: float) -> bool:
+    """Does ``host:port`` refuse a connection? True means nothing listens there: after a peer
+    closed its connection to us, its process is gone (a live one, or one behind a partition or
+    too busy to accept in ``timeout``, answers False). The connection, if made, is closed."""
+    try:
+        async with asyncio.timeout(timeout):
+            _, writer = await asyncio.open_connection(host, port)
+    except ConnectionRefusedError:
+        return True
+    except (OSError, TimeoutError):
+        return False
+    writer.close()
+    return False
+
+
 class KafkaConnection(asyncio.BufferedProtocol):
     """One connection to ``host:port``. It connects once: a caller that wants to reconnect
     makes a new one (losing a connection fails its requests, which must be resent anyway)."""

@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from protocol import messages as M
-from protocol.client import ConnectionClosedByPeer, KafkaConnection
+from protocol.client import ConnectionClosedByPeer, KafkaConnection, listener_refuses
 from protocol.types import ProtocolError
 
 from . import errors, follower
@@ -358,18 +358,10 @@ class _SourceFetcher:
             raise
 
     async def _probe(self, endpoint: tuple[str, int]) -> None:
-        """The leader closed our connection: is anything still listening there? A refused
-        connection means its process is gone (``ReplicaFetcherManager.unreachable``) until we
-        reach it again; an accepted one says nothing and is closed."""
-        try:
-            async with asyncio.timeout(PROBE_TIMEOUT_S):
-                _, writer = await asyncio.open_connection(*endpoint)
-        except ConnectionRefusedError:
+        """The leader closed our connection: a refused connection to its listener means its
+        process is gone (``ReplicaFetcherManager.unreachable``) until we reach it again."""
+        if await listener_refuses(*endpoint, PROBE_TIMEOUT_S):
             self.manager.refused(self.source_id)
-            return
-        except (OSError, TimeoutError):
-            return
-        writer.close()
 
     # ---- Fetch --------------------------------------------------------------------------------
 

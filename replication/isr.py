@@ -87,50 +87,49 @@ class CommittedPartitionState:
         return self.isr
 
 
+class _Pending:
+    """An AlterPartition in flight: the committed ISR and recovery state are the last committed
+    state's until the controller answers."""
+
+    last_committed_state: CommittedPartitionState
+
+    @property
+    def isr(self) -> frozenset[int]:
+        return self.last_committed_state.isr
+
+    @property
+    def leader_recovery_state(self) -> int:
+        return self.last_committed_state.leader_recovery_state
+
+
 @dataclass(frozen=True)
-class PendingExpandIsr:
+class PendingExpandIsr(_Pending):
     new_in_sync_replica_id: int
     sent: LeaderAndIsr
     last_committed_state: CommittedPartitionState
     is_inflight: bool = field(default=True, init=False)
 
     @property
-    def isr(self) -> frozenset[int]:
-        return self.last_committed_state.isr
-
-    @property
     def maximal_isr(self) -> frozenset[int]:
         # Counted at once: a stricter HW condition, safe if the controller rejects it.
         return self.last_committed_state.isr | {self.new_in_sync_replica_id}
 
-    @property
-    def leader_recovery_state(self) -> int:
-        return self.last_committed_state.leader_recovery_state
-
 
 @dataclass(frozen=True)
-class PendingShrinkIsr:
+class PendingShrinkIsr(_Pending):
     outgoing_replica_ids: frozenset[int]
     sent: LeaderAndIsr
     last_committed_state: CommittedPartitionState
     is_inflight: bool = field(default=True, init=False)
 
     @property
-    def isr(self) -> frozenset[int]:
-        return self.last_committed_state.isr
-
-    @property
     def maximal_isr(self) -> frozenset[int]:
         # Not shrunk until committed: the HW may not pass a replica that is still required.
         return self.last_committed_state.isr
 
-    @property
-    def leader_recovery_state(self) -> int:
-        return self.last_committed_state.leader_recovery_state
-
 
 @dataclass(frozen=True)
-class PendingLeaderRecovery:
+class PendingLeaderRecovery(_Pending):
     """A RECOVERING leader's proposal to mark the partition RECOVERED, ISR unchanged (KIP-704).
 
     Kafka keeps this inside a plain in-flight state; a class of its own keeps the rule
@@ -142,16 +141,8 @@ class PendingLeaderRecovery:
     is_inflight: bool = field(default=True, init=False)
 
     @property
-    def isr(self) -> frozenset[int]:
-        return self.last_committed_state.isr
-
-    @property
     def maximal_isr(self) -> frozenset[int]:
         return self.last_committed_state.isr
-
-    @property
-    def leader_recovery_state(self) -> int:
-        return self.last_committed_state.leader_recovery_state
 
 
 PartitionState = CommittedPartitionState | PendingExpandIsr | PendingShrinkIsr | PendingLeaderRecovery

@@ -62,15 +62,21 @@ def assert_exactly(records, messages, node=None, topic=None):
         assert sum(ends.values()) == len(messages), ends
 
 
+def produce_at_every_acks(client, bootstrap, topic, codec) -> list:
+    """Ten messages at each of acks 0, 1 and all; every message sent."""
+    sent = []
+    for acks in (0, 1, "all"):
+        batch = text_messages(10, f"{codec}-acks{acks}", headers=[("acks", str(acks).encode())])
+        client.produce(bootstrap, topic, batch, acks=acks, compression=codec)
+        sent += batch
+    return sent
+
+
 @pytest.mark.parametrize("codec", CODECS)
 @pytest.mark.parametrize("client", CLIENTS)
 def test_produce_and_consume_every_codec_and_acks(shared_node, client, codec):
     topic = new_topic(shared_node)
-    sent = []
-    for acks in (0, 1, "all"):
-        batch = text_messages(10, f"{codec}-acks{acks}", headers=[("acks", str(acks).encode())])
-        client.produce(shared_node.bootstrap, topic, batch, acks=acks, compression=codec)
-        sent += batch
+    sent = produce_at_every_acks(client, shared_node.bootstrap, topic, codec)
     assigned = client.consume_assign(shared_node.bootstrap, topic, range(PARTITIONS), len(sent), timeout=30)
     assert_exactly(assigned, sent, shared_node, topic)
     grouped = client.consume_group(shared_node.bootstrap, topic, f"g-{topic}", len(sent), timeout=45)

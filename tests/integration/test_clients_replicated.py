@@ -35,7 +35,14 @@ import pytest
 
 from .clients import CODECS
 from .clients import confluent as reference
-from .test_clients import CLIENTS, PARTITIONS, _eventually, assert_exactly, text_messages
+from .test_clients import (
+    CLIENTS,
+    PARTITIONS,
+    _eventually,
+    assert_exactly,
+    produce_at_every_acks,
+    text_messages,
+)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -104,11 +111,7 @@ def assert_every_isr_member_holds(cluster, topic, records):
 def test_every_acks_level_is_read_back_exactly_and_held_by_every_isr_member(replicated_node, client, codec):
     cluster = replicated_node
     topic = new_rf3_topic(cluster)
-    sent = []
-    for acks in (0, 1, "all"):
-        batch = text_messages(10, f"{codec}-acks{acks}", headers=[("acks", str(acks).encode())])
-        client.produce(cluster.bootstrap, topic, batch, acks=acks, compression=codec)
-        sent += batch
+    sent = produce_at_every_acks(client, cluster.bootstrap, topic, codec)
     assigned = client.consume_assign(cluster.bootstrap, topic, range(PARTITIONS), len(sent), timeout=30)
     assert_exactly(assigned, sent, cluster, topic)
     assert_every_isr_member_holds(cluster, topic, assigned)

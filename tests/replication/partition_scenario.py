@@ -73,3 +73,11 @@ def caught_up(p: Partition, replica_ids, now: int) -> None:
         out = fetch(p, r, p.log.log_end_offset, now)
         if out.alter_partition is not None:
             commit(p, out.alter_partition, now)
+
+
+def log_of(*epoch_counts, start: int = 0) -> MemoryPartitionLog:
+    """A log written as (leader epoch, number of records) runs from ``start``."""
+    log = MemoryPartitionLog(log_start_offset=start)
+    for epoch, n in epoch_counts:
+        log.append_as_leader(range(n), epoch, 0)
+    return log

@@ -11,14 +11,7 @@ from replication.follower import (
 )
 from replication.log import MemoryPartitionLog
 from replication.partition import Partition
-from tests.replication.partition_scenario import LAG, T0, Brokers, registration
-
-
-def log_of(*epoch_counts, start=0) -> MemoryPartitionLog:
-    log = MemoryPartitionLog(log_start_offset=start)
-    for epoch, n in epoch_counts:
-        log.append_as_leader(range(n), epoch, 0)
-    return log
+from tests.replication.partition_scenario import LAG, T0, Brokers, log_of, registration
 
 
 def test_diverging_epoch_truncates_exactly_uncommitted_tail():

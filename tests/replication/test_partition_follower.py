@@ -8,14 +8,7 @@ from replication.follower import (
     initial_fetch_state,
 )
 from replication.log import MemoryPartitionLog
-
-
-def leader_log(*epoch_counts, start=0) -> MemoryPartitionLog:
-    """A leader log written as (epoch, number of records) runs."""
-    log = MemoryPartitionLog(log_start_offset=start)
-    for epoch, n in epoch_counts:
-        log.append_as_leader(range(n), epoch, 0)
-    return log
+from tests.replication.partition_scenario import log_of as leader_log
 
 
 def follower_copy(leader: MemoryPartitionLog, upto: int, hw: int = 0) -> MemoryPartitionLog:
