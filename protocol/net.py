@@ -5,9 +5,12 @@ per-connection state machine that tests feed bytes; ``Server`` is the asyncio sh
 owns sockets. Each connection handles its requests one at a time, in order (a client may
 pipeline; responses keep its order, as Kafka's muted channels do), except that a handler
 answering ``Deferred`` (a produce waiting for replication after its appends) lets the next
-requests in while it waits: answers still leave in request order, through a queue that a
-writer task drains (at most ``QUEUED_FRAMES_MAX`` waiting). A malformed frame closes that
-connection only.
+produce requests in while it waits: answers still leave in request order, through a queue
+that a writer task drains (at most ``QUEUED_FRAMES_MAX`` waiting). Any other request waits
+until the answers before it are sent, as on Kafka's muted channel, so what it answers is the
+state after them: a Metadata request behind produces that wait for a dead follower to
+leave the ISR names the leaders the controller chose since, not those of the moment it
+arrived. A malformed frame closes that connection only.
 
 Bytes are copied as little as the kernel allows. A connection is an asyncio
 BufferedProtocol: the event loop receives straight into the FrameReader's buffer, and a
@@ -43,6 +46,7 @@ Handler = Callable[[memoryview], Awaitable["list | None"]]
 BUFFER_BYTES = 256 * 1024  # per connection; larger frames get their own buffer
 SENDFILE_MIN_BYTES = 256 * 1024
 QUEUED_FRAMES_MAX = 64  # per connection: reading pauses beyond this many unhandled requests
+PIPELINED = frozenset({0})  # Produce: handled while the answers before it wait (see above)
 WRITE_BUFFER_HIGH = 4 << 20  # a slow reader's responses are waited for beyond this
 
 
@@ -251,6 +255,10 @@ class _Connection(asyncio.BufferedProtocol):
                 if self.paused_reading and len(self.frames) < QUEUED_FRAMES_MAX // 2:
                     self.paused_reading = False
                     self.transport.resume_reading()
+                if self._writer is not None and _api_key(frame) not in self.server.pipelined:
+                    await asyncio.wait({self._writer})  # its turn: the answers before it are out
+                    if self.closed:
+                        return
                 parts = await handle(memoryview(frame))
                 if isinstance(parts, Deferred) or self._later:
                     self._answer_later(loop, parts)
@@ -343,12 +351,18 @@ class _Connection(asyncio.BufferedProtocol):
             await self._drained
 
 
-class Server:
-    """Accepts connections on listeners and serves each with ``handle``."""
+def _api_key(frame: bytearray) -> int:
+    return int.from_bytes(frame[:2], "big", signed=True) if len(frame) >= 2 else -1
 
-    def __init__(self, handle: Handler, max_bytes: int):
+
+class Server:
+    """Accepts connections on listeners and serves each with ``handle``. Requests whose API
+    key is in ``pipelined`` are handled while earlier answers wait (see above)."""
+
+    def __init__(self, handle: Handler, max_bytes: int, pipelined: frozenset[int] = PIPELINED):
         self.handle = handle
         self.max_bytes = max_bytes
+        self.pipelined = pipelined
         self.sockets: list[socket.socket] = []
         self.connections: set[_Connection] = set()
         self._accepting: list[asyncio.Task] = []

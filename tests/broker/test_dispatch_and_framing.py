@@ -127,7 +127,8 @@ def test_a_deferred_answer_lets_the_next_requests_in_and_answers_keep_request_or
             return M.DescribeClusterResponse(error_code=Error.NONE,
                                              cluster_id=f"next-{request.endpoint_type}")
 
-        server = Server(Dispatcher([Api(60, 0, 1, slow_then_fast)]).handle, 1 << 20)
+        server = Server(Dispatcher([Api(60, 0, 1, slow_then_fast)]).handle, 1 << 20,
+                        pipelined=frozenset({60}))
         port = server.bind("127.0.0.1", 0)
         server.start()
         conn = KafkaConnection("127.0.0.1", port)
@@ -144,6 +145,51 @@ def test_a_deferred_answer_lets_the_next_requests_in_and_answers_keep_request_or
             release.set()
             got = [(await a).cluster_id for a in answers]
             assert got == ["first", "next-2", "next-3"]
+        finally:
+            await conn.close()
+            await server.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 10))
+
+
+def test_a_request_that_is_not_pipelined_waits_for_the_answers_before_it_and_sees_their_state():
+    """Behind a deferred produce, a Metadata request is handled only once the produce's answer
+    is out, as on Kafka's muted channel: its answer describes the state after that answer
+    (a dead follower gone from the ISR, a new leader), not the state when it arrived."""
+    from protocol.client import KafkaConnection
+    from protocol.dispatch import Deferred
+    from protocol.net import Server
+
+    async def scenario():
+        release = asyncio.Event()
+        state = {"cluster": "before"}
+        handled = []
+
+        async def handler(header, request):
+            if request.endpoint_type == 1:  # stands for a produce waiting for replication
+                handled.append("deferred")
+                async def later():
+                    await release.wait()
+                    state["cluster"] = "after"
+                    return M.DescribeClusterResponse(error_code=Error.NONE, cluster_id="deferred")
+                return Deferred(later())
+            handled.append("describe")
+            return M.DescribeClusterResponse(error_code=Error.NONE, cluster_id=state["cluster"])
+
+        server = Server(Dispatcher([Api(60, 0, 1, handler)]).handle, 1 << 20, pipelined=frozenset())
+        port = server.bind("127.0.0.1", 0)
+        server.start()
+        conn = KafkaConnection("127.0.0.1", port)
+        await conn.connect()
+        try:
+            first = asyncio.ensure_future(conn.request(60, 1, M.DescribeClusterRequest(endpoint_type=1)))
+            second = asyncio.ensure_future(conn.request(60, 1, M.DescribeClusterRequest(endpoint_type=2)))
+            await asyncio.sleep(0.2)
+            assert handled == ["deferred"], "a request that is not pipelined was handled early"
+            release.set()
+            assert (await first).cluster_id == "deferred"
+            assert (await second).cluster_id == "after"
+            assert handled == ["deferred", "describe"]
         finally:
             await conn.close()
             await server.close()
