@@ -18,9 +18,11 @@ frame larger than that buffer (a produce request of a megabyte) gets a buffer of
 that the loop fills directly, so its record bytes are received once and never moved
 again (Produce validates and patches them in place). Response parts are bytes, or file
 slices (engine.segment.FileSlice): slices of at least ``SENDFILE_MIN_BYTES`` go out with
-sendfile (page cache to socket, no copy through Python); smaller ones are read with one
-pread and written with the bytes around them in one send, which costs less than
-sendfile's round through the event loop.
+sendfile (page cache to socket, no copy through Python), straight away while the socket
+takes them and through the event loop for the rest; smaller ones are read with one pread
+and written with the bytes around them in one send. A replica fetcher's slices (what the
+leader appended since its last fetch, tens to hundreds of KiB) all take the first path: no
+buffer is allocated, filled and joined per fetch.
 
 A handler learns the connection its request came on from ``current_connection`` (each
 connection's requests run in that connection's task, so the context variable is its own),
@@ -44,7 +46,7 @@ log = logging.getLogger(__name__)
 Handler = Callable[[memoryview], Awaitable["list | None"]]
 
 BUFFER_BYTES = 256 * 1024  # per connection; larger frames get their own buffer
-SENDFILE_MIN_BYTES = 256 * 1024
+SENDFILE_MIN_BYTES = 16 * 1024
 QUEUED_FRAMES_MAX = 64  # per connection: reading pauses beyond this many unhandled requests
 PIPELINED = frozenset({0})  # Produce: handled while the answers before it wait (see above)
 WRITE_BUFFER_HIGH = 4 << 20  # a slow reader's responses are waited for beyond this
@@ -340,15 +342,35 @@ class _Connection(asyncio.BufferedProtocol):
                 pending.append(data)
             else:
                 if pending:
-                    self.transport.write(b"".join(pending))
+                    self.transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
                     pending = []
-                sent = await loop.sendfile(self.transport, _FdFile(part.fd), part.position, part.size)
-                if sent != part.size:
-                    raise ConnectionError(f"sendfile sent {sent} of {part.size} bytes")
+                await self._sendfile(loop, part)
         if pending:
             self.transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
         if self._drained is not None:
             await self._drained
+
+
+    async def _sendfile(self, loop: asyncio.AbstractEventLoop, part) -> None:
+        """Send a file slice after everything written before it: with sendfile(2) on the
+        socket at once while nothing waits in the transport's buffer and the socket takes
+        it, then through the event loop (which waits for room) for what is left."""
+        sent = 0
+        if self.transport.get_write_buffer_size() == 0:
+            sock = self.transport.get_extra_info("socket")
+            try:
+                while sent < part.size:
+                    n = os.sendfile(sock.fileno(), part.fd, part.position + sent, part.size - sent)
+                    if n == 0:
+                        raise ConnectionError(f"sendfile found {sent} of a {part.size}-byte file slice")
+                    sent += n
+            except BlockingIOError:
+                pass
+        if sent < part.size:
+            left = part.size - sent
+            rest = await loop.sendfile(self.transport, _FdFile(part.fd), part.position + sent, left)
+            if rest != left:
+                raise ConnectionError(f"sendfile sent {sent + rest} of {part.size} bytes")
 
 
 def _api_key(frame: bytearray) -> int:

@@ -236,3 +236,54 @@ def test_a_malformed_request_behind_a_deferred_one_closes_after_its_answer_and_r
             await server.close()
 
     asyncio.run(asyncio.wait_for(scenario(), 10))
+
+
+@pytest.mark.parametrize("slow_reader", [False, True])
+def test_file_slices_go_out_in_order_between_bytes_however_fast_the_peer_reads(tmp_path, slow_reader):
+    """A response of bytes and file slices (a fetch): small slices are read and sent with the
+    bytes around them, large ones with sendfile, at once while the socket takes them and
+    through the event loop once it is full (a peer that reads slowly); the peer gets every
+    byte in order either way."""
+    import os
+    import random
+
+    from engine.segment import FileSlice
+    from protocol.net import Server
+
+    data = random.Random(7).randbytes(12 << 20)
+    path = tmp_path / "segment"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    spans = [(5, 100), (1000, 20 << 10), (50_000, 9 << 20), (10 << 20, 3000)]
+    expected = b"head" + b"".join(data[p:p + n] + b"|" for p, n in spans) + b"tail"
+
+    async def handle(frame):
+        parts: list = [b"head"]
+        for p, n in spans:
+            parts += [FileSlice(fd, p, n), b"|"]
+        return parts + [b"tail"]
+
+    async def scenario():
+        server = Server(handle, 1 << 20)
+        port = server.bind("127.0.0.1", 0)
+        server.start()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 16)
+        try:
+            writer.write(struct.pack(">i", 4) + b"ping")
+            await writer.drain()
+            got = bytearray()
+            while len(got) < len(expected):
+                chunk = await reader.read(1 << 16)
+                assert chunk, f"closed after {len(got)} of {len(expected)} bytes"
+                got += chunk
+                if slow_reader:
+                    await asyncio.sleep(0.0005)
+            assert bytes(got) == expected
+        finally:
+            writer.close()
+            await server.close()
+
+    try:
+        asyncio.run(asyncio.wait_for(scenario(), 30))
+    finally:
+        os.close(fd)
