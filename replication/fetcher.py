@@ -161,6 +161,7 @@ class ReplicaFetcherManager:
         # Leaders whose listener refused us (loop time of the refusal), until we reach them
         # again: their process is gone, though the controller may not have fenced them yet.
         self._refused: dict[int, float] = {}
+        self._probing: set[int] = set()  # leaders that closed our connection, being probed
 
     def refused(self, broker_id: int) -> None:
         self._refused[broker_id] = asyncio.get_running_loop().time()
@@ -171,6 +172,8 @@ class ReplicaFetcherManager:
         connection to it just died looks for the new leader at once (librdkafka keeps
         producing to a leader that metadata still names, and backs off its refreshes); the
         controller fences it within tens of milliseconds and elects the new leader."""
+        if broker_id in self._probing:  # it closed our connection; its listener answers soon
+            return True
         refused_at = self._refused.get(broker_id)
         return refused_at is not None and asyncio.get_running_loop().time() - refused_at < UNREACHABLE_S
 
@@ -360,8 +363,12 @@ class _SourceFetcher:
     async def _probe(self, endpoint: tuple[str, int]) -> None:
         """The leader closed our connection: a refused connection to its listener means its
         process is gone (``ReplicaFetcherManager.unreachable``) until we reach it again."""
-        if await listener_refuses(*endpoint, PROBE_TIMEOUT_S):
-            self.manager.refused(self.source_id)
+        self.manager._probing.add(self.source_id)
+        try:
+            if await listener_refuses(*endpoint, PROBE_TIMEOUT_S):
+                self.manager.refused(self.source_id)
+        finally:
+            self.manager._probing.discard(self.source_id)
 
     # ---- Fetch --------------------------------------------------------------------------------
 

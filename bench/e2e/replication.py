@@ -129,12 +129,11 @@ def throughput(cluster: ReplicatedCluster, w: W.Workload, records: int, reps: in
 
 
 # (key, label, replication factor, acks, producer settings beyond linger.ms 0). The first is the
-# target's: librdkafka's defaults, max.in.flight.requests.per.connection 1,000,000. A broker
-# handles one request per connection at a time, in order (protocol/net.py, as Kafka's muted
-# channels), and an acks=all request holds its connection until it is replicated: with that
-# many in flight each request carries a record or two, and past one replication round trip per
-# record the requests queue. Capping the requests in flight lets records batch while they wait:
-# the idempotent producer (5 in flight, the Java producer's default since Kafka 3.0) and 1.
+# target's: librdkafka's defaults, max.in.flight.requests.per.connection 1,000,000, a record or
+# two per request at linger.ms 0. A broker handles the produce requests behind an acks=all one
+# while it waits for replication and answers in request order (protocol/net.py); the others
+# cap the requests in flight, so records batch while they wait: the idempotent producer (5 in
+# flight, the Java producer's default since Kafka 3.0) and 1.
 LATENCY_VARIANTS = (
     ("rf3", "RF=3, acks=all, librdkafka defaults", 3, "all", {}),
     ("rf3_idempotent", "RF=3, acks=all, enable.idempotence (5 in flight)", 3, "all",

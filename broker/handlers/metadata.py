@@ -5,8 +5,11 @@ Each partition lists its leader and leader epoch, replicas, ISR and offline repl
 on brokers that are not registered, fenced, or without this listener), as Kafka's KRaft metadata
 cache does; a partition without a live leader answers LEADER_NOT_AVAILABLE with leader -1, so
 clients retry. So does one whose leader's listener just refused this broker's replica fetcher
-(a dead process the controller has not fenced yet): clients look for the new leader at once
-instead of backing off. The brokers listed are the unfenced ones."""
+(a dead process the controller has not fenced yet), but first the answer waits up to
+``GONE_LEADER_HOLD_S`` for the metadata to move that leadership: the controller fences a
+killed broker within tens of milliseconds, and a client given the new leader in its first
+answer resumes at once, where one told to retry (or given the dead leader) backs off its
+next refresh for up to a second. The brokers listed are the unfenced ones."""
 from __future__ import annotations
 
 import asyncio
@@ -18,6 +21,8 @@ from protocol.topics import topic_name_error
 
 INTERNAL_TOPICS = {"__consumer_offsets", "__transaction_state"}
 AUTO_CREATE_WAIT_S = 2.0
+GONE_LEADER_HOLD_S = 0.5  # the controller's own grace before fencing a silent broker
+METADATA_CHANGED = "metadata"  # the fetch_waiters key notified with every new metadata image
 
 
 def apis(broker) -> list[Api]:
@@ -37,6 +42,8 @@ def apis(broker) -> list[Api]:
             allow = req.allow_auto_topic_creation if header.api_version >= 4 else True
             if missing and allow and broker.config["auto.create.topics.enable"]:
                 await auto_create(broker, missing)
+        await hold_while_leaders_gone(broker, names)
+        image = broker.image
         topics = []
         for name in names:
             topic = image.topics.get(name)
@@ -64,6 +71,30 @@ def apis(broker) -> list[Api]:
     return [Api(3, 0, 12, handle_metadata), Api(60, 0, 1, handle_describe_cluster)]
 
 
+def leader_gone(broker, p) -> bool:
+    """Does this broker's replica fetcher find ``p``'s leader (another broker) gone?"""
+    fetchers = broker.replicas.fetchers
+    return p.leader >= 0 and p.leader != broker.node_id and fetchers is not None \
+        and fetchers.unreachable(p.leader)
+
+
+async def hold_while_leaders_gone(broker, names: list) -> None:
+    """Wait (at most GONE_LEADER_HOLD_S) while a partition of ``names`` has a leader whose
+    listener refused this broker's replica fetcher and the metadata still names it."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + GONE_LEADER_HOLD_S
+    while (left := deadline - loop.time()) > 0:
+        image = broker.image
+        if not any(leader_gone(broker, p) for name in names if (t := image.topics.get(name))
+                   for p in t.partitions.values()):
+            return
+        changed = broker.fetch_waiters.wait([METADATA_CHANGED])
+        try:
+            await asyncio.wait({changed}, timeout=left)
+        finally:
+            broker.fetch_waiters.forget([METADATA_CHANGED], changed)
+
+
 def partition_metadata(broker, R, index: int, p):
     image = broker.image
     listener = broker.listener_name
@@ -74,9 +105,7 @@ def partition_metadata(broker, R, index: int, p):
 
     leader = image.brokers.get(p.leader) if p.leader >= 0 else None
     leader_known = leader is not None and leader.endpoint(listener) is not None
-    fetchers = broker.replicas.fetchers
-    if leader_known and p.leader != broker.node_id and fetchers is not None \
-            and fetchers.unreachable(p.leader):
+    if leader_known and leader_gone(broker, p):
         leader_known = False  # its listener refused our replica fetcher: the process is gone
     return R.MetadataResponseTopic.MetadataResponsePartition(
         error_code=Error.NONE if leader_known else Error.LEADER_NOT_AVAILABLE, partition_index=index,

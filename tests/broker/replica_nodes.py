@@ -154,8 +154,9 @@ class Node:
         return self.log_config.with_overrides(overrides) if overrides else self.log_config
 
     def sync(self) -> None:
-        """The metadata changed: the broker applies the image."""
+        """The metadata changed: the broker applies the image and wakes what waits for it."""
         self.replicas.apply_image(self.cluster.image)
+        self.waiters.notify_all()
 
     def log(self, partition: int = 0):
         return self.logs.get_log(TOPIC, partition)
@@ -234,7 +235,7 @@ class Node:
         """What the Metadata handler sees of the broker."""
         return SimpleNamespace(image=self.cluster.image, listener_name=LISTENER, config={
             "auto.create.topics.enable": False}, pending_auto_create=set(), cluster_id="test-cluster",
-            node_id=self.node_id, replicas=self.replicas)
+            node_id=self.node_id, replicas=self.replicas, fetch_waiters=self.waiters)
 
     async def metadata(self, version: int = 12):
         api = {a.key: a for a in metadata.apis(self.metadata_broker())}[3]

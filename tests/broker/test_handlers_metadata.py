@@ -68,3 +68,41 @@ def test_a_leader_whose_listener_refused_our_fetcher_is_reported_unavailable(tmp
         again = {t.name: t.partitions[0] for t in (await node.metadata()).topics}
         assert all(p.error_code == Error.NONE for p in again.values())
     run(main())
+
+
+def test_an_answer_naming_a_gone_leader_waits_for_the_metadata_to_move_its_leadership(tmp_path):
+    """A client asks for metadata the moment its connection to a killed leader dies, before
+    the controller has fenced it: the answer waits for the next metadata image and names the
+    new leader, instead of the dead one (librdkafka would wait a second to ask again)."""
+    async def main():
+        cluster = Cluster(brokers=(1, 2, 3))
+        cluster.create_topic(replicas=(2, 1, 3), partitions=1)
+        node = Node(tmp_path, 1, cluster)
+        node.fetchers.refused.add(2)
+        answer = asyncio.ensure_future(node.metadata())
+        await asyncio.sleep(0.05)
+        assert not answer.done(), "answered while the metadata still names a gone leader"
+        cluster.fence(2)
+        cluster.change(leader=1, isr=(1, 3))
+        node.sync()
+        p = (await asyncio.wait_for(answer, 1)).topics[0].partitions[0]
+        assert (p.error_code, p.leader_id, p.leader_epoch) == (Error.NONE, 1, 1)
+    run(main())
+
+
+def test_an_answer_naming_a_gone_leader_waits_no_longer_than_the_hold(tmp_path):
+    """Unfenced after GONE_LEADER_HOLD_S (a partition, not a crash): the answer goes out with
+    LEADER_NOT_AVAILABLE for what the gone leader leads."""
+    from broker.handlers.metadata import GONE_LEADER_HOLD_S
+
+    async def main():
+        cluster = Cluster(brokers=(1, 2, 3))
+        cluster.create_topic(replicas=(2, 1, 3), partitions=1)
+        node = Node(tmp_path, 1, cluster)
+        node.fetchers.refused.add(2)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        p = (await asyncio.wait_for(node.metadata(), GONE_LEADER_HOLD_S + 1)).topics[0].partitions[0]
+        assert loop.time() - started >= GONE_LEADER_HOLD_S * 0.9
+        assert (p.error_code, p.leader_id) == (Error.LEADER_NOT_AVAILABLE, -1)
+    run(main())
