@@ -158,7 +158,7 @@ def render_replication(rep: dict) -> list[str]:
     lines += [
         "",
         "An acks=all produce does not hold its connection while it waits for replication (Kafka's "
-        "broker does): the broker appends it, handles the requests behind it meanwhile and answers "
+        "broker does): the broker appends it, handles the produce requests behind it meanwhile and answers "
         "in request order, so librdkafka's default of 1,000,000 requests in flight, a record or two "
         "each, costs one replication round trip per record rather than a queue of them.",
     ]
