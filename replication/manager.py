@@ -33,7 +33,8 @@ The narrow interface (the handlers see nothing else of a partition):
 | list_offset             | latest = HW for clients, LEO for replicas; OFFSET_NOT_AVAILABLE    |
 |                         | while the HW is below the leader epoch's start offset              |
 | offset_for_leader_epoch | the leader's end offset of an epoch                                |
-| delete_records          | leader only, up to the HW                                          |
+| delete_records,         | leader only, up to the HW; done once the low watermark (the lowest |
+| low_watermark           | log start among live replicas) reaches it                          |
 | current_leader,         | KIP-951 hints from the image: who leads now, and where             |
 | leader_node             |                                                                    |
 
@@ -260,6 +261,7 @@ class ReplicaManager:
             self.purgatory.complete_up_to(
                 tp, partition.log.high_watermark,
                 lambda required: partition.check_enough_replicas_reach_offset(required)[1])
+        if outcome.hw_advanced or outcome.low_watermark_moved:
             self.on_changed(*tp)
 
     def handle_alter_partition_result(self, topic_id: bytes, index: int, sent: LeaderAndIsr, error: int,
@@ -533,8 +535,10 @@ class ReplicaManager:
                                                       replica_id != DEBUGGING_REPLICA_ID)
 
     def delete_records(self, topic: str, index: int, offset: int) -> tuple[int, int]:
-        """(error, low watermark): raise the leader's log start offset to ``offset`` (-1: the
-        high watermark); segments below it go on the next retention pass."""
+        """(error, required low watermark): raise the leader's log start offset to ``offset``
+        (-1: the high watermark); segments below it go on the next retention pass. The
+        followers raise theirs when their next fetch answer carries it; the request is done
+        once ``low_watermark`` reaches the returned offset (Kafka's DelayedDeleteRecords)."""
         partition, error = self._leader((topic, index))
         if partition is None:
             return error, -1
@@ -543,8 +547,15 @@ class ReplicaManager:
             log_.maybe_increment_log_start_offset(log_.high_watermark if offset == -1 else offset)
         except OffsetOutOfRangeError:
             return errors.OFFSET_OUT_OF_RANGE, -1
-        self.on_changed(topic, index)
+        self.on_changed(topic, index)  # followers' long polls answer with the new log start
         return errors.NONE, log_.log_start_offset
+
+    def low_watermark(self, topic: str, index: int) -> tuple[int, int]:
+        """(error, low watermark) of a partition led here (Partition.low_watermark)."""
+        partition, error = self._leader((topic, index))
+        if partition is None:
+            return error, -1
+        return errors.NONE, partition.low_watermark()
 
 
 __all__ = ["AppendResult", "OffsetResult", "ReadResult", "ReplicaManager"]

@@ -88,6 +88,7 @@ class Outcome:
     hw_advanced: bool = False
     alter_partition: LeaderAndIsr | None = None
     leader_epoch_changed: bool = False
+    low_watermark_moved: bool = False  # a follower reported a new log start offset
 
 
 @dataclass(frozen=True)
@@ -304,12 +305,24 @@ class Partition:
         if not self.is_leader or replica is None:
             raise NotLeaderOrFollower(f"{self.topic}-{self.partition}: {replica_id} is not a follower here")
         registered = self.brokers.get(replica_id)
-        previous_end = replica.state.log_end_offset
+        previous_end, previous_start = replica.state.log_end_offset, replica.state.log_start_offset
         replica.update_fetch_state(fetch_offset, log_start_offset, now_ms, leader_end_offset_at_read,
                                    broker_epoch, registered.broker_epoch if registered else None)
         alter = self._maybe_expand_isr(replica)
         hw_advanced = previous_end != replica.state.log_end_offset and self.maybe_increment_leader_hw(now_ms)
-        return Outcome(hw_advanced=hw_advanced, alter_partition=alter)
+        return Outcome(hw_advanced=hw_advanced, alter_partition=alter,
+                       low_watermark_moved=previous_start != replica.state.log_start_offset)
+
+    def low_watermark(self) -> int:
+        """The lowest log start offset among the leader and the replicas on live (registered,
+        unfenced) brokers: what DeleteRecords answers once every live replica has deleted up
+        to its offset (-1 while one has not reported its log start yet)."""
+        low = self.log.log_start_offset
+        for replica_id, replica in self.remote_replicas.items():
+            liveness = self.brokers.get(replica_id)
+            if liveness is not None and not liveness.fenced:
+                low = min(low, replica.state.log_start_offset)
+        return low
 
     # -- ISR ---------------------------------------------------------------------------------------
 

@@ -7,11 +7,18 @@ high watermark is below the leader epoch's start offset (after an unclean electi
 current_leader_epoch of a request is checked: FENCED_LEADER_EPOCH when older than the leader's,
 UNKNOWN_LEADER_EPOCH when newer. OffsetForLeaderEpoch gives the end offset of an epoch in the
 leader's log (consumers detecting truncation, KIP-320; followers without epoch information).
+DeleteRecords raises the leader's log start offset and answers once every live replica has
+raised its own that far (the partition's low watermark, which it reports), or with
+REQUEST_TIMED_OUT and the low watermark so far at the request's timeout, as Kafka's
+DelayedDeleteRecords does.
 """
 from __future__ import annotations
 
+import asyncio
+
 from protocol import messages as M
 from protocol.dispatch import Api
+from protocol.errors import Error
 
 
 def apis(broker) -> list[Api]:
@@ -48,15 +55,43 @@ def apis(broker) -> list[Api]:
 
     async def handle_delete_records(header, req):
         R = M.DeleteRecordsResponse
+        PR = R.DeleteRecordsTopicResult.DeleteRecordsPartitionResult
         topics = []
+        pending: dict[tuple[str, int], tuple[int, object]] = {}  # (topic, partition): (required, result)
         for t in req.topics:
             out = R.DeleteRecordsTopicResult(name=t.name)
             topics.append(out)
             for p in t.partitions:
-                error, low_watermark = replicas.delete_records(t.name, p.partition_index, p.offset)
-                out.partitions.append(R.DeleteRecordsTopicResult.DeleteRecordsPartitionResult(
-                    partition_index=p.partition_index, low_watermark=low_watermark, error_code=error))
+                error, required = replicas.delete_records(t.name, p.partition_index, p.offset)
+                result = PR(partition_index=p.partition_index, low_watermark=required, error_code=error)
+                out.partitions.append(result)
+                if error == Error.NONE:
+                    pending[(t.name, p.partition_index)] = (required, result)
+        await wait_for_low_watermarks(pending, req.timeout_ms / 1000)
         return R(topics=topics)
+
+    async def wait_for_low_watermarks(pending: dict, timeout_s: float) -> None:
+        """Until every pending partition's low watermark reaches its required offset (each
+        result then carries it), or the timeout: REQUEST_TIMED_OUT for those still short."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_s, 0.0)
+        while True:
+            for tp, (required, result) in list(pending.items()):
+                error, low = replicas.low_watermark(*tp)
+                if error != Error.NONE or low >= required:
+                    result.error_code, result.low_watermark = error, low if error == Error.NONE else -1
+                    del pending[tp]
+            left = deadline - loop.time()
+            if not pending or left <= 0:
+                break
+            changed = broker.fetch_waiters.wait(list(pending))
+            try:
+                await asyncio.wait({changed}, timeout=left)
+            finally:
+                broker.fetch_waiters.forget(list(pending), changed)
+        for tp, (_, result) in pending.items():
+            result.error_code = Error.REQUEST_TIMED_OUT
+            result.low_watermark = replicas.low_watermark(*tp)[1]
 
     return [Api(2, 1, 8, handle_list_offsets), Api(23, 2, 4, handle_offset_for_leader_epoch),
             Api(21, 0, 2, handle_delete_records)]

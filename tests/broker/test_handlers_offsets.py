@@ -96,10 +96,35 @@ def test_offset_for_leader_epoch_answers_where_each_epoch_ends_in_the_leader_log
 
 def test_delete_records_moves_the_log_start_only_up_to_the_high_watermark(tmp_path):
     async def main():
-        _, leader = await leader_with_uncommitted_tail(tmp_path)
+        cluster, leader = await leader_with_uncommitted_tail(tmp_path)
         answer = await leader.delete_records(12)
         assert answer.error_code == Error.OFFSET_OUT_OF_RANGE
+        cluster.fence(2)  # no live follower to wait for
+        leader.sync()
         answer = await leader.delete_records(-1)
         assert (answer.error_code, answer.low_watermark) == (Error.NONE, 10)
+        assert leader.log().log_start_offset == 10
+    run(main())
+
+
+def test_delete_records_answers_once_every_live_follower_has_raised_its_log_start(tmp_path):
+    """Kafka's DelayedDeleteRecords: the answer waits for the low watermark (the lowest log
+    start offset among live replicas) to reach the offset, and reports it."""
+    async def main():
+        _, leader = await leader_with_uncommitted_tail(tmp_path)
+        answer = asyncio.ensure_future(leader.delete_records(-1))
+        await asyncio.sleep(0.05)
+        assert not answer.done(), "answered before the follower deleted anything"
+        await leader.replica_fetch(2, 15, last_fetched_epoch=0, log_start_offset=10)
+        got = await asyncio.wait_for(answer, 1)
+        assert (got.error_code, got.low_watermark) == (Error.NONE, 10)
+    run(main())
+
+
+def test_delete_records_times_out_with_the_low_watermark_so_far(tmp_path):
+    async def main():
+        _, leader = await leader_with_uncommitted_tail(tmp_path)  # follower 2 reported log start 0
+        answer = await leader.delete_records(-1)  # timeout_ms 1000
+        assert (answer.error_code, answer.low_watermark) == (Error.REQUEST_TIMED_OUT, 0)
         assert leader.log().log_start_offset == 10
     run(main())

@@ -262,3 +262,22 @@ def test_acks_all_records_survive_their_leaders_kill9_and_the_client_follows_the
         cluster.wait_for_isr(topic, partition, BROKERS)
     wait_for_offsets_topic(cluster)
     assert_every_isr_member_holds(cluster, topic, records)
+
+
+def test_delete_records_answers_once_every_replica_raised_its_log_start(replicated_node):
+    """confluent-kafka's delete_records on RF=3: answered once every replica's log start
+    offset reached the offset (the low watermark, Kafka's DelayedDeleteRecords), within the
+    request's timeout; consumers start there."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    cluster = replicated_node
+    topic = new_rf3_topic(cluster, partitions=1)
+    sent = [(None, f"d-{i}".encode(), [], 0) for i in range(50)]
+    reference.produce(cluster.bootstrap, topic, sent, acks="all")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    futures = admin.delete_records([TopicPartition(topic, 0, 30)], request_timeout=30)
+    deleted = next(iter(futures.values())).result(30)
+    assert deleted.low_watermark == 30  # the leader's and both followers' log start offsets
+    records = reference.consume_assign(cluster.bootstrap, topic, [0], 20, timeout=30)
+    assert [r.offset for r in records] == list(range(30, 50))
