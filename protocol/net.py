@@ -350,7 +350,6 @@ class _Connection(asyncio.BufferedProtocol):
         if self._drained is not None:
             await self._drained
 
-
     async def _sendfile(self, loop: asyncio.AbstractEventLoop, part) -> None:
         """Send a file slice after everything written before it: with sendfile(2) on the
         socket at once while nothing waits in the transport's buffer and the socket takes
