@@ -48,9 +48,10 @@ the highest both speak in 12..18; 16 when the leader's ApiVersions gives no answ
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,6 +166,16 @@ class ReplicaFetcherManager:
 
     def refused(self, broker_id: int) -> None:
         self._refused[broker_id] = asyncio.get_running_loop().time()
+
+    @contextlib.contextmanager
+    def probing(self, broker_id: int) -> Iterator[None]:
+        """While we probe the listener of a leader that closed our connection, it counts as
+        unreachable: a Metadata answer waits for the probe rather than naming it."""
+        self._probing.add(broker_id)
+        try:
+            yield
+        finally:
+            self._probing.discard(broker_id)
 
     def unreachable(self, broker_id: int) -> bool:
         """Did ``broker_id``'s listener refuse us within UNREACHABLE_S, with no connection since?
@@ -363,12 +374,9 @@ class _SourceFetcher:
     async def _probe(self, endpoint: tuple[str, int]) -> None:
         """The leader closed our connection: a refused connection to its listener means its
         process is gone (``ReplicaFetcherManager.unreachable``) until we reach it again."""
-        self.manager._probing.add(self.source_id)
-        try:
+        with self.manager.probing(self.source_id):
             if await listener_refuses(*endpoint, PROBE_TIMEOUT_S):
                 self.manager.refused(self.source_id)
-        finally:
-            self.manager._probing.discard(self.source_id)
 
     # ---- Fetch --------------------------------------------------------------------------------
 

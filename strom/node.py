@@ -89,7 +89,7 @@ def cluster_id_of(config: ServerConfig) -> str:
 # glibc malloc serves a request above its mmap threshold (128 KiB, raised only to the largest
 # block freed so far) with a fresh mmap, and returns heap tops above its trim threshold to
 # the kernel: a broker receiving a megabyte frame per produce request and per replica fetch
-# then pays page faults and zeroing for every one (a tenth of an RF=3 broker's CPU,
+# then pays page faults and zeroing for every one (about a fifth of an RF=3 broker's CPU,
 # measured with perf). Fixed thresholds keep those blocks in the heap for reuse.
 MALLOC_MMAP_THRESHOLD = 64 << 20
 MALLOC_TRIM_THRESHOLD = 256 << 20
