@@ -7,6 +7,9 @@ PRODUCE_VERSIONS: tuple[int, int]
 FETCH_VERSIONS: tuple[int, int]
 METADATA_VERSIONS: tuple[int, int]
 
+def frame_buffer(size: int) -> bytearray:
+    """A bytearray of ``size`` bytes, not zeroed: only for a buffer about to be filled whole."""
+
 def decode_produce_request(version: int, buf: bytes | bytearray | memoryview, pos: int = 0) -> Any:
     """The ProduceRequest body at buf[pos:] as protocol.messages.ProduceRequest; each
     partition's records is a memoryview slice of buf (writable when buf is). Raises

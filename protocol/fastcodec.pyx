@@ -30,7 +30,7 @@ Rules kept from the generic codec that are easy to miss:
   * the frame size is an unsigned 32-bit prefix covering every part.
 """
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
-from cpython.bytearray cimport PyByteArray_Check
+from cpython.bytearray cimport PyByteArray_Check, PyByteArray_FromStringAndSize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_Check, PyBytes_FromStringAndSize
 from cpython.memoryview cimport PyMemoryView_Check
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
@@ -212,6 +212,14 @@ cdef int64_t _read_array_length(Cursor* c, bint flexible) except -2:
     if n > c.end - c.pos:
         raise ProtocolError(f"array of {n} elements with {c.end - c.pos} bytes left")
     return n
+
+
+def frame_buffer(Py_ssize_t size):
+    """A bytearray of ``size`` bytes left as malloc gave them: for a frame the socket is
+    about to fill, which bytearray(size) would first zero (a memset per received megabyte)."""
+    if size < 0:
+        raise ValueError(f"negative frame size {size}")
+    return PyByteArray_FromStringAndSize(NULL, size)
 
 
 def decode_produce_request(int version, object buf, Py_ssize_t pos=0):

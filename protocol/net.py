@@ -40,6 +40,7 @@ import socket
 from collections.abc import Awaitable, Callable
 
 from protocol.dispatch import Deferred
+from protocol.fastcodec import frame_buffer
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +119,7 @@ class FrameReader:
                 frames.append(buf[begin:begin + size])
                 self.start = begin + size
             elif 4 + size > len(buf):  # cannot fit: receive the rest straight into its own buffer
-                big = bytearray(size)
+                big = frame_buffer(size)  # not zeroed: the socket fills all of it
                 big[:have] = buf[begin:self.end]
                 self.start = self.end = 0
                 self.big, self.big_filled = big, have

@@ -474,3 +474,14 @@ def test_encode_response_routes_to_fastcodec(monkeypatch):
     calls = []
     monkeypatch.setitem(headers.FAST_ENCODERS, 1, lambda *a: calls.append(a) or [b"x"])
     assert headers.encode_response(1, 12, 3, "body") == [b"x"] and calls == [(12, 3, "body")]
+
+
+def test_frame_buffer_is_a_writable_bytearray_of_the_size_asked_and_refuses_a_negative_size():
+    from protocol.fastcodec import frame_buffer
+    buf = frame_buffer(1 << 20)
+    assert type(buf) is bytearray and len(buf) == 1 << 20
+    buf[:] = b"\x07" * (1 << 20)
+    assert buf.count(7) == 1 << 20
+    assert frame_buffer(0) == bytearray()
+    with pytest.raises(ValueError, match="negative"):
+        frame_buffer(-1)
