@@ -13,6 +13,13 @@ DeleteGroups, ConsumerGroupHeartbeat, and OffsetFetch with require_stable) is an
 once the high watermark of its group's partition passed everything written there so far; if
 that write fails, the request answers the error the shell maps it to (COORDINATOR_NOT_AVAILABLE,
 NOT_COORDINATOR, ...). OffsetFetch without require_stable reads the committed offsets at once.
+
+The reads of group state (DescribeGroups, ListGroups, ConsumerGroupDescribe) are answered the
+same way: read at once, released once everything written to the partitions they read was
+committed, so an answer never shows a member or a state that a failover could take back
+(Kafka 4.x reads group state as of the last committed offset). A group whose partition's
+write fails answers that write's error; ListGroups answers COORDINATOR_NOT_AVAILABLE and no
+groups if any of its partitions' writes fails.
 """
 from __future__ import annotations
 
@@ -32,6 +39,11 @@ def apis(broker) -> list[Api]:
         if not groups.ensure_offsets_topic():
             return Error.COORDINATOR_NOT_AVAILABLE
         return Error.NONE
+
+    async def settled(partitions) -> dict[int, int]:
+        """Wait until everything written to each partition so far is committed (state read
+        before the wait is then committed state): NONE or the error to answer, per partition."""
+        return {p: await groups.committed(p) for p in set(partitions)}
 
     # ---- FindCoordinator ---------------------------------------------------------------
 
@@ -208,7 +220,11 @@ def apis(broker) -> list[Api]:
                     described = D(error_code=Error.NONE, group_id=group_id, group_state="Dead",
                                   protocol_type="", protocol_data="")
             out.append(described)
-        return R(groups=out)
+        failed = await settled(groups.partition_of(g) for g in req.groups)
+        return R(groups=[d if d.error_code != Error.NONE or failed[groups.partition_of(g)] == Error.NONE else
+                         D(error_code=failed[groups.partition_of(g)], group_id=g, group_state="",
+                           protocol_type="", protocol_data="")
+                         for g, d in zip(req.groups, out)])
 
     async def handle_list_groups(header, req):
         R = M.ListGroupsResponse
@@ -221,6 +237,9 @@ def apis(broker) -> list[Api]:
             listed += [(*g, "classic") for g in groups.core.list_groups(states)]
         if not types or "consumer" in types:
             listed += [(*g, "consumer") for g in groups.core.list_consumer_groups(states)]
+        failed = await settled(groups.core.owned)
+        if any(code != Error.NONE for code in failed.values()):
+            return R(error_code=Error.COORDINATOR_NOT_AVAILABLE, groups=[])
         return R(error_code=Error.NONE, groups=[
             R.ListedGroup(group_id=g, protocol_type=pt, group_state=state, group_type=kind)
             for g, pt, state, kind in sorted(listed)])
@@ -263,7 +282,12 @@ def apis(broker) -> list[Api]:
                     error_code=code, group_id=group_id, group_state="", assignor_name=""))
             else:
                 out.append(groups.core.consumer.describe(group_id, names))
-        return M.ConsumerGroupDescribeResponse(groups=out)
+        failed = await settled(groups.partition_of(g) for g in req.group_ids)
+        D = M.ConsumerGroupDescribeResponse.DescribedGroup
+        return M.ConsumerGroupDescribeResponse(groups=[
+            d if d.error_code != Error.NONE or failed[groups.partition_of(g)] == Error.NONE else
+            D(error_code=failed[groups.partition_of(g)], group_id=g, group_state="", assignor_name="")
+            for g, d in zip(req.group_ids, out)])
 
     consumer = [Api(68, 0, 1, handle_consumer_group_heartbeat),
                 Api(69, 0, 0, handle_consumer_group_describe)] if groups.consumer_protocol else []

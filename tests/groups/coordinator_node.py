@@ -126,6 +126,17 @@ class CoordinatorNode:
                                      group_instance_id=None)
         return (await self.call(12, 3, request)).error_code
 
+    async def describe(self, group: str = "g"):
+        """DescribeGroups v5 of one group: its DescribedGroup."""
+        response = await self.call(15, 5, M.DescribeGroupsRequest(groups=[group], include_authorized_operations=False))
+        [described] = response.groups
+        return described
+
+    async def list_groups(self):
+        """ListGroups v4: (error, [(group id, state)])."""
+        response = await self.call(16, 4, M.ListGroupsRequest(states_filter=[]))
+        return response.error_code, [(g.group_id, g.group_state) for g in response.groups]
+
 
 async def settle() -> None:
     """Let the coordinator's tasks and callbacks run up to their next wait."""

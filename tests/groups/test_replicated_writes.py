@@ -192,3 +192,52 @@ def test_a_single_replica_offsets_partition_answers_commits_at_once(tmp_path):
         assert await leader.fetch_offsets() == (Error.NONE, {0: 42})
         assert leader.log().high_watermark == leader.log().log_end_offset == 1
     run(main())
+
+
+def test_describe_and_list_groups_answer_only_once_the_state_they_show_is_committed(tmp_path):
+    """Kafka 4.x's coordinator reads group state as of its last committed offset: an answer
+    never shows a member or a state that a failover could take back."""
+    async def main():
+        cluster = Cluster(brokers=(1, 2))
+        create_offsets_topic(cluster, replicas=(1, 2))
+        leader = await _leader(tmp_path, cluster)
+        leader.runtime.start()
+        try:
+            joined = await asyncio.wait_for(leader.join(), 1)
+            me = joined.member_id
+            sync = asyncio.ensure_future(leader.sync_group(me, 1, b"assignment"))
+            await settle()
+            assert leader.log().log_end_offset == 1 and leader.log().high_watermark == 0
+            described = asyncio.ensure_future(leader.describe())
+            listed = asyncio.ensure_future(leader.list_groups())
+            await settle()
+            assert not described.done(), "the group and its member rest on an uncommitted record"
+            assert not listed.done()
+            await leader.replica_fetch(2, 1)
+            group = await asyncio.wait_for(described, 1)
+            assert (group.error_code, group.group_state) == (Error.NONE, "Stable")
+            assert [(m.member_id, m.member_assignment) for m in group.members] == [(me, b"assignment")]
+            assert await asyncio.wait_for(listed, 1) == (Error.NONE, [("g", "Stable")])
+            await asyncio.wait_for(sync, 1)
+        finally:
+            await leader.runtime.stop()
+    run(main())
+
+
+def test_describe_and_list_groups_whose_state_does_not_commit_in_time_answer_coordinator_not_available(tmp_path):
+    async def main():
+        cluster = Cluster(brokers=(1, 2))
+        create_offsets_topic(cluster, replicas=(1, 2))
+        leader = await _leader(tmp_path, cluster, commit_timeout_ms=50)
+        leader.runtime.start()
+        try:
+            joined = await asyncio.wait_for(leader.join(), 1)
+            sync = asyncio.ensure_future(leader.sync_group(joined.member_id, 1, b"a"))
+            await settle()
+            group = await asyncio.wait_for(leader.describe(), 1)
+            assert (group.error_code, list(group.members)) == (Error.COORDINATOR_NOT_AVAILABLE, [])
+            assert await asyncio.wait_for(leader.list_groups(), 1) == (Error.COORDINATOR_NOT_AVAILABLE, [])
+            await asyncio.wait_for(sync, 1)
+        finally:
+            await leader.runtime.stop()
+    run(main())
