@@ -35,7 +35,10 @@ active controller, which alone fences and unfences. A broker moves between four 
   the broker is fenced at the next tick without waiting out the grace.
 
 A new active controller starts every session afresh (``activate``): the previous one's
-clock is not trusted, so a broker is never fenced for a heartbeat that went to it.
+clock is not trusted, so a broker is never fenced for a heartbeat that went to it. The shell
+then tries every unfenced broker's listener once: a refusal from a broker not heard from
+since counts as its connection closing then, so a broker that died with the previous active
+controller is fenced after the grace period, not after broker.session.timeout.ms.
 """
 from __future__ import annotations
 
@@ -261,13 +264,24 @@ class ClusterControl:
         return None
 
     def listener_refused(self, broker_id: int, now_ms: int) -> None:
-        """After its heartbeat connection closed, the broker's own listener refused a
-        connection: nothing listens there, the process is gone. Fenced at the next ``tick``
-        instead of after the grace period, unless a heartbeat came since (then the close was
-        not a death) or fast fencing is off."""
+        """The broker's own listener refused a connection: nothing listens there.
+
+        - After its heartbeat connection closed (and no heartbeat since), the process is gone:
+          fenced at the next ``tick`` instead of after the grace period.
+        - Not heard from since this controller activated (the previous active controller may
+          have died with it): as if its connection closed now, so it is fenced after the grace
+          period unless a heartbeat comes first (a live broker heartbeats at once on its new
+          connection to this controller; its advertised address may just not be reachable
+          from here).
+        - Heartbeating on an open connection: nothing (the address is not reachable from here).
+        Nothing either when fast fencing is off."""
         session = self.sessions.get(broker_id)
-        if session is not None and session.disconnected_ms is not None and self.disconnect_fence_ms >= 0:
+        if session is None or self.disconnect_fence_ms < 0:
+            return
+        if session.disconnected_ms is not None:
             session.disconnected_ms = min(session.disconnected_ms, now_ms - self.disconnect_fence_ms)
+        elif session.connection is None:
+            session.disconnected_ms = now_ms
 
     def expired(self, image: MetadataImage, now_ms: int) -> list[int]:
         """Unfenced brokers whose session timed out or whose connection closed for good."""

@@ -158,6 +158,9 @@ class QuorumController:
             return True
         now = self.now_ms()
         self.cluster.activate(self.state, now)
+        for broker_id, broker in self.state.brokers.items():  # any that died with the last leader?
+            if not broker.fenced:
+                self._start_probe(broker_id)
         self._next_rebalance_ms = now + self.imbalance_interval_ms
         self._next_unclean_check_ms = now + UNCLEAN_CHECK_INTERVAL_MS
         if "metadata.version" not in self.state.features:
@@ -256,14 +259,18 @@ class QuorumController:
             self.cluster.connection_closed(conn, self.now_ms())
             broker_id = self.cluster.broker_of(conn)
             if broker_id is not None:
-                task = asyncio.get_running_loop().create_task(self._probe_listener(broker_id))
-                self._probes.add(task)
-                task.add_done_callback(self._probes.discard)
+                self._start_probe(broker_id)
+
+    def _start_probe(self, broker_id: int) -> None:
+        task = asyncio.get_running_loop().create_task(self._probe_listener(broker_id))
+        self._probes.add(task)
+        task.add_done_callback(self._probes.discard)
 
     async def _probe_listener(self, broker_id: int) -> None:
-        """Connect to the broker's listener once its heartbeat connection closed: refused
-        means its process is gone (cluster_control.listener_refused); anything else (an
-        answer, a timeout: a partition, a busy host) leaves it to the grace period."""
+        """Connect to the broker's listener once its heartbeat connection closed, or once this
+        controller activated: refused means nothing listens there (cluster_control.
+        listener_refused); anything else (an answer, a timeout: a partition, a busy host)
+        leaves it to the grace period or the session timeout."""
         broker = self.state.brokers.get(broker_id)
         endpoint = broker.endpoints[0] if broker is not None and broker.endpoints else None
         if endpoint is None:

@@ -145,6 +145,39 @@ def test_a_refused_probe_fences_nothing_when_fast_fencing_is_off():
     assert s.tick() == [] and not s.fenced(2)
 
 
+def test_a_refused_probe_while_the_heartbeat_connection_is_open_fences_nothing():
+    s = Scenario(brokers=3)
+    s.cluster.listener_refused(2, s.now)  # an advertised address this controller cannot reach
+    s.advance(DISCONNECT_FENCE_MS * 2)
+    assert s.tick() == [] and not s.fenced(2)
+
+
+def test_a_broker_whose_listener_refuses_when_a_controller_activates_is_fenced_after_the_grace_period():
+    """The active controller and a broker died together: the new controller never saw the
+    broker's connection close, but its listener refusing is the same sign of a dead process."""
+    s = Scenario(brokers=3)
+    s.create_topic("t", partitions=3, rf=3)
+    s.cluster.activate(s.image, s.now)  # a new active controller: no broker heard from yet
+    s.cluster.listener_refused(2, s.now)
+    s.advance(DISCONNECT_FENCE_MS - 1)
+    assert s.tick() == [] and not s.fenced(2)
+    s.advance(1)
+    s.tick()
+    assert s.fenced(2)
+    assert all(2 not in p.isr and p.leader != 2 for p in s.image.topics["t"].partitions.values())
+    assert not s.fenced(1) and not s.fenced(3)
+
+
+def test_a_broker_that_heartbeats_to_a_new_controller_within_the_grace_is_not_fenced_by_a_refused_probe():
+    s = Scenario(brokers=3)
+    s.cluster.activate(s.image, s.now)
+    s.cluster.listener_refused(2, s.now)  # its listener was not reachable from here
+    s.advance(DISCONNECT_FENCE_MS - 1)
+    s.heartbeat(2, connection=object())
+    s.advance(DISCONNECT_FENCE_MS * 2)
+    assert s.tick() == [] and not s.fenced(2)
+
+
 def test_reconnected_broker_is_never_fenced():
     s = Scenario(brokers=3)
     old = s.connections[2]

@@ -444,3 +444,25 @@ def test_preferred_leader_election_through_a_broker_moves_leadership_back(cluste
                                   == cluster.partition(topic, p).replicas[0])
         assert info
     assert all(cluster.leader_of(topic, p) == victim for p in moved)
+
+
+def test_a_broker_killed_with_the_active_controller_is_fenced_without_waiting_out_its_session():
+    """The new active controller never saw the broker's connection close; it tries every
+    broker's listener when it takes over, and a refusal fences the dead one after the short
+    grace period. The session timeout here is a minute: a leader that moves within it
+    was moved by that, not by the session expiring."""
+    with ReplicatedCluster(controller_extra={"broker.session.timeout.ms": "60000"}) as c:
+        c.create_topic("together", 3, 3, {"min.insync.replicas": "2"})
+        active = c.quorum_leader().leader_id
+        victim = c.leader_of("together", 0)
+        led = led_by(c, "together", victim, 3)
+        killed_at = time.monotonic()
+        c.controllers[active].kill9()
+        c.kill9(victim)
+        for p in led:
+            c.wait_for_leader("together", p, exclude=[victim], timeout=40)
+        moved = time.monotonic() - killed_at
+        print(f"\nbroker {victim} and active controller {active} killed together: "
+              f"its leaderships moved after {moved:.3f} s")
+        survivors = set(BROKERS) - {victim}
+        assert c.wait_for_metadata_agreement().unfenced >= survivors, "a live broker was fenced"
