@@ -105,6 +105,28 @@ def search_for_offset(fd: int, target_offset: int, start: int, end: int) -> Batc
     return None
 
 
+def whole_batches_size(fd: int, start: int, max_size: int) -> int:
+    """Bytes of the whole batches that start at ``start`` and fit in ``max_size``.
+
+    Small batches are split from chunks of up to _SEARCH_CHUNK bytes; a batch larger than a
+    chunk is stepped over from its 12-byte length prefix alone, so the records of large batches
+    (a replica fetch's megabyte) are never read. A torn or short batch ends the run."""
+    pos, end = start, start + max_size
+    while pos + LOG_OVERHEAD <= end:
+        chunk = os.pread(fd, min(_SEARCH_CHUNK, end - pos), pos)
+        summary = scan(chunk, 0, False, True)
+        if summary.count:
+            pos += summary.valid_bytes
+            continue
+        if len(chunk) < LOG_OVERHEAD:
+            break
+        _, length = _HEADER_PREFIX.unpack_from(chunk, 0)
+        if length < 49 or pos + LOG_OVERHEAD + length > end:
+            break
+        pos += LOG_OVERHEAD + length
+    return pos - start
+
+
 def _live_entries(fd: int, entry_size: int, live) -> int:
     """How many entries an index file holds: a preallocated (active) index ends in
     zero-filled slots, so binary-search the prefix of slots ``live`` accepts."""

@@ -29,9 +29,10 @@ from engine.reader import (
     file_name,
     iter_file_batches,
     search_for_offset,
+    whole_batches_size,
 )
 from ext import segment as native
-from ext.batch import BatchSummary, decode_records, read_header, scan
+from ext.batch import BatchSummary, decode_records, read_header
 from ext.epoch import LeaderEpochCache
 from ext.index import OffsetIndex, TimeIndex
 
@@ -168,15 +169,10 @@ class LogSegment:
         if min_one_message and first.size > size:
             size = min(first.size, available)
         elif size < available:
-            size = self._whole_batches_within(first.position, size)
+            size = whole_batches_size(self.fd, first.position, size)
             if size == 0 and min_one_message:
                 size = first.size
         return first, FileSlice(self.fd, first.position, size)
-
-    def _whole_batches_within(self, position: int, max_size: int) -> int:
-        """Bytes of the whole batches that start at ``position`` and fit ``max_size``."""
-        chunk = os.pread(self.fd, max_size, position)
-        return scan(chunk, 0, False, True).valid_bytes
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after ``starting_offset`` whose

@@ -107,3 +107,54 @@ def test_a_segment_deleted_while_the_reader_opens_is_left_out(tmp_path, monkeypa
     monkeypatch.setattr(reader, "segment_base_offsets", lambda path: listing)
     opened = reader.PartitionReader(str(d))
     assert opened.base_offsets == [10, 20] and opened.sizes == [0, 0]
+
+
+def _mixed_segment(tmp_path):
+    """A segment of small batches (a few hundred bytes) and batches larger than a read chunk."""
+    log = Log(str(tmp_path / "mixed-0"))
+    for i in range(40):
+        big = i % 7 == 3
+        log.append_as_leader(producer_batch(300 if big else 3, value_size=1000 if big else 100, tag=i), 0, NOW)
+    segment = log.segments[0]
+    sizes = [p.size for p in _batches(segment)]
+    return log, segment, sizes
+
+
+def _batches(segment):
+    from engine.reader import search_for_offset
+    out, pos = [], 0
+    while (b := search_for_offset(segment.fd, 0, pos, segment.size)) is not None:
+        out.append(b)
+        pos = b.position + b.size
+    return out
+
+
+def test_whole_batches_size_is_the_longest_run_of_whole_batches_that_fits(tmp_path):
+    from engine.reader import whole_batches_size
+    log, segment, sizes = _mixed_segment(tmp_path)
+    assert max(sizes) > 256 * 1024 > min(sizes)
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    for first in (0, 1, 3, 4, 17):
+        for max_size in (0, 1, sizes[first] - 1, sizes[first], sizes[first] + 1, 300_000, 1 << 20, 5 << 20):
+            fit, total = 0, 0
+            for size in sizes[first:]:
+                if total + size > max_size:
+                    break
+                total += size
+            fit = total
+            assert whole_batches_size(segment.fd, starts[first], max_size) == fit, (first, max_size)
+    log.close()
+
+
+def test_whole_batches_size_does_not_read_the_records_of_large_batches(tmp_path, monkeypatch):
+    """A replica fetch of a megabyte of large batches used to read the whole megabyte into memory
+    just to find where its last whole batch ends."""
+    import engine.reader as reader
+    log, segment, sizes = _mixed_segment(tmp_path)
+    read = []
+    real = os.pread
+    monkeypatch.setattr(reader.os, "pread", lambda fd, n, pos: read.append(n) or real(fd, n, pos))
+    start = sum(sizes[:3])  # a large batch first
+    assert reader.whole_batches_size(segment.fd, start, 1 << 20) > 256 * 1024
+    assert sum(read) < 128 * 1024
+    log.close()
