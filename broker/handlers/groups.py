@@ -45,6 +45,17 @@ def apis(broker) -> list[Api]:
         before the wait is then committed state): NONE or the error to answer, per partition."""
         return {p: await groups.committed(p) for p in set(partitions)}
 
+    async def released(group_ids, described, failed_answer) -> list:
+        """``described`` (one answer per group id, read now), once the state read is committed;
+        a group whose partition's write failed answers ``failed_answer(group id, code)``."""
+        failed = await settled(groups.partition_of(g) for g in group_ids)
+        out = []
+        for group_id, answer in zip(group_ids, described):
+            code = failed[groups.partition_of(group_id)]
+            out.append(answer if answer.error_code != Error.NONE or code == Error.NONE
+                       else failed_answer(group_id, code))
+        return out
+
     # ---- FindCoordinator ---------------------------------------------------------------
 
     def find(key: str, key_type: int) -> tuple[int, str | None, int, str, int]:
@@ -220,11 +231,8 @@ def apis(broker) -> list[Api]:
                     described = D(error_code=Error.NONE, group_id=group_id, group_state="Dead",
                                   protocol_type="", protocol_data="")
             out.append(described)
-        failed = await settled(groups.partition_of(g) for g in req.groups)
-        return R(groups=[d if d.error_code != Error.NONE or failed[groups.partition_of(g)] == Error.NONE else
-                         D(error_code=failed[groups.partition_of(g)], group_id=g, group_state="",
-                           protocol_type="", protocol_data="")
-                         for g, d in zip(req.groups, out)])
+        return R(groups=await released(req.groups, out, lambda group_id, code: D(
+            error_code=code, group_id=group_id, group_state="", protocol_type="", protocol_data="")))
 
     async def handle_list_groups(header, req):
         R = M.ListGroupsResponse
@@ -282,12 +290,10 @@ def apis(broker) -> list[Api]:
                     error_code=code, group_id=group_id, group_state="", assignor_name=""))
             else:
                 out.append(groups.core.consumer.describe(group_id, names))
-        failed = await settled(groups.partition_of(g) for g in req.group_ids)
         D = M.ConsumerGroupDescribeResponse.DescribedGroup
-        return M.ConsumerGroupDescribeResponse(groups=[
-            d if d.error_code != Error.NONE or failed[groups.partition_of(g)] == Error.NONE else
-            D(error_code=failed[groups.partition_of(g)], group_id=g, group_state="", assignor_name="")
-            for g, d in zip(req.group_ids, out)])
+        described = await released(req.group_ids, out, lambda group_id, code: D(
+            error_code=code, group_id=group_id, group_state="", assignor_name=""))
+        return M.ConsumerGroupDescribeResponse(groups=described)
 
     consumer = [Api(68, 0, 1, handle_consumer_group_heartbeat),
                 Api(69, 0, 0, handle_consumer_group_describe)] if groups.consumer_protocol else []
