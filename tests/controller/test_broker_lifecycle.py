@@ -106,16 +106,23 @@ def test_a_broker_that_leads_nothing_is_granted_shutdown_at_once():
     assert answer.should_shut_down and s.fenced(3)
 
 
+def assert_fenced_after_the_grace_period(s: Scenario, broker_id: int) -> None:
+    """Not fenced a millisecond before strom.broker.disconnect.fence.ms, fenced at it: out of
+    every ISR of topic "t" and leading none of its partitions."""
+    s.advance(DISCONNECT_FENCE_MS - 1)
+    assert s.tick() == [] and not s.fenced(broker_id)
+    s.advance(1)
+    s.tick()
+    assert s.fenced(broker_id)
+    partitions = s.image.topics["t"].partitions.values()
+    assert all(broker_id not in p.isr and p.leader != broker_id for p in partitions)
+
+
 def test_a_closed_heartbeat_connection_fences_after_the_grace_period():
     s = Scenario(brokers=3)
     s.create_topic("t", partitions=3, rf=3)
     s.cluster.connection_closed(s.connections[2], s.now)
-    s.advance(DISCONNECT_FENCE_MS - 1)
-    assert s.tick() == [] and not s.fenced(2)
-    s.advance(1)
-    s.tick()
-    assert s.fenced(2)
-    assert all(2 not in p.isr and p.leader != 2 for p in s.image.topics["t"].partitions.values())
+    assert_fenced_after_the_grace_period(s, 2)
 
 
 def test_a_closed_connection_whose_broker_refuses_connections_fences_at_the_next_tick():
@@ -159,12 +166,7 @@ def test_a_broker_whose_listener_refuses_when_a_controller_activates_is_fenced_a
     s.create_topic("t", partitions=3, rf=3)
     s.cluster.activate(s.image, s.now)  # a new active controller: no broker heard from yet
     s.cluster.listener_refused(2, s.now)
-    s.advance(DISCONNECT_FENCE_MS - 1)
-    assert s.tick() == [] and not s.fenced(2)
-    s.advance(1)
-    s.tick()
-    assert s.fenced(2)
-    assert all(2 not in p.isr and p.leader != 2 for p in s.image.topics["t"].partitions.values())
+    assert_fenced_after_the_grace_period(s, 2)
     assert not s.fenced(1) and not s.fenced(3)
 
 

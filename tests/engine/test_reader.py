@@ -114,7 +114,8 @@ def _mixed_segment(tmp_path):
     log = Log(str(tmp_path / "mixed-0"))
     for i in range(40):
         big = i % 7 == 3
-        log.append_as_leader(producer_batch(300 if big else 3, value_size=1000 if big else 100, tag=i), 0, NOW)
+        batch = producer_batch(300, value_size=1000, tag=i) if big else producer_batch(3, tag=i)
+        log.append_as_leader(batch, 0, NOW)
     segment = log.segments[0]
     sizes = [p.size for p in _batches(segment)]
     return log, segment, sizes
@@ -136,12 +137,11 @@ def test_whole_batches_size_is_the_longest_run_of_whole_batches_that_fits(tmp_pa
     starts = [sum(sizes[:i]) for i in range(len(sizes))]
     for first in (0, 1, 3, 4, 17):
         for max_size in (0, 1, sizes[first] - 1, sizes[first], sizes[first] + 1, 300_000, 1 << 20, 5 << 20):
-            fit, total = 0, 0
+            fit = 0
             for size in sizes[first:]:
-                if total + size > max_size:
+                if fit + size > max_size:
                     break
-                total += size
-            fit = total
+                fit += size
             assert whole_batches_size(segment.fd, starts[first], max_size) == fit, (first, max_size)
     log.close()
 

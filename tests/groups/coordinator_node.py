@@ -128,7 +128,8 @@ class CoordinatorNode:
 
     async def describe(self, group: str = "g"):
         """DescribeGroups v5 of one group: its DescribedGroup."""
-        response = await self.call(15, 5, M.DescribeGroupsRequest(groups=[group], include_authorized_operations=False))
+        request = M.DescribeGroupsRequest(groups=[group], include_authorized_operations=False)
+        response = await self.call(15, 5, request)
         [described] = response.groups
         return described
 

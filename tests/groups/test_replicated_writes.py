@@ -3,6 +3,7 @@ until the high watermark of ``__consumer_offsets`` passed the records it rests o
 that fails answers Kafka's mapped error and leaves nothing in the coordinator that the log
 does not hold below its high watermark; a single replica answers at once, as before."""
 import asyncio
+import contextlib
 
 from broker.groups import storage
 from broker.groups.storage import OFFSETS_TOPIC
@@ -20,6 +21,19 @@ async def _leader(tmp_path, cluster, **kw) -> CoordinatorNode:
     await node.sync()
     assert node.core.owned == {0}
     return node
+
+
+@contextlib.asynccontextmanager
+async def _running_leader(tmp_path, **kw):
+    """The leader of a two-replica ``__consumer_offsets``, its timers running."""
+    cluster = Cluster(brokers=(1, 2))
+    create_offsets_topic(cluster, replicas=(1, 2))
+    leader = await _leader(tmp_path, cluster, **kw)
+    leader.runtime.start()
+    try:
+        yield leader
+    finally:
+        await leader.runtime.stop()
 
 
 def test_offset_commit_is_answered_only_once_the_high_watermark_passes_its_records(tmp_path):
@@ -105,11 +119,7 @@ def test_leadership_lost_while_waiting_answers_not_coordinator_and_unloads_the_p
 
 def test_heartbeat_and_sync_group_wait_for_the_assignment_record_to_commit(tmp_path):
     async def main():
-        cluster = Cluster(brokers=(1, 2))
-        create_offsets_topic(cluster, replicas=(1, 2))
-        leader = await _leader(tmp_path, cluster)
-        leader.runtime.start()
-        try:
+        async with _running_leader(tmp_path) as leader:
             joined = await asyncio.wait_for(leader.join(), 1)  # nothing written yet: at once
             assert joined.error_code == Error.NONE and joined.generation_id == 1
             me = joined.member_id
@@ -123,23 +133,15 @@ def test_heartbeat_and_sync_group_wait_for_the_assignment_record_to_commit(tmp_p
             synced = await asyncio.wait_for(sync, 1)
             assert (synced.error_code, synced.assignment) == (Error.NONE, b"assignment")
             assert await asyncio.wait_for(heartbeat, 1) == Error.NONE
-        finally:
-            await leader.runtime.stop()
     run(main())
 
 
 def test_sync_group_whose_record_times_out_answers_coordinator_not_available(tmp_path):
     async def main():
-        cluster = Cluster(brokers=(1, 2))
-        create_offsets_topic(cluster, replicas=(1, 2))
-        leader = await _leader(tmp_path, cluster, commit_timeout_ms=50)
-        leader.runtime.start()
-        try:
+        async with _running_leader(tmp_path, commit_timeout_ms=50) as leader:
             joined = await asyncio.wait_for(leader.join(), 1)
             synced = await asyncio.wait_for(leader.sync_group(joined.member_id, 1, b"a"), 1)
             assert (synced.error_code, synced.assignment) == (Error.COORDINATOR_NOT_AVAILABLE, b"")
-        finally:
-            await leader.runtime.stop()
     run(main())
 
 
@@ -198,11 +200,7 @@ def test_describe_and_list_groups_answer_only_once_the_state_they_show_is_commit
     """Kafka 4.x's coordinator reads group state as of its last committed offset: an answer
     never shows a member or a state that a failover could take back."""
     async def main():
-        cluster = Cluster(brokers=(1, 2))
-        create_offsets_topic(cluster, replicas=(1, 2))
-        leader = await _leader(tmp_path, cluster)
-        leader.runtime.start()
-        try:
+        async with _running_leader(tmp_path) as leader:
             joined = await asyncio.wait_for(leader.join(), 1)
             me = joined.member_id
             sync = asyncio.ensure_future(leader.sync_group(me, 1, b"assignment"))
@@ -219,18 +217,12 @@ def test_describe_and_list_groups_answer_only_once_the_state_they_show_is_commit
             assert [(m.member_id, m.member_assignment) for m in group.members] == [(me, b"assignment")]
             assert await asyncio.wait_for(listed, 1) == (Error.NONE, [("g", "Stable")])
             await asyncio.wait_for(sync, 1)
-        finally:
-            await leader.runtime.stop()
     run(main())
 
 
-def test_describe_and_list_groups_whose_state_does_not_commit_in_time_answer_coordinator_not_available(tmp_path):
+def test_describe_and_list_groups_whose_state_does_not_commit_in_time_are_coordinator_not_available(tmp_path):
     async def main():
-        cluster = Cluster(brokers=(1, 2))
-        create_offsets_topic(cluster, replicas=(1, 2))
-        leader = await _leader(tmp_path, cluster, commit_timeout_ms=50)
-        leader.runtime.start()
-        try:
+        async with _running_leader(tmp_path, commit_timeout_ms=50) as leader:
             joined = await asyncio.wait_for(leader.join(), 1)
             sync = asyncio.ensure_future(leader.sync_group(joined.member_id, 1, b"a"))
             await settle()
@@ -238,6 +230,4 @@ def test_describe_and_list_groups_whose_state_does_not_commit_in_time_answer_coo
             assert (group.error_code, list(group.members)) == (Error.COORDINATOR_NOT_AVAILABLE, [])
             assert await asyncio.wait_for(leader.list_groups(), 1) == (Error.COORDINATOR_NOT_AVAILABLE, [])
             await asyncio.wait_for(sync, 1)
-        finally:
-            await leader.runtime.stop()
     run(main())
