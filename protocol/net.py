@@ -40,13 +40,15 @@ import socket
 from collections.abc import Awaitable, Callable
 
 from protocol.dispatch import Deferred
-from protocol.fastcodec import frame_buffer
+from protocol.headers import fastcodec
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[memoryview], Awaitable["list | None"]]
 
 BUFFER_BYTES = 256 * 1024  # per connection; larger frames get their own buffer
+# A frame's own buffer is filled whole by the socket: not zeroed first where fastcodec is built.
+_frame_buffer = fastcodec.frame_buffer if fastcodec is not None else bytearray
 SENDFILE_MIN_BYTES = 16 * 1024
 QUEUED_FRAMES_MAX = 64  # per connection: reading pauses beyond this many unhandled requests
 PIPELINED = frozenset({0})  # Produce: handled while the answers before it wait (see above)
@@ -119,7 +121,7 @@ class FrameReader:
                 frames.append(buf[begin:begin + size])
                 self.start = begin + size
             elif 4 + size > len(buf):  # cannot fit: receive the rest straight into its own buffer
-                big = frame_buffer(size)  # not zeroed: the socket fills all of it
+                big = _frame_buffer(size)  # not zeroed: the socket fills all of it
                 big[:have] = buf[begin:self.end]
                 self.start = self.end = 0
                 self.big, self.big_filled = big, have
