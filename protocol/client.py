@@ -45,8 +45,7 @@ import itertools
 import socket
 from typing import Any
 
-from protocol import messages
-from protocol.headers import encode_request, read_response_header
+from protocol.headers import decode_response, encode_request, read_response_header
 from protocol.net import FrameReader, FrameTooLarge
 from protocol.types import Reader
 
@@ -120,7 +119,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._pending.pop(correlation_id, None)  # timed out or cancelled: drop its answer
         r = Reader(memoryview(frame).toreadonly())
         read_response_header(r, api_key, version)
-        return messages.RESPONSES[api_key].decode(version, r)
+        return decode_response(api_key, version, r)
 
     async def close(self) -> None:
         if self._transport is not None:

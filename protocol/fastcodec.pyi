@@ -1,19 +1,24 @@
-"""Hand-tuned codecs for Produce requests and Fetch/Metadata responses (see fastcodec.pyx);
-byte-identical to protocol.codec / protocol.headers.encode_response."""
+"""Hand-tuned codecs for Produce and Fetch requests and Fetch/Metadata responses (see
+fastcodec.pyx); byte-identical to protocol.codec / protocol.headers."""
 from typing import Any
+
+from protocol.types import Reader
 
 # (lowest, highest) version each function handles: the schema's range.
 PRODUCE_VERSIONS: tuple[int, int]
 FETCH_VERSIONS: tuple[int, int]
 METADATA_VERSIONS: tuple[int, int]
+FETCH_REQUEST_VERSIONS: tuple[int, int]
 
 def frame_buffer(size: int) -> bytearray:
     """A bytearray of ``size`` bytes, not zeroed: only for a buffer about to be filled whole."""
 
-def decode_produce_request(version: int, buf: bytes | bytearray | memoryview, pos: int = 0) -> Any:
-    """The ProduceRequest body at buf[pos:] as protocol.messages.ProduceRequest; each
-    partition's records is a memoryview slice of buf (writable when buf is). Raises
-    protocol.types.ProtocolError on malformed or truncated input."""
+def decode_produce_request(version: int, buf: bytes | bytearray | memoryview | Reader,
+                           pos: int = 0) -> Any:
+    """The ProduceRequest body at buf[pos:] (or a Reader's buf[pos:end]; it advances pos)
+    as protocol.messages.ProduceRequest; each partition's records is a memoryview slice of
+    buf (writable when buf is). Raises protocol.types.ProtocolError on malformed or
+    truncated input."""
 
 def encode_fetch_response(version: int, correlation_id: int, response: Any) -> list:
     """The whole Fetch response frame as parts (bytes, and file slices for records that
@@ -22,3 +27,21 @@ def encode_fetch_response(version: int, correlation_id: int, response: Any) -> l
 def encode_metadata_response(version: int, correlation_id: int, response: Any) -> list:
     """The whole Metadata response frame as parts (a single bytes object): what
     protocol.headers.encode_response(3, ...) returns."""
+
+def decode_fetch_request(version: int, buf: bytes | bytearray | memoryview | Reader,
+                         pos: int = 0) -> Any:
+    """The FetchRequest body at buf[pos:] (or a Reader's buf[pos:end]; it advances pos) as
+    protocol.messages.FetchRequest, equal to what messages.REQUESTS[1].decode returns (tagged
+    fields and absent-field defaults included). Raises protocol.types.ProtocolError on
+    malformed or truncated input."""
+
+def encode_fetch_request(version: int, correlation_id: int, client_id: str | None, request: Any) -> bytes:
+    """The whole Fetch request frame (size prefix, request header, body): what
+    protocol.headers.encode_request(1, ...) returns."""
+
+def decode_fetch_response(version: int, buf: bytes | bytearray | memoryview | Reader,
+                          pos: int = 0) -> Any:
+    """The FetchResponse body at buf[pos:] (or a Reader's buf[pos:end]; it advances pos),
+    after the response header, as protocol.messages.FetchResponse, equal to what
+    messages.RESPONSES[1].decode returns; each partition's records is a memoryview slice of
+    buf (no copy). Raises protocol.types.ProtocolError on malformed or truncated input."""

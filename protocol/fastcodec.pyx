@@ -1,9 +1,16 @@
 # cython: language_level=3
-"""Hand-tuned codecs for the three hot messages; byte-identical to the generic codec.
+"""Hand-tuned codecs for the hot messages; byte-identical to the generic codec.
 
     decode_produce_request(version, buf, pos)        Produce request body, v3-13
     encode_fetch_response(version, corr_id, body)    whole Fetch response frame, v4-18
     encode_metadata_response(version, corr_id, body) whole Metadata response frame, v0-13
+    decode_fetch_request(version, buf, pos)          Fetch request body, v4-18
+    encode_fetch_request(version, corr_id, client_id, body)
+                                                     whole Fetch request frame, v4-18
+    decode_fetch_response(version, buf, pos)         Fetch response body, v4-18
+
+The decoders take (buf, pos) or a protocol.types.Reader, which they read up to its end
+and leave where the body ends, as MessageCodec.decode does.
 
 The generic codec (protocol/codec.py) stays the reference: every rule below is its rule,
 and tests/protocol/test_fastcodec.py checks every version byte for byte against it. The
@@ -40,7 +47,7 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
 from libc.string cimport memcpy, memmove, memset
 
 from protocol import messages
-from protocol.types import ProtocolError
+from protocol.types import ProtocolError, Reader as _Reader
 
 # ---- struct classes and their defaults (what the generic codec builds and compares) -------
 
@@ -143,6 +150,25 @@ cdef int read_i32(Cursor* c, int32_t* out) except -1:
     return 0
 
 
+cdef int read_i64(Cursor* c, int64_t* out) except -1:
+    _need(c, 8)
+    cdef const uint8_t* p = c.data + c.pos
+    cdef uint64_t u = 0
+    cdef int i
+    for i in range(8):
+        u = (u << 8) | p[i]
+    out[0] = <int64_t>u
+    c.pos += 8
+    return 0
+
+
+cdef object _read_uuid(Cursor* c):
+    _need(c, 16)
+    cdef Py_ssize_t at = c.pos
+    c.pos += 16
+    return PyBytes_FromStringAndSize(<const char*>c.data + at, 16)
+
+
 cdef int read_uvarint(Cursor* c, int64_t* out) except -1:
     # At most 5 bytes, as Reader.uvarint (the fifth may carry bits above 32).
     cdef uint64_t value = 0
@@ -222,28 +248,51 @@ def frame_buffer(Py_ssize_t size):
     return PyByteArray_FromStringAndSize(NULL, size)
 
 
-def decode_produce_request(int version, object buf, Py_ssize_t pos=0):
-    """The Produce request body at buf[pos:]; records are memoryview slices of buf."""
-    _check_version("ProduceRequest", version, PRODUCE_MIN, PRODUCE_MAX)
+ctypedef object (*_BodyReader)(int version, object view, Cursor* c)
+
+
+cdef object _decode_body(_BodyReader read, int version, object buf, Py_ssize_t pos):
+    """read(version, view, cursor) over buf[pos:], or over a Reader's buf[pos:end], which is
+    then left where the body ends, as MessageCodec.decode leaves it."""
+    cdef object reader = None
+    cdef Py_ssize_t end = -1
+    if type(buf) is _Reader:
+        reader = buf
+        pos = reader.pos
+        end = reader.end
+        buf = reader.buf
     cdef object view = buf if type(buf) is memoryview else memoryview(buf)
     cdef Py_buffer pybuf
+    cdef Cursor c
     PyObject_GetBuffer(view, &pybuf, PyBUF_SIMPLE)
     try:
         if pybuf.itemsize != 1:
-            raise TypeError("decode_produce_request needs a buffer of bytes")
-        if pos < 0 or pos > pybuf.len:
-            raise ProtocolError(f"position {pos} outside a buffer of {pybuf.len} bytes")
-        return _decode_produce(version, view, &pybuf, pos)
+            raise TypeError("a message decodes from a buffer of bytes")
+        if end < 0 or end > pybuf.len:
+            end = pybuf.len
+        if pos < 0 or pos > end:
+            raise ProtocolError(f"position {pos} outside a buffer of {end} bytes")
+        c.data = <const uint8_t*>pybuf.buf
+        c.pos = pos
+        c.end = end
+        result = read(version, view, &c)
+        if reader is not None:
+            reader.pos = c.pos
+        return result
     finally:
         PyBuffer_Release(&pybuf)
 
 
-cdef object _decode_produce(int version, object view, Py_buffer* pybuf, Py_ssize_t pos):
+def decode_produce_request(int version, object buf, Py_ssize_t pos=0):
+    """The Produce request body at buf[pos:] (or at a Reader's pos, which it advances);
+    records are memoryview slices of buf."""
+    _check_version("ProduceRequest", version, PRODUCE_MIN, PRODUCE_MAX)
+    return _decode_body(_decode_produce, version, buf, pos)
+
+
+cdef object _decode_produce(int version, object view, Cursor* cursor):
     cdef bint flexible = version >= 9
-    cdef Cursor c
-    c.data = <const uint8_t*>pybuf.buf
-    c.pos = pos
-    c.end = pybuf.len
+    cdef Cursor c = cursor[0]  # a local copy, stored back at the end
     cdef int16_t acks
     cdef int32_t timeout_ms, index
     cdef int64_t ntopics, nparts, nrec, i, j
@@ -296,6 +345,7 @@ cdef object _decode_produce(int version, object view, Py_buffer* pybuf, Py_ssize
         request.topic_data = topics
     if flexible:
         skip_tagged_fields(&c)
+    cursor[0] = c
     return request
 
 
@@ -827,3 +877,531 @@ cdef int _write_metadata_topic(Out* o, object topic, int version, bint flexible)
     if flexible:
         put_uvarint(o, 0)
     return 0
+
+
+# ---- Fetch requests and responses, the replica fetch path ----------------------------------
+#
+# Every produce under acks=all makes each follower encode a Fetch request and decode the
+# leader's answer, and the leader decode the request: the three functions below. Decoded
+# structs get every slot set (absent fields to the class default, as the generic reader's
+# `absent` list does, single-struct defaults as fresh instances) so KafkaStruct.__eq__ holds.
+
+cdef type _FetchRequest = messages.FetchRequest
+cdef type _ReplicaState = messages.FetchRequest.ReplicaState
+cdef type _FetchTopic = messages.FetchRequest.FetchTopic
+cdef type _FetchPartition = messages.FetchRequest.FetchPartition
+cdef type _ForgottenTopic = messages.FetchRequest.ForgottenTopic
+cdef dict _FRQ_DEFAULTS = _FetchRequest._defaults
+cdef object _FT_EMPTY_NAME = _FetchTopic._defaults["topic"]
+cdef object _FT_ZERO_UUID = _FetchTopic._defaults["topic_id"]
+cdef object _FP_ZERO_UUID = _FetchPartition._defaults["replica_directory_id"]
+cdef object _FP_HIGH_WATERMARK = _FetchPartition._defaults["high_watermark"]
+cdef object _FG_EMPTY_NAME = _ForgottenTopic._defaults["topic"]
+cdef object _FG_ZERO_UUID = _ForgottenTopic._defaults["topic_id"]
+
+cdef type _FetchResponse = messages.FetchResponse
+cdef type _FetchableTopicResponse = messages.FetchResponse.FetchableTopicResponse
+cdef type _AbortedTransaction = messages.FetchResponse.PartitionData.AbortedTransaction
+cdef type _NodeEndpoint = messages.FetchResponse.NodeEndpoint
+cdef object _FR_EMPTY_NAME = _FetchableTopicResponse._defaults["topic"]
+cdef object _FR_ZERO_UUID = _FetchableTopicResponse._defaults["topic_id"]
+
+FETCH_REQUEST_VERSIONS = _range(messages.REQUESTS[1])
+cdef int FETCH_REQUEST_MIN = FETCH_REQUEST_VERSIONS[0], FETCH_REQUEST_MAX = FETCH_REQUEST_VERSIONS[1]
+
+
+cdef int _next_tag(Cursor* c, Cursor* sub, int64_t* tag) except -1:
+    """One entry of a tagged-field section: its tag, and sub bounded to its value (a value
+    read past its size is a ProtocolError, as the generic reader's sub-Reader makes it).
+    c moves past the value whatever the caller reads of it: the rest is skipped."""
+    cdef int64_t size
+    read_uvarint(c, tag)
+    read_uvarint(c, &size)
+    if size > c.end - c.pos:
+        raise ProtocolError(f"tagged field {tag[0]} overruns the message")
+    sub.data = c.data
+    sub.pos = c.pos
+    sub.end = c.pos + size
+    c.pos += size
+    return 0
+
+
+cdef int read_i8(Cursor* c, int* out) except -1:
+    _need(c, 1)
+    out[0] = <signed char>c.data[c.pos]
+    c.pos += 1
+    return 0
+
+
+cdef object _replica_state(int32_t replica_id, int64_t replica_epoch):
+    state = _new(_ReplicaState)
+    state.replica_id = replica_id
+    state.replica_epoch = replica_epoch
+    return state
+
+
+def decode_fetch_request(int version, object buf, Py_ssize_t pos=0):
+    """The Fetch request body at buf[pos:] (or at a Reader's pos, which it advances): what
+    messages.REQUESTS[1].decode returns."""
+    _check_version("FetchRequest", version, FETCH_REQUEST_MIN, FETCH_REQUEST_MAX)
+    return _decode_body(_decode_fetch_request, version, buf, pos)
+
+
+cdef object _decode_fetch_request(int version, object view, Cursor* cursor):
+    cdef bint flexible = version >= 12
+    cdef Cursor c = cursor[0]
+    cdef Cursor sub
+    cdef int32_t i32
+    cdef int64_t i64, n, i, tag
+    cdef int i8
+    cdef list topics
+
+    request = _new(_FetchRequest)
+    request.cluster_id = None
+    request.replica_id = -1
+    request.replica_state = _replica_state(-1, -1)
+    if version <= 14:
+        read_i32(&c, &i32)
+        request.replica_id = i32
+    read_i32(&c, &i32)
+    request.max_wait_ms = i32
+    read_i32(&c, &i32)
+    request.min_bytes = i32
+    read_i32(&c, &i32)
+    request.max_bytes = i32
+    read_i8(&c, &i8)
+    request.isolation_level = i8
+    if version >= 7:
+        read_i32(&c, &i32)
+        request.session_id = i32
+        read_i32(&c, &i32)
+        request.session_epoch = i32
+    else:
+        request.session_id = _FRQ_DEFAULTS["session_id"]
+        request.session_epoch = _FRQ_DEFAULTS["session_epoch"]
+    n = _read_array_length(&c, flexible)
+    if n < 0:
+        request.topics = None
+    else:
+        topics = []
+        for i in range(n):
+            topics.append(_read_fetch_topic(&c, version, flexible))
+        request.topics = topics
+    if version >= 7:
+        n = _read_array_length(&c, flexible)
+        if n < 0:
+            request.forgotten_topics_data = None
+        else:
+            topics = []
+            for i in range(n):
+                topics.append(_read_forgotten_topic(&c, version, flexible))
+            request.forgotten_topics_data = topics
+    else:
+        request.forgotten_topics_data = []
+    request.rack_id = _read_string(&c, flexible) if version >= 11 else _FRQ_DEFAULTS["rack_id"]
+    if flexible:  # tag 0 cluster_id (12+), tag 1 replica_state (15+); others skipped
+        read_uvarint(&c, &n)
+        for i in range(n):
+            _next_tag(&c, &sub, &tag)
+            if tag == 0:
+                request.cluster_id = _read_string(&sub, True)
+            elif tag == 1 and version >= 15:
+                read_i32(&sub, &i32)
+                read_i64(&sub, &i64)
+                skip_tagged_fields(&sub)
+                request.replica_state = _replica_state(i32, i64)
+    cursor[0] = c
+    return request
+
+
+cdef object _read_fetch_topic(Cursor* c, int version, bint flexible):
+    cdef Cursor sub
+    cdef int32_t i32
+    cdef int64_t i64, n, i, j, k, tag
+    cdef list partitions
+    topic = _new(_FetchTopic)
+    if version <= 12:
+        topic.topic = _read_string(c, flexible)
+        topic.topic_id = _FT_ZERO_UUID
+    else:
+        topic.topic = _FT_EMPTY_NAME
+        topic.topic_id = _read_uuid(c)
+    n = _read_array_length(c, flexible)
+    if n < 0:
+        topic.partitions = None
+    else:
+        partitions = []
+        for i in range(n):
+            p = _new(_FetchPartition)
+            read_i32(c, &i32)
+            p.partition = i32
+            if version >= 9:
+                read_i32(c, &i32)
+                p.current_leader_epoch = i32
+            else:
+                p.current_leader_epoch = -1
+            read_i64(c, &i64)
+            p.fetch_offset = i64
+            if version >= 12:
+                read_i32(c, &i32)
+                p.last_fetched_epoch = i32
+            else:
+                p.last_fetched_epoch = -1
+            if version >= 5:
+                read_i64(c, &i64)
+                p.log_start_offset = i64
+            else:
+                p.log_start_offset = -1
+            read_i32(c, &i32)
+            p.partition_max_bytes = i32
+            p.replica_directory_id = _FP_ZERO_UUID
+            p.high_watermark = _FP_HIGH_WATERMARK
+            if flexible:  # tag 0 replica_directory_id (17+), tag 1 high_watermark (18+)
+                read_uvarint(c, &k)
+                for j in range(k):
+                    _next_tag(c, &sub, &tag)
+                    if tag == 0 and version >= 17:
+                        p.replica_directory_id = _read_uuid(&sub)
+                    elif tag == 1 and version >= 18:
+                        read_i64(&sub, &i64)
+                        p.high_watermark = i64
+            partitions.append(p)
+        topic.partitions = partitions
+    if flexible:
+        skip_tagged_fields(c)
+    return topic
+
+
+cdef object _read_forgotten_topic(Cursor* c, int version, bint flexible):
+    cdef int32_t i32
+    cdef int64_t n, i
+    cdef list partitions
+    topic = _new(_ForgottenTopic)
+    if version <= 12:
+        topic.topic = _read_string(c, flexible)
+        topic.topic_id = _FG_ZERO_UUID
+    else:
+        topic.topic = _FG_EMPTY_NAME
+        topic.topic_id = _read_uuid(c)
+    n = _read_array_length(c, flexible)
+    if n < 0:
+        topic.partitions = None
+    else:
+        partitions = []
+        for i in range(n):
+            read_i32(c, &i32)
+            partitions.append(i32)
+        topic.partitions = partitions
+    if flexible:
+        skip_tagged_fields(c)
+    return topic
+
+
+cdef _TagDefault _REPLICA_STATE = _TagDefault(_ReplicaState)
+
+
+def encode_fetch_request(int version, int32_t correlation_id, object client_id, object request):
+    """A whole Fetch request frame (size prefix, header v1/v2, body) as one bytes object:
+    encode_request(1, version, correlation_id, client_id, request)."""
+    _check_version("FetchRequest", version, FETCH_REQUEST_MIN, FETCH_REQUEST_MAX)
+    cdef bint flexible = version >= 12
+    cdef _Frame f = _Frame(256)
+    cdef Out* o = &f.out
+    reserve(o, 12)
+    put_i32(o, 0)  # size, patched by parts()
+    put_i16(o, 1)
+    put_i16(o, <int16_t>version)
+    put_i32(o, correlation_id)
+    _put_string(o, client_id, False, "RequestHeader.client_id", version, True)  # int16 length
+    if flexible:
+        reserve(o, 1)
+        put_uvarint(o, 0)
+    reserve(o, 25)
+    if version <= 14:
+        put_i32(o, <int32_t>request.replica_id)
+    put_i32(o, <int32_t>request.max_wait_ms)
+    put_i32(o, <int32_t>request.min_bytes)
+    put_i32(o, <int32_t>request.max_bytes)
+    put_i8(o, _int8(request.isolation_level))
+    if version >= 7:
+        put_i32(o, <int32_t>request.session_id)
+        put_i32(o, <int32_t>request.session_epoch)
+    topics = request.topics
+    if _put_array_length(o, topics, flexible, "FetchRequest.topics", version, False) > 0:
+        for topic in topics:
+            _write_fetch_topic(o, topic, version, flexible)
+    if version >= 7:
+        forgotten = request.forgotten_topics_data
+        if _put_array_length(o, forgotten, flexible, "FetchRequest.forgotten_topics_data", version,
+                             False) > 0:
+            for topic in forgotten:
+                if version <= 12:
+                    _put_string(o, topic.topic, flexible, "FetchRequest.topic", version, False)
+                else:
+                    _put_uuid(o, topic.topic_id)
+                _put_int32_array(o, topic.partitions, flexible, "FetchRequest.partitions", version)
+                if flexible:
+                    reserve(o, 1)
+                    put_uvarint(o, 0)
+    if version >= 11:
+        _put_string(o, request.rack_id, flexible, "FetchRequest.rack_id", version, False)
+    if flexible:
+        _write_fetch_request_root_tags(o, request, version)
+    return f.parts()[0]
+
+
+cdef int _int8(object v) except? -1:
+    # struct.pack(">b") refuses what does not fit; a C cast would wrap it.
+    cdef long n = v
+    if n < -128 or n > 127:
+        raise OverflowError(f"{n} does not fit in an int8")
+    return <int>n
+
+
+cdef int _write_fetch_topic(Out* o, object topic, int version, bint flexible) except -1:
+    if version <= 12:
+        _put_string(o, topic.topic, flexible, "FetchRequest.topic", version, False)
+    else:
+        _put_uuid(o, topic.topic_id)
+    partitions = topic.partitions
+    cdef bint has_dir, has_hw
+    if _put_array_length(o, partitions, flexible, "FetchRequest.partitions", version, False) > 0:
+        for p in partitions:
+            reserve(o, 32)
+            put_i32(o, <int32_t>p.partition)
+            if version >= 9:
+                put_i32(o, <int32_t>p.current_leader_epoch)
+            put_i64(o, <int64_t>p.fetch_offset)
+            if version >= 12:
+                put_i32(o, <int32_t>p.last_fetched_epoch)
+            if version >= 5:
+                put_i64(o, <int64_t>p.log_start_offset)
+            put_i32(o, <int32_t>p.partition_max_bytes)
+            if not flexible:
+                continue
+            # Tagged, in tag order: 0 replica_directory_id (17+), 1 high_watermark (18+).
+            directory = getattr(p, "replica_directory_id", None) if version >= 17 else None
+            hw = getattr(p, "high_watermark", None) if version >= 18 else None
+            has_dir = directory is not None and not (directory == _FP_ZERO_UUID)
+            has_hw = hw is not None and not (hw == _FP_HIGH_WATERMARK)
+            reserve(o, 1 + 2 + 2 + 10)
+            put_uvarint(o, <uint64_t>(has_dir + has_hw))
+            if has_dir:
+                put_uvarint(o, 0)
+                put_uvarint(o, 16)
+                _put_uuid(o, directory)
+            if has_hw:
+                reserve(o, 10)
+                put_uvarint(o, 1)
+                put_uvarint(o, 8)
+                put_i64(o, <int64_t>hw)
+    if flexible:
+        reserve(o, 1)
+        put_uvarint(o, 0)
+    return 0
+
+
+cdef int _write_fetch_request_root_tags(Out* o, object request, int version) except -1:
+    # Tag 0 cluster_id (12+, written when not null), tag 1 replica_state (15+).
+    cluster_id = getattr(request, "cluster_id", None)
+    state = getattr(request, "replica_state", None) if version >= 15 else None
+    cdef bint has_cluster = cluster_id is not None
+    cdef bint has_state = not _REPLICA_STATE.absent(state)
+    cdef Py_ssize_t start
+    reserve(o, 3)
+    put_uvarint(o, <uint64_t>(has_cluster + has_state))
+    if has_cluster:
+        put_uvarint(o, 0)
+        start = o.len
+        _put_string(o, cluster_id, True, "FetchRequest.cluster_id", version, True)
+        _prefix_size(o, start)
+    if has_state:  # replica_id int32, replica_epoch int64, no tags: 13 bytes
+        reserve(o, 15)
+        put_uvarint(o, 1)
+        put_uvarint(o, 13)
+        put_i32(o, <int32_t>state.replica_id)
+        put_i64(o, <int64_t>state.replica_epoch)
+        put_uvarint(o, 0)
+    return 0
+
+
+def decode_fetch_response(int version, object buf, Py_ssize_t pos=0):
+    """The Fetch response body at buf[pos:] (or at a Reader's pos, which it advances), after
+    the response header: what messages.RESPONSES[1].decode returns; records are memoryview
+    slices of buf."""
+    _check_version("FetchResponse", version, FETCH_MIN, FETCH_MAX)
+    return _decode_body(_decode_fetch_response, version, buf, pos)
+
+
+cdef object _decode_fetch_response(int version, object view, Cursor* cursor):
+    cdef bint flexible = version >= 12
+    cdef Cursor c = cursor[0]
+    cdef Cursor sub
+    cdef int16_t i16
+    cdef int32_t i32
+    cdef int64_t n, i, tag
+    cdef list topics
+
+    response = _new(_FetchResponse)
+    read_i32(&c, &i32)
+    response.throttle_time_ms = i32
+    if version >= 7:
+        read_i16(&c, &i16)
+        response.error_code = i16
+        read_i32(&c, &i32)
+        response.session_id = i32
+    else:
+        response.error_code = 0
+        response.session_id = 0
+    n = _read_array_length(&c, flexible)
+    if n < 0:
+        response.responses = None
+    else:
+        topics = []
+        for i in range(n):
+            topics.append(_read_fetchable_topic(&c, view, version, flexible))
+        response.responses = topics
+    response.node_endpoints = []
+    if flexible:  # tag 0 node_endpoints (16+); others skipped
+        read_uvarint(&c, &n)
+        for i in range(n):
+            _next_tag(&c, &sub, &tag)
+            if tag == 0 and version >= 16:
+                response.node_endpoints = _read_node_endpoints(&sub)
+    cursor[0] = c
+    return response
+
+
+cdef object _read_node_endpoints(Cursor* c):
+    cdef int32_t i32
+    cdef int64_t n = _read_array_length(c, True), i
+    if n < 0:
+        return None
+    cdef list endpoints = []
+    for i in range(n):
+        node = _new(_NodeEndpoint)
+        read_i32(c, &i32)
+        node.node_id = i32
+        node.host = _read_string(c, True)
+        read_i32(c, &i32)
+        node.port = i32
+        node.rack = _read_string(c, True)
+        skip_tagged_fields(c)
+        endpoints.append(node)
+    return endpoints
+
+
+cdef object _epoch_end_offset(int32_t epoch, int64_t end_offset):
+    v = _new(_EpochEndOffset)
+    v.epoch = epoch
+    v.end_offset = end_offset
+    return v
+
+
+cdef object _leader_id_and_epoch(int32_t leader_id, int32_t leader_epoch):
+    v = _new(_LeaderIdAndEpoch)
+    v.leader_id = leader_id
+    v.leader_epoch = leader_epoch
+    return v
+
+
+cdef object _snapshot_id(int64_t end_offset, int32_t epoch):
+    v = _new(_SnapshotId)
+    v.end_offset = end_offset
+    v.epoch = epoch
+    return v
+
+
+cdef object _read_fetchable_topic(Cursor* c, object view, int version, bint flexible):
+    cdef int64_t n, i
+    cdef list partitions
+    topic = _new(_FetchableTopicResponse)
+    if version <= 12:
+        topic.topic = _read_string(c, flexible)
+        topic.topic_id = _FR_ZERO_UUID
+    else:
+        topic.topic = _FR_EMPTY_NAME
+        topic.topic_id = _read_uuid(c)
+    n = _read_array_length(c, flexible)
+    if n < 0:
+        topic.partitions = None
+    else:
+        partitions = []
+        for i in range(n):
+            partitions.append(_read_fetch_partition_data(c, view, version, flexible))
+        topic.partitions = partitions
+    if flexible:
+        skip_tagged_fields(c)
+    return topic
+
+
+cdef object _read_fetch_partition_data(Cursor* c, object view, int version, bint flexible):
+    cdef Cursor sub
+    cdef int16_t i16
+    cdef int32_t i32, j32
+    cdef int64_t i64, n, i, tag
+    cdef list aborted
+    p = _new(_PartitionData)
+    read_i32(c, &i32)
+    p.partition_index = i32
+    read_i16(c, &i16)
+    p.error_code = i16
+    read_i64(c, &i64)
+    p.high_watermark = i64
+    read_i64(c, &i64)
+    p.last_stable_offset = i64
+    if version >= 5:
+        read_i64(c, &i64)
+        p.log_start_offset = i64
+    else:
+        p.log_start_offset = -1
+    p.diverging_epoch = _epoch_end_offset(-1, -1)
+    p.current_leader = _leader_id_and_epoch(-1, -1)
+    p.snapshot_id = _snapshot_id(-1, -1)
+    n = _read_array_length(c, flexible)
+    if n < 0:
+        p.aborted_transactions = None
+    else:
+        aborted = []
+        for i in range(n):
+            txn = _new(_AbortedTransaction)
+            read_i64(c, &i64)
+            txn.producer_id = i64
+            read_i64(c, &i64)
+            txn.first_offset = i64
+            if flexible:
+                skip_tagged_fields(c)
+            aborted.append(txn)
+        p.aborted_transactions = aborted
+    if version >= 11:
+        read_i32(c, &i32)
+        p.preferred_read_replica = i32
+    else:
+        p.preferred_read_replica = -1
+    n = _read_length(c, flexible, True, "bytes")
+    if n < 0:
+        p.records = None
+    else:
+        _need(c, n)
+        p.records = view[c.pos:c.pos + n]
+        c.pos += n
+    if flexible:  # tags 0 diverging_epoch, 1 current_leader, 2 snapshot_id (all 12+)
+        read_uvarint(c, &n)
+        for i in range(n):
+            _next_tag(c, &sub, &tag)
+            if tag == 0:
+                read_i32(&sub, &i32)
+                read_i64(&sub, &i64)
+                skip_tagged_fields(&sub)
+                p.diverging_epoch = _epoch_end_offset(i32, i64)
+            elif tag == 1:
+                read_i32(&sub, &i32)
+                read_i32(&sub, &j32)
+                skip_tagged_fields(&sub)
+                p.current_leader = _leader_id_and_epoch(i32, j32)
+            elif tag == 2:
+                read_i64(&sub, &i64)
+                read_i32(&sub, &i32)
+                skip_tagged_fields(&sub)
+                p.snapshot_id = _snapshot_id(i64, i32)
+    return p

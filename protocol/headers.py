@@ -11,10 +11,11 @@ when its version is flexible (else v1); a response uses v1 when flexible (else v
 ApiVersions responses, which always use v0 so that a client can read the error of a
 version it does not know.
 
-The hot messages (Produce requests, Fetch and Metadata responses) go through hand-tuned
-Cython (protocol/fastcodec.pyx), byte-identical to the generic codec. Not building it is
-not an error, but it is not silent either: FAST_CODEC says which path is live, a warning is
-logged at import, and tests/protocol/test_fastcodec.py fails when the extension is missing.
+The hot messages (Produce requests, Fetch requests and responses, Metadata responses) go
+through hand-tuned Cython (protocol/fastcodec.pyx), byte-identical to the generic codec.
+Not building it is not an error, but it is not silent either: FAST_CODEC says which path is
+live, a warning is logged at import, and tests/protocol/test_fastcodec.py fails when the
+extension is missing.
 """
 from __future__ import annotations
 
@@ -35,9 +36,14 @@ except ImportError:  # not built: the generic codec serves every message, loudly
 FAST_CODEC = fastcodec is not None
 # api_key -> hand-tuned request decoder (version, buf, pos) and response encoder
 # (version, correlation_id, body); everything else goes through the generic codec.
-FAST_DECODERS = {0: fastcodec.decode_produce_request} if FAST_CODEC else {}
+FAST_DECODERS = ({0: fastcodec.decode_produce_request, 1: fastcodec.decode_fetch_request}
+                 if FAST_CODEC else {})
 FAST_ENCODERS = ({1: fastcodec.encode_fetch_response, 3: fastcodec.encode_metadata_response}
                  if FAST_CODEC else {})
+# The client's side: api_key -> hand-tuned request frame encoder (version, correlation_id,
+# client_id, body) and response body decoder (version, buf, pos).
+FAST_REQUEST_ENCODERS = {1: fastcodec.encode_fetch_request} if FAST_CODEC else {}
+FAST_RESPONSE_DECODERS = {1: fastcodec.decode_fetch_response} if FAST_CODEC else {}
 
 API_VERSIONS_KEY = 18
 
@@ -110,6 +116,15 @@ def read_response_header(r: Reader, api_key: int, api_version: int) -> int:
 def encode_request(api_key: int, api_version: int, correlation_id: int, client_id: str | None,
                    body) -> bytes:
     """A whole request frame (size prefix included)."""
+    fast = FAST_REQUEST_ENCODERS.get(api_key)
+    if fast is not None:
+        return fast(api_version, correlation_id, client_id, body)
+    return encode_request_generic(api_key, api_version, correlation_id, client_id, body)
+
+
+def encode_request_generic(api_key: int, api_version: int, correlation_id: int,
+                           client_id: str | None, body) -> bytes:
+    """encode_request through the generic codec only (the reference for fastcodec)."""
     w = Writer()
     w.int32(0)
     write_request_header(w, api_key, api_version, correlation_id, client_id)
@@ -121,9 +136,17 @@ def encode_request(api_key: int, api_version: int, correlation_id: int, client_i
 def decode_request(api_key: int, api_version: int, r: Reader):
     """The request body at r.pos (after read_request_header)."""
     fast = FAST_DECODERS.get(api_key)
-    if fast is not None:
-        return fast(api_version, r.buf if r.end == len(r.buf) else r.buf[:r.end], r.pos)
+    if fast is not None:  # reads r.buf[r.pos:r.end] and advances r.pos, as the generic does
+        return fast(api_version, r)
     return messages.REQUESTS[api_key].decode(api_version, r)
+
+
+def decode_response(api_key: int, api_version: int, r: Reader):
+    """The response body at r.pos (after read_response_header)."""
+    fast = FAST_RESPONSE_DECODERS.get(api_key)
+    if fast is not None:
+        return fast(api_version, r)
+    return messages.RESPONSES[api_key].decode(api_version, r)
 
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, body) -> list:

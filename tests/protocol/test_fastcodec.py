@@ -11,7 +11,8 @@
                     ProtocolError (or the same result), unknown tagged fields are skipped,
                     non-nullable nulls are refused.
 
-Seeds are fixed per (version, case); a failure names both.
+Seeds are fixed per (version, case); a failure names both. The replica fetch path (Fetch
+requests both ways, Fetch response decode) is in test_fastcodec_fetch.py.
 """
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ def versions(codec: MessageCodec) -> list[int]:
 def test_compiled_module_loaded():
     assert fastcodec.__file__.endswith(".so"), fastcodec.__file__
     assert headers.FAST_CODEC is True
-    assert headers.FAST_DECODERS == {0: fastcodec.decode_produce_request}
+    assert headers.FAST_DECODERS == {0: fastcodec.decode_produce_request,
+                                     1: fastcodec.decode_fetch_request}
     assert headers.FAST_ENCODERS == {1: fastcodec.encode_fetch_response,
                                      3: fastcodec.encode_metadata_response}
     assert dispatch.decode_request is headers.decode_request
@@ -334,6 +336,8 @@ def test_produce_differential(version):
         assert type(fast) is messages.ProduceRequest
         assert fast.to_dict() == generic_decode(version, buf, len(prefix)).to_dict()
         assert fast == generic_decode(version, buf, len(prefix))
+        r = Reader(buf + b"tail", len(prefix))  # from a Reader: left where the body ends
+        assert fastcodec.decode_produce_request(version, r) == fast and r.pos == len(buf)
         for topic in fast.topic_data:
             assert type(topic) is messages.ProduceRequest.TopicProduceData
             for partition in topic.partition_data:
@@ -463,11 +467,13 @@ def test_decode_request_routes_produce_to_fastcodec():
     frame = headers.encode_request(0, 9, 42, "client", body)
     r = Reader(memoryview(bytearray(frame))[4:])
     header = headers.read_request_header(r)
+    body_at = r.pos
     request = headers.decode_request(header.api_key, header.api_version, r)
-    assert request == generic_decode(9, r.buf, r.pos)
+    assert request == generic_decode(9, r.buf, body_at)
+    assert r.pos == r.end  # the reader is left where the body ends, as the generic leaves it
     r = Reader(bytearray(frame + b"\x00" * 7), 4, len(frame))  # a reader that stops short of its buffer
     header = headers.read_request_header(r)
-    assert headers.decode_request(0, 9, r) == request
+    assert headers.decode_request(0, 9, r) == request and r.pos == len(frame)
 
 
 def test_encode_response_routes_to_fastcodec(monkeypatch):
