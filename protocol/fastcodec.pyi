@@ -1,11 +1,13 @@
-"""Hand-tuned codecs for Produce and Fetch requests and Fetch/Metadata responses (see
-fastcodec.pyx); byte-identical to protocol.codec / protocol.headers."""
+"""Hand-tuned codecs for Produce and Fetch requests and Produce/Fetch/Metadata responses (see
+fastcodec.pyx; the Fetch functions are fastfetch_request's and fastfetch_response's,
+re-exported); byte-identical to protocol.codec / protocol.headers."""
 from typing import Any
 
 from protocol.types import Reader
 
 # (lowest, highest) version each function handles: the schema's range.
 PRODUCE_VERSIONS: tuple[int, int]
+PRODUCE_RESPONSE_VERSIONS: tuple[int, int]
 FETCH_VERSIONS: tuple[int, int]
 METADATA_VERSIONS: tuple[int, int]
 FETCH_REQUEST_VERSIONS: tuple[int, int]
@@ -19,6 +21,10 @@ def decode_produce_request(version: int, buf: bytes | bytearray | memoryview | R
     as protocol.messages.ProduceRequest; each partition's records is a memoryview slice of
     buf (writable when buf is). Raises protocol.types.ProtocolError on malformed or
     truncated input."""
+
+def encode_produce_response(version: int, correlation_id: int, response: Any) -> list:
+    """The whole Produce response frame as parts (a single bytes object): what
+    protocol.headers.encode_response(0, ...) returns."""
 
 def encode_fetch_response(version: int, correlation_id: int, response: Any) -> list:
     """The whole Fetch response frame as parts (bytes, and file slices for records that

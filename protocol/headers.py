@@ -11,11 +11,11 @@ when its version is flexible (else v1); a response uses v1 when flexible (else v
 ApiVersions responses, which always use v0 so that a client can read the error of a
 version it does not know.
 
-The hot messages (Produce requests, Fetch requests and responses, Metadata responses) go
-through hand-tuned Cython (protocol/fastcodec.pyx), byte-identical to the generic codec.
-Not building it is not an error, but it is not silent either: FAST_CODEC says which path is
-live, a warning is logged at import, and tests/protocol/test_fastcodec.py fails when the
-extension is missing.
+The hot messages (Produce requests and responses, Fetch requests and responses, Metadata
+responses) go through hand-tuned Cython (protocol/fastcodec.pyx and the modules it gathers),
+byte-identical to the generic codec. Not building it is not an error, but it is not silent
+either: FAST_CODEC says which path is live, a warning is logged at import, and
+tests/protocol/test_fastcodec.py fails when the extension is missing.
 """
 from __future__ import annotations
 
@@ -38,8 +38,8 @@ FAST_CODEC = fastcodec is not None
 # (version, correlation_id, body); everything else goes through the generic codec.
 FAST_DECODERS = ({0: fastcodec.decode_produce_request, 1: fastcodec.decode_fetch_request}
                  if FAST_CODEC else {})
-FAST_ENCODERS = ({1: fastcodec.encode_fetch_response, 3: fastcodec.encode_metadata_response}
-                 if FAST_CODEC else {})
+FAST_ENCODERS = ({0: fastcodec.encode_produce_response, 1: fastcodec.encode_fetch_response,
+                  3: fastcodec.encode_metadata_response} if FAST_CODEC else {})
 # The client's side: api_key -> hand-tuned request frame encoder (version, correlation_id,
 # client_id, body) and response body decoder (version, buf, pos).
 FAST_REQUEST_ENCODERS = {1: fastcodec.encode_fetch_request} if FAST_CODEC else {}

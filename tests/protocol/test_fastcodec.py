@@ -12,7 +12,8 @@
                     non-nullable nulls are refused.
 
 Seeds are fixed per (version, case); a failure names both. The replica fetch path (Fetch
-requests both ways, Fetch response decode) is in test_fastcodec_fetch.py.
+requests both ways, Fetch response decode) is in test_fastcodec_fetch.py, Produce responses
+in test_fastcodec_produce.py.
 """
 from __future__ import annotations
 
@@ -53,7 +54,8 @@ def test_compiled_module_loaded():
     assert headers.FAST_CODEC is True
     assert headers.FAST_DECODERS == {0: fastcodec.decode_produce_request,
                                      1: fastcodec.decode_fetch_request}
-    assert headers.FAST_ENCODERS == {1: fastcodec.encode_fetch_response,
+    assert headers.FAST_ENCODERS == {0: fastcodec.encode_produce_response,
+                                     1: fastcodec.encode_fetch_response,
                                      3: fastcodec.encode_metadata_response}
     assert dispatch.decode_request is headers.decode_request
 
