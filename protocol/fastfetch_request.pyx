@@ -20,7 +20,7 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint64_t
 
 from protocol.wire cimport (Cursor, Frame, Out, TagDefault, _check_version, _decode_body,
                            _int8, _next_tag, _prefix_size, _put_array_length, _put_int32_array,
-                           _put_string, _put_uuid, _read_array_length, _read_string,
+                           _put_string, _put_uuid, _read_array_length, _read_string, _read_topic_ref,
                            _read_uuid, _new, put_i8, put_i16, put_i32, put_i64, put_uvarint,
                            read_i8, read_i32, read_i64, read_uvarint, reserve,
                            skip_tagged_fields)
@@ -132,12 +132,7 @@ cdef object _read_fetch_topic(Cursor* c, int version, bint flexible):
     cdef int64_t i64, n, i, j, k, tag
     cdef list partitions
     topic = _new(_FetchTopic)
-    if version <= 12:
-        topic.topic = _read_string(c, flexible)
-        topic.topic_id = _FT_ZERO_UUID
-    else:
-        topic.topic = _FT_EMPTY_NAME
-        topic.topic_id = _read_uuid(c)
+    _read_topic_ref(c, topic, version, flexible, _FT_ZERO_UUID, _FT_EMPTY_NAME)
     n = _read_array_length(c, flexible)
     if n < 0:
         topic.partitions = None
@@ -189,12 +184,7 @@ cdef object _read_forgotten_topic(Cursor* c, int version, bint flexible):
     cdef int64_t n, i
     cdef list partitions
     topic = _new(_ForgottenTopic)
-    if version <= 12:
-        topic.topic = _read_string(c, flexible)
-        topic.topic_id = _FG_ZERO_UUID
-    else:
-        topic.topic = _FG_EMPTY_NAME
-        topic.topic_id = _read_uuid(c)
+    _read_topic_ref(c, topic, version, flexible, _FG_ZERO_UUID, _FG_EMPTY_NAME)
     n = _read_array_length(c, flexible)
     if n < 0:
         topic.partitions = None

@@ -21,7 +21,7 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint64_t
 from protocol.wire cimport (Cursor, Frame, Out, TagDefault, _check_version, _decode_body,
                            _field, _need, _new, _next_tag, _put_array_length,
                            _put_node_endpoints_tags, _put_string, _put_uuid, _read_array_length,
-                           _read_length, _read_string, _read_uuid, _slot_offset, _tagged,
+                           _read_length, _read_string, _read_topic_ref, _read_uuid, _slot_offset, _tagged,
                            put_i16, put_i32, put_i64, put_uvarint, read_i16, read_i32, read_i64,
                            read_uvarint, reserve, skip_tagged_fields)
 
@@ -253,12 +253,7 @@ cdef object _read_fetchable_topic(Cursor* c, object view, int version, bint flex
     cdef int64_t n, i
     cdef list partitions
     topic = _new(_FetchableTopicResponse)
-    if version <= 12:
-        topic.topic = _read_string(c, flexible)
-        topic.topic_id = _FR_ZERO_UUID
-    else:
-        topic.topic = _FR_EMPTY_NAME
-        topic.topic_id = _read_uuid(c)
+    _read_topic_ref(c, topic, version, flexible, _FR_ZERO_UUID, _FR_EMPTY_NAME)
     n = _read_array_length(c, flexible)
     if n < 0:
         topic.partitions = None

@@ -251,6 +251,19 @@ cdef inline object _read_string(Cursor* c, bint flexible):
         return _bad_utf8(at)
 
 
+cdef inline int _read_topic_ref(Cursor* c, object topic, int version, bint flexible,
+                                 object zero_uuid, object empty_name) except -1:
+    """A Fetch topic's reference: its name up to v12, its topic id from v13 (the other field
+    takes its default: the schema's zero uuid or empty name)."""
+    if version <= 12:
+        topic.topic = _read_string(c, flexible)
+        topic.topic_id = zero_uuid
+    else:
+        topic.topic = empty_name
+        topic.topic_id = _read_uuid(c)
+    return 0
+
+
 cdef inline int64_t _read_array_length(Cursor* c, bint flexible) except -2:
     cdef int64_t n = _read_length(c, flexible, True, "array")
     if n > c.end - c.pos:
