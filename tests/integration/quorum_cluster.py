@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from engine.checkpoint import new_uuid, uuid_to_str
@@ -68,8 +69,8 @@ class QuorumView:
         return self.high_watermark >= self.leader_end_offset() > 0
 
 
-async def _describe(port: int, timeout: float) -> QuorumView | None:
-    conn = KafkaConnection("127.0.0.1", port, client_id="quorum-test")
+async def _describe(port: int, timeout: float, host: str = "127.0.0.1") -> QuorumView | None:
+    conn = KafkaConnection(host, port, client_id="quorum-test")
     try:
         await conn.connect(timeout)
         R = M.DescribeQuorumRequest
@@ -90,18 +91,24 @@ async def _describe(port: int, timeout: float) -> QuorumView | None:
                       replicas(p.observers))
 
 
-def describe(port: int, timeout: float = 2.0) -> QuorumView | None:
+def describe(port: int, timeout: float = 2.0, host: str = "127.0.0.1") -> QuorumView | None:
     """DescribeQuorum v2 at a controller: its view if it is the leader, else None."""
     try:
-        return asyncio.run(_describe(port, timeout))
+        return asyncio.run(_describe(port, timeout, host))
     except (OSError, TimeoutError, ConnectionError, EOFError):
         return None
 
 
 class Controller:
-    def __init__(self, base: str, node_id: int, port: int, directory_id: str, python: str) -> None:
+    """``host``: the address it listens on; ``prefix``: a command that runs it there (a network
+    namespace's ``ip netns exec``, tests/faults/hosts.py)."""
+
+    def __init__(self, base: str, node_id: int, port: int, directory_id: str, python: str,
+                 host: str = "127.0.0.1", prefix: Sequence[str] = ()) -> None:
         self.node_id = node_id
         self.port = port
+        self.host = host
+        self.prefix = list(prefix)
         self.directory_id = directory_id
         self.python = python
         self.dir = os.path.join(base, f"controller-{node_id}")
@@ -119,7 +126,7 @@ class Controller:
         props = {
             "process.roles": "controller",
             "node.id": str(self.node_id),
-            "listeners": f"CONTROLLER://127.0.0.1:{self.port}",
+            "listeners": f"CONTROLLER://{self.host}:{self.port}",
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT",
             "controller.quorum.bootstrap.servers": bootstrap,
@@ -145,7 +152,7 @@ class Controller:
     role = "controller"
 
     def start(self) -> Controller:
-        cmd = [self.python, "-m", "strom", self.role, "--config", self.config_path]
+        cmd = [*self.prefix, self.python, "-m", "strom", self.role, "--config", self.config_path]
         with open(self.log_path, "ab") as log:
             log.write(f"$ {' '.join(cmd)}\n".encode())
             log.flush()
@@ -200,8 +207,9 @@ class Controller:
 class Broker(Controller):
     """A broker-only node (``strom broker``) whose controllers are the quorum's."""
 
-    def __init__(self, base: str, node_id: int, port: int, python: str) -> None:
-        super().__init__(base, node_id, port, "", python)
+    def __init__(self, base: str, node_id: int, port: int, python: str, host: str = "127.0.0.1",
+                 prefix: Sequence[str] = ()) -> None:
+        super().__init__(base, node_id, port, "", python, host, prefix)
         self.dir = os.path.join(base, f"broker-{node_id}")
         self.metadata_dir = os.path.join(self.dir, "data")
         self.config_path = os.path.join(self.dir, "broker.properties")
@@ -209,14 +217,14 @@ class Broker(Controller):
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def write_config(self, bootstrap: str, extra: dict[str, str] | None = None) -> None:
         os.makedirs(self.dir, exist_ok=True)
         props = {
             "process.roles": "broker",
             "node.id": str(self.node_id),
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": f"PLAINTEXT://{self.host}:{self.port}",
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "controller.quorum.bootstrap.servers": bootstrap,
@@ -234,24 +242,32 @@ class Broker(Controller):
     def start(self) -> Broker:
         super().start()
         try:
-            wait_ready("127.0.0.1", self.port, self.node_id, time.monotonic() + 60,
+            wait_ready(self.host, self.port, self.node_id, time.monotonic() + 60,
                        alive=lambda: self.running)
         except NodeError as e:
             raise NodeError(self.failure(str(e))) from None
         return self
 
 
+def on_loopback(node_id: int) -> tuple[str, list[str]]:
+    return "127.0.0.1", []
+
+
 class ControllerQuorum:
-    def __init__(self, voters: int = 3, python: str = sys.executable, extra: dict[str, str] | None = None):
+    """``hosts(node_id)`` gives a node's address and command prefix (loopback by default)."""
+
+    def __init__(self, voters: int = 3, python: str = sys.executable, extra: dict[str, str] | None = None,
+                 hosts: Callable[[int], tuple[str, list[str]]] = on_loopback):
         self.base = tempfile.mkdtemp(prefix="strom-quorum-")
         self.python = python
         self.extra = extra or {}
+        self.hosts = hosts
         ports = free_ports(voters)
         self.controllers: dict[int, Controller] = {}
         for i, port in enumerate(ports, start=1):
-            self.controllers[i] = Controller(self.base, i, port, new_uuid(), python)
-        self.bootstrap = ",".join(f"127.0.0.1:{c.port}" for c in self.controllers.values())
-        initial = ",".join(f"{c.node_id}-{c.directory_id}@127.0.0.1:{c.port}"
+            self.controllers[i] = Controller(self.base, i, port, new_uuid(), python, *hosts(i))
+        self.bootstrap = ",".join(f"{c.host}:{c.port}" for c in self.controllers.values())
+        initial = ",".join(f"{c.node_id}-{c.directory_id}@{c.host}:{c.port}"
                            for c in self.controllers.values())
         for c in self.controllers.values():
             c.write_config(self.bootstrap, self.extra)
@@ -265,7 +281,7 @@ class ControllerQuorum:
     def spare(self, node_id: int, extra: dict[str, str] | None = None) -> Controller:
         """A new controller formatted without a voter set: it joins as an observer."""
         (port,) = free_ports(1)
-        c = Controller(self.base, node_id, port, "", self.python)
+        c = Controller(self.base, node_id, port, "", self.python, *self.hosts(node_id))
         c.write_config(self.bootstrap, {**self.extra, **(extra or {})})
         c.format()
         c.directory_id = _meta_directory_id(c.metadata_dir)
@@ -275,19 +291,20 @@ class ControllerQuorum:
     def broker(self, node_id: int, extra: dict[str, str] | None = None) -> Broker:
         """A broker node formatted for this cluster (not started)."""
         (port,) = free_ports(1)
-        b = Broker(self.base, node_id, port, self.python)
+        b = Broker(self.base, node_id, port, self.python, *self.hosts(node_id))
         b.write_config(self.bootstrap, extra)
         b.format()
         self.controllers[node_id] = b
         return b
 
     def describe(self, node_id: int) -> QuorumView | None:
-        return describe(self.controllers[node_id].port)
+        c = self.controllers[node_id]
+        return describe(c.port, host=c.host)
 
     def leader_view(self) -> QuorumView | None:
         for c in self.controllers.values():
             if c.running and not isinstance(c, Broker):
-                view = describe(c.port, timeout=1.0)
+                view = describe(c.port, timeout=1.0, host=c.host)
                 if view is not None and view.leader_id == c.node_id:
                     return view
         return None

@@ -61,7 +61,14 @@ from ext.batch import decode_records
 from strom import cluster_status as status
 from strom import topics as topic_admin
 from tests.integration.cluster import NodeError, wait_ready
-from tests.integration.quorum_cluster import STOP_TIMEOUT_S, Broker, Controller, ControllerQuorum, QuorumView
+from tests.integration.quorum_cluster import (
+    STOP_TIMEOUT_S,
+    Broker,
+    Controller,
+    ControllerQuorum,
+    QuorumView,
+    on_loopback,
+)
 
 WAIT_S = 30.0
 POLL_S = 0.05
@@ -162,9 +169,9 @@ class AckedRecords:
 # ---- the cluster -------------------------------------------------------------------------------
 
 
-def _metadata(port: int, timeout: float) -> status.BrokerAnswer | None:
+def _metadata(port: int, timeout: float, host: str = "127.0.0.1") -> status.BrokerAnswer | None:
     async def ask():
-        probe = status.NodeProbe("127.0.0.1", port, timeout)
+        probe = status.NodeProbe(host, port, timeout)
         try:
             return await status.ask_broker(probe)
         finally:
@@ -175,9 +182,11 @@ def _metadata(port: int, timeout: float) -> status.BrokerAnswer | None:
 
 class ReplicatedCluster:
     def __init__(self, controllers: int = 3, brokers: int = 3, broker_extra: dict[str, str] | None = None,
-                 controller_extra: dict[str, str] | None = None, python: str = sys.executable) -> None:
+                 controller_extra: dict[str, str] | None = None, python: str = sys.executable,
+                 hosts: Callable[[int], tuple[str, list[str]]] = on_loopback) -> None:
+        """``hosts(node_id)``: the node's address and command prefix (quorum_cluster)."""
         self.quorum = ControllerQuorum(controllers, python,
-                                       {**REPLICATED_DEFAULTS, **(controller_extra or {})})
+                                       {**REPLICATED_DEFAULTS, **(controller_extra or {})}, hosts)
         extra = {**REPLICATED_DEFAULTS, "offsets.topic.replication.factor": str(min(3, brokers)),
                  **(broker_extra or {})}
         self.brokers: dict[int, Broker] = {}
@@ -194,7 +203,7 @@ class ReplicatedCluster:
             Controller.start(b)  # spawn only: Broker.start would wait for each in turn
         for b in self.brokers.values():
             try:
-                wait_ready("127.0.0.1", b.port, b.node_id, time.monotonic() + 60, alive=lambda b=b: b.running)
+                wait_ready(b.host, b.port, b.node_id, time.monotonic() + 60, alive=lambda b=b: b.running)
             except NodeError as e:
                 raise NodeError(b.failure(str(e))) from None
         self.wait_for_brokers(set(self.brokers))
@@ -294,7 +303,8 @@ class ReplicatedCluster:
         return ",".join(self.brokers[i].bootstrap for i in self.live_brokers())
 
     def metadata(self, broker_id: int, timeout: float = PROBE_TIMEOUT_S) -> status.BrokerAnswer | None:
-        return _metadata(self.brokers[broker_id].port, timeout)
+        b = self.brokers[broker_id]
+        return _metadata(b.port, timeout, b.host)
 
     def views(self, on: int | None = None) -> dict[int, status.BrokerAnswer | None]:
         ids = [on] if on is not None else self.live_brokers()

@@ -1,0 +1,432 @@
+"""The checker of a fault trial: compares what was acknowledged with what can be read, after the
+faults heal, and names every anomaly as Jepsen's Kafka queue workload does.
+
+Theory of operation. A trial's history is a flat list of the events below, in the order they
+happened (the workload appends Send, Ack, Fail and Poll as they occur; the trial appends FinalRead,
+ReplicaLog, Committed and LogEnd once the faults have healed). Every value is unique in a trial, so
+a value names one send. ``check`` builds, per partition, the log the final read saw (offset ->
+value, value -> offsets) and the union of every read (polls, final reads, replica records below
+that replica's high watermark), then runs each check below against them. It is pure: no IO, no
+clock; ``dumps``/``loads`` turn a history into JSON and back, so a failed trial can be saved and
+checked again.
+
+Events (plain frozen dataclasses, fields in this order; ``records`` are ``(offset, value)`` pairs):
+
+| event      | fields                                                    | meaning                           |
+|------------|-----------------------------------------------------------|-----------------------------------|
+| Send       | producer, topic, partition, value, time                   | produce() called: the send order  |
+| Ack        | producer, topic, partition, value, offset, time           | acks=all acknowledgement          |
+| Fail       | producer, topic, partition, value, error, definite, time  | delivery failed; definite False:  |
+|            |                                                           | it may be in the log (:info)      |
+| Poll       | consumer, topic, partition, offset, value, time, session  | one record a consumer returned    |
+| FinalRead  | topic, partition, records, end_offset                     | a full read from the log start to |
+|            |                                                           | end_offset (the high watermark)   |
+| ReplicaLog | broker, topic, partition, in_isr, high_watermark, records | one replica's segment files       |
+| Committed  | group, topic, partition, offset                           | a committed group offset          |
+| LogEnd     | topic, partition, offset                                  | the log end consumers see         |
+
+A consumer bumps ``session`` on every assignment, rebalance or seek: monotonicity is required within
+one (consumer, session) only. A committed offset is the next offset to read, so it may equal the
+log end: the highest of the LogEnd offsets, final read end_offsets and replica high watermarks.
+
+Checks (``CheckResult.counts`` keys; Jepsen's name where it has one):
+
+| name                 | Jepsen                | an anomaly when                                         |
+|----------------------|-----------------------|---------------------------------------------------------|
+| lost                 | :lost-write           | acknowledged, absent from the final read, whose         |
+|                      |                       | end_offset is past the acknowledged offset              |
+| unseen               | :unseen               | acknowledged, absent, and the final read ended at or    |
+|                      |                       | before its offset (judged apart: ``allow_unseen``)      |
+| duplicate            | :duplicate            | one value at two or more offsets, in any reads          |
+| reordered            | :nonmonotonic-send    | one producer's acknowledged values in one partition     |
+|                      |                       | stand in the final read in another order than sent (the |
+|                      |                       | idempotent producer keeps send order), or an Ack offset |
+|                      |                       | is not where the final read has the value               |
+| inconsistent_offsets | :inconsistent-offsets | one (partition, offset) holds two values across polls,  |
+|                      |                       | final reads and replica records below their HW          |
+| nonmonotonic_poll    | :nonmonotonic-poll    | within one session, a partition's polled offsets do not |
+|                      |                       | strictly increase                                       |
+| poll_skip            | :poll-skip            | within one session, two consecutive polls of a          |
+|                      |                       | partition jump over offsets the final read holds        |
+| replica_divergence   |                       | ISR members differ (or one lacks a record) at an offset |
+|                      |                       | below the ISR's highest high watermark (the leader's)   |
+| committed_past_end   |                       | a committed group offset beyond the log end offset      |
+| failed_but_present   | :G1a (aborted read)   | a definite Fail whose value some read found             |
+
+Writes whose outcome is unknown (indefinite Fail, or Send without an outcome) may or may not be in
+the log: both are fine. Replica records at or above a replica's own high watermark are not
+committed and may legitimately differ (a former leader's tail awaiting truncation): they are left
+out of every check. Offsets may be sparse, so gaps in a log are never anomalies by themselves.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+from bisect import bisect_left, bisect_right
+from collections import defaultdict
+from collections.abc import Collection
+from dataclasses import dataclass, field
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class Send:
+    producer: str
+    topic: str
+    partition: int
+    value: str
+    time: float
+
+
+@dataclass(frozen=True)
+class Ack:
+    producer: str
+    topic: str
+    partition: int
+    value: str
+    offset: int
+    time: float
+
+
+@dataclass(frozen=True)
+class Fail:
+    producer: str
+    topic: str
+    partition: int
+    value: str
+    error: str
+    definite: bool  # False: the outcome is unknown, the value may be in the log
+    time: float
+
+
+@dataclass(frozen=True)
+class Poll:
+    consumer: str
+    topic: str
+    partition: int
+    offset: int
+    value: str
+    time: float
+    session: int  # monotonicity is required within one (consumer, session) only
+
+
+@dataclass(frozen=True)
+class FinalRead:
+    topic: str
+    partition: int
+    records: list[tuple[int, str]]
+    end_offset: int  # every offset below it was readable: absent acknowledged values below are lost
+
+
+@dataclass(frozen=True)
+class ReplicaLog:
+    broker: int
+    topic: str
+    partition: int
+    in_isr: bool
+    high_watermark: int  # records below it are committed and checked; those at or above are not
+    records: list[tuple[int, str]]
+
+
+@dataclass(frozen=True)
+class Committed:
+    group: str
+    topic: str
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class LogEnd:
+    topic: str
+    partition: int
+    offset: int
+
+
+EVENTS = {cls.__name__: cls for cls in (Send, Ack, Fail, Poll, FinalRead, ReplicaLog, Committed, LogEnd)}
+
+# Every check by name, in report order; all but unseen decide CheckResult.ok.
+ANOMALIES = ("lost", "duplicate", "reordered", "inconsistent_offsets", "nonmonotonic_poll", "poll_skip",
+             "replica_divergence", "committed_past_end", "failed_but_present")
+NAMES = ANOMALIES + ("unseen",)
+
+
+@dataclass
+class CheckResult:
+    ok: bool
+    counts: dict[str, int]  # every name in NAMES, zero included
+    examples: dict[str, list[dict]]  # at most max_examples per name
+    summary: str
+    acknowledged: int = 0  # Ack events
+    checked: int = 0  # acknowledged values the final read could judge: present, or lost
+    failed: list[str] = field(default_factory=list)  # the names that made ok False
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON
+
+
+def to_json(history: list) -> list[dict]:
+    return [{"type": type(e).__name__, **dataclasses.asdict(e)} for e in history]
+
+
+def from_json(items: list[dict]) -> list:
+    out = []
+    for item in items:
+        fields = dict(item)
+        cls = EVENTS[fields.pop("type")]
+        if "records" in fields:
+            fields["records"] = [(int(o), v) for o, v in fields["records"]]
+        out.append(cls(**fields))
+    return out
+
+
+def dumps(history: list) -> str:
+    return json.dumps(to_json(history), separators=(",", ":"))
+
+
+def loads(text: str) -> list:
+    return from_json(json.loads(text))
+
+
+# ---------------------------------------------------------------------------------------------
+# The checks
+
+
+class _Examples:
+    """Counts per name and the first ``limit`` examples of each."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.counts = dict.fromkeys(NAMES, 0)
+        self.examples: dict[str, list[dict]] = {name: [] for name in NAMES}
+
+    def add(self, name: str, example: dict) -> None:
+        self.counts[name] += 1
+        if len(self.examples[name]) < self.limit:
+            self.examples[name].append(example)
+
+
+class _Reads:
+    """Per partition: the final read's log, every read's (offset -> values), value -> positions."""
+
+    def __init__(self, history: list) -> None:
+        self.final: dict[TopicPartition, dict[int, str]] = defaultdict(dict)
+        self.final_end: dict[TopicPartition, int] = {}
+        self.final_positions: dict[TopicPartition, dict[str, list[int]]] = \
+            defaultdict(lambda: defaultdict(list))
+        # (tp, offset) -> value -> where it was read ("final", "poll <consumer>", "broker <id>")
+        self.at: dict[tuple[TopicPartition, int], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+        for e in history:
+            if isinstance(e, FinalRead):
+                tp = (e.topic, e.partition)
+                self.final_end[tp] = max(self.final_end.get(tp, e.end_offset), e.end_offset)
+                for offset, value in e.records:
+                    self.final[tp][offset] = value
+                    if offset not in self.final_positions[tp][value]:
+                        self.final_positions[tp][value].append(offset)
+                    self.at[(tp, offset)][value].add("final")
+            elif isinstance(e, Poll):
+                self.at[((e.topic, e.partition), e.offset)][e.value].add(f"poll {e.consumer}")
+            elif isinstance(e, ReplicaLog):
+                for offset, value in e.records:
+                    if offset < e.high_watermark:
+                        self.at[((e.topic, e.partition), offset)][value].add(f"broker {e.broker}")
+        for positions in self.final_positions.values():
+            for offsets in positions.values():
+                offsets.sort()
+
+    def everywhere(self) -> dict[str, set[tuple[TopicPartition, int]]]:
+        """Value -> every (partition, offset) any read found it at."""
+        where: dict[str, set[tuple[TopicPartition, int]]] = defaultdict(set)
+        for position, values in self.at.items():
+            for value in values:
+                where[value].add(position)
+        return where
+
+
+def _check_acknowledged(history: list, reads: _Reads, out: _Examples) -> tuple[int, int]:
+    """lost, unseen and reordered; returns (acknowledged, checked)."""
+    sent_order: dict[tuple[str, TopicPartition], list[str]] = defaultdict(list)
+    acks: dict[str, Ack] = {}
+    for e in history:
+        if isinstance(e, Send):
+            sent_order[(e.producer, (e.topic, e.partition))].append(e.value)
+        elif isinstance(e, Ack):
+            acks[e.value] = e
+    max_polled: dict[TopicPartition, int] = {}
+    for e in history:
+        if isinstance(e, Poll):
+            tp = (e.topic, e.partition)
+            max_polled[tp] = max(max_polled.get(tp, -1), e.offset)
+    checked = 0
+    for ack in acks.values():
+        tp = (ack.topic, ack.partition)
+        offsets = reads.final_positions[tp].get(ack.value)
+        end = reads.final_end.get(tp, 0)
+        if offsets:
+            checked += 1
+            if ack.offset not in offsets:
+                out.add("reordered", {"kind": "ack_offset", "topic": ack.topic, "partition": ack.partition,
+                                      "producer": ack.producer, "value": ack.value,
+                                      "acknowledged_offset": ack.offset, "log_offsets": offsets})
+        elif ack.offset < end:
+            checked += 1
+            out.add("lost", {"topic": ack.topic, "partition": ack.partition, "value": ack.value,
+                             "offset": ack.offset, "end_offset": end,
+                             "at_offset": reads.final[tp].get(ack.offset)})
+        else:
+            out.add("unseen", {"topic": ack.topic, "partition": ack.partition, "value": ack.value,
+                               "offset": ack.offset, "end_offset": end,
+                               "max_polled_offset": max_polled.get(tp)})
+    # Acks without a Send (a history cut short) keep their acknowledgement order.
+    for ack in acks.values():
+        key = (ack.producer, (ack.topic, ack.partition))
+        if ack.value not in sent_order[key]:
+            sent_order[key].append(ack.value)
+    for (producer, tp), values in sorted(sent_order.items()):
+        placed = [(v, reads.final_positions[tp][v][0]) for v in values
+                  if v in acks and reads.final_positions[tp].get(v)]
+        for (v1, o1), (v2, o2) in zip(placed, placed[1:]):
+            if o2 <= o1:
+                out.add("reordered", {"kind": "send_order", "topic": tp[0], "partition": tp[1],
+                                      "producer": producer, "values": [v1, v2], "offsets": [o1, o2]})
+    return len(acks), checked
+
+
+def _check_reads(reads: _Reads, out: _Examples) -> None:
+    """inconsistent_offsets and duplicate, across every read."""
+    for (tp, offset), values in sorted(reads.at.items()):
+        if len(values) > 1:
+            out.add("inconsistent_offsets", {
+                "topic": tp[0], "partition": tp[1], "offset": offset,
+                "values": {v: sorted(where) for v, where in sorted(values.items())}})
+    for value, positions in sorted(reads.everywhere().items()):
+        if len(positions) > 1:
+            out.add("duplicate", {"value": value, "positions": _positions(positions)})
+
+
+def _positions(positions: set[tuple[TopicPartition, int]]) -> list[list]:
+    return [[topic, partition, offset] for (topic, partition), offset in sorted(positions)]
+
+
+def _check_polls(history: list, reads: _Reads, out: _Examples) -> None:
+    """nonmonotonic_poll and poll_skip, per (consumer, session, partition)."""
+    last: dict[tuple[str, int, TopicPartition], Poll] = {}
+    final_offsets = {tp: sorted(log) for tp, log in reads.final.items()}
+    for e in history:
+        if not isinstance(e, Poll):
+            continue
+        tp = (e.topic, e.partition)
+        key = (e.consumer, e.session, tp)
+        prev = last.get(key)
+        last[key] = e
+        if prev is None:
+            continue
+        where = {"consumer": e.consumer, "session": e.session, "topic": e.topic, "partition": e.partition,
+                 "offsets": [prev.offset, e.offset], "values": [prev.value, e.value],
+                 "times": [prev.time, e.time]}
+        if e.offset <= prev.offset:
+            out.add("nonmonotonic_poll", where)
+            continue
+        skipped = _between(final_offsets.get(tp, []), prev.offset, e.offset)
+        if skipped:
+            out.add("poll_skip", {**where, "skipped": len(skipped), "first_skipped": skipped[:5]})
+
+
+def _between(offsets: list[int], low: int, high: int) -> list[int]:
+    """The sorted ``offsets`` strictly between low and high."""
+    return offsets[bisect_right(offsets, low):bisect_left(offsets, high)]
+
+
+def _check_replicas(history: list, out: _Examples) -> None:
+    """replica_divergence: every ISR member holds the same records below the ISR's high watermark."""
+    isr: dict[TopicPartition, list[ReplicaLog]] = defaultdict(list)
+    for e in history:
+        if isinstance(e, ReplicaLog) and e.in_isr:
+            isr[(e.topic, e.partition)].append(e)
+    for tp, members in sorted(isr.items()):
+        if len(members) < 2:
+            continue
+        hw = max(m.high_watermark for m in members)
+        held = {m.broker: {o: v for o, v in m.records if o < hw} for m in members}
+        for offset in sorted(set().union(*held.values())):
+            values = {broker: log.get(offset) for broker, log in sorted(held.items())}
+            if len(set(values.values())) > 1:
+                out.add("replica_divergence", {"topic": tp[0], "partition": tp[1], "offset": offset,
+                                               "high_watermark": hw, "by_broker": values})
+
+
+def _check_committed(history: list, reads: _Reads, out: _Examples) -> None:
+    """A committed offset past the highest log end any source saw: LogEnd, a final read's
+    end_offset, a replica's high watermark (a final read cut short must not make it look past)."""
+    ends = dict(reads.final_end)
+    for e in history:
+        if isinstance(e, LogEnd):
+            tp = (e.topic, e.partition)
+            ends[tp] = max(ends.get(tp, e.offset), e.offset)
+        elif isinstance(e, ReplicaLog):
+            tp = (e.topic, e.partition)
+            ends[tp] = max(ends.get(tp, e.high_watermark), e.high_watermark)
+    for e in history:
+        if isinstance(e, Committed):
+            end = ends.get((e.topic, e.partition))
+            if end is not None and e.offset > end:
+                out.add("committed_past_end", {"group": e.group, "topic": e.topic, "partition": e.partition,
+                                               "offset": e.offset, "log_end_offset": end})
+
+
+def _check_failed(history: list, reads: _Reads, out: _Examples) -> None:
+    where = reads.everywhere()
+    for e in history:
+        if isinstance(e, Fail) and e.definite and e.value in where:
+            out.add("failed_but_present", {"producer": e.producer, "value": e.value, "error": e.error,
+                                           "positions": _positions(where[e.value])})
+
+
+def check(history: list, *more: list, allow_unseen: bool = True, max_examples: int = 10,
+          ignore: Collection[str] = ()) -> CheckResult:
+    """Every check above over one trial's events: ``history`` and any ``more`` lists (final reads,
+    replica logs, committed offsets) taken as one. ``allow_unseen`` False makes unseen fail it too;
+    values in ``ignore`` (written outside the workload, such as probes) are left out of every check."""
+    events = [e for e in itertools.chain(history, *more) if getattr(e, "value", None) not in ignore]
+    if ignore:
+        events = [_without(e, ignore) for e in events]
+    out = _Examples(max_examples)
+    reads = _Reads(events)
+    acknowledged, checked = _check_acknowledged(events, reads, out)
+    _check_reads(reads, out)
+    _check_polls(events, reads, out)
+    _check_replicas(events, out)
+    _check_committed(events, reads, out)
+    _check_failed(events, reads, out)
+    judged = ANOMALIES if allow_unseen else NAMES
+    failed = [name for name in judged if out.counts[name]]
+    summary = _summary(events, out, acknowledged, checked, failed)
+    return CheckResult(not failed, out.counts, out.examples, summary, acknowledged, checked, failed)
+
+
+def _without(e, ignore: Collection[str]):
+    if isinstance(e, (FinalRead, ReplicaLog)):
+        return dataclasses.replace(e, records=[(o, v) for o, v in e.records if v not in ignore])
+    return e
+
+
+def _summary(history: list, out: _Examples, acknowledged: int, checked: int, failed: list[str]) -> str:
+    partitions = {(e.topic, e.partition) for e in history if isinstance(e, (Ack, FinalRead))}
+    polls = sum(1 for e in history if isinstance(e, Poll))
+    sessions = {(e.consumer, e.session) for e in history if isinstance(e, Poll)}
+    replicas = sum(1 for e in history if isinstance(e, ReplicaLog))
+    head = (f"{checked} of {acknowledged} acknowledged records checked against the final read of "
+            f"{len(partitions)} partitions; {polls} polls in {len(sessions)} consumer sessions; "
+            f"{replicas} replica logs.")
+    found = [f"{out.counts[name]} {name}" for name in NAMES if out.counts[name]]
+    if not failed:
+        return f"{head} OK" + (f" ({', '.join(found)})." if found else ": no anomalies.")
+    first = out.examples[failed[0]][0] if out.examples[failed[0]] else {}
+    return f"{head} FAILED: {', '.join(found)}. First {failed[0]}: {json.dumps(first, sort_keys=True)}."

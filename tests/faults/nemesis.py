@@ -1,0 +1,245 @@
+"""The nemesis of a fault trial: a seeded schedule of faults, and the code that injects and heals
+them on a cluster whose nodes each run in their own network namespace (tests/faults/hosts.py).
+
+A schedule is a list of Fault(at, kind, targets, duration): one fault at a time, each after a
+quiet gap, healed after its duration, so the history shows the cluster's answer to each fault
+alone. Nodes are the cluster's: controllers 1-3, brokers 4-6.
+
+| kind               | what happens                                                             |
+|--------------------|--------------------------------------------------------------------------|
+| kill               | kill -9 of a node (controller or broker), restarted after the duration   |
+| pause              | SIGSTOP of a node for longer than the session and lag timeouts, SIGCONT  |
+| partition          | a random majority and minority of all nodes lose each other              |
+| isolate-leader     | a partition's leader loses every other node (clients still reach it)     |
+| isolate-controller | the active controller loses every other node                              |
+| bridge             | two halves that both keep one node, which sees both sides                |
+| one-way            | a partition leader's packets to one follower are lost, not the reverse   |
+| loss               | every packet between nodes is lost with probability LOSS_PROBABILITY     |
+| latency            | a slow link both ways between a partition leader and a follower, or a    |
+|                    | broker and the active controller: every byte through a delaying proxy    |
+| torn-write         | kill -9 of a broker, its active segment of one partition cut inside the  |
+|                    | last batch and garbage written after it, then restarted                  |
+| wipe               | kill -9 of a broker, its partition directories deleted (a lost disk),    |
+|                    | restarted empty                                                          |
+
+The schedule is a pure function of the seed, the kinds and the length; injecting it depends on
+the cluster's state at the time (which broker leads, which controller is active), and each
+injected fault records the nodes it hit.
+"""
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from dataclasses import asdict, dataclass, field
+
+from tests.faults.hosts import Network
+from tests.faults.proxy import DelayProxy
+from tests.integration.replicated_cluster import ReplicatedCluster
+
+KINDS = ("kill", "pause", "partition", "isolate-leader", "isolate-controller", "bridge", "one-way",
+         "loss", "latency", "torn-write", "wipe")
+PROCESS_KINDS = {"kill", "pause", "torn-write", "wipe"}
+LOSS_PROBABILITY = 0.2
+LATENCY_S = (0.05, 0.3)  # a slow link's delay each way, plus up to as much again of jitter
+QUIET_S = (1.0, 3.0)
+DURATION_S = {"pause": (6.0, 8.0), "kill": (1.0, 4.0), "torn-write": (1.0, 2.0), "wipe": (1.0, 2.0)}
+NETWORK_DURATION_S = (4.0, 8.0)
+
+
+@dataclass
+class Fault:
+    at: float  # seconds after the workload starts
+    kind: str
+    duration: float
+    choice: int  # the seeded draw that picks targets once the cluster's state is known
+    targets: list[int] = field(default_factory=list)  # filled when injected
+    detail: str = ""
+    started: float | None = None  # workload clock when injected and healed
+    healed: float | None = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def schedule(seed: int, kinds: list[str], length_s: float) -> list[Fault]:
+    """Faults drawn in turn from ``kinds`` (shuffled), until ``length_s`` is used up; every kind
+    appears at least once if it fits."""
+    rng = random.Random(seed)
+    order = list(kinds)
+    rng.shuffle(order)
+    faults, at, i = [], rng.uniform(*QUIET_S), 0
+    while True:
+        kind = order[i % len(order)]
+        duration = round(rng.uniform(*DURATION_S.get(kind, NETWORK_DURATION_S)), 2)
+        if at + duration > length_s and i >= len(order):
+            break
+        if at + duration > length_s and faults:
+            break
+        faults.append(Fault(round(at, 2), kind, duration, rng.randrange(1 << 30)))
+        at += duration + rng.uniform(*QUIET_S)
+        i += 1
+    return faults
+
+
+class Nemesis:
+    def __init__(self, cluster: ReplicatedCluster, net: Network, topic: str, partitions: int) -> None:
+        self.cluster, self.net, self.topic, self.partitions = cluster, net, topic, partitions
+        self.stopped: set[int] = set()  # nodes the schedule has stopped and not restarted
+        self.paused: set[int] = set()
+        self.proxies: list[DelayProxy] = []
+
+    # ---- state ---------------------------------------------------------------------------------
+    @property
+    def nodes(self) -> list[int]:
+        return sorted([*self.cluster.controllers, *self.cluster.brokers])
+
+    def _node(self, node_id: int):
+        return self.cluster.brokers.get(node_id) or self.cluster.controllers[node_id]
+
+    def _leader(self, rng: random.Random) -> int:
+        p = rng.randrange(self.partitions)
+        for _ in range(3):
+            try:
+                leader = self.cluster.leader_of(self.topic, p)
+                if leader in self.cluster.brokers:
+                    return leader
+            except (AssertionError, KeyError, ValueError):
+                pass
+            time.sleep(0.2)
+        return rng.choice(sorted(self.cluster.brokers))
+
+    def _follower_of(self, leader: int, rng: random.Random) -> int:
+        return rng.choice([b for b in sorted(self.cluster.brokers) if b != leader])
+
+    def _active_controller(self, rng: random.Random) -> int:
+        view = self.cluster.quorum.leader_view()
+        return view.leader_id if view is not None else rng.choice(sorted(self.cluster.controllers))
+
+    # ---- inject and heal -----------------------------------------------------------------------
+    def inject(self, fault: Fault) -> None:
+        rng = random.Random(fault.choice)
+        kind = fault.kind
+        if kind in ("kill", "pause"):
+            target = rng.choice(self.nodes)
+            fault.targets = [target]
+            if kind == "kill":
+                self._node(target).kill9()
+                self.cluster.paused.discard(target)
+                self.stopped.add(target)
+            else:
+                os.kill(self._node(target).proc.pid, signal.SIGSTOP)
+                self.paused.add(target)
+                if target in self.cluster.brokers:
+                    self.cluster.paused.add(target)
+        elif kind in ("torn-write", "wipe"):
+            target = rng.choice(sorted(self.cluster.brokers))
+            fault.targets = [target]
+            self.cluster.kill9(target)
+            self.stopped.add(target)
+            if kind == "wipe":
+                fault.detail = f"deleted {len(self.cluster.wipe_partitions(target))} partition directories"
+            else:
+                partition = rng.randrange(self.partitions)
+                fault.detail = tear_tail(self.cluster, target, self.topic, partition, rng)
+        elif kind == "partition":
+            nodes = self.nodes
+            rng.shuffle(nodes)
+            cut = rng.randrange(1, len(nodes) // 2 + 1)
+            minority, majority = set(nodes[:cut]), set(nodes[cut:])
+            fault.targets = sorted(minority)
+            fault.detail = f"{sorted(minority)} | {sorted(majority)}"
+            self.net.partition([minority, majority])
+        elif kind in ("isolate-leader", "isolate-controller"):
+            target = self._leader(rng) if kind == "isolate-leader" else self._active_controller(rng)
+            fault.targets = [target]
+            self.net.partition([{target}, set(self.nodes) - {target}])
+        elif kind == "bridge":
+            nodes = self.nodes
+            rng.shuffle(nodes)
+            middle = nodes[0]
+            half = (len(nodes) - 1) // 2
+            a, b = {middle, *nodes[1:1 + half]}, {middle, *nodes[1 + half:]}
+            fault.targets = [middle]
+            fault.detail = f"{sorted(a)} | {sorted(b)} through {middle}"
+            self.net.partition([a, b])
+        elif kind == "one-way":
+            leader = self._leader(rng)
+            follower = self._follower_of(leader, rng)
+            fault.targets = [leader, follower]
+            fault.detail = f"{leader} -> {follower} lost"
+            self.net.drop(leader, follower)
+        elif kind == "latency":
+            a = self._leader(rng)
+            b = self._follower_of(a, rng) if rng.random() < 0.5 else self._active_controller(rng)
+            delay = round(rng.uniform(*LATENCY_S), 3)
+            fault.targets = [a, b]
+            fault.detail = f"{a} <-> {b} delayed {delay * 1000:.0f}+{delay * 1000:.0f} ms"
+            for src, dst in ((a, b), (b, a)):
+                to = (self.net.address(dst), self._node(dst).port)
+                proxy = DelayProxy(self.net.gateway, to, delay, delay, rng.randrange(1 << 30))
+                self.proxies.append(proxy)
+                self.net.redirect(src, *to, proxy.port)
+        elif kind == "loss":
+            fault.targets = self.nodes
+            fault.detail = f"p={LOSS_PROBABILITY}"
+            self.net.loss(LOSS_PROBABILITY)
+        else:
+            raise ValueError(f"unknown fault kind {kind!r}")
+
+    def heal(self, fault: Fault) -> None:
+        if fault.kind in PROCESS_KINDS:
+            for target in fault.targets:
+                self._revive(target)
+        else:
+            self.net.heal()
+            self._stop_proxies()
+
+    def _stop_proxies(self) -> None:
+        for proxy in self.proxies:
+            proxy.stop()  # closes the connections it carried: the nodes reconnect directly
+        self.proxies.clear()
+
+    def _revive(self, node_id: int) -> None:
+        if node_id in self.paused:
+            os.kill(self._node(node_id).proc.pid, signal.SIGCONT)
+            self.paused.discard(node_id)
+            self.cluster.paused.discard(node_id)
+        if node_id in self.stopped:
+            if node_id in self.cluster.brokers:
+                self.cluster.brokers[node_id].start()
+            else:
+                self.cluster.controllers[node_id].start()
+            self.stopped.discard(node_id)
+
+    def heal_all(self) -> None:
+        self.net.heal()
+        self._stop_proxies()
+        for node_id in sorted(self.paused | self.stopped):
+            self._revive(node_id)
+
+
+def tear_tail(cluster: ReplicatedCluster, broker_id: int, topic: str, partition: int,
+              rng: random.Random) -> str:
+    """Cut a stopped broker's active segment inside its last batch and write garbage after the
+    cut: the torn write of a crash in the middle of an append."""
+    directory = cluster.partition_dir(broker_id, topic, partition)
+    try:
+        logs = sorted(n for n in os.listdir(directory) if n.endswith(".log"))
+    except FileNotFoundError:
+        return f"{topic}-{partition} not on broker {broker_id}"
+    if not logs:
+        return f"{topic}-{partition} has no segment on broker {broker_id}"
+    path = os.path.join(directory, logs[-1])
+    size = os.path.getsize(path)
+    if size == 0:
+        return f"{path} is empty"
+    cut = max(0, size - rng.randrange(1, min(size, 4096) + 1))
+    garbage = rng.randbytes(rng.randrange(0, 512))
+    with open(path, "r+b") as f:
+        f.truncate(cut)
+        f.seek(cut)
+        f.write(garbage)
+    return (f"{os.path.basename(directory)}/{logs[-1]}: cut {size - cut} of {size} bytes, "
+            f"{len(garbage)} garbage")

@@ -1,0 +1,404 @@
+"""The checker against small synthetic histories: one per anomaly, each holding exactly that anomaly,
+clean ones that must pass, and a property test over histories generated from a correct log model."""
+from __future__ import annotations
+
+import random
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.faults.checker import (
+    ANOMALIES,
+    NAMES,
+    Ack,
+    Committed,
+    Fail,
+    FinalRead,
+    LogEnd,
+    Poll,
+    ReplicaLog,
+    Send,
+    check,
+    dumps,
+    loads,
+)
+
+T = "t"
+
+
+def acked(producer: str, partition: int, value: str, offset: int) -> list:
+    return [Send(producer, T, partition, value, 0.0), Ack(producer, T, partition, value, offset, 0.1)]
+
+
+def final(partition: int, values: list[str], end: int | None = None) -> FinalRead:
+    return FinalRead(T, partition, list(enumerate(values)), len(values) if end is None else end)
+
+
+def polls(consumer: str, partition: int, records: list[tuple[int, str]], session: int = 0) -> list:
+    return [Poll(consumer, T, partition, o, v, 1.0, session) for o, v in records]
+
+
+def replicas(partition: int, values: list[str], brokers=(1, 2, 3), hw: int | None = None) -> list:
+    hw = len(values) if hw is None else hw
+    return [ReplicaLog(b, T, partition, True, hw, list(enumerate(values))) for b in brokers]
+
+
+LOG = ["p0-0", "p1-0", "p0-1", "p1-1", "p0-2"]
+
+
+def clean() -> list:
+    """Two producers interleaved on partition 0, read by a consumer, the final read and three ISR
+    replicas, the group committed at the log end."""
+    history = []
+    for offset, value in enumerate(LOG):
+        history += acked(value.split("-")[0], 0, value, offset)
+    history += polls("assign", 0, list(enumerate(LOG)))
+    history += [final(0, LOG), *replicas(0, LOG), Committed("g", T, 0, len(LOG))]
+    return history
+
+
+def anomalies(result) -> set[str]:
+    return {name for name, n in result.counts.items() if n}
+
+
+def test_clean_history_passes_with_every_count_zero():
+    result = check(clean())
+    assert result.ok, result.summary
+    assert result.counts == dict.fromkeys(NAMES, 0)
+    assert (result.acknowledged, result.checked) == (5, 5)
+    assert "no anomalies" in result.summary
+
+
+def test_lost_acknowledged_value_absent_though_final_read_reached_past_it():
+    history = [e for e in clean() if not isinstance(e, FinalRead)]
+    history.append(FinalRead(T, 0, [(o, v) for o, v in enumerate(LOG) if v != "p0-1"], len(LOG)))
+    result = check(history)
+    assert not result.ok
+    assert anomalies(result) == {"lost"}
+    assert result.examples["lost"] == [{"topic": T, "partition": 0, "value": "p0-1", "offset": 2,
+                                        "end_offset": 5, "at_offset": None}]
+    assert result.failed == ["lost"]
+    assert "1 lost" in result.summary
+
+
+def test_unseen_when_final_read_ended_before_the_acknowledged_offset_is_not_lost():
+    history = [e for e in clean() if not isinstance(e, FinalRead)]
+    history.append(final(0, LOG[:3]))
+    result = check(history)
+    assert anomalies(result) == {"unseen"}
+    assert result.counts["unseen"] == 2
+    assert result.ok, "unseen is judged apart"
+    assert (result.acknowledged, result.checked) == (5, 3)
+    assert not check(history, allow_unseen=False).ok
+
+
+def test_unseen_when_a_partition_has_no_final_read():
+    history = [e for e in clean() if not isinstance(e, FinalRead)] + acked("p0", 1, "p0-9", 0)
+    history.append(final(0, LOG))
+    result = check(history)
+    assert anomalies(result) == {"unseen"}
+    assert result.examples["unseen"][0]["value"] == "p0-9"
+
+
+def test_duplicate_value_at_two_offsets():
+    history = [e for e in clean() if not isinstance(e, FinalRead)]
+    history.append(final(0, LOG + ["p1-0"]))
+    result = check(history)
+    assert anomalies(result) == {"duplicate"}
+    assert result.examples["duplicate"] == [{"value": "p1-0", "positions": [[T, 0, 1], [T, 0, 5]]}]
+
+
+def test_duplicate_value_in_two_partitions():
+    history = clean() + polls("assign", 1, [(0, "p0-0")]) + [final(1, ["p0-0"])]
+    assert anomalies(check(history)) == {"duplicate"}
+
+
+def test_reordered_producer_values_stand_in_the_log_out_of_send_order():
+    # p0 sent p0-0, p0-1, p0-2 in that order and was told offsets 0, 2, 4; the log holds p0-1 first
+    swapped = ["p0-1", "p1-0", "p0-0", "p1-1", "p0-2"]
+    history = [e for e in clean() if not isinstance(e, (FinalRead, ReplicaLog, Poll))]
+    history += [final(0, swapped), *replicas(0, swapped), *polls("assign", 0, list(enumerate(swapped)))]
+    result = check(history)
+    assert anomalies(result) == {"reordered"}
+    kinds = [e["kind"] for e in result.examples["reordered"]]
+    assert kinds.count("send_order") == 1 and kinds.count("ack_offset") == 2
+    send_order = next(e for e in result.examples["reordered"] if e["kind"] == "send_order")
+    assert send_order["values"] == ["p0-0", "p0-1"] and send_order["offsets"] == [2, 0]
+
+
+def test_reordered_ack_offset_disagrees_with_where_the_value_is():
+    history = [e for e in clean() if not (isinstance(e, Ack) and e.value == "p1-1")]
+    history.append(Ack("p1", T, 0, "p1-1", 7, 0.1))
+    result = check(history)
+    assert anomalies(result) == {"reordered"}
+    assert result.examples["reordered"][0]["acknowledged_offset"] == 7
+    assert result.examples["reordered"][0]["log_offsets"] == [3]
+
+
+def test_inconsistent_offsets_poll_and_final_read_disagree():
+    history = clean() + polls("group", 0, [(2, "p9-9")])
+    result = check(history)
+    assert anomalies(result) == {"inconsistent_offsets"}
+    assert result.examples["inconsistent_offsets"][0]["values"] == {
+        "p0-1": ["broker 1", "broker 2", "broker 3", "final", "poll assign"], "p9-9": ["poll group"]}
+
+
+def test_inconsistent_offsets_out_of_isr_replica_below_its_high_watermark():
+    stale = ReplicaLog(4, T, 0, False, 2, [(0, "p0-0"), (1, "p7-7")])
+    result = check(clean() + [stale])
+    assert anomalies(result) == {"inconsistent_offsets"}
+
+
+def test_nonmonotonic_poll_offset_goes_back_within_one_session():
+    history = clean() + polls("assign", 0, [(1, "p1-0")])
+    result = check(history)
+    assert anomalies(result) == {"nonmonotonic_poll"}
+    assert result.examples["nonmonotonic_poll"][0]["offsets"] == [4, 1]
+
+
+def test_nonmonotonic_poll_same_offset_polled_twice_within_one_session():
+    history = clean() + polls("assign", 0, [(4, "p0-2")])
+    assert anomalies(check(history)) == {"nonmonotonic_poll"}
+
+
+def test_rebalance_resets_monotonicity():
+    # a new session (rebalance, assignment, seek) may start anywhere, earlier offsets included
+    history = clean() + polls("assign", 0, [(1, "p1-0"), (2, "p0-1")], session=1)
+    history += polls("assign", 0, [(4, "p0-2")], session=2)
+    result = check(history)
+    assert result.ok and not anomalies(result)
+
+
+def test_poll_skip_over_offsets_the_final_read_holds():
+    history = [e for e in clean() if not (isinstance(e, Poll) and e.offset in (2, 3))]
+    result = check(history)
+    assert anomalies(result) == {"poll_skip"}
+    assert result.examples["poll_skip"][0]["offsets"] == [1, 4]
+    assert result.examples["poll_skip"][0]["first_skipped"] == [2, 3]
+
+
+def test_poll_gap_over_offsets_absent_from_the_final_read_is_not_a_skip():
+    # offsets are sparse (transaction markers take offsets no consumer sees)
+    history = acked("p0", 0, "p0-0", 0) + acked("p0", 0, "p0-1", 3)
+    history += polls("assign", 0, [(0, "p0-0"), (3, "p0-1")])
+    history.append(FinalRead(T, 0, [(0, "p0-0"), (3, "p0-1")], 4))
+    assert check(history).ok and not anomalies(check(history))
+
+
+def test_replica_divergence_isr_member_lacks_a_record_below_the_high_watermark():
+    history = [e for e in clean() if not (isinstance(e, ReplicaLog) and e.broker == 3)]
+    history.append(ReplicaLog(3, T, 0, True, 5, [(o, v) for o, v in enumerate(LOG) if o != 2]))
+    result = check(history)
+    assert anomalies(result) == {"replica_divergence"}
+    assert result.examples["replica_divergence"][0]["by_broker"] == {1: "p0-1", 2: "p0-1", 3: None}
+
+
+def test_replica_divergence_follower_behind_the_leaders_high_watermark():
+    # the ISR's high watermark is the leader's (the highest): every ISR member holds what is below it
+    history = [e for e in clean() if not (isinstance(e, ReplicaLog) and e.broker == 3)]
+    history.append(ReplicaLog(3, T, 0, True, 3, list(enumerate(LOG[:3]))))
+    result = check(history)
+    assert anomalies(result) == {"replica_divergence"}
+    assert [e["offset"] for e in result.examples["replica_divergence"]] == [3, 4]
+
+
+def test_replica_tails_above_high_watermark_and_lagging_out_of_isr_replicas_are_fine():
+    history = [e for e in clean() if not isinstance(e, ReplicaLog)]
+    history += [ReplicaLog(1, T, 0, True, 5, list(enumerate(LOG + ["p0-3"]))),   # leader's uncommitted tail
+                ReplicaLog(2, T, 0, True, 5, list(enumerate(LOG + ["p1-2"]))),   # diverged above the HW
+                ReplicaLog(3, T, 0, False, 2, list(enumerate(LOG[:2] + ["p5-5"])))]  # lagging, own HW 2
+    history += [Send("p0", T, 0, "p0-3", 2.0), Fail("p0", T, 0, "p0-3", "timed out", False, 3.0)]
+    result = check(history)
+    assert result.ok and not anomalies(result), result.summary
+
+
+def test_committed_past_end_of_the_log():
+    history = clean() + [Committed("g", T, 0, 6)]
+    result = check(history)
+    assert anomalies(result) == {"committed_past_end"}
+    assert result.examples["committed_past_end"][0]["log_end_offset"] == 5
+
+
+def test_committed_past_end_is_judged_against_the_highest_log_end_known():
+    # a final read cut short (unseen) does not make a committed offset look past the end
+    cut = [e for e in clean() if not isinstance(e, FinalRead)] + [final(0, LOG[:3])]
+    assert anomalies(check(cut)) == {"unseen"}
+    assert anomalies(check(cut + [LogEnd(T, 0, 6), Committed("g", T, 0, 6)])) == {"unseen"}
+    assert "committed_past_end" in anomalies(check(cut + [LogEnd(T, 0, 6), Committed("g", T, 0, 7)]))
+
+
+def test_failed_but_present_definite_failure_found_in_the_log():
+    history = [e for e in clean() if not (isinstance(e, Ack) and e.value == "p1-1")]
+    history.append(Fail("p1", T, 0, "p1-1", "INVALID_RECORD", True, 0.1))
+    result = check(history)
+    assert anomalies(result) == {"failed_but_present"}
+    assert not result.ok
+
+
+def test_indefinite_failures_present_or_absent_are_fine():
+    present = [e for e in clean() if not (isinstance(e, Ack) and e.value == "p1-1")]
+    present.append(Fail("p1", T, 0, "p1-1", "REQUEST_TIMED_OUT", False, 0.1))
+    absent = clean() + [Send("p1", T, 0, "p1-2", 2.0), Fail("p1", T, 0, "p1-2", "timed out", False, 3.0)]
+    definite_absent = clean() + [Send("p1", T, 0, "p1-3", 2.0), Fail("p1", T, 0, "p1-3", "bad", True, 3.0)]
+    for history in (present, absent, definite_absent):
+        result = check(history)
+        assert result.ok and not anomalies(result), result.summary
+
+
+def test_ignored_values_are_left_out_of_every_check():
+    # a probe written twice outside the workload, polled by the workload's consumer
+    history = clean() + polls("assign", 0, [(5, "probe"), (6, "probe")])
+    history[history.index(next(e for e in history if isinstance(e, FinalRead)))] = \
+        FinalRead(T, 0, list(enumerate(LOG + ["probe", "probe"])), 7)
+    assert "duplicate" in anomalies(check(history))
+    assert check(history, ignore={"probe"}).ok
+
+
+def test_more_event_lists_are_checked_with_the_history():
+    history = clean()
+    later = [e for e in history if isinstance(e, (FinalRead, ReplicaLog, Committed))]
+    earlier = [e for e in history if e not in later]
+    assert check(earlier, later[:1], later[1:]).counts == check(history).counts
+    assert check(earlier).counts["unseen"] == 5
+
+
+def test_examples_are_capped_but_counts_are_not():
+    history = [e for e in clean() if not isinstance(e, FinalRead)] + [FinalRead(T, 0, [], 5)]
+    result = check(history, max_examples=2)
+    assert result.counts["lost"] == 5 and len(result.examples["lost"]) == 2
+
+
+def test_history_round_trips_through_json():
+    history = clean() + [Fail("p1", T, 0, "x", "e", False, 1.5), LogEnd(T, 0, 5)]
+    again = loads(dumps(history))
+    assert again == history
+    assert check(again).to_dict() == check(history).to_dict()
+
+
+# ---------------------------------------------------------------------------------------------
+# Property: a history from a correct log model passes; one injected anomaly is found by its name
+
+
+PARTITIONS, PRODUCERS = 2, 2
+
+
+def model_history(rng: random.Random) -> list:
+    """Idempotent producers appending to per-partition logs in send order; some writes fail, either
+    way (definite: not in the log; indefinite: maybe); consumers read consecutive runs in sessions
+    that start anywhere; a full final read; three ISR replicas holding the log (the leader with an
+    uncommitted tail); a lagging out-of-ISR replica; committed offsets within the log."""
+    logs: dict[int, list[str]] = {p: [] for p in range(PARTITIONS)}
+    history: list = []
+    outcomes: list = []
+    for i in range(rng.randrange(12, 40)):
+        # every partition gets two acknowledged values from each producer first
+        forced = i < 2 * PARTITIONS * PRODUCERS
+        producer = f"p{i % PRODUCERS}" if forced else f"p{rng.randrange(PRODUCERS)}"
+        partition = (i // PRODUCERS) % PARTITIONS if forced else rng.randrange(PARTITIONS)
+        value = f"{producer}-{i}"
+        history.append(Send(producer, T, partition, value, float(i)))
+        fate = "ack" if forced else rng.choice(["ack", "ack", "ack", "maybe-in", "maybe-out", "refused"])
+        if fate in ("ack", "maybe-in"):
+            logs[partition].append(value)
+        if fate == "ack":
+            outcomes.append(Ack(producer, T, partition, value, len(logs[partition]) - 1, i + rng.random()))
+        elif fate == "refused":
+            outcomes.append(Fail(producer, T, partition, value, "INVALID_RECORD", True, i + rng.random()))
+        else:
+            outcomes.append(Fail(producer, T, partition, value, "timed out", False, i + rng.random()))
+    history += sorted(outcomes, key=lambda e: e.time)  # outcomes arrive in any order
+    for consumer in ("group", "assign"):
+        session = 0
+        for _ in range(rng.randrange(1, 4)):
+            session += 1
+            for p, log in logs.items():
+                start = rng.randrange(len(log) + 1)
+                stop = rng.randrange(start, len(log) + 1)
+                history += polls(consumer, p, [(o, log[o]) for o in range(start, stop)], session)
+    for p, log in logs.items():
+        history.append(final(p, log))
+        history.append(LogEnd(T, p, len(log)))
+        history.append(ReplicaLog(1, T, p, True, len(log), list(enumerate(log + [f"tail-{p}"]))))
+        history += replicas(p, log, brokers=(2, 3))
+        lag = rng.randrange(len(log) + 1)
+        history.append(ReplicaLog(4, T, p, False, lag, list(enumerate(log[:lag]))))
+        history.append(Committed("g", T, p, rng.randrange(len(log) + 1)))
+    return history
+
+
+def _replace(history: list, old, new) -> list:
+    return [new if e is old else e for e in history]
+
+
+def inject(name: str, history: list, rng: random.Random) -> list:
+    """One anomaly of the named kind, leaving every other check passing."""
+    acks = [e for e in history if isinstance(e, Ack)]
+    reads = {e.partition: e for e in history if isinstance(e, FinalRead)}
+    if name == "lost":
+        ack = rng.choice(acks)
+        read = reads[ack.partition]
+        kept = [(o, v) for o, v in read.records if v != ack.value]
+        return _replace(history, read, FinalRead(T, ack.partition, kept, read.end_offset))
+    if name == "unseen":
+        ack = rng.choice(acks)
+        read = reads[ack.partition]
+        kept = [(o, v) for o, v in read.records if o < ack.offset]
+        return _replace(history, read, FinalRead(T, ack.partition, kept, ack.offset))
+    if name == "duplicate":
+        read = rng.choice(list(reads.values()))
+        _, value = rng.choice(read.records)
+        records = read.records + [(read.end_offset, value)]
+        return _replace(history, read, FinalRead(T, read.partition, records, read.end_offset + 1))
+    if name == "reordered":
+        # swap two of one producer's acknowledged values everywhere they were read
+        ack = rng.choice(acks)
+        mine = [a for a in acks if (a.producer, a.partition) == (ack.producer, ack.partition)]
+        a, b = rng.sample(mine, 2)
+        swap = {a.value: b.value, b.value: a.value}
+        out = []
+        for e in history:
+            if isinstance(e, (FinalRead, ReplicaLog)) and e.partition == a.partition:
+                e = type(e)(**{**e.__dict__, "records": [(o, swap.get(v, v)) for o, v in e.records]})
+            elif isinstance(e, Poll) and e.value in swap:
+                e = Poll(e.consumer, e.topic, e.partition, e.offset, swap[e.value], e.time, e.session)
+            out.append(e)
+        return out
+    if name == "inconsistent_offsets":
+        ack = rng.choice(acks)
+        return history + [Poll("late", T, ack.partition, ack.offset, "phantom", 99.0, 0)]
+    if name == "nonmonotonic_poll":
+        ack = rng.choice(acks)
+        return history + polls("late", ack.partition, [(ack.offset, ack.value)] * 2)
+    if name == "poll_skip":
+        read = rng.choice([r for r in reads.values() if len(r.records) >= 3])
+        i = rng.randrange(len(read.records) - 2)
+        return history + polls("late", read.partition, [read.records[i], read.records[i + 2]])
+    if name == "replica_divergence":
+        follower = rng.choice([e for e in history if isinstance(e, ReplicaLog) and e.broker in (2, 3)])
+        drop = rng.randrange(len(follower.records))
+        records = follower.records[:drop] + follower.records[drop + 1:]
+        return _replace(history, follower, ReplicaLog(follower.broker, T, follower.partition, True,
+                                                      follower.high_watermark, records))
+    if name == "committed_past_end":
+        read = rng.choice(list(reads.values()))
+        return history + [Committed("g2", T, read.partition, read.end_offset + rng.randrange(1, 5))]
+    if name == "failed_but_present":
+        ack = rng.choice(acks)
+        refused = Fail(ack.producer, T, ack.partition, ack.value, "refused", True, ack.time)
+        return _replace(history, ack, refused)
+    raise AssertionError(name)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rng=st.randoms(use_true_random=False))
+def test_history_from_a_correct_log_model_always_passes(rng):
+    result = check(model_history(rng))
+    assert result.ok and not anomalies(result), result.summary
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rng=st.randoms(use_true_random=False), name=st.sampled_from(NAMES))
+def test_one_injected_anomaly_is_detected_under_its_name(rng, name):
+    result = check(inject(name, model_history(rng), rng))
+    assert anomalies(result) == {name}, result.summary
+    assert result.ok == (name not in ANOMALIES)

@@ -1,0 +1,42 @@
+"""Fault trials in the default run: real processes in their own network namespaces, real faults,
+an idempotent acks=all workload and the checker's verdict (tests/faults/trial.py). Three short
+seeded schedules cover every fault kind; ``make soak`` runs a hundred long ones.
+
+A failed trial prints its seed, schedule, the checker's findings and the replay command."""
+from __future__ import annotations
+
+import pytest
+
+from tests.faults.hosts import available
+from tests.faults.nemesis import KINDS, schedule
+from tests.faults.trial import run_trial
+
+WHY_NOT = available()
+pytestmark = pytest.mark.skipif(WHY_NOT is not None,
+                                reason=f"fault trials need network namespaces: {WHY_NOT}")
+
+# (seed, kinds, seconds of faults): together every kind of the nemesis
+SHORT_TRIALS = [
+    (11, ["kill", "pause", "torn-write", "wipe"], 30.0),
+    (12, ["partition", "isolate-leader", "isolate-controller", "bridge"], 32.0),
+    (13, ["one-way", "loss", "latency"], 26.0),
+]
+
+
+def test_the_short_trials_cover_every_fault_kind():
+    covered = {f.kind for seed, kinds, length in SHORT_TRIALS for f in schedule(seed, kinds, length)}
+    assert covered == set(KINDS)
+
+
+@pytest.mark.parametrize("seed,kinds,length", SHORT_TRIALS, ids=[f"seed{s}" for s, _, _ in SHORT_TRIALS])
+def test_a_fault_trial_loses_duplicates_and_reorders_nothing(seed, kinds, length):
+    result = run_trial(seed, kinds, length)
+    assert result.acked > 1000, result.summary()
+    assert result.ok, result.summary()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [101, 102])
+def test_a_long_trial_with_every_fault_kind_loses_nothing(seed):
+    result = run_trial(seed, list(KINDS), 90.0)
+    assert result.ok, result.summary()

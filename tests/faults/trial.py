@@ -1,0 +1,280 @@
+"""One fault trial: a cluster of 3 controllers and 3 brokers, each in its own network namespace,
+a workload of idempotent acks=all producers and consumers, a seeded schedule of faults, and the
+checker's verdict on the history once the faults heal.
+
+    python -m tests.faults.trial --seed 7 [--kinds kill,partition] [--length 40]   # a replay
+
+The steps, each bounded in time:
+
+1. Hosts (tests/faults/hosts.py) and the cluster (tests/integration/replicated_cluster.py, with
+   short timeouts so faults bite within seconds: TRIAL_BROKER_CONFIG); a topic of PARTITIONS
+   partitions, RF=3, min.insync.replicas=2.
+2. The workload (tests/faults/workload.py) runs while the nemesis (tests/faults/nemesis.py)
+   injects the schedule's faults one at a time and heals each.
+3. Everything heals; the cluster must serve again within RECOVERY_BOUND_S: every partition takes
+   an acks=all write and every live broker agrees on its leader (``recovery_s``).
+4. The producers stop and wait for every outcome; the consumers read on until they reach the
+   high watermark of every partition (or CATCH_UP_S passes: what they did not reach is unseen).
+5. What exists is read: every partition from offset 0 to its high watermark through a fresh
+   consumer (FinalRead), every replica's segment files (ReplicaLog, with its ISR membership and
+   the leader's high watermark), and the group's committed offsets (Committed).
+6. The checker (tests/faults/checker.py) judges the history; processes that died outside the
+   schedule are reported too.
+
+A failed trial's result names its seed, schedule and the command that replays it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from tests.faults import checker as C
+from tests.faults.hosts import Network
+from tests.faults.nemesis import KINDS, Fault, Nemesis, schedule
+from tests.faults.workload import CLIENT_TIMEOUTS, Workload
+from tests.integration.replicated_cluster import ReplicatedCluster
+
+log = logging.getLogger("strom.faults")
+
+PARTITIONS = 6
+PROBE = b"probe"  # the recovery probe's value: not the workload's, left out of what is checked
+TOPIC = "jepsen"
+RECOVERY_BOUND_S = 45.0
+CATCH_UP_S = 30.0
+FINAL_READ_S = 30.0
+TRIAL_BROKER_CONFIG = {
+    "broker.session.timeout.ms": "4000",
+    "broker.heartbeat.interval.ms": "500",
+    "replica.lag.time.max.ms": "3000",
+    "group.initial.rebalance.delay.ms": "0",
+}
+TRIAL_CONTROLLER_CONFIG = {"broker.session.timeout.ms": "4000", "broker.heartbeat.interval.ms": "500"}
+
+
+@dataclass
+class TrialResult:
+    seed: int
+    kinds: list[str]
+    length_s: float
+    schedule: list[dict] = field(default_factory=list)
+    sent: int = 0
+    acked: int = 0
+    unknown: int = 0
+    checked: int = 0  # acknowledged records the final read could judge (present, or lost)
+    recovery_s: float | None = None
+    failovers: list[dict] = field(default_factory=list)  # per fault: the longest stall it caused
+    dead: list[int] = field(default_factory=list)  # nodes not running that the schedule did not stop
+    fatal: list[str] = field(default_factory=list)  # producers' fatal errors
+    check: dict = field(default_factory=dict)
+    ok: bool = False
+    error: str = ""
+    history: list = field(default_factory=list, repr=False)  # the workload's events, for a post-mortem
+
+    @property
+    def replay(self) -> str:
+        return (f"python -m tests.faults.trial --seed {self.seed} --kinds {','.join(self.kinds)} "
+                f"--length {self.length_s:g}")
+
+    def summary(self) -> str:
+        faults = "\n".join(f"  {f['at']:6.2f}s {f['kind']:<18} {f['targets']} {f['detail']} "
+                           f"({f['duration']:.1f}s)" for f in self.schedule)
+        return (f"trial seed {self.seed}: {'ok' if self.ok else 'FAILED'}; sent {self.sent}, acked "
+                f"{self.acked}, unknown {self.unknown}, read back {self.checked}, recovery "
+                f"{self.recovery_s}s, dead {self.dead}, producers' fatal errors {self.fatal}\n"
+                f"{faults}\n{self.check.get('summary', '')}"
+                f"{self.error}\nreplay: {self.replay}")
+
+    def as_dict(self) -> dict:
+        d = {k: v for k, v in self.__dict__.items() if k != "history"}
+        d["replay"] = self.replay
+        return d
+
+
+def _wait_until_serving(cluster: ReplicatedCluster, topic: str, partitions: int, bound_s: float) -> float:
+    """Seconds until every partition acknowledged an acks=all probe and the brokers agree."""
+    start = time.monotonic()
+    producer = Producer({"bootstrap.servers": ",".join(b.bootstrap for b in cluster.brokers.values()),
+                         "acks": "all", "enable.idempotence": True, **CLIENT_TIMEOUTS,
+                         "message.timeout.ms": int(bound_s * 1000), "logger": log})
+    pending = set(range(partitions))
+    done: set[int] = set()
+    while pending and time.monotonic() - start < bound_s:
+        for p in sorted(pending):
+            producer.produce(topic, PROBE, partition=p,
+                             on_delivery=lambda err, msg, p=p: err is None and done.add(p))
+        producer.flush(max(1.0, bound_s - (time.monotonic() - start)))
+        pending -= done
+    if pending:
+        raise AssertionError(f"partitions {sorted(pending)} took no acks=all write within {bound_s}s")
+    cluster.wait_for_metadata_agreement(timeout=max(1.0, bound_s - (time.monotonic() - start)))
+    return round(time.monotonic() - start, 3)
+
+
+def _final_reads(bootstrap: str, topic: str, partitions: int) -> list:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-final",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest", "logger": log})
+    reads = []
+    try:
+        for p in range(partitions):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            consumer.assign([TopicPartition(topic, p, low)])
+            records: list[tuple[int, str]] = []
+            deadline = time.monotonic() + FINAL_READ_S
+            next_offset = low
+            while next_offset < high and time.monotonic() < deadline:
+                msg = consumer.poll(0.2)
+                if msg is None or msg.error() is not None:
+                    continue
+                if msg.value() != PROBE:
+                    records.append((msg.offset(), msg.value().decode()))
+                next_offset = msg.offset() + 1
+            reads.append(C.FinalRead(topic, p, records, next_offset if next_offset < high else high))
+    finally:
+        consumer.close()
+    return reads
+
+
+def _committed(bootstrap: str, topic: str, partitions: int) -> list:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-g", "logger": log})
+    try:
+        tps = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+        return [C.Committed(f"{topic}-g", topic, tp.partition, tp.offset) for tp in tps if tp.offset >= 0]
+    finally:
+        consumer.close()
+
+
+def _replicas(cluster: ReplicatedCluster, topic: str, partitions: int, bootstrap: str) -> list:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-hw", "logger": log})
+    out = []
+    try:
+        for p in range(partitions):
+            _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            isr = cluster.isr_of(topic, p)
+            for b in sorted(cluster.brokers):
+                held = [(r.offset, r.value.decode()) for r in cluster.replica_records(b, topic, p)
+                        if r.value is not None and r.value != PROBE]
+                # an ISR member holds everything below the leader's high watermark; another replica
+                # only what its own checkpoint says was committed when it last wrote it
+                own = high if b in isr else min(high, cluster.checkpointed_high_watermark(b, topic, p) or 0)
+                out.append(C.ReplicaLog(b, topic, p, b in isr, own, held))
+    finally:
+        consumer.close()
+    return out
+
+
+def _failovers(faults: list[Fault], history: list) -> list[dict]:
+    """Per fault: the longest time, over partitions, from the fault to the first acknowledgement
+    of a value sent after it."""
+    acks = {(e.producer, e.value): e.time for e in history if isinstance(e, C.Ack)}
+    sends = [e for e in history if isinstance(e, C.Send)]
+    out = []
+    for f in faults:
+        if f.started is None:
+            continue
+        stall = 0.0
+        for p in {s.partition for s in sends}:
+            after = [acks[(s.producer, s.value)] for s in sends
+                     if s.partition == p and s.time >= f.started and (s.producer, s.value) in acks]
+            if after:
+                stall = max(stall, min(after) - f.started)
+        out.append({"kind": f.kind, "targets": f.targets, "stall_s": round(stall, 3)})
+    return out
+
+
+def run_trial(seed: int, kinds: list[str] | None = None, length_s: float = 30.0, producers: int = 2,
+              rate: float = 100.0) -> TrialResult:
+    kinds = list(kinds or KINDS)
+    result = TrialResult(seed, kinds, length_s)
+    faults = schedule(seed, kinds, length_s)
+    with Network(range(1, 7), random.Random(seed)) as net:
+        hosts = lambda n: (net.address(n), net.prefix(n))  # noqa: E731
+        with ReplicatedCluster(hosts=hosts, broker_extra=TRIAL_BROKER_CONFIG,
+                               controller_extra=TRIAL_CONTROLLER_CONFIG) as cluster:
+            bootstrap = ",".join(b.bootstrap for b in cluster.brokers.values())
+            cluster.create_topic(TOPIC, PARTITIONS)
+            nemesis = Nemesis(cluster, net, TOPIC, PARTITIONS)
+            workload = Workload(bootstrap, TOPIC, PARTITIONS, producers, rate).start()
+            try:
+                for f in faults:
+                    _sleep_until(workload, f.at)
+                    f.started = workload.clock()
+                    nemesis.inject(f)
+                    _sleep_until(workload, f.at + f.duration)
+                    nemesis.heal(f)
+                    f.healed = workload.clock()
+                _sleep_until(workload, length_s)
+            finally:
+                nemesis.heal_all()
+            result.schedule = [f.as_dict() for f in faults]
+            result.dead = [n for n in nemesis.nodes if not nemesis._node(n).running]
+            try:
+                result.recovery_s = _wait_until_serving(cluster, TOPIC, PARTITIONS, RECOVERY_BOUND_S)
+            except AssertionError as e:
+                result.error = f"cluster did not serve again: {e}"
+            result.unknown = workload.stop_producers()
+            result.fatal = workload.fatal()
+            _catch_up(workload, bootstrap)
+            workload.stop_consumers()
+            history = list(workload.history)
+            reads = _final_reads(bootstrap, TOPIC, PARTITIONS)
+            replicas = _replicas(cluster, TOPIC, PARTITIONS, bootstrap)
+            committed = _committed(bootstrap, TOPIC, PARTITIONS)
+    checked = C.check(history, reads, replicas, committed, ignore={PROBE.decode()})
+    result.sent = sum(1 for e in history if isinstance(e, C.Send))
+    result.acked = sum(1 for e in history if isinstance(e, C.Ack))
+    result.checked = checked.checked
+    result.failovers = _failovers(faults, history)
+    result.history = history
+    result.check = checked.to_dict()
+    result.ok = checked.ok and not result.dead and not result.error and not result.fatal
+    return result
+
+
+def _sleep_until(workload: Workload, at: float) -> None:
+    delay = at - workload.clock()
+    if delay > 0:
+        time.sleep(delay)
+
+
+def _catch_up(workload: Workload, bootstrap: str) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{TOPIC}-hw", "logger": log})
+    try:
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1]
+                for p in range(PARTITIONS)}
+    finally:
+        consumer.close()
+    deadline = time.monotonic() + CATCH_UP_S
+    while time.monotonic() < deadline:
+        reached = workload.polled_up_to()
+        if all(reached.get((c.name, p), 0) >= end for c in workload.consumers for p, end in ends.items()):
+            return
+        time.sleep(0.2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="run one fault trial (a replay, given a failed seed)")
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--kinds", default=",".join(KINDS))
+    parser.add_argument("--length", type=float, default=30.0)
+    parser.add_argument("--json", help="write the result here")
+    parser.add_argument("--verbose", action="store_true", help="show the clients' own log lines")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    logging.getLogger("strom.faults.client").setLevel(logging.INFO if args.verbose else logging.CRITICAL)
+    result = run_trial(args.seed, args.kinds.split(","), args.length)
+    print(result.summary())
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result.as_dict(), f, indent=1, default=str)
+    return 0 if result.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
