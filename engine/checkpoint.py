@@ -24,14 +24,42 @@ Uuids are Kafka's: 16 random bytes shown as URL-safe base64 without padding (22 
 
 Every write goes to ``<file>.tmp``, is fsynced, renamed over the file, and the directory
 is fsynced, so a crash leaves either the old or the new file, never a torn one.
+
+Reading trusts nothing: a file that is not valid UTF-8, has a bad version, a wrong entry
+count or an unparsable line raises ValueError naming the file (and the line), as Kafka's
+CheckpointFile raises; integers are Java's (ASCII digits with an optional sign, no "_").
+None of these files carries a checksum (Kafka's do not either), so a flipped bit that still
+parses is read as written.
 """
 from __future__ import annotations
 
 import base64
 import os
+import re
 import uuid as _uuid
 
 OFFSET_CHECKPOINT_VERSION = 0
+
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def java_int(text: str) -> int:
+    """Integer.parseInt / Long.parseLong's syntax: Python's int() would also take "1_0",
+    surrounding blanks and non-ASCII digits."""
+    if not _JAVA_INT.fullmatch(text):
+        raise ValueError(f"not an integer: {text!r}")
+    return int(text)
+
+
+def _read_text(path: str) -> str:
+    """The file as UTF-8; FileNotFoundError passes through, undecodable bytes raise ValueError
+    naming the file."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text (byte {e.start})") from None
 
 
 def write_atomically(path: str, data: bytes) -> None:
@@ -66,8 +94,7 @@ def write_offset_checkpoint(path: str, offsets: dict[tuple[str, int], int]) -> N
 def read_offset_checkpoint(path: str) -> dict[tuple[str, int], int]:
     """An absent file reads as empty; a malformed one raises ValueError naming file and line."""
     try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
+        lines = _read_text(path).splitlines()
     except FileNotFoundError:
         return {}
 
@@ -79,7 +106,7 @@ def read_offset_checkpoint(path: str) -> dict[tuple[str, int], int]:
     if lines[0].strip() != str(OFFSET_CHECKPOINT_VERSION):
         raise bad(1, f"unsupported version {lines[0]!r}")
     try:
-        count = int(lines[1])
+        count = java_int(lines[1])
     except ValueError:
         raise bad(2, f"count is not an integer: {lines[1]!r}") from None
     entries = [line for line in lines[2:] if line.strip()]
@@ -91,7 +118,7 @@ def read_offset_checkpoint(path: str) -> dict[tuple[str, int], int]:
         if len(parts) != 3:
             raise bad(lineno, f"expected 'topic partition offset', got {line!r}")
         try:
-            offsets[(parts[0], int(parts[1]))] = int(parts[2])
+            offsets[(parts[0], java_int(parts[1]))] = java_int(parts[2])
         except ValueError:
             raise bad(lineno, f"partition and offset must be integers: {line!r}") from None
     return offsets
@@ -122,16 +149,15 @@ def uuid_from_str(text: str) -> bytes:
 def read_properties(path: str) -> dict[str, str]:
     """Java .properties subset: key=value or key:value lines, '#'/'!' comments."""
     props: dict[str, str] = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if not line or line[0] in "#!":
-                continue
-            sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-            if sep < 0:
-                props[line] = ""
-            else:
-                props[line[:sep].strip()] = line[sep + 1:].strip()
+    for line in _read_text(path).splitlines():
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if sep < 0:
+            props[line] = ""
+        else:
+            props[line[:sep].strip()] = line[sep + 1:].strip()
     return props
 
 
@@ -153,12 +179,19 @@ def write_partition_metadata(path: str, topic_id: str) -> None:
 def read_partition_metadata(path: str) -> str | None:
     """The topic id, or None if the file is absent."""
     try:
-        with open(path, encoding="utf-8") as f:
-            lines = dict(
-                (k.strip(), v.strip()) for k, _, v in (line.partition(":") for line in f) if k.strip()
-            )
+        text = _read_text(path)
     except FileNotFoundError:
         return None
-    if lines.get("version") != "0" or "topic_id" not in lines:
-        raise ValueError(f"{path}: malformed partition.metadata")
+    lines = dict(
+        (k.strip(), v.strip()) for k, _, v in (line.partition(":") for line in text.splitlines())
+        if k.strip()
+    )
+    if lines.get("version") != "0":
+        raise ValueError(f"{path}: malformed partition.metadata: version {lines.get('version')!r}, "
+                         "expected 0")
+    try:
+        uuid_from_str(lines.get("topic_id", ""))
+    except ValueError:
+        raise ValueError(f"{path}: malformed partition.metadata: topic_id "
+                         f"{lines.get('topic_id')!r} is not a Kafka uuid") from None
     return lines["topic_id"]

@@ -4,13 +4,24 @@ On open:
  1. Leftovers of interrupted operations go: ``*.deleted`` (segments awaiting deletion),
     ``*.cleaned``/``*.swap`` (interrupted compaction output), ``*.tmp`` (checkpoint temps),
     and index files without a ``.log`` beside them.
- 2. Every segment opens; one whose ``.index`` or ``.timeindex`` is missing or fails its
-    sanity check is recovered (its indexes rebuilt from the log).
+ 2. Every segment opens; one whose ``.index`` or ``.timeindex`` is missing, fails its
+    sanity check, or whose last entries do not fit the log is recovered (its indexes rebuilt
+    from the log, its batches validated). Kafka checks only sizes and the last offsets; we
+    also read the batch header the last offset index entry points at (it must be a batch
+    starting at or below the entry's offset: Kafka logs written before per-batch indexing
+    name the last offset of a multi-batch append) and bound both last offsets by the next
+    segment's base offset (the log end offset for the last segment). An entry corrupted in
+    the middle of an index and still in order goes unnoticed here, as in Kafka; a read
+    that lands on it fails with CorruptRecordError instead of returning wrong records.
  3. After an unclean shutdown (no clean-shutdown marker in the log dir), every segment from
     the one holding the recovery point onward is recovered: each batch is validated
     (length, magic, CRC32C, increasing offsets) and the file is truncated at the last good
     batch; if a segment lost bytes, every later segment is deleted, since its offsets
     would no longer follow on.
+    Segments wholly below the recovery point, and every segment after a clean shutdown,
+    are trusted as Kafka trusts them: a flipped bit there is not looked for at start-up
+    (that would read the whole log on every start). A follower's fetch CRC-checks what it
+    appends, so such a batch never spreads to another replica.
  4. The log end offset is the offset after the last batch; the leader-epoch cache is
     trimmed to [log start offset, log end offset).
 
@@ -21,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 from dataclasses import dataclass
 
 from engine.errors import InvalidIndexError
@@ -35,9 +47,13 @@ from engine.reader import (
     segment_base_offsets,
 )
 from engine.segment import LogSegment
+from ext.batch import BATCH_OVERHEAD, LOG_OVERHEAD, CorruptRecordError
 from ext.epoch import LeaderEpochCache
 
 log = logging.getLogger(__name__)
+
+# baseOffset, batchLength, partitionLeaderEpoch, magic: the start of a batch header.
+_BATCH_PREFIX = struct.Struct(">qiib")
 
 
 @dataclass
@@ -60,10 +76,39 @@ def remove_leftovers(directory: str) -> None:
                 os.unlink(path)
 
 
+def check_index_ends(segment: LogSegment, next_base: int | None) -> None:
+    """InvalidIndexError unless the last entries of both indexes fit the log file (see the
+    module docstring); ``next_base`` is the next segment's base offset, None for the last."""
+    index = segment.offset_index
+    if index.entries:
+        offset, position = index.entry(index.entries - 1)
+        if position + BATCH_OVERHEAD > segment.size:
+            raise InvalidIndexError(
+                f"{index.path}: last entry at position {position}, past the {segment.size}-byte log")
+        base_offset, batch_length, _, magic = _BATCH_PREFIX.unpack(
+            os.pread(segment.fd, _BATCH_PREFIX.size, position))
+        if magic != 2 or batch_length < BATCH_OVERHEAD - LOG_OVERHEAD \
+                or position + LOG_OVERHEAD + batch_length > segment.size:
+            raise InvalidIndexError(f"{index.path}: last entry, position {position}, points at no batch")
+        if not segment.base_offset <= base_offset <= offset:
+            raise InvalidIndexError(
+                f"{index.path}: last entry names offset {offset} but the batch at {position} "
+                f"starts at {base_offset}")
+    bound = segment.read_next_offset() if next_base is None else next_base
+    lasts = (("offset index", index.path, index.entry(index.entries - 1)[0] if index.entries else None),
+             ("time index", segment.time_index.path,
+              segment.time_index.last_entry[1] if segment.time_index.entries else None))
+    for name, path, last in lasts:
+        if last is not None and last >= max(bound, segment.base_offset + 1):
+            raise InvalidIndexError(f"{path}: {name} names offset {last}, past the segment's "
+                                    f"last offset {bound - 1}")
+
+
 def open_segments(directory: str, index_interval_bytes: int, max_index_size: int,
                   epoch_cache: LeaderEpochCache | None) -> list[LogSegment]:
     segments = []
-    for base in segment_base_offsets(directory):
+    bases = segment_base_offsets(directory)
+    for i, base in enumerate(bases):
         stem = os.path.join(directory, f"{base:020d}")
         indexes_present = os.path.exists(stem + INDEX_SUFFIX) and os.path.exists(stem + TIME_INDEX_SUFFIX)
         segment = LogSegment(directory, base, index_interval_bytes, max_index_size)
@@ -72,7 +117,8 @@ def open_segments(directory: str, index_interval_bytes: int, max_index_size: int
                 raise InvalidIndexError("index file missing")
             segment.offset_index.sanity_check()
             segment.time_index.sanity_check()
-        except InvalidIndexError as e:
+            check_index_ends(segment, bases[i + 1] if i + 1 < len(bases) else None)
+        except (InvalidIndexError, CorruptRecordError) as e:
             log.warning("%s: rebuilding indexes (%s)", segment.log_path, e)
             segment.recover(epoch_cache)
         segments.append(segment)

@@ -91,6 +91,12 @@ def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
 def validate(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
     """read_header plus the CRC32C check."""
 
+def validate_records(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """validate plus the framing of every record (what assign_offsets checks), the batch
+    decompressed first when it is compressed: record lengths and varints within bounds,
+    offset deltas 0..n-1 in order, exactly recordsCount records, nothing after the last.
+    Raises CorruptRecordError naming the batch and the record."""
+
 def iter_batches(
     buf: bytes | bytearray | memoryview, pos: int = 0, check_crc: bool = False
 ) -> Iterator[BatchHeader]:
@@ -139,12 +145,13 @@ def assign_offsets(
     partition_leader_epoch: int,
     log_append_time: int = -1,
 ) -> BatchSummary:
-    """Leader-side append: validate every batch in the writable ``buf`` (structure and CRC;
-    nothing is patched if any batch is bad), then rewrite each batch's baseOffset so offsets
-    run on from ``next_offset`` and set its partitionLeaderEpoch. Neither field is covered by
-    the CRC. With log_append_time >= 0 the timestampType bit is set and maxTimestamp is
-    replaced by it (Kafka's LogAppendTime), and the CRC is recomputed. Returns the summary
-    with the assigned offsets. No per-record work."""
+    """Leader-side append: validate every batch in the writable ``buf`` (structure, CRC and
+    each record's framing as validate_records; nothing is patched if any batch is bad), then
+    rewrite each batch's baseOffset so offsets run on from ``next_offset`` and set its
+    partitionLeaderEpoch. Neither field is covered by the CRC. With log_append_time >= 0 the
+    timestampType bit is set and maxTimestamp is replaced by it (Kafka's LogAppendTime), and
+    the CRC is recomputed. Returns the summary with the assigned offsets. No Python object
+    per record."""
 
 def build_batch(
     records: Iterable[tuple[bytes | None, bytes | None, Sequence[tuple[str | bytes, bytes | None]], int]],
