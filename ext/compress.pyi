@@ -6,5 +6,8 @@ snappy is also accepted on read; we write xerial framing (what the Java client w
 lz4: the LZ4 frame format. zstd: a zstd frame (content size may be absent).
 """
 def compress(codec: int, data: bytes | bytearray | memoryview) -> bytes: ...
-def decompress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
-    """Raises ext.errors.CorruptRecordError for undecodable input or an unknown codec."""
+MAX_DECOMPRESSED_BYTES: int
+
+def decompress(codec: int, data: bytes | bytearray | memoryview, max_size: int = ...) -> bytes:
+    """Raises ext.errors.CorruptRecordError for undecodable input, an unknown codec, or input
+    that decompresses past ``max_size`` bytes (MAX_DECOMPRESSED_BYTES by default)."""

@@ -23,8 +23,19 @@ carries garbage, or is not of the codec raises CorruptRecordError. The libraries
 their output, so a forged size field in a frame header cannot make us allocate it up
 front; raw snappy, whose preamble is such a size, is checked against the largest ratio
 snappy can reach before it is trusted.
+
+Decompressed size is bounded: a batch that would decompress past MAX_DECOMPRESSED_BYTES
+(64 MiB; a producer's batch is a few MiB before compression) raises CorruptRecordError
+before that much memory is taken, so a small batch of zeros cannot make a broker allocate
+gigabytes (a decompression bomb). gzip stops its output at the bound. For zstd and lz4 the
+frames are walked first (their libraries either cannot stop output or allocate the whole
+limit up front): a block regenerates at most its declared size when stored (raw, RLE or
+uncompressed blocks) or the codec's block maximum when compressed (zstd 128 KiB, lz4 the
+frame's 64 KiB to 4 MiB), and the sum over the blocks must stay within the bound: an upper
+bound, so a batch can be refused up to one block maximum per block below the limit. Snappy
+is bounded by its preamble check (22 times the input at most).
 """
-from libc.stdint cimport int32_t, uint32_t
+from libc.stdint cimport int32_t, uint32_t, uint64_t
 from libc.string cimport memcmp
 
 import zlib
@@ -34,6 +45,11 @@ import lz4.frame
 import zstandard
 
 from ext.errors import CorruptRecordError
+
+MAX_DECOMPRESSED_BYTES = 64 << 20
+cdef Py_ssize_t _ZSTD_BLOCK_MAX = 128 * 1024
+cdef uint32_t _ZSTD_MAGIC = 0xFD2FB528
+cdef uint32_t _LZ4_MAGIC = 0x184D2204
 
 cdef enum:
     _XERIAL_HEADER_SIZE = 16
@@ -73,15 +89,17 @@ cpdef bytes compress(int codec, object data):
     raise ValueError(f"unknown compression codec {codec}")
 
 
-cpdef bytes decompress(int codec, object data):
+cpdef bytes decompress(int codec, object data, Py_ssize_t max_size=MAX_DECOMPRESSED_BYTES):
     try:
         if codec == CODEC_GZIP:
-            return _gzip_decompress(data)
+            return _gzip_decompress(data, max_size)
         if codec == CODEC_SNAPPY:
             return _snappy_decompress(data)
         if codec == CODEC_LZ4:
+            _lz4_bound(data, max_size)
             return _lz4_decompress(data)
         if codec == CODEC_ZSTD:
+            _zstd_bound(data, max_size)
             return _zstd_decompress(data)
         if codec == CODEC_NONE:
             return bytes(data)
@@ -96,18 +114,80 @@ cdef str _codec_name(int codec):
     return ("none", "gzip", "snappy", "lz4", "zstd")[codec] if 0 <= codec <= 4 else str(codec)
 
 
-cdef bytes _gzip_decompress(object data):
+cdef _too_big(str codec, Py_ssize_t max_size):
+    raise CorruptRecordError(f"{codec}: decompresses past {max_size} bytes")
+
+
+cdef bytes _gzip_decompress(object data, Py_ssize_t max_size):
     cdef list parts = []
     cdef object rest = data
+    cdef Py_ssize_t left = max_size
     while True:
         d = zlib.decompressobj(31)
-        parts.append(d.decompress(rest))
+        part = d.decompress(rest, left + 1)
+        if len(part) > left:
+            _too_big("gzip", max_size)
+        left -= len(part)
+        parts.append(part)
         if not d.eof:
             raise CorruptRecordError("gzip: stream ends before its end-of-stream marker")
         rest = d.unused_data
         if not rest:
             break
     return b"".join(parts)
+
+
+cdef inline uint32_t _le32(const unsigned char *p) noexcept nogil:
+    return <uint32_t>p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
+
+
+cdef int _zstd_bound(object data, Py_ssize_t max_size) except -1:
+    """CorruptRecordError if the zstd frames in ``data`` may regenerate more than ``max_size``
+    bytes (an upper bound from the block headers; RFC 8878 section 3.1). Malformed framing is
+    left to the decompressor, which refuses it."""
+    cdef const unsigned char[::1] view = memoryview(data).cast("B")
+    cdef Py_ssize_t n = view.shape[0], pos = 0, header, block_size
+    cdef unsigned char descriptor, block
+    cdef int kind
+    cdef uint64_t bound = 0
+    cdef uint32_t magic
+    while n - pos >= 4:
+        magic = _le32(&view[pos])
+        if (magic & 0xFFFFFFF0) == 0x184D2A50:  # a skippable frame: magic, size, data
+            if n - pos < 8:
+                return 0
+            pos += 8 + <Py_ssize_t>_le32(&view[pos + 4])
+            continue
+        if magic != _ZSTD_MAGIC or n - pos < 5:
+            return 0
+        descriptor = view[pos + 4]
+        header = 1 + (0 if descriptor & 0x20 else 1)  # descriptor, window descriptor
+        header += (0, 1, 2, 4)[descriptor & 0x03]  # dictionary id
+        header += ((1 if descriptor & 0x20 else 0), 2, 4, 8)[descriptor >> 6]  # content size
+        pos += 4 + header
+        while True:
+            if n - pos < 3:
+                return 0
+            block = view[pos]
+            block_size = <Py_ssize_t>(view[pos] | (view[pos + 1] << 8) | (view[pos + 2] << 16)) >> 3
+            pos += 3
+            kind = (block >> 1) & 0x03
+            if kind == 0:  # raw
+                bound += block_size
+                pos += block_size
+            elif kind == 1:  # RLE: one byte, repeated block_size times
+                bound += block_size
+                pos += 1
+            else:  # compressed (or reserved, which the decompressor refuses)
+                bound += _ZSTD_BLOCK_MAX
+                pos += block_size
+            if bound > <uint64_t>max_size:
+                _too_big("zstd", max_size)
+            if block & 1:
+                break
+        if descriptor & 0x04:  # content checksum
+            pos += 4
+    return 0
 
 
 cdef bytes _lz4_decompress(object data):
@@ -122,6 +202,45 @@ cdef bytes _lz4_decompress(object data):
         if not rest:
             break
     return b"".join(parts)
+
+
+cdef int _lz4_bound(object data, Py_ssize_t max_size) except -1:
+    """CorruptRecordError if the LZ4 frames in ``data`` may regenerate more than ``max_size``
+    bytes: a compressed block at most the frame's block maximum size, an uncompressed one its
+    own size (the LZ4 frame format). Malformed framing is left to the decompressor."""
+    cdef const unsigned char[::1] view = memoryview(data).cast("B")
+    cdef Py_ssize_t n = view.shape[0], pos = 0, block_max
+    cdef unsigned char flags
+    cdef uint32_t magic, size
+    cdef uint64_t bound = 0
+    while n - pos >= 4:
+        magic = _le32(&view[pos])
+        if (magic & 0xFFFFFFF0) == 0x184D2A50:  # a skippable frame: magic, size, data
+            if n - pos < 8:
+                return 0
+            pos += 8 + <Py_ssize_t>_le32(&view[pos + 4])
+            continue
+        if magic != _LZ4_MAGIC or n - pos < 7:
+            return 0
+        flags = view[pos + 4]
+        block_max = (64 * 1024, 256 * 1024, 1024 * 1024, 4096 * 1024)[(view[pos + 5] >> 4) & 0x03]
+        pos += 4 + 2 + (8 if flags & 0x08 else 0) + (4 if flags & 0x01 else 0) + 1
+        while True:
+            if n - pos < 4:
+                return 0
+            size = _le32(&view[pos])
+            pos += 4
+            if size == 0:  # the end mark
+                break
+            if size & 0x80000000:  # stored uncompressed
+                bound += size & 0x7FFFFFFF
+            else:
+                bound += block_max
+            pos += <Py_ssize_t>(size & 0x7FFFFFFF) + (4 if flags & 0x10 else 0)
+            if bound > <uint64_t>max_size:
+                _too_big("lz4", max_size)
+        pos += 4 if flags & 0x04 else 0
+    return 0
 
 
 cdef bytes _zstd_decompress(object data):

@@ -156,3 +156,60 @@ def test_unknown_codec(codec):
         compress.decompress(codec, b"abc")
     with pytest.raises(ValueError):
         compress.compress(codec, b"abc")
+
+
+# ---- decompression bombs: output is bounded (MAX_DECOMPRESSED_BYTES) ----------------------------
+
+
+@pytest.mark.parametrize("codec", [GZIP, LZ4, ZSTD])
+def test_a_batch_that_decompresses_past_the_bound_is_refused_before_it_is_allocated(codec):
+    bomb = compress.compress(codec, bytes(compress.MAX_DECOMPRESSED_BYTES + 1))
+    assert len(bomb) < compress.MAX_DECOMPRESSED_BYTES // 100  # a small batch of zeros
+    with pytest.raises(CorruptRecordError, match="decompresses past"):
+        compress.decompress(codec, bomb)
+
+
+@pytest.mark.parametrize("codec", [GZIP, SNAPPY])  # zstd and lz4 bounds count whole blocks: below
+def test_output_of_exactly_the_bound_is_accepted_and_one_byte_more_refused(codec):
+    data = b"kafka " * 5000
+    assert compress.decompress(codec, compress.compress(codec, data), len(data)) == data
+    if codec == SNAPPY:
+        return  # bounded by its preamble check instead (22 times the input)
+    with pytest.raises(CorruptRecordError, match="decompresses past"):
+        compress.decompress(codec, compress.compress(codec, data), len(data) - 1)
+
+
+def test_zstd_bound_adds_up_every_frame_and_skips_skippable_frames():
+    frame = zstandard.ZstdCompressor(write_checksum=True).compress(bytes(200_000))
+    skippable = struct.pack("<II", 0x184D2A5E, 3) + b"abc"
+    data = frame + skippable + frame
+    assert compress.decompress(ZSTD, data) == bytes(400_000)
+    with pytest.raises(CorruptRecordError, match="decompresses past"):
+        compress.decompress(ZSTD, data, 300_000)
+
+
+def test_zstd_bound_counts_a_compressed_block_as_128_kib():
+    frame = zstandard.ZstdCompressor().compress(b"kafka " * 5000)  # one compressed block
+    assert compress.decompress(ZSTD, frame, 128 * 1024) == b"kafka " * 5000
+    with pytest.raises(CorruptRecordError, match="decompresses past"):
+        compress.decompress(ZSTD, frame, 128 * 1024 - 1)
+
+
+def test_lz4_bound_counts_a_compressed_block_as_the_frames_block_maximum():
+    frame = compress.compress(LZ4, b"kafka " * 5000)  # 64 KiB blocks
+    assert compress.decompress(LZ4, frame, 64 * 1024) == b"kafka " * 5000
+    with pytest.raises(CorruptRecordError, match="decompresses past"):
+        compress.decompress(LZ4, frame, 64 * 1024 - 1)
+    twice = frame + frame
+    assert compress.decompress(LZ4, twice, 128 * 1024) == b"kafka " * 10000
+    with pytest.raises(CorruptRecordError, match="decompresses past"):
+        compress.decompress(LZ4, twice, 128 * 1024 - 1)
+
+
+def test_zstd_streaming_frames_of_a_client_are_bounded_by_their_blocks():
+    co = zstandard.ZstdCompressor(level=3).compressobj()  # no content size, as librdkafka writes
+    data = os.urandom(1000) * 700
+    frame = co.compress(data) + co.flush()
+    assert compress.decompress(ZSTD, frame) == data
+    with pytest.raises(CorruptRecordError, match="decompresses past"):
+        compress.decompress(ZSTD, frame, 100_000)
