@@ -65,7 +65,8 @@ class Broker:
                           fetch_min_bytes=config["replica.fetch.min.bytes"],
                           fetch_max_bytes=config["replica.fetch.max.bytes"],
                           response_max_bytes=config["replica.fetch.response.max.bytes"],
-                          backoff_ms=config.get("replica.fetch.backoff.ms", 1000)),
+                          backoff_ms=config.get("replica.fetch.backoff.ms", 1000),
+                          request_timeout_ms=config["replica.socket.timeout.ms"]),
             self.replicas.on_follower_appended)
         self.replicas.alter_partition = AlterPartitionManager(
             config.node_id, lambda: self.follower.broker_epoch, self._send_alter_partition,
@@ -133,7 +134,8 @@ class Broker:
         for module in (metadata, produce, fetch, offsets, admin, groups):
             apis += module.apis(self)
         self.dispatcher = Dispatcher(apis)
-        self.server = Server(self.dispatcher.handle, self.config["socket.request.max.bytes"])
+        self.server = Server(self.dispatcher.handle, self.config["socket.request.max.bytes"],
+                             limits=self.config.listener_limits())
         for listener in self.config.broker_listeners():
             port = self.server.bind(listener.host, listener.port)
             log.info("broker %d listening on %s:%d", self.node_id, listener.host, port)

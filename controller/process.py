@@ -47,7 +47,7 @@ async def serve(config, cluster_id: str, ready=None) -> None:
                       raft_log, os.path.join(partition_dir, QUORUM_STATE_FILE), controller)
     controller.attach(raft)
     dispatcher = Dispatcher(controller.apis() + raft.apis(), wire.kraft_supported_features())
-    server = Server(dispatcher.handle, config["socket.request.max.bytes"])
+    server = Server(dispatcher.handle, config["socket.request.max.bytes"], limits=config.listener_limits())
     for listener in config.controller_listeners():
         port = server.bind(listener.host, listener.port)
         log.info("controller %d listening on %s:%d", config.node_id, listener.host, port)

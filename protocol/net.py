@@ -24,6 +24,12 @@ and written with the bytes around them in one send. A replica fetcher's slices (
 leader appended since its last fetch, tens to hundreds of KiB) all take the first path: no
 buffer is allocated, filled and joined per fetch.
 
+Limits (protocol/limits.py, Kafka's socket server quotas): a Server's connections share one
+memory pool for the bytes of requests received and not yet handled (queued.max.request.bytes:
+a connection that needs more stops reading until a handler releases some), and the Server
+enforces max.connections, max.connections.per.ip, max.connection.creation.rate and
+connections.max.idle.ms on all of its listeners. Frames are split by protocol.frames.FrameReader.
+
 A handler learns the connection its request came on from ``current_connection`` (each
 connection's requests run in that connection's task, so the context variable is its own),
 and may ask to hear of its close (``add_close_callback``): the active controller fences a
@@ -34,103 +40,24 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextvars
+import functools
 import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable
 
 from protocol.dispatch import Deferred
-from protocol.headers import fastcodec
+from protocol.frames import BUFFER_BYTES, FrameReader
+from protocol.limits import ConnectionQuotas, FrameTooLarge, IdleTracker, ListenerLimits, MemoryPool
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[memoryview], Awaitable["list | None"]]
 
-BUFFER_BYTES = 256 * 1024  # per connection; larger frames get their own buffer
-# A frame's own buffer is filled whole by the socket: not zeroed first where fastcodec is built.
-_frame_buffer = fastcodec.frame_buffer if fastcodec is not None else bytearray
 SENDFILE_MIN_BYTES = 16 * 1024
 QUEUED_FRAMES_MAX = 64  # per connection: reading pauses beyond this many unhandled requests
 PIPELINED = frozenset({0})  # Produce: handled while the answers before it wait (see above)
 WRITE_BUFFER_HIGH = 4 << 20  # a slow reader's responses are waited for beyond this
-
-
-class FrameTooLarge(Exception):
-    pass
-
-
-class FrameReader:
-    """Splits a byte stream into size-prefixed frames; a declared size above ``max_bytes``
-    (socket.request.max.bytes) or below zero raises.
-
-    Bytes arrive through ``get_buffer()`` / ``updated(n)`` (the receiving side writes into
-    the buffer it is given), or through ``feed(data)``. Frames are returned as writable
-    bytearrays (Produce patches offsets in place): a frame that fits the shared buffer is
-    copied out of it once; a larger one is received into its own bytearray."""
-
-    def __init__(self, max_bytes: int, buffer_bytes: int = BUFFER_BYTES):
-        self.max_bytes = max_bytes
-        self.buf = bytearray(buffer_bytes)
-        self.start = 0  # unparsed bytes are buf[start:end]
-        self.end = 0
-        self.big: bytearray | None = None  # a large frame being received in place
-        self.big_filled = 0
-
-    def get_buffer(self) -> memoryview:
-        if self.big is not None:
-            return memoryview(self.big)[self.big_filled:]
-        if self.end == len(self.buf):  # full: move the unparsed tail to the front
-            tail = self.end - self.start
-            self.buf[:tail] = self.buf[self.start:self.end]
-            self.start, self.end = 0, tail
-        return memoryview(self.buf)[self.end:]
-
-    def updated(self, n: int) -> list[bytearray]:
-        if self.big is not None:
-            self.big_filled += n
-            if self.big_filled < len(self.big):
-                return []
-            frames = [self.big]
-            self.big = None
-            return frames
-        self.end += n
-        return self._split()
-
-    def feed(self, data: bytes | memoryview) -> list[bytearray]:
-        frames = []
-        data = memoryview(data)
-        while data:
-            buf = self.get_buffer()
-            n = min(len(buf), len(data))
-            buf[:n] = data[:n]
-            data = data[n:]
-            frames += self.updated(n)
-        return frames
-
-    def _split(self) -> list[bytearray]:
-        frames = []
-        buf = self.buf
-        while self.end - self.start >= 4:
-            size = int.from_bytes(buf[self.start:self.start + 4], "big", signed=True)
-            if size < 0 or size > self.max_bytes:
-                raise FrameTooLarge(f"request of {size} bytes exceeds socket.request.max.bytes "
-                                    f"({self.max_bytes})")
-            begin = self.start + 4
-            have = self.end - begin
-            if have >= size:
-                frames.append(buf[begin:begin + size])
-                self.start = begin + size
-            elif 4 + size > len(buf):  # cannot fit: receive the rest straight into its own buffer
-                big = _frame_buffer(size)  # not zeroed: the socket fills all of it
-                big[:have] = buf[begin:self.end]
-                self.start = self.end = 0
-                self.big, self.big_filled = big, have
-                break
-            else:
-                break
-        if self.start == self.end:
-            self.start = self.end = 0
-        return frames
 
 
 class _FdFile:
@@ -154,14 +81,21 @@ class _Connection(asyncio.BufferedProtocol):
     """One client connection: frames are queued as they arrive and handled in order by
     one task; reading pauses while too many wait, writing waits while the peer is slow."""
 
-    def __init__(self, server: Server):
+    def __init__(self, server: Server, ip: str):
         self.server = server
-        self.reader = FrameReader(server.max_bytes)
+        self.ip = ip  # counted in the server's ConnectionQuotas until connection_lost
+        self.reader = FrameReader(server.max_bytes, pool=server.pool)
+        self.reader.on_resume = self._resume_split
         self.frames: collections.deque[bytearray] = collections.deque()
         self.transport: asyncio.Transport | None = None
         self.peer = None
         self.closed = False
-        self.paused_reading = False
+        self.paused_reading = False  # too many queued frames (the reader's ``blocked``: no memory)
+        # connections.max.idle.ms (protocol.limits.IdleTracker): frames received so far, and
+        # what the tracker saw of them.
+        self.requests = 0
+        self.seen_requests = 0
+        self.idle_since_ms = server.now_ms()
         self._wakeup: asyncio.Future | None = None
         self._drained: asyncio.Future | None = None
         self.task: asyncio.Task | None = None
@@ -199,11 +133,39 @@ class _Connection(asyncio.BufferedProtocol):
             self._close()
             return
         if frames:
+            self.requests += len(frames)
             self.frames.extend(frames)
             if len(self.frames) >= QUEUED_FRAMES_MAX and not self.paused_reading:
                 self.paused_reading = True
                 self.transport.pause_reading()
             self._wake()
+        if self.reader.blocked:  # queued.max.request.bytes is used up: read on once it is not
+            self.transport.pause_reading()
+
+    def _resume_split(self) -> None:
+        """The memory pool has room for the frame this connection waits with: split on."""
+        if self.closed:
+            return
+        self.buffer_updated(0)
+        if not self.reader.blocked and not self.paused_reading and not self.closed:
+            self.transport.resume_reading()
+
+    @property
+    def waiting(self) -> bool:
+        """Waiting for a request (IdleTracker): nothing queued, handled, answered later or
+        held back by the memory pool; a half-received frame counts as waiting."""
+        return (not self.frames and not self._later and not self.reader.blocked
+                and self._wakeup is not None and not self._wakeup.done())
+
+    def close_idle(self, idle_ms: int) -> None:
+        half = self.reader.end - self.reader.start or self.reader.big is not None
+        if half:
+            log.info("closing connection from %s: a request begun but not completed in "
+                     "connections.max.idle.ms (%d ms)", self.peer, idle_ms)
+        else:
+            log.debug("closing connection from %s: idle for connections.max.idle.ms (%d ms)",
+                      self.peer, idle_ms)
+        self._close()
 
     def eof_received(self) -> bool:
         return False  # close the transport; queued requests are dropped with the connection
@@ -212,7 +174,8 @@ class _Connection(asyncio.BufferedProtocol):
         if exc is not None:
             log.debug("connection from %s ended: %s", self.peer, exc)
         self.closed = True
-        self.server.connections.discard(self)
+        self.reader.leave()
+        self.server.connection_ended(self)
         self._wake()
         if self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
@@ -259,12 +222,23 @@ class _Connection(asyncio.BufferedProtocol):
                 frame = self.frames.popleft()
                 if self.paused_reading and len(self.frames) < QUEUED_FRAMES_MAX // 2:
                     self.paused_reading = False
-                    self.transport.resume_reading()
+                    if not self.reader.blocked:
+                        self.transport.resume_reading()
                 if self._writer is not None and _api_key(frame) not in self.server.pipelined:
                     await asyncio.wait({self._writer})  # its turn: the answers before it are out
                     if self.closed:
                         return
                 parts = await handle(memoryview(frame))
+                # Handled: its bytes leave queued.max.request.bytes (a Deferred answer waits
+                # for replication without them; see protocol.limits).
+                reader = self.reader
+                if reader.pool is not None:  # reader.release(), inline: once per request
+                    size = len(frame)
+                    reader.held -= size
+                    reader.pool.free += size
+                    if reader.pool.waiting:
+                        reader.pool.release(0)
+                frame = None
                 if isinstance(parts, Deferred) or self._later:
                     self._answer_later(loop, parts)
                     if parts is None:
@@ -381,15 +355,27 @@ def _api_key(frame: bytearray) -> int:
 
 class Server:
     """Accepts connections on listeners and serves each with ``handle``. Requests whose API
-    key is in ``pipelined`` are handled while earlier answers wait (see above)."""
+    key is in ``pipelined`` are handled while earlier answers wait (see above). ``limits``
+    (protocol.limits) bound memory, connections and idleness across all its listeners."""
 
-    def __init__(self, handle: Handler, max_bytes: int, pipelined: frozenset[int] = PIPELINED):
+    def __init__(self, handle: Handler, max_bytes: int, pipelined: frozenset[int] = PIPELINED,
+                 limits: ListenerLimits | None = None):
         self.handle = handle
         self.max_bytes = max_bytes
         self.pipelined = pipelined
+        self.limits = limits = limits or ListenerLimits()
+        budget = limits.queued_max_request_bytes
+        self.pool: MemoryPool | None = MemoryPool(budget) if budget > 0 else None
+        self.quotas = ConnectionQuotas(limits)
+        idle_ms = limits.connections_max_idle_ms
+        self.idle = IdleTracker(idle_ms) if idle_ms >= 0 else None
         self.sockets: list[socket.socket] = []
         self.connections: set[_Connection] = set()
         self._accepting: list[asyncio.Task] = []
+        self._slot_freed: asyncio.Event | None = None
+
+    def now_ms(self) -> int:
+        return int(asyncio.get_running_loop().time() * 1000)
 
     def bind(self, host: str, port: int) -> int:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -402,23 +388,62 @@ class Server:
         return sock.getsockname()[1]
 
     def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._slot_freed = asyncio.Event()
         for sock in self.sockets:
-            self._accepting.append(asyncio.get_running_loop().create_task(self._accept(sock)))
+            self._accepting.append(loop.create_task(self._accept(sock)))
+        if self.idle is not None:
+            self._accepting.append(loop.create_task(self._expire_idle()))
 
     async def _accept(self, listener: socket.socket) -> None:
         loop = asyncio.get_running_loop()
+        quotas = self.quotas
         while True:
+            # max.connections: wait for a slot before accepting, as Kafka's acceptor does; the
+            # kernel's backlog holds what arrives meanwhile.
+            while not quotas.slot_available():
+                self._slot_freed.clear()
+                await self._slot_freed.wait()
+            # max.connection.creation.rate: accepting is delayed, never refused.
+            delay_ms = quotas.creation_delay_ms(self.now_ms())
+            if delay_ms > 0:
+                await asyncio.sleep(delay_ms / 1000)
+                continue
             try:
-                sock, _ = await loop.sock_accept(listener)
+                sock, address = await loop.sock_accept(listener)
             except OSError as e:  # e.g. out of file descriptors: keep the listener alive
                 log.warning("accept failed: %s", e)
                 await asyncio.sleep(0.1)
                 continue
+            quotas.record_creation(self.now_ms())
+            ip = address[0] if isinstance(address, tuple) else str(address)
+            if not quotas.try_add(ip):
+                log.info("rejected connection from %s: it already has the maximum of %d connections "
+                         "(max.connections.per.ip)", ip, quotas.limit_for(ip))
+                sock.close()
+                continue
             try:
-                await loop.connect_accepted_socket(lambda: _Connection(self), sock)
+                await loop.connect_accepted_socket(functools.partial(_Connection, self, ip), sock)
             except OSError as e:
                 log.info("connection setup failed: %s", e)
                 sock.close()
+                self._connection_gone(ip)
+
+    def connection_ended(self, conn: _Connection) -> None:
+        if conn in self.connections:
+            self.connections.discard(conn)
+        self._connection_gone(conn.ip)
+
+    def _connection_gone(self, ip: str) -> None:
+        self.quotas.remove(ip)
+        if self._slot_freed is not None:
+            self._slot_freed.set()
+
+    async def _expire_idle(self) -> None:
+        """connections.max.idle.ms: close connections that have waited that long for a request."""
+        while True:
+            await asyncio.sleep(self.idle.interval_ms / 1000)
+            self.idle.check(self.connections, self.now_ms())
 
     async def close(self) -> None:
         for task in self._accepting:
@@ -434,4 +459,4 @@ class Server:
         await asyncio.gather(*self._accepting, *tasks, return_exceptions=True)
 
 
-__all__ = ["FrameReader", "FrameTooLarge", "Server", "current_connection"]
+__all__ = ["BUFFER_BYTES", "FrameReader", "FrameTooLarge", "ListenerLimits", "Server", "current_connection"]

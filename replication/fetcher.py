@@ -92,7 +92,7 @@ class FetcherConfig:
     fetch_max_bytes: int = 1048576  # replica.fetch.max.bytes, per partition
     response_max_bytes: int = 10485760  # replica.fetch.response.max.bytes
     backoff_ms: int = 1000  # replica.fetch.backoff.ms
-    request_timeout_ms: int = 30000
+    request_timeout_ms: int = 30000  # replica.socket.timeout.ms: connect, ApiVersions and every request
 
 
 @dataclass

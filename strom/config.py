@@ -6,12 +6,15 @@ engine.config.BROKER_SYNONYMS.
 """
 from __future__ import annotations
 
+import ipaddress
 import re
+import socket
 from dataclasses import dataclass
 from typing import Any
 
 from engine.config import BROKER_SYNONYMS, LogConfig, log_config_from_broker
 from engine.errors import ConfigError
+from protocol.limits import ListenerLimits
 
 INT, LONG, BOOL, STRING, LIST, DOUBLE = "int", "long", "bool", "string", "list", "double"
 
@@ -67,7 +70,16 @@ PROPERTIES: dict[str, tuple[str, Any]] = {
     "socket.request.max.bytes": (INT, 104857600),
     "socket.send.buffer.bytes": (INT, 102400),
     "socket.receive.buffer.bytes": (INT, 102400),
-    "connections.max.idle.ms": (LONG, 600000),
+    "connections.max.idle.ms": (LONG, 600000),  # < 0: never closed for idleness
+    # Bytes of requests in memory across a listener's connections (protocol/limits.py). Kafka's
+    # default is -1 (unbounded); Strom bounds memory by default with the least Kafka allows, one
+    # request of socket.request.max.bytes. <= 0 (-1): unbounded, as in Kafka.
+    "queued.max.request.bytes": (LONG, 104857600),
+    "max.connections": (INT, 2**31 - 1),
+    "max.connections.per.ip": (INT, 2**31 - 1),
+    "max.connections.per.ip.overrides": (STRING, ""),  # host:count,host:count (KIP-402)
+    "max.connection.creation.rate": (INT, 2**31 - 1),  # per second, per listener (KIP-612)
+    "replica.socket.timeout.ms": (INT, 30000),  # the replica fetcher's request timeout
     "num.network.threads": (INT, 3),
     "num.io.threads": (INT, 8),
     "num.recovery.threads.per.data.dir": (INT, 1),
@@ -144,6 +156,45 @@ def parse_voters(value: list[str]) -> dict[int, tuple[str, int]]:
             raise ConfigError("controller.quorum.voters", f"expected id@host:port, got {item!r}")
         voters[int(m.group(1))] = (m.group(2).strip("[]"), int(m.group(3)))
     return voters
+
+
+def parse_ip_overrides(value: str) -> dict[str, int]:
+    """max.connections.per.ip.overrides: host:count,... (a host name or an IP; IPv6 as [::1]:5 or ::1:5)."""
+    name = "max.connections.per.ip.overrides"
+    out: dict[str, int] = {}
+    for item in (part.strip() for part in value.split(",")):
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        host = host.strip().strip("[]")
+        if not sep or not host or not re.fullmatch(r"[A-Za-z0-9._:%-]+", host):
+            raise ConfigError(name, f"expected host:count, got {item!r}")
+        try:
+            n = int(count)
+        except ValueError:
+            raise ConfigError(name, f"expected host:count with an integer count, got {item!r}") from None
+        if n < 0:
+            raise ConfigError(name, f"a count must be at least 0, got {item!r}")
+        out[host] = n
+    return out
+
+
+def resolve_ip_overrides(overrides: dict[str, int]) -> dict[str, int]:
+    """The overrides keyed by the address a peer's connection shows (host names resolved once)."""
+    out = {}
+    for host, n in overrides.items():
+        try:
+            out[str(ipaddress.ip_address(host))] = n
+            continue
+        except ValueError:
+            pass
+        try:
+            infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+        except OSError as e:
+            raise ConfigError("max.connections.per.ip.overrides", f"cannot resolve {host!r}: {e}") from None
+        for info in infos:
+            out[str(ipaddress.ip_address(info[4][0]))] = n
+    return out
 
 
 def _convert(name: str, kind: str, raw: Any) -> Any:
@@ -230,6 +281,37 @@ class ServerConfig:
                 raise ConfigError(name, "must be at least 1")
         if self.values["socket.request.max.bytes"] < 1:
             raise ConfigError("socket.request.max.bytes", "must be at least 1")
+        self._validate_listener_limits()
+
+    def _validate_listener_limits(self) -> None:
+        v = self.values
+        queued = v["queued.max.request.bytes"]
+        if 0 < queued < v["socket.request.max.bytes"]:
+            raise ConfigError("queued.max.request.bytes",
+                              f"must be at least socket.request.max.bytes ({v['socket.request.max.bytes']}), "
+                              "or -1 for unbounded")
+        for name in ("max.connections", "max.connections.per.ip", "max.connection.creation.rate"):
+            if v[name] < 0:
+                raise ConfigError(name, "must be at least 0")
+        self.max_connections_per_ip_overrides = parse_ip_overrides(v["max.connections.per.ip.overrides"])
+        if v["max.connections.per.ip"] == 0 and not self.max_connections_per_ip_overrides:
+            raise ConfigError("max.connections.per.ip",
+                              "can be 0 only if max.connections.per.ip.overrides is set")
+        wait_ms = v["replica.fetch.wait.max.ms"]
+        if v["replica.socket.timeout.ms"] < wait_ms:
+            raise ConfigError("replica.socket.timeout.ms", f"must be at least replica.fetch.wait.max.ms "
+                              f"({wait_ms}) to prevent unnecessary socket timeouts")
+
+    def listener_limits(self) -> ListenerLimits:
+        """What protocol.net.Server enforces on this node's listeners (broker or controller)."""
+        v = self.values
+        return ListenerLimits(
+            queued_max_request_bytes=v["queued.max.request.bytes"],
+            max_connections=v["max.connections"],
+            max_connections_per_ip=v["max.connections.per.ip"],
+            max_connections_per_ip_overrides=resolve_ip_overrides(self.max_connections_per_ip_overrides),
+            max_connection_creation_rate=v["max.connection.creation.rate"],
+            connections_max_idle_ms=v["connections.max.idle.ms"])
 
     @property
     def roles(self) -> list[str]:

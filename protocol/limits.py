@@ -1,0 +1,223 @@
+"""A listener's limits under overload: Kafka's socket server quotas, as protocol.net.Server applies them.
+
+| property                         | what happens beyond it                                    |
+|----------------------------------|-----------------------------------------------------------|
+| socket.request.max.bytes         | the connection is closed once the size prefix is read     |
+| queued.max.request.bytes         | (bytes, all connections) reading stops on every connection |
+|                                  | that needs more (MemoryPool); a request larger than the   |
+|                                  | whole budget closes its connection                        |
+| max.connections                  | accepting stops until a connection closes (the kernel's   |
+|                                  | backlog holds new ones), as Kafka's acceptor waits        |
+| max.connections.per.ip, and      | a new connection from that address is accepted and closed |
+| max.connections.per.ip.overrides | at once (KIP-402)                                         |
+| max.connection.creation.rate     | accepting waits until the last second saw fewer (KIP-612) |
+| connections.max.idle.ms          | a connection that waited that long for a request is       |
+|                                  | closed; a half-sent frame counts as waiting               |
+
+Theory of the memory pool (queued.max.request.bytes; Kafka's MemoryPool that mutes channels).
+Bytes of requests in memory are bounded across all the connections of a Server: a request's bytes
+are reserved once its size prefix is read and it no longer fits the connection's shared receive
+buffer (it is about to get a buffer of its own), or once it is whole in that buffer and about to be
+copied out; they are released when the handler is done with the request (Kafka releases the
+request's buffer once KafkaApis has handled it; an acks=all answer then waits for replication
+without holding the budget, so follower fetches are never queued behind the produce requests
+that wait for them). A reader that cannot reserve stops splitting, leaves its bytes where they
+are and joins the FIFO ``waiting`` queue; its connection pauses reading. Every release wakes
+waiters from the head while the head fits, so a large request is never starved by small ones:
+while anyone waits, every reservation goes through ``admit`` and the FIFO order.
+
+| field   | meaning                                                                             |
+|---------|-------------------------------------------------------------------------------------|
+| limit   | queued.max.request.bytes                                                            |
+| free    | limit minus the bytes reserved; minus ``BLOCKED`` too while ``waiting`` is not empty, |
+|         | so the receive path's one comparison (``size > free``) sends it to ``admit``        |
+| waiting | readers blocked on a reservation, oldest first; each has ``blocked_size``          |
+
+Invariant: bytes reserved (limit - free, without BLOCKED) never exceed ``limit``, and equal the sum
+of every live reader's ``held``; a reader leaving (its connection closed) gives back all it held.
+"""
+from __future__ import annotations
+
+import collections
+import ipaddress
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+UNLIMITED = (1 << 31) - 1  # Kafka's default for the connection limits: Int.MaxValue
+BLOCKED = 1 << 62  # taken off MemoryPool.free while readers wait (see the table above)
+CREATION_WINDOW_MS = 1000
+
+
+class FrameTooLarge(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class ListenerLimits:
+    """What a Server enforces; the defaults enforce nothing (the node's come from strom.config)."""
+
+    queued_max_request_bytes: int = -1  # -1 (any value <= 0): unbounded
+    max_connections: int = UNLIMITED
+    max_connections_per_ip: int = UNLIMITED
+    # address (an IP, as the peer's address reads) -> its own max.connections.per.ip
+    max_connections_per_ip_overrides: Mapping[str, int] = field(default_factory=dict)
+    max_connection_creation_rate: int = UNLIMITED
+    connections_max_idle_ms: int = -1  # < 0: never closed for idleness
+
+
+class MemoryPool:
+    """queued.max.request.bytes across a Server's connections (see the module docstring)."""
+
+    __slots__ = ("limit", "free", "waiting")
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.free = limit
+        self.waiting: collections.deque = collections.deque()
+
+    @property
+    def used(self) -> int:
+        return self.limit - self.free - (BLOCKED if self.waiting else 0)
+
+    def admit(self, reader, size: int) -> bool:
+        """May ``reader`` reserve ``size`` bytes now? The slow path of the receive path, taken
+        when ``size > free``. True: the caller takes them off ``free``. False: the reader waits
+        (it is queued, once) and is resumed by a release."""
+        if size > self.limit:
+            raise FrameTooLarge(f"request of {size} bytes exceeds queued.max.request.bytes ({self.limit})")
+        waiting = self.waiting
+        if not waiting:
+            if size <= self.free:
+                return True
+        elif waiting[0] is reader and size <= self.free + BLOCKED:
+            waiting.popleft()
+            reader.blocked = False
+            if not waiting:
+                self.free += BLOCKED
+            return True
+        if not reader.blocked:
+            reader.blocked = True
+            if not waiting:
+                self.free -= BLOCKED
+            waiting.append(reader)
+        reader.blocked_size = size
+        return False
+
+    def release(self, n: int) -> None:
+        self.free += n
+        waiting = self.waiting
+        while waiting:
+            head = waiting[0]
+            if head.blocked_size > self.free + BLOCKED:
+                return
+            head.resume()  # splits again: admit() takes it off the queue, or it stays blocked
+            if waiting and waiting[0] is head:
+                return
+
+    def leave(self, reader) -> None:
+        """``reader``'s connection is gone: give back what it held and drop it from the queue."""
+        if reader.blocked:
+            reader.blocked = False
+            self.waiting.remove(reader)
+            if not self.waiting:
+                self.free += BLOCKED
+        held, reader.held = reader.held, 0
+        self.release(held)
+
+
+class ConnectionQuotas:
+    """max.connections, max.connections.per.ip (with overrides) and max.connection.creation.rate
+    for one Server. Time comes in as ``now_ms``."""
+
+    def __init__(self, limits: ListenerLimits):
+        self.max_connections = limits.max_connections
+        self.max_per_ip = limits.max_connections_per_ip
+        self.overrides = dict(limits.max_connections_per_ip_overrides)
+        self.rate = limits.max_connection_creation_rate
+        self.total = 0
+        self.per_ip: dict[str, int] = {}
+        # Accept times within the last CREATION_WINDOW_MS (only while a rate is set).
+        self.created: collections.deque[int] = collections.deque()
+
+    def slot_available(self) -> bool:
+        return self.total < self.max_connections
+
+    def limit_for(self, ip: str) -> int:
+        return self.overrides.get(_normal_ip(ip), self.max_per_ip)
+
+    def try_add(self, ip: str) -> bool:
+        """Count a new connection from ``ip``, unless that address already has its maximum."""
+        ip = _normal_ip(ip)
+        count = self.per_ip.get(ip, 0)
+        if count >= self.overrides.get(ip, self.max_per_ip):
+            return False
+        self.per_ip[ip] = count + 1
+        self.total += 1
+        return True
+
+    def remove(self, ip: str) -> None:
+        ip = _normal_ip(ip)
+        count = self.per_ip.get(ip, 0) - 1
+        if count > 0:
+            self.per_ip[ip] = count
+        else:
+            self.per_ip.pop(ip, None)
+        self.total -= 1
+
+    def creation_delay_ms(self, now_ms: int) -> int:
+        """How long the acceptor waits before it may accept the next connection: 0 while the
+        last CREATION_WINDOW_MS saw fewer than max.connection.creation.rate of them."""
+        if self.rate >= UNLIMITED:
+            return 0
+        if self.rate <= 0:  # 0: no new connection at all, as Kafka's quota of 0
+            return CREATION_WINDOW_MS
+        created = self.created
+        while created and created[0] <= now_ms - CREATION_WINDOW_MS:
+            created.popleft()
+        if len(created) < self.rate:
+            return 0
+        return created[len(created) - self.rate] + CREATION_WINDOW_MS - now_ms
+
+    def record_creation(self, now_ms: int) -> None:
+        if self.rate < UNLIMITED:
+            self.created.append(now_ms)
+
+
+def _normal_ip(ip: str) -> str:
+    """An address as one spelling: an IPv4-mapped IPv6 peer (::ffff:1.2.3.4) counts as 1.2.3.4."""
+    if ip.startswith("::ffff:"):
+        try:
+            mapped = ipaddress.IPv6Address(ip).ipv4_mapped
+        except ValueError:
+            return ip
+        if mapped is not None:
+            return str(mapped)
+    return ip
+
+
+class IdleTracker:
+    """connections.max.idle.ms. ``check(now_ms)`` is called every ``interval_ms``; a connection
+    is idle while it waits for a request (nothing queued, received or answered since the last
+    check; a half-sent frame does not count as a request) and is closed once it has been idle
+    for ``idle_ms``. Connections must offer ``requests`` (frames received so far), ``waiting``
+    (True while it waits for a request), ``idle_since_ms``, ``seen_requests`` and ``close_idle``."""
+
+    def __init__(self, idle_ms: int):
+        self.idle_ms = idle_ms
+        self.interval_ms = max(10, min(1000, idle_ms // 4))
+
+    def check(self, connections, now_ms: int) -> list:
+        expired = []
+        for conn in list(connections):
+            if conn.requests != conn.seen_requests or not conn.waiting:
+                conn.seen_requests = conn.requests
+                conn.idle_since_ms = now_ms
+            elif now_ms - conn.idle_since_ms >= self.idle_ms:
+                expired.append(conn)
+        for conn in expired:
+            conn.close_idle(self.idle_ms)
+        return expired
+
+
+__all__ = ["BLOCKED", "ConnectionQuotas", "FrameTooLarge", "IdleTracker", "ListenerLimits",
+           "MemoryPool", "UNLIMITED"]
