@@ -1,13 +1,18 @@
 """The nemesis of a fault trial: a seeded schedule of faults, and the code that injects and heals
 them on a cluster whose nodes each run in their own network namespace (tests/faults/hosts.py).
 
-A schedule is a list of Fault(at, kind, targets, duration): one fault at a time, each after a
-quiet gap, healed after its duration, so the history shows the cluster's answer to each fault
-alone. Nodes are the cluster's: controllers 1-3, brokers 4-6.
+A schedule is a list of Fault(at, kind, targets, duration), each healed after its duration and
+followed by a quiet gap. Most faults come alone, so the history shows the cluster's answer to
+each; with probability OVERLAP a process fault (a kill, a pause, a torn write or a lost disk)
+starts while a network fault is on, as crashes happen during partitions. Nodes are the
+cluster's: controllers 1-3, brokers 4-6.
 
 | kind               | what happens                                                             |
 |--------------------|--------------------------------------------------------------------------|
 | kill               | kill -9 of a node (controller or broker), restarted after the duration   |
+| kill-leader        | kill -9 of a partition's leader, restarted after the duration            |
+| kill-controller    | kill -9 of the active controller, restarted after the duration           |
+| kill-two           | kill -9 of two brokers at once: acks=all cannot be met until one is back |
 | pause              | SIGSTOP of a node for longer than the session and lag timeouts, SIGCONT  |
 | partition          | a random majority and minority of all nodes lose each other              |
 | isolate-leader     | a partition's leader loses every other node (clients still reach it)     |
@@ -36,15 +41,19 @@ from dataclasses import asdict, dataclass, field
 
 from tests.faults.hosts import Network
 from tests.faults.proxy import DelayProxy
+from tests.integration.quorum_cluster import Controller
 from tests.integration.replicated_cluster import ReplicatedCluster
 
-KINDS = ("kill", "pause", "partition", "isolate-leader", "isolate-controller", "bridge", "one-way",
-         "loss", "latency", "torn-write", "wipe")
-PROCESS_KINDS = {"kill", "pause", "torn-write", "wipe"}
+KINDS = ("kill", "kill-leader", "kill-controller", "kill-two", "pause", "partition", "isolate-leader",
+         "isolate-controller", "bridge", "one-way", "loss", "latency", "torn-write", "wipe")
+PROCESS_KINDS = {"kill", "kill-leader", "kill-controller", "kill-two", "pause", "torn-write", "wipe"}
+OVERLAP = 0.35  # the chance that a process fault starts while a network fault is on
 LOSS_PROBABILITY = 0.2
 LATENCY_S = (0.05, 0.3)  # a slow link's delay each way, plus up to as much again of jitter
 QUIET_S = (1.0, 3.0)
-DURATION_S = {"pause": (6.0, 8.0), "kill": (1.0, 4.0), "torn-write": (1.0, 2.0), "wipe": (1.0, 2.0)}
+DURATION_S = {"pause": (6.0, 8.0), "kill": (1.0, 4.0), "kill-leader": (1.0, 4.0),
+              "kill-controller": (1.0, 4.0), "kill-two": (2.0, 5.0), "torn-write": (1.0, 2.0),
+              "wipe": (1.0, 2.0)}
 NETWORK_DURATION_S = (4.0, 8.0)
 
 
@@ -64,8 +73,8 @@ class Fault:
 
 
 def schedule(seed: int, kinds: list[str], length_s: float) -> list[Fault]:
-    """Faults drawn in turn from ``kinds`` (shuffled), until ``length_s`` is used up; every kind
-    appears at least once if it fits."""
+    """Faults drawn in turn from ``kinds`` (shuffled), until ``length_s`` is used up, sorted by
+    start; a process fault may ride on a network fault (OVERLAP)."""
     rng = random.Random(seed)
     order = list(kinds)
     rng.shuffle(order)
@@ -73,14 +82,22 @@ def schedule(seed: int, kinds: list[str], length_s: float) -> list[Fault]:
     while True:
         kind = order[i % len(order)]
         duration = round(rng.uniform(*DURATION_S.get(kind, NETWORK_DURATION_S)), 2)
-        if at + duration > length_s and i >= len(order):
-            break
         if at + duration > length_s and faults:
             break
-        faults.append(Fault(round(at, 2), kind, duration, rng.randrange(1 << 30)))
-        at += duration + rng.uniform(*QUIET_S)
+        fault = Fault(round(at, 2), kind, duration, rng.randrange(1 << 30))
+        faults.append(fault)
+        end = at + duration
         i += 1
-    return faults
+        following = order[i % len(order)]
+        if kind not in PROCESS_KINDS and following in PROCESS_KINDS and rng.random() < OVERLAP:
+            rider_at = at + rng.uniform(0.2, 0.7) * duration
+            rider = round(rng.uniform(*DURATION_S[following]), 2)
+            if rider_at + rider <= length_s:
+                faults.append(Fault(round(rider_at, 2), following, rider, rng.randrange(1 << 30)))
+                end = max(end, rider_at + rider)
+                i += 1
+        at = end + rng.uniform(*QUIET_S)
+    return sorted(faults, key=lambda f: f.at)
 
 
 class Nemesis:
@@ -121,13 +138,22 @@ class Nemesis:
     def inject(self, fault: Fault) -> None:
         rng = random.Random(fault.choice)
         kind = fault.kind
-        if kind in ("kill", "pause"):
+        if kind in ("kill", "kill-leader", "kill-controller", "kill-two"):
+            if kind == "kill":
+                fault.targets = [rng.choice(self.nodes)]
+            elif kind == "kill-leader":
+                fault.targets = [self._leader(rng)]
+            elif kind == "kill-controller":
+                fault.targets = [self._active_controller(rng)]
+            else:
+                fault.targets = sorted(rng.sample(sorted(self.cluster.brokers), 2))
+            for target in fault.targets:
+                self._stop(target)
+        elif kind == "pause":
             target = rng.choice(self.nodes)
             fault.targets = [target]
-            if kind == "kill":
-                self._node(target).kill9()
-                self.cluster.paused.discard(target)
-                self.stopped.add(target)
+            if target in self.stopped:
+                fault.detail = "already stopped"
             else:
                 os.kill(self._node(target).proc.pid, signal.SIGSTOP)
                 self.paused.add(target)
@@ -136,8 +162,7 @@ class Nemesis:
         elif kind in ("torn-write", "wipe"):
             target = rng.choice(sorted(self.cluster.brokers))
             fault.targets = [target]
-            self.cluster.kill9(target)
-            self.stopped.add(target)
+            self._stop(target)
             if kind == "wipe":
                 fault.detail = f"deleted {len(self.cluster.wipe_partitions(target))} partition directories"
             else:
@@ -188,6 +213,13 @@ class Nemesis:
         else:
             raise ValueError(f"unknown fault kind {kind!r}")
 
+    def _stop(self, node_id: int) -> None:
+        """kill -9 (a paused node too: SIGKILL ends a stopped process)."""
+        self._node(node_id).kill9()
+        self.paused.discard(node_id)
+        self.cluster.paused.discard(node_id)
+        self.stopped.add(node_id)
+
     def heal(self, fault: Fault) -> None:
         if fault.kind in PROCESS_KINDS:
             for target in fault.targets:
@@ -207,10 +239,9 @@ class Nemesis:
             self.paused.discard(node_id)
             self.cluster.paused.discard(node_id)
         if node_id in self.stopped:
-            if node_id in self.cluster.brokers:
-                self.cluster.brokers[node_id].start()
-            else:
-                self.cluster.controllers[node_id].start()
+            # spawn only: a node restarted inside a network fault may not get ready until it
+            # heals; the trial waits for the whole cluster to serve once everything has healed
+            Controller.start(self._node(node_id))
             self.stopped.discard(node_id)
 
     def heal_all(self) -> None:

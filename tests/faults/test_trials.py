@@ -15,11 +15,12 @@ WHY_NOT = available()
 pytestmark = pytest.mark.skipif(WHY_NOT is not None,
                                 reason=f"fault trials need network namespaces: {WHY_NOT}")
 
-# (seed, kinds, seconds of faults): together every kind of the nemesis
+# (seed, kinds, seconds of faults): together every kind of the nemesis. The second kills a leader
+# while a partition is on, the third the active controller during a one-way cut.
 SHORT_TRIALS = [
-    (11, ["kill", "pause", "torn-write", "wipe"], 30.0),
-    (12, ["partition", "isolate-leader", "isolate-controller", "bridge"], 32.0),
-    (13, ["one-way", "loss", "latency"], 26.0),
+    (1, ["kill", "kill-two", "pause", "torn-write", "wipe"], 32.0),
+    (6, ["partition", "isolate-leader", "isolate-controller", "bridge", "kill-leader"], 34.0),
+    (6, ["one-way", "loss", "latency", "kill-controller"], 30.0),
 ]
 
 

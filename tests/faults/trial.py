@@ -201,14 +201,18 @@ def run_trial(seed: int, kinds: list[str] | None = None, length_s: float = 30.0,
             cluster.create_topic(TOPIC, PARTITIONS)
             nemesis = Nemesis(cluster, net, TOPIC, PARTITIONS)
             workload = Workload(bootstrap, TOPIC, PARTITIONS, producers, rate).start()
+            # every start and every heal in time order (a process fault may ride on a network one)
+            events = sorted([(f.at, 0, i) for i, f in enumerate(faults)]
+                            + [(f.at + f.duration, 1, i) for i, f in enumerate(faults)])
             try:
-                for f in faults:
-                    _sleep_until(workload, f.at)
-                    f.started = workload.clock()
-                    nemesis.inject(f)
-                    _sleep_until(workload, f.at + f.duration)
-                    nemesis.heal(f)
-                    f.healed = workload.clock()
+                for at, heal, i in events:
+                    _sleep_until(workload, at)
+                    if heal:
+                        nemesis.heal(faults[i])
+                        faults[i].healed = workload.clock()
+                    else:
+                        faults[i].started = workload.clock()
+                        nemesis.inject(faults[i])
                 _sleep_until(workload, length_s)
             finally:
                 nemesis.heal_all()
