@@ -24,6 +24,11 @@ cluster's: controllers 1-3, brokers 4-6.
 |                    | broker and the active controller: every byte through a delaying proxy    |
 | torn-write         | kill -9 of a broker, its active segment of one partition cut inside the  |
 |                    | last batch and garbage written after it, then restarted                  |
+| corrupt            | kill -9 of a broker and bits flipped in one of its files: an offset or   |
+|                    | time index, the active segment's last batches, or the high watermark     |
+|                    | checkpoint. Restarted: it must rebuild or truncate, or refuse to start   |
+|                    | with one line naming the file; then the nemesis, as an operator would,   |
+|                    | deletes that file and starts it again                                    |
 | wipe               | kill -9 of a broker, its partition directories deleted (a lost disk),    |
 |                    | restarted empty                                                          |
 
@@ -45,15 +50,17 @@ from tests.integration.quorum_cluster import Controller
 from tests.integration.replicated_cluster import ReplicatedCluster
 
 KINDS = ("kill", "kill-leader", "kill-controller", "kill-two", "pause", "partition", "isolate-leader",
-         "isolate-controller", "bridge", "one-way", "loss", "latency", "torn-write", "wipe")
-PROCESS_KINDS = {"kill", "kill-leader", "kill-controller", "kill-two", "pause", "torn-write", "wipe"}
+         "isolate-controller", "bridge", "one-way", "loss", "latency", "torn-write", "corrupt", "wipe")
+PROCESS_KINDS = {"kill", "kill-leader", "kill-controller", "kill-two", "pause", "torn-write", "corrupt",
+                 "wipe"}
+REFUSAL_WAIT_S = 10.0  # how long a broker restarted on a corrupt file gets to refuse it
 OVERLAP = 0.35  # the chance that a process fault starts while a network fault is on
 LOSS_PROBABILITY = 0.2
 LATENCY_S = (0.05, 0.3)  # a slow link's delay each way, plus up to as much again of jitter
 QUIET_S = (1.0, 3.0)
 DURATION_S = {"pause": (6.0, 8.0), "kill": (1.0, 4.0), "kill-leader": (1.0, 4.0),
               "kill-controller": (1.0, 4.0), "kill-two": (2.0, 5.0), "torn-write": (1.0, 2.0),
-              "wipe": (1.0, 2.0)}
+              "corrupt": (1.0, 2.0), "wipe": (1.0, 2.0)}
 NETWORK_DURATION_S = (4.0, 8.0)
 
 
@@ -159,11 +166,14 @@ class Nemesis:
                 self.paused.add(target)
                 if target in self.cluster.brokers:
                     self.cluster.paused.add(target)
-        elif kind in ("torn-write", "wipe"):
+        elif kind in ("torn-write", "corrupt", "wipe"):
             target = rng.choice(sorted(self.cluster.brokers))
             fault.targets = [target]
             self._stop(target)
-            if kind == "wipe":
+            if kind == "corrupt":
+                partition = rng.randrange(self.partitions)
+                fault.detail = flip_bits(self.cluster, target, self.topic, partition, rng)
+            elif kind == "wipe":
                 fault.detail = f"deleted {len(self.cluster.wipe_partitions(target))} partition directories"
             else:
                 partition = rng.randrange(self.partitions)
@@ -221,7 +231,9 @@ class Nemesis:
         self.stopped.add(node_id)
 
     def heal(self, fault: Fault) -> None:
-        if fault.kind in PROCESS_KINDS:
+        if fault.kind == "corrupt":
+            fault.detail += "; " + self._revive_corrupted(fault.targets[0])
+        elif fault.kind in PROCESS_KINDS:
             for target in fault.targets:
                 self._revive(target)
         else:
@@ -244,11 +256,71 @@ class Nemesis:
             Controller.start(self._node(node_id))
             self.stopped.discard(node_id)
 
+    def _revive_corrupted(self, node_id: int) -> str:
+        """Start a broker whose files were corrupted; if it refuses to start, the file its one
+        line names is deleted (it must name one) and it starts again."""
+        if node_id not in self.stopped:
+            return "already running"
+        broker = self.cluster.brokers[node_id]
+        mark = os.path.getsize(broker.log_path) if os.path.exists(broker.log_path) else 0
+        self._revive(node_id)
+        deadline = time.monotonic() + REFUSAL_WAIT_S
+        while time.monotonic() < deadline and broker.running:
+            time.sleep(0.1)
+        if broker.running:
+            return "started"
+        with open(broker.log_path, errors="replace") as f:
+            f.seek(mark)
+            said = f.read()
+        named = [p for p in _paths_in(said) if p.startswith(broker.metadata_dir) and os.path.isfile(p)]
+        if not named:
+            raise AssertionError(f"broker {node_id} refused to start without naming a file:\n{said[-2000:]}")
+        os.unlink(named[0])
+        self.stopped.add(node_id)
+        self._revive(node_id)
+        return f"refused to start naming {os.path.basename(named[0])}, which was deleted"
+
     def heal_all(self) -> None:
         self.net.heal()
         self._stop_proxies()
         for node_id in sorted(self.paused | self.stopped):
             self._revive(node_id)
+
+
+def _paths_in(text: str) -> list[str]:
+    return [w.strip(":,;'\"()") for w in text.split() if w.startswith("/") or w.startswith("'/")]
+
+
+def flip_bits(cluster: ReplicatedCluster, broker_id: int, topic: str, partition: int,
+              rng: random.Random) -> str:
+    """Flip a few bits of one of a stopped broker's files (see the table above)."""
+    directory = cluster.partition_dir(broker_id, topic, partition)
+    choices = []
+    if os.path.isdir(directory):
+        stems = sorted(n[:-4] for n in os.listdir(directory) if n.endswith(".log"))
+        if stems:
+            active = os.path.join(directory, stems[-1])
+            choices += [active + ".index", active + ".timeindex", active + ".log"]
+    choices.append(os.path.join(cluster.log_dir(broker_id), "replication-offset-checkpoint"))
+    path = rng.choice(choices)
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return f"{os.path.basename(path)} absent or empty, nothing flipped"
+    size = os.path.getsize(path)
+    lo, hi = 0, size
+    if path.endswith(".log"):  # within the last batches: after the recovery point
+        lo = max(0, size - 4096)
+    elif path.endswith("index"):  # among the first entries (a preallocated index is zeros after)
+        hi = min(size, 8192)
+    with open(path, "r+b") as f:
+        flips = []
+        for _ in range(rng.randrange(1, 4)):
+            at = rng.randrange(lo, hi)
+            f.seek(at)
+            byte = f.read(1)[0] ^ (1 << rng.randrange(8))
+            f.seek(at)
+            f.write(bytes([byte]))
+            flips.append(at)
+    return f"{os.path.relpath(path, cluster.log_dir(broker_id))}: bits flipped at {flips}"
 
 
 def tear_tail(cluster: ReplicatedCluster, broker_id: int, topic: str, partition: int,

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(WHY_NOT is not None,
 # (seed, kinds, seconds of faults): together every kind of the nemesis. The second kills a leader
 # while a partition is on, the third the active controller during a one-way cut.
 SHORT_TRIALS = [
-    (1, ["kill", "kill-two", "pause", "torn-write", "wipe"], 32.0),
+    (1, ["kill", "kill-two", "pause", "torn-write", "corrupt", "wipe"], 36.0),
     (6, ["partition", "isolate-leader", "isolate-controller", "bridge", "kill-leader"], 34.0),
     (6, ["one-way", "loss", "latency", "kill-controller"], 30.0),
 ]
