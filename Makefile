@@ -3,10 +3,11 @@ PYTHON ?= python3
 PIP := $(PYTHON) -m pip --disable-pip-version-check -q
 export PIP_ROOT_USER_ACTION := ignore
 
-.PHONY: setup run test test-all bench bench-e2e annotate clean
+.PHONY: setup run test test-all bench bench-e2e annotate clean soak
 
 # Installs the dependencies and builds the extensions in place; redone when they change.
-# The integration tests also need Debian's kcat and node + npm (kafkajs in tests/integration/js);
+# The integration tests also need Debian's kcat and node + npm (kafkajs in tests/integration/js),
+# the fault trials iptables (tests/faults, in network namespaces);
 # apt-get runs only for what is missing (and only as root), npm only without node_modules.
 JS_DIR := tests/integration/js
 APT_GET := DEBIAN_FRONTEND=noninteractive apt-get -q -y -o Dpkg::Use-Pty=0
@@ -17,6 +18,8 @@ setup: .setup-done
 	@missing=""; \
 	command -v kcat >/dev/null 2>&1 || missing="$$missing kcat"; \
 	command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
+	command -v iptables >/dev/null 2>&1 || missing="$$missing iptables"; \
+	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	if [ -z "$$missing" ]; then :; \
 	elif [ "$$(id -u)" != 0 ]; then echo "setup: not root, not installing$$missing (their integration tests will skip)"; \
 	else echo "setup: apt-get install$$missing"; $(APT_GET) update >/dev/null && $(APT_GET) install$$missing >/dev/null; fi
@@ -48,6 +51,17 @@ bench: setup
 bench-e2e: setup
 	$(PIP) install -e '.[test,bench]'
 	$(PYTHON) -m bench.e2e $(if $(QUICK),--quick)
+
+# 100 fault trials (tests/faults) and their report: TRIALS=n, LENGTH=seconds, SEED=first seed.
+soak: setup
+	$(PIP) install -e '.[test,bench]'
+	$(PYTHON) -m tests.faults.soak --trials $(or $(TRIALS),100) --length $(or $(LENGTH),60) \
+		--seed $(or $(SEED),1000) --out $(or $(OUT),soak-report)
+
+# The live fuzz of a node's listeners (tests/fuzz/live.py): FRAMES mutated frames (1,000,000).
+.PHONY: fuzz
+fuzz: setup
+	$(PYTHON) -m tests.fuzz.live --frames $(or $(FRAMES),1000000)
 
 annotate:
 	STROM_ANNOTATE=1 $(PYTHON) setup.py build_ext --inplace

@@ -5,6 +5,11 @@ nested structs hang off their parent class by struct name: ``ProduceResponse.
 TopicProduceResponse``). For each (message, version) a reader and a writer are compiled
 from the schema into closures, once, on first use.
 
+Decoding refuses what Kafka's generated readers refuse: a null (length -1, or 0 when compact)
+where the schema allows none at that version is a ProtocolError naming the field, as is any
+length running past the bytes received (so a bad length never allocates); an array's elements
+are never null. Encoding refuses such a null with ValueError.
+
 Encoding produces *parts*: bytes, interleaved with any ``records`` value that is not a
 buffer but a file slice (anything with a ``size`` attribute), so a Fetch response can be
 sent with sendfile instead of copying record bytes (see broker/net).
@@ -90,44 +95,61 @@ def _make_class(struct: Struct, qualname: str,
 
 # ---- readers -----------------------------------------------------------------------------
 
-def _read_string(flexible: bool) -> Callable[[Reader], str | None]:
+def null_field(where: str | None) -> None:
+    """A null where the schema allows none: refused at parse time, as Kafka's generated
+    readers do, so no handler ever iterates or echoes a null it did not expect."""
+    if where is not None:
+        raise ProtocolError(f"non-nullable field {where} was serialized as null")
+
+
+def _read_string(flexible: bool, where: str | None = None) -> Callable[[Reader], str | None]:
+    """``where``: the field's name when it is not nullable in this version (None: nullable)."""
     if flexible:
         def read(r: Reader):
             n = r.uvarint() - 1
-            return None if n < 0 else r.string_of(n)
+            if n < 0:
+                return null_field(where)
+            return r.string_of(n)
     else:
         def read(r: Reader):
             n = r.int16()
-            if n < -1:
-                raise ProtocolError(f"negative string length {n}")
-            return None if n == -1 else r.string_of(n)
+            if n < 0:
+                if n < -1:
+                    raise ProtocolError(f"negative string length {n}")
+                return null_field(where)
+            return r.string_of(n)
     return read
 
 
-def _read_bytes(flexible: bool, view: bool) -> Callable[[Reader], Any]:
+def _read_bytes(flexible: bool, view: bool, where: str | None = None) -> Callable[[Reader], Any]:
     def get(r: Reader, n: int):
         data = r.raw(n)
         return data if view else bytes(data)
     if flexible:
         def read(r: Reader):
             n = r.uvarint() - 1
-            return None if n < 0 else get(r, n)
+            if n < 0:
+                return null_field(where)
+            return get(r, n)
     else:
         def read(r: Reader):
             n = r.int32()
-            if n < -1:
-                raise ProtocolError(f"negative bytes length {n}")
-            return None if n == -1 else get(r, n)
+            if n < 0:
+                if n < -1:
+                    raise ProtocolError(f"negative bytes length {n}")
+                return null_field(where)
+            return get(r, n)
     return read
 
 
-def _read_array(elem: Callable[[Reader], Any], flexible: bool) -> Callable[[Reader], list | None]:
+def _read_array(elem: Callable[[Reader], Any], flexible: bool,
+                where: str | None = None) -> Callable[[Reader], list | None]:
     def read(r: Reader):
         n = (r.uvarint() - 1) if flexible else r.int32()
         if n < 0:
             if n < -1:
                 raise ProtocolError(f"negative array length {n}")
-            return None
+            return null_field(where)
         if n > r.remaining():
             raise ProtocolError(f"array of {n} elements with {r.remaining()} bytes left")
         return [elem(r) for _ in range(n)]
@@ -150,12 +172,15 @@ class _Compiler:
 
     def _field_reader(self, f: Field, version: int, flexible: bool):
         base = f.element
+        # Null is refused where the schema does not allow it; an array's elements never are.
+        where = None if f.nullable is not None and version in f.nullable else f.name
+        elem_where = f.name if f.is_array else where
         if base in _FIXED:
             elem = _FIXED[base]
         elif base == "string":
-            elem = _read_string(flexible)
+            elem = _read_string(flexible, elem_where)
         elif base in ("bytes", "records"):
-            elem = _read_bytes(flexible, base == "records")
+            elem = _read_bytes(flexible, base == "records", elem_where)
         else:
             elem = self._struct_reader(f.struct, version, flexible)
             if not f.is_array and f.nullable is not None and version in f.nullable:
@@ -163,7 +188,7 @@ class _Compiler:
 
                 def elem(r: Reader, inner=inner):
                     return None if r.int8() < 0 else inner(r)
-        return _read_array(elem, flexible) if f.is_array else elem
+        return _read_array(elem, flexible, where) if f.is_array else elem
 
     def _struct_reader(self, struct: Struct, version: int, flexible: bool):
         cls = self.classes[id(struct)]

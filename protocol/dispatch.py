@@ -3,7 +3,11 @@
 A process registers a handler per API with the version range it serves; ``ApiVersions``
 is answered here from exactly that table, so a process advertises only what it serves.
 An unknown API key or a malformed request closes the connection (None); a known API at a
-version outside the served range gets UNSUPPORTED_VERSION.
+version outside the served range gets UNSUPPORTED_VERSION. The decoders refuse what Kafka's
+refuse at parse time (a null where the schema allows none, a bad length), so a handler sees
+only well-formed requests. A response that cannot be encoded (a handler echoed a value its
+field cannot hold) closes that connection with one log line; it never escapes to the
+connection's task.
 
 A handler may answer ``Deferred(awaitable)``: its part that must keep the connection's order
 is done (a produce has appended) and the rest only waits (for replication). The connection
@@ -108,6 +112,10 @@ class Dispatcher:
             log.info("malformed %s v%d request from %s: %s",
                      messages.API_NAMES[header.api_key], version, header.client_id, e)
             return None
+        except Exception:  # a decoder bug (tests/fuzz holds them to ProtocolError): still one close
+            log.exception("%s v%d decoder failed; closing the connection",
+                          messages.API_NAMES[header.api_key], version)
+            return None
         try:
             response = await api.fn(header, request)
         except Exception:
@@ -118,7 +126,7 @@ class Dispatcher:
             return Deferred(asyncio.ensure_future(self._finish(header, response.response)))
         if response is None:
             return []
-        return encode_response(header.api_key, version, header.correlation_id, response)
+        return _encode(header, response)
 
     async def _finish(self, header: RequestHeader, pending: Awaitable[Any]) -> list | None:
         try:
@@ -129,7 +137,7 @@ class Dispatcher:
             return None
         if response is None:
             return []
-        return encode_response(header.api_key, header.api_version, header.correlation_id, response)
+        return _encode(header, response)
 
     def _unsupported(self, header: RequestHeader) -> list | None:
         codec = messages.RESPONSES[header.api_key]
@@ -139,4 +147,15 @@ class Dispatcher:
         if "error_code" not in codec.cls._fields:
             return None
         body.error_code = Error.UNSUPPORTED_VERSION
-        return encode_response(header.api_key, header.api_version, header.correlation_id, body)
+        return _encode(header, body)
+
+
+def _encode(header: RequestHeader, response: Any) -> list | None:
+    """The response frame, or None (close the connection) when it cannot be encoded."""
+    try:
+        return encode_response(header.api_key, header.api_version, header.correlation_id, response)
+    except Exception as e:  # ValueError, struct.error, OverflowError, TypeError: all one line
+        log.warning("cannot encode the %s v%d response to %s, closing the connection: %s: %s",
+                    messages.API_NAMES[header.api_key], header.api_version, header.client_id,
+                    type(e).__name__, e)
+        return None

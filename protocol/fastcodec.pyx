@@ -43,7 +43,8 @@ Rules kept from the generic codec that are easy to miss:
     an array's default is []), in tag order, each as tag, size, value;
   * a file slice of size 0 is not spliced (only its length, 0, is written);
   * a null array or string where the schema does not allow one is a ValueError on encode,
-    but decodes as None;
+    and a ProtocolError on decode ("non-nullable field X was serialized as null", as
+    Kafka's generated readers say);
   * the frame size is an unsigned 32-bit prefix covering every part.
 """
 from cpython.bytearray cimport PyByteArray_FromStringAndSize
@@ -53,6 +54,7 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint64_t
 from protocol.wire cimport (Cursor, Frame, Out, TagDefault, _check_version, _decode_body,
                            _field, _need, _new, _put_array_length, _put_int32_array,
                            _put_node_endpoints_tags, _put_string, _put_uuid, _read_array_length,
+                           _read_array_length_nn, _read_string_nn,
                            _read_length, _read_string, _slot_offset, _tagged, put_i8, put_i16,
                            put_i32, put_i64, put_uvarint, read_i16, read_i32, reserve,
                            skip_tagged_fields)
@@ -124,45 +126,39 @@ cdef object _decode_produce(int version, object view, Cursor* cursor):
     request.acks = acks
     read_i32(&c, &timeout_ms)
     request.timeout_ms = timeout_ms
-    ntopics = _read_array_length(&c, flexible)
-    if ntopics < 0:
-        request.topic_data = None
-    else:
-        topics = []
-        for i in range(ntopics):
-            topic = _new(_TopicProduceData)
-            if version <= 12:
-                topic.name = _read_string(&c, flexible)
-                topic.topic_id = _ZERO_UUID
+    ntopics = _read_array_length_nn(&c, flexible, "topic_data")
+    topics = []
+    for i in range(ntopics):
+        topic = _new(_TopicProduceData)
+        if version <= 12:
+            topic.name = _read_string_nn(&c, flexible, "name")
+            topic.topic_id = _ZERO_UUID
+        else:
+            _need(&c, 16)
+            topic.name = _EMPTY_NAME
+            topic.topic_id = PyBytes_FromStringAndSize(<const char*>c.data + c.pos, 16)
+            c.pos += 16
+        nparts = _read_array_length_nn(&c, flexible, "partition_data")
+        partitions = []
+        for j in range(nparts):
+            partition = _new(_PartitionProduceData)
+            read_i32(&c, &index)
+            partition.index = index
+            nrec = _read_length(&c, flexible, True, "bytes")
+            if nrec < 0:
+                partition.records = None
             else:
-                _need(&c, 16)
-                topic.name = _EMPTY_NAME
-                topic.topic_id = PyBytes_FromStringAndSize(<const char*>c.data + c.pos, 16)
-                c.pos += 16
-            nparts = _read_array_length(&c, flexible)
-            if nparts < 0:
-                topic.partition_data = None
-            else:
-                partitions = []
-                for j in range(nparts):
-                    partition = _new(_PartitionProduceData)
-                    read_i32(&c, &index)
-                    partition.index = index
-                    nrec = _read_length(&c, flexible, True, "bytes")
-                    if nrec < 0:
-                        partition.records = None
-                    else:
-                        _need(&c, nrec)
-                        partition.records = view[c.pos:c.pos + nrec]
-                        c.pos += nrec
-                    if flexible:
-                        skip_tagged_fields(&c)
-                    partitions.append(partition)
-                topic.partition_data = partitions
+                _need(&c, nrec)
+                partition.records = view[c.pos:c.pos + nrec]
+                c.pos += nrec
             if flexible:
                 skip_tagged_fields(&c)
-            topics.append(topic)
-        request.topic_data = topics
+            partitions.append(partition)
+        topic.partition_data = partitions
+        if flexible:
+            skip_tagged_fields(&c)
+        topics.append(topic)
+    request.topic_data = topics
     if flexible:
         skip_tagged_fields(&c)
     cursor[0] = c

@@ -20,7 +20,8 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint64_t
 
 from protocol.wire cimport (Cursor, Frame, Out, TagDefault, _check_version, _decode_body,
                            _int8, _next_tag, _prefix_size, _put_array_length, _put_int32_array,
-                           _put_string, _put_uuid, _read_array_length, _read_string, _read_topic_ref,
+                           _put_string, _put_uuid, _read_array_length_nn, _read_string,
+                           _read_string_nn, _read_topic_ref,
                            _read_uuid, _new, put_i8, put_i16, put_i32, put_i64, put_uvarint,
                            read_i8, read_i32, read_i64, read_uvarint, reserve,
                            skip_tagged_fields)
@@ -91,26 +92,21 @@ cdef object _decode_fetch_request(int version, object view, Cursor* cursor):
     else:
         request.session_id = _FRQ_DEFAULTS["session_id"]
         request.session_epoch = _FRQ_DEFAULTS["session_epoch"]
-    n = _read_array_length(&c, flexible)
-    if n < 0:
-        request.topics = None
-    else:
+    n = _read_array_length_nn(&c, flexible, "topics")
+    topics = []
+    for i in range(n):
+        topics.append(_read_fetch_topic(&c, version, flexible))
+    request.topics = topics
+    if version >= 7:
+        n = _read_array_length_nn(&c, flexible, "forgotten_topics_data")
         topics = []
         for i in range(n):
-            topics.append(_read_fetch_topic(&c, version, flexible))
-        request.topics = topics
-    if version >= 7:
-        n = _read_array_length(&c, flexible)
-        if n < 0:
-            request.forgotten_topics_data = None
-        else:
-            topics = []
-            for i in range(n):
-                topics.append(_read_forgotten_topic(&c, version, flexible))
-            request.forgotten_topics_data = topics
+            topics.append(_read_forgotten_topic(&c, version, flexible))
+        request.forgotten_topics_data = topics
     else:
         request.forgotten_topics_data = []
-    request.rack_id = _read_string(&c, flexible) if version >= 11 else _FRQ_DEFAULTS["rack_id"]
+    request.rack_id = (_read_string_nn(&c, flexible, "rack_id") if version >= 11
+                       else _FRQ_DEFAULTS["rack_id"])
     if flexible:  # tag 0 cluster_id (12+), tag 1 replica_state (15+); others skipped
         read_uvarint(&c, &n)
         for i in range(n):
@@ -133,47 +129,44 @@ cdef object _read_fetch_topic(Cursor* c, int version, bint flexible):
     cdef list partitions
     topic = _new(_FetchTopic)
     _read_topic_ref(c, topic, version, flexible, _FT_ZERO_UUID, _FT_EMPTY_NAME)
-    n = _read_array_length(c, flexible)
-    if n < 0:
-        topic.partitions = None
-    else:
-        partitions = []
-        for i in range(n):
-            p = _new(_FetchPartition)
+    n = _read_array_length_nn(c, flexible, "partitions")
+    partitions = []
+    for i in range(n):
+        p = _new(_FetchPartition)
+        read_i32(c, &i32)
+        p.partition = i32
+        if version >= 9:
             read_i32(c, &i32)
-            p.partition = i32
-            if version >= 9:
-                read_i32(c, &i32)
-                p.current_leader_epoch = i32
-            else:
-                p.current_leader_epoch = -1
+            p.current_leader_epoch = i32
+        else:
+            p.current_leader_epoch = -1
+        read_i64(c, &i64)
+        p.fetch_offset = i64
+        if version >= 12:
+            read_i32(c, &i32)
+            p.last_fetched_epoch = i32
+        else:
+            p.last_fetched_epoch = -1
+        if version >= 5:
             read_i64(c, &i64)
-            p.fetch_offset = i64
-            if version >= 12:
-                read_i32(c, &i32)
-                p.last_fetched_epoch = i32
-            else:
-                p.last_fetched_epoch = -1
-            if version >= 5:
-                read_i64(c, &i64)
-                p.log_start_offset = i64
-            else:
-                p.log_start_offset = -1
-            read_i32(c, &i32)
-            p.partition_max_bytes = i32
-            p.replica_directory_id = _FP_ZERO_UUID
-            p.high_watermark = _FP_HIGH_WATERMARK
-            if flexible:  # tag 0 replica_directory_id (17+), tag 1 high_watermark (18+)
-                read_uvarint(c, &k)
-                for j in range(k):
-                    _next_tag(c, &sub, &tag)
-                    if tag == 0 and version >= 17:
-                        p.replica_directory_id = _read_uuid(&sub)
-                    elif tag == 1 and version >= 18:
-                        read_i64(&sub, &i64)
-                        p.high_watermark = i64
-            partitions.append(p)
-        topic.partitions = partitions
+            p.log_start_offset = i64
+        else:
+            p.log_start_offset = -1
+        read_i32(c, &i32)
+        p.partition_max_bytes = i32
+        p.replica_directory_id = _FP_ZERO_UUID
+        p.high_watermark = _FP_HIGH_WATERMARK
+        if flexible:  # tag 0 replica_directory_id (17+), tag 1 high_watermark (18+)
+            read_uvarint(c, &k)
+            for j in range(k):
+                _next_tag(c, &sub, &tag)
+                if tag == 0 and version >= 17:
+                    p.replica_directory_id = _read_uuid(&sub)
+                elif tag == 1 and version >= 18:
+                    read_i64(&sub, &i64)
+                    p.high_watermark = i64
+        partitions.append(p)
+    topic.partitions = partitions
     if flexible:
         skip_tagged_fields(c)
     return topic
@@ -185,15 +178,12 @@ cdef object _read_forgotten_topic(Cursor* c, int version, bint flexible):
     cdef list partitions
     topic = _new(_ForgottenTopic)
     _read_topic_ref(c, topic, version, flexible, _FG_ZERO_UUID, _FG_EMPTY_NAME)
-    n = _read_array_length(c, flexible)
-    if n < 0:
-        topic.partitions = None
-    else:
-        partitions = []
-        for i in range(n):
-            read_i32(c, &i32)
-            partitions.append(i32)
-        topic.partitions = partitions
+    n = _read_array_length_nn(c, flexible, "partitions")
+    partitions = []
+    for i in range(n):
+        read_i32(c, &i32)
+        partitions.append(i32)
+    topic.partitions = partitions
     if flexible:
         skip_tagged_fields(c)
     return topic

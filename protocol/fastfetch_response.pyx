@@ -21,7 +21,8 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint64_t
 from protocol.wire cimport (Cursor, Frame, Out, TagDefault, _check_version, _decode_body,
                            _field, _need, _new, _next_tag, _put_array_length,
                            _put_node_endpoints_tags, _put_string, _put_uuid, _read_array_length,
-                           _read_length, _read_string, _read_topic_ref, _read_uuid, _slot_offset, _tagged,
+                           _read_array_length_nn, _read_length, _read_string, _read_string_nn,
+                           _read_topic_ref, _read_uuid, _slot_offset, _tagged,
                            put_i16, put_i32, put_i64, put_uvarint, read_i16, read_i32, read_i64,
                            read_uvarint, reserve, skip_tagged_fields)
 
@@ -190,14 +191,11 @@ cdef object _decode_fetch_response(int version, object view, Cursor* cursor):
     else:
         response.error_code = 0
         response.session_id = 0
-    n = _read_array_length(&c, flexible)
-    if n < 0:
-        response.responses = None
-    else:
-        topics = []
-        for i in range(n):
-            topics.append(_read_fetchable_topic(&c, view, version, flexible))
-        response.responses = topics
+    n = _read_array_length_nn(&c, flexible, "responses")
+    topics = []
+    for i in range(n):
+        topics.append(_read_fetchable_topic(&c, view, version, flexible))
+    response.responses = topics
     response.node_endpoints = []
     if flexible:  # tag 0 node_endpoints (16+); others skipped
         read_uvarint(&c, &n)
@@ -211,15 +209,13 @@ cdef object _decode_fetch_response(int version, object view, Cursor* cursor):
 
 cdef object _read_node_endpoints(Cursor* c):
     cdef int32_t i32
-    cdef int64_t n = _read_array_length(c, True), i
-    if n < 0:
-        return None
+    cdef int64_t n = _read_array_length_nn(c, True, "node_endpoints"), i
     cdef list endpoints = []
     for i in range(n):
         node = _new(_NodeEndpoint)
         read_i32(c, &i32)
         node.node_id = i32
-        node.host = _read_string(c, True)
+        node.host = _read_string_nn(c, True, "host")
         read_i32(c, &i32)
         node.port = i32
         node.rack = _read_string(c, True)
@@ -254,14 +250,11 @@ cdef object _read_fetchable_topic(Cursor* c, object view, int version, bint flex
     cdef list partitions
     topic = _new(_FetchableTopicResponse)
     _read_topic_ref(c, topic, version, flexible, _FR_ZERO_UUID, _FR_EMPTY_NAME)
-    n = _read_array_length(c, flexible)
-    if n < 0:
-        topic.partitions = None
-    else:
-        partitions = []
-        for i in range(n):
-            partitions.append(_read_fetch_partition_data(c, view, version, flexible))
-        topic.partitions = partitions
+    n = _read_array_length_nn(c, flexible, "partitions")
+    partitions = []
+    for i in range(n):
+        partitions.append(_read_fetch_partition_data(c, view, version, flexible))
+    topic.partitions = partitions
     if flexible:
         skip_tagged_fields(c)
     return topic

@@ -47,6 +47,7 @@ cdef int _long_array(Cursor* c, int64_t n) except -1
 cdef object _bad_utf8(Py_ssize_t at)
 cdef int _bad_version(str name, int version, int lo, int hi) except -1
 cdef int _too_long(Py_ssize_t n, str what) except -1
+cdef int _null_field(str where) except -1
 cdef int _not_nullable(str where, int version) except -1
 cdef int _bad_uuid(object v) except -1
 cdef int _not_int8(long n) except -1
@@ -251,12 +252,20 @@ cdef inline object _read_string(Cursor* c, bint flexible):
         return _bad_utf8(at)
 
 
+cdef inline object _read_string_nn(Cursor* c, bint flexible, str where):
+    """A string the schema does not allow to be null: null is a ProtocolError."""
+    value = _read_string(c, flexible)
+    if value is None:
+        _null_field(where)
+    return value
+
+
 cdef inline int _read_topic_ref(Cursor* c, object topic, int version, bint flexible,
                                  object zero_uuid, object empty_name) except -1:
     """A Fetch topic's reference: its name up to v12, its topic id from v13 (the other field
     takes its default: the schema's zero uuid or empty name)."""
     if version <= 12:
-        topic.topic = _read_string(c, flexible)
+        topic.topic = _read_string_nn(c, flexible, "topic")
         topic.topic_id = zero_uuid
     else:
         topic.topic = empty_name
@@ -268,6 +277,14 @@ cdef inline int64_t _read_array_length(Cursor* c, bint flexible) except -2:
     cdef int64_t n = _read_length(c, flexible, True, "array")
     if n > c.end - c.pos:
         _long_array(c, n)
+    return n
+
+
+cdef inline int64_t _read_array_length_nn(Cursor* c, bint flexible, str where) except -2:
+    """An array the schema does not allow to be null: null is a ProtocolError."""
+    cdef int64_t n = _read_array_length(c, flexible)
+    if n < 0:
+        _null_field(where)
     return n
 
 

@@ -60,6 +60,10 @@ cdef int _too_long(Py_ssize_t n, str what) except -1:
     raise OverflowError(f"length {n} does not fit in an {what}")
 
 
+cdef int _null_field(str where) except -1:
+    raise ProtocolError(f"non-nullable field {where} was serialized as null")
+
+
 cdef int _not_nullable(str where, int version) except -1:
     raise ValueError(f"{where} v{version} is not nullable")
 

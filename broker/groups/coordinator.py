@@ -65,6 +65,7 @@ from protocol.errors import Error
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000  # Kafka's ClassicGroupMember.NEW_MEMBER_JOIN_TIMEOUT_MS
 UNKNOWN_MEMBER_ID = ""
 NO_GENERATION = -1
+INT64_MAX = (1 << 63) - 1
 
 
 @dataclass
@@ -631,7 +632,8 @@ class GroupCoordinator:
             member = group.members[member_id]
             member.heartbeat_deadline = max(member.heartbeat_deadline, now_ms + member.session_timeout_ms)
         errors, records = [], []
-        expire = now_ms + retention_ms if retention_ms >= 0 else -1
+        # retention_time_ms (v2-4) is the client's: a huge one expires never, not past int64.
+        expire = min(now_ms + retention_ms, INT64_MAX) if retention_ms >= 0 else -1
         for topic, partition, offset, leader_epoch, metadata in offsets:
             if metadata is not None and len(metadata.encode()) > self.config.offset_metadata_max_bytes:
                 errors.append(Error.OFFSET_METADATA_TOO_LARGE)

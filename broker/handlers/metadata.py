@@ -18,6 +18,7 @@ from protocol import messages as M
 from protocol.dispatch import Api
 from protocol.errors import Error
 from protocol.topics import topic_name_error
+from protocol.types import ZERO_UUID
 
 INTERNAL_TOPICS = {"__consumer_offsets", "__transaction_state"}
 AUTO_CREATE_WAIT_S = 2.0
@@ -32,13 +33,22 @@ def apis(broker) -> list[Api]:
         if req.topics is None or (header.api_version == 0 and not req.topics):
             names = sorted(image.topics)
         else:
+            if header.api_version < 12 and any(t.name is None or t.topic_id != ZERO_UUID
+                                               for t in req.topics):
+                # Topics by id came with v12 (KIP-516); the response's name cannot be null before.
+                return R(brokers=brokers(broker, R.MetadataResponseBroker),
+                         cluster_id=broker.cluster_id, controller_id=broker.node_id, topics=[
+                             R.MetadataResponseTopic(error_code=Error.INVALID_REQUEST, name=t.name or "")
+                             for t in req.topics])
             names = []
             for t in req.topics:
                 if t.name is None and t.topic_id in image.topics_by_id:
                     names.append(image.topics_by_id[t.topic_id].name)
+                elif t.name is None:
+                    names.append(t.topic_id)  # an unknown topic id: answered UNKNOWN_TOPIC_ID
                 else:
                     names.append(t.name)
-            missing = [n for n in names if n and n not in image.topics]
+            missing = [n for n in names if isinstance(n, str) and n and n not in image.topics]
             allow = req.allow_auto_topic_creation if header.api_version >= 4 else True
             if missing and allow and broker.config["auto.create.topics.enable"]:
                 await auto_create(broker, missing)
@@ -46,6 +56,10 @@ def apis(broker) -> list[Api]:
         image = broker.image
         topics = []
         for name in names:
+            if isinstance(name, bytes):
+                topics.append(R.MetadataResponseTopic(error_code=Error.UNKNOWN_TOPIC_ID, name=None,
+                                                      topic_id=name))
+                continue
             topic = image.topics.get(name)
             if topic is None:
                 code = Error.UNKNOWN_TOPIC_OR_PARTITION

@@ -449,9 +449,11 @@ class TestProduceDecode:
             request = decode(version, PRODUCE.encode(version, body))
             assert request.topic_data[0].partition_data[0].records is None
             assert request.transactional_id is None
-        # a null array is not valid for topic_data but decodes as None (as the generic does)
-        assert decode(9, b"\x00\x00\x01\x00\x00\x00\x05\x00\x00").topic_data is None
-        assert decode(8, b"\xff\xff\x00\x01\x00\x00\x00\x05\xff\xff\xff\xff").topic_data is None
+        # a null array where the schema allows none is refused at parse time (as Kafka does)
+        with pytest.raises(ProtocolError, match="non-nullable field topic_data"):
+            decode(9, b"\x00\x00\x01\x00\x00\x00\x05\x00\x00")
+        with pytest.raises(ProtocolError, match="non-nullable field topic_data"):
+            decode(8, b"\xff\xff\x00\x01\x00\x00\x00\x05\xff\xff\xff\xff")
 
     def test_malformed_lengths(self, decode):
         with pytest.raises(ProtocolError):  # string length -2

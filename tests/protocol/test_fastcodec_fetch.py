@@ -195,10 +195,13 @@ class TestFetchRequestDecode:
         body = R(cluster_id=None, topics=[R.FetchTopic(topic="t", partitions=[])])
         for version in versions(FETCH_REQUEST):
             assert decode(version, FETCH_REQUEST.encode(version, body)).cluster_id is None
-        # null arrays are not valid here but decode as None (as the generic does)
-        assert decode(12, bytes(25) + b"\x00\x00\x01\x00").topics is None
-        assert decode(11, bytes(25) + b"\xff\xff\xff\xff\x00\x00\x00\x00\x00\x00").topics is None
-        assert decode(12, bytes(25) + b"\x01\x00\x01\x00").forgotten_topics_data is None
+        # null arrays where the schema allows none are refused at parse time (as Kafka does)
+        with pytest.raises(ProtocolError, match="non-nullable field topics"):
+            decode(12, bytes(25) + b"\x00\x00\x01\x00")
+        with pytest.raises(ProtocolError, match="non-nullable field topics"):
+            decode(11, bytes(25) + b"\xff\xff\xff\xff\x00\x00\x00\x00\x00\x00")
+        with pytest.raises(ProtocolError, match="non-nullable field forgotten_topics_data"):
+            decode(12, bytes(25) + b"\x01\x00\x01\x00")
 
 
 # ---- Fetch requests: encode (the whole frame, header included) ---------------------------

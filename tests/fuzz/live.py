@@ -1,0 +1,485 @@
+"""A live fuzz of a real node's listeners: mutated valid frames over many connections while a
+healthy client keeps producing and consuming.
+
+    python -m tests.fuzz.live --frames 1000000 [--seed N] [--connections 8] [--dir DIR]
+
+Theory of operation. One combined node (``strom start``, tests/integration/cluster.py) serves
+a broker listener and a controller listener. It advertises a recording proxy on loopback
+(``RecordingProxy``) as its broker address, so every real client speaks through it: first a
+confluent-kafka session (lz4 batches, a consumer group with commits) and a kafka-python one
+(gzip batches) whose client frames are recorded; then the healthy client (confluent-kafka,
+acks=all producer and an assigned consumer, in a thread) runs through the fuzz. The corpus is
+those recorded frames plus frames built from the schemas (tests/fuzz/frames.py) for every API
+and version each listener advertises in ApiVersions, and Produce frames carrying real record
+batches (plain and compressed). Each fuzz connection sends a few corpus frames, each mutated
+(``mutate_frame``: the body's bit flips, truncation, bad lengths, spliced bytes; a wrong api
+version or key; a wrong size prefix; corrupt record batches), reads until the node closes it
+or goes quiet, and closes.
+
+Valid frames are tamed so that the node's state stays the healthy client's: broker and node
+ids far from the real one, cluster ids never null, validate_only set, waits short. Mutations
+may undo that (rarely); the node must survive it anyway.
+
+What is checked, and printed as the report:
+
+| figure          | meaning                                                               |
+|-----------------|-----------------------------------------------------------------------|
+| frames          | frames sent, over ``connections`` connections                         |
+| crashes         | 1 if the node process exited                                          |
+| hangs           | ApiVersions probes on a fresh connection unanswered within 5 s        |
+| tracebacks      | "Traceback" / "exception was never retrieved" lines in the node's log |
+| errors          | ERROR / CRITICAL lines in the node's log                              |
+| healthy         | the healthy client's records acknowledged and read back; its longest  |
+|                 | gap between acknowledgements                                          |
+| rss             | the node's resident memory (all its processes) at start and at peak   |
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import re
+import struct
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+from protocol import messages
+from protocol.codec import KafkaStruct
+from tests.fuzz.frames import RandomSource, encode_loose, mutate, request_frame, request_value
+from tests.integration.cluster import StromNode, free_ports, probe_api_versions
+
+HEALTHY_TOPIC = "healthy"
+TOPICS = ("recorded", HEALTHY_TOPIC, "fuzzed")  # created up front: auto-creation is off
+QUIET_S = 0.25  # a fuzz connection that sent everything and hears nothing for this long is closed
+PROBE_TIMEOUT_S = 5.0
+ID_FIELDS = re.compile(r"(broker|node|replica|leader|voter|candidate|member_epoch|controller)_id$")
+TIME_FIELDS = ("timeout_ms", "max_wait_ms", "wait_ms")
+BAD_LOG = re.compile(r"Traceback|exception was never retrieved| (ERROR|CRITICAL) ")
+
+
+@dataclass
+class Report:
+    frames: int = 0
+    connections: int = 0
+    closed_by_node: int = 0
+    quiet: int = 0
+    crashes: int = 0
+    hangs: int = 0
+    tracebacks: int = 0
+    errors: int = 0
+    bad_lines: list[str] = field(default_factory=list)
+    healthy_acked: int = 0
+    healthy_read: int = 0
+    healthy_failed: int = 0
+    healthy_max_gap_s: float = 0.0
+    rss_start: int = 0
+    rss_peak: int = 0
+    recorded: int = 0
+    corpus: int = 0
+    seconds: float = 0.0
+
+    def lines(self) -> list[str]:
+        mb = 1 << 20
+        return [
+            f"frames sent      {self.frames} over {self.connections} connections in {self.seconds:.0f} s "
+            f"(closed by the node {self.closed_by_node}, quiet {self.quiet})",
+            f"corpus           {self.corpus} frames ({self.recorded} recorded from real clients)",
+            f"crashes          {self.crashes}",
+            f"hangs            {self.hangs}",
+            f"tracebacks       {self.tracebacks}",
+            f"error lines      {self.errors}",
+            f"healthy client   {self.healthy_acked} acknowledged, {self.healthy_read} read back, "
+            f"{self.healthy_failed} failed, longest gap {self.healthy_max_gap_s:.1f} s",
+            f"node RSS         {self.rss_start / mb:.0f} MiB at start, {self.rss_peak / mb:.0f} MiB peak",
+            *self.bad_lines[:10],
+        ]
+
+
+# ---- the node's memory ----------------------------------------------------------------------
+
+def group_rss(pgid: int) -> int:
+    """Resident bytes of every process in the process group ``pgid`` (the node's session)."""
+    total = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            if int(fields[2]) != pgid:
+                continue
+            with open(f"/proc/{pid}/statm", "rb") as f:
+                total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
+# ---- the recording proxy --------------------------------------------------------------------
+
+class RecordingProxy:
+    """Forwards loopback connections to the broker; records client frames while ``recording``."""
+
+    def __init__(self, target_port: int, cap: int = 5000):
+        self.target_port = target_port
+        self.recording = True
+        self.frames: list[bytes] = []
+        self.cap = cap
+        self.server: asyncio.base_events.Server | None = None
+
+    async def start(self, port: int) -> None:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", port)
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+    async def _serve(self, reader, writer) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        except OSError:
+            writer.close()
+            return
+        down = asyncio.ensure_future(self._pipe(up_reader, writer, record=False))
+        try:
+            await self._pipe(reader, up_writer, record=True)
+            await asyncio.wait({down}, timeout=1)
+        except asyncio.CancelledError:  # the proxy is closing with the event loop
+            pass
+        finally:
+            down.cancel()
+
+    async def _pipe(self, reader, writer, record: bool) -> None:
+        pending = b""
+        try:
+            while data := await reader.read(1 << 16):
+                writer.write(data)
+                await writer.drain()
+                if record and self.recording and len(self.frames) < self.cap:
+                    pending += data
+                    while len(pending) >= 4:
+                        size = struct.unpack(">i", pending[:4])[0]
+                        if len(pending) < 4 + size:
+                            break
+                        self.frames.append(pending[:4 + size])
+                        pending = pending[4 + size:]
+        except (OSError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+
+def record_real_clients(bootstrap: str) -> None:
+    """A short session of each real client (their frames go through the proxy)."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(name, 1, 1) for name in TOPICS]).values():
+        future.result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "compression.type": "lz4",
+                         "enable.idempotence": True, "linger.ms": 5})
+    for i in range(30):
+        producer.produce("recorded", key=b"k%d" % i, value=b"value-%d" % i * (i % 5 + 1),
+                         headers=[("h", b"v")])
+    producer.flush(15)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "recorder",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": True,
+                         "auto.commit.interval.ms": 200, "session.timeout.ms": 6000})
+    consumer.subscribe(["recorded"])
+    deadline, got = time.monotonic() + 15, 0
+    while got < 30 and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and not msg.error():
+            got += 1
+    consumer.commit(asynchronous=False) if got else None
+    consumer.close()
+    try:
+        import kafka
+    except ImportError:
+        return
+    kp = kafka.KafkaProducer(bootstrap_servers=bootstrap, compression_type="gzip")
+    for i in range(10):
+        kp.send("recorded", b"kafka-python-%d" % i)
+    kp.flush(10)
+    kp.close(5)
+    kc = kafka.KafkaConsumer("recorded", bootstrap_servers=bootstrap, group_id="recorder-kp",
+                             auto_offset_reset="earliest", consumer_timeout_ms=3000)
+    for _ in kc:
+        pass
+    kc.close()
+
+
+# ---- the healthy client ---------------------------------------------------------------------
+
+class HealthyClient(threading.Thread):
+    """Produces (acks=all) and reads back one record at a time until stopped."""
+
+    def __init__(self, bootstrap: str, report: Report):
+        super().__init__(daemon=True)
+        self.bootstrap, self.report = bootstrap, report
+        self.stopping = threading.Event()
+        self.ready = threading.Event()
+
+    def run(self) -> None:
+        from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+        r = self.report
+        producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "linger.ms": 0,
+                             "message.timeout.ms": 10000})
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "healthy-reader",
+                             "enable.auto.commit": False})
+        consumer.assign([TopicPartition(HEALTHY_TOPIC, 0, 0)])
+        last_ack = time.monotonic()
+        acked: list[int] = []
+
+        def delivered(err, msg):
+            nonlocal last_ack
+            if err is None:
+                now = time.monotonic()
+                r.healthy_max_gap_s = max(r.healthy_max_gap_s, now - last_ack)
+                last_ack = now
+                r.healthy_acked += 1
+                acked.append(msg.offset())
+            else:
+                r.healthy_failed += 1
+        i = 0
+        while not self.stopping.is_set():
+            producer.produce(HEALTHY_TOPIC, value=b"healthy-%d" % i, partition=0, callback=delivered)
+            producer.flush(10)
+            i += 1
+            self.ready.set()
+            self.stopping.wait(0.005)  # steady traffic, not a CPU race with the fuzzer
+            msg = consumer.poll(0.05)
+            if msg is not None and (not msg.error() or msg.error().code() == KafkaError._PARTITION_EOF):
+                r.healthy_read += 0 if msg.error() else 1
+        deadline = time.monotonic() + 10
+        while r.healthy_read < r.healthy_acked and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and not msg.error():
+                r.healthy_read += 1
+        r.healthy_max_gap_s = max(r.healthy_max_gap_s, time.monotonic() - last_ack
+                                  if r.healthy_acked == 0 else 0)
+        consumer.close()
+
+
+# ---- the corpus -----------------------------------------------------------------------------
+
+def tame(obj: KafkaStruct, rng: random.Random) -> KafkaStruct:
+    """Keeps a valid frame away from the healthy client's state (see the module doc)."""
+    for name in obj._fields:
+        v = getattr(obj, name)
+        if isinstance(v, KafkaStruct):
+            tame(v, rng)
+        elif isinstance(v, list):
+            for item in v:
+                if isinstance(item, KafkaStruct):
+                    tame(item, rng)
+        elif name == "validate_only":
+            setattr(obj, name, True)
+        elif name == "cluster_id" and v is None:
+            setattr(obj, name, "fuzz-cluster")
+        elif name.endswith(TIME_FIELDS) and isinstance(v, int):
+            setattr(obj, name, rng.choice((0, 10, 100)))
+        elif ID_FIELDS.search(name) and isinstance(v, int) and not isinstance(v, bool):
+            setattr(obj, name, rng.randint(1000, 1 << 20))
+        elif name in ("topic", "name") and v == HEALTHY_TOPIC:
+            setattr(obj, name, "not-healthy")
+    return obj
+
+
+def schema_corpus(rng: random.Random, served: dict[int, tuple[int, int]], per_version: int) -> list[bytes]:
+    src = RandomSource(rng)
+    frames = []
+    for key, (lo, hi) in sorted(served.items()):
+        if key not in messages.REQUESTS:
+            continue
+        schema = messages.REQUESTS[key].message.versions
+        for version in range(max(lo, schema.lo), min(hi, schema.hi) + 1):
+            for _ in range(per_version):
+                body = encode_loose(key, version, tame(request_value(src, key, version), rng))
+                frames.append(request_frame(key, version, rng.randint(0, 1 << 30), body))
+    return frames
+
+
+def produce_corpus(rng: random.Random, count: int) -> list[bytes]:
+    """Produce frames with real record batches (none, gzip, snappy, lz4, zstd)."""
+    from ext.batch import build_batch
+    R = messages.ProduceRequest
+    frames = []
+    for i in range(count):
+        records = [(b"k", rng.randbytes(rng.randint(0, 200)), [("h", b"v")], 1_700_000_000_000 + j)
+                   for j in range(rng.randint(1, 5))]
+        try:
+            batch = build_batch(records, compression=i % 5)
+        except Exception:  # a codec the build lacks
+            batch = build_batch(records)
+        version = rng.choice((3, 7, 8, 9, 11, 12))
+        body = R(transactional_id=None, acks=rng.choice((0, 1, -1)), timeout_ms=100, topic_data=[
+            R.TopicProduceData(name="fuzzed", partition_data=[
+                R.PartitionProduceData(index=0, records=batch)])])
+        frames.append(request_frame(0, version, i, encode_loose(0, version, body)))
+    return frames
+
+
+def header_size(frame: bytes) -> int:
+    """Where the body starts in a frame (size prefix included); 12 if it cannot tell."""
+    if len(frame) < 14:
+        return len(frame)
+    key, version = struct.unpack(">hh", frame[4:8])
+    n = struct.unpack(">h", frame[12:14])[0]
+    pos = 14 + max(n, 0)
+    codec = messages.REQUESTS.get(key)
+    if codec is not None and codec.message.is_flexible(version):
+        pos += 1
+    return min(pos, len(frame))
+
+
+def mutate_frame(frame: bytes, rng: random.Random) -> bytes:
+    kind = rng.random()
+    start = header_size(frame)
+    if kind < 0.55:  # the body (record batches included)
+        payload = frame[4:start] + mutate(frame[start:], rng)
+    elif kind < 0.7:  # another api version
+        payload = frame[4:6] + struct.pack(">h", rng.choice((-1, 0, 1, 2, 5, 13, 99, 32767))) + frame[8:]
+    elif kind < 0.75:  # another api key
+        payload = struct.pack(">h", rng.randint(-2, 100)) + frame[6:]
+    elif kind < 0.85:  # the header and body at once
+        payload = mutate(frame[4:], rng)
+    elif kind < 0.95:  # a wrong size prefix: the next frame starts in the wrong place
+        body = frame[4:]
+        size = max(0, len(body) + rng.choice((-8, -1, 1, 3, 100)))
+        return struct.pack(">i", size) + body
+    else:
+        return frame  # unmutated
+    return struct.pack(">i", len(payload)) + payload
+
+
+# ---- the fuzz -------------------------------------------------------------------------------
+
+async def fuzz_connection(port: int, frames: list[bytes], report: Report) -> None:
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 5)
+    except (TimeoutError, OSError):
+        return
+    report.connections += 1
+    try:
+        writer.write(b"".join(frames))
+        report.frames += len(frames)
+        while True:
+            try:
+                data = await asyncio.wait_for(reader.read(1 << 16), QUIET_S)
+            except TimeoutError:
+                report.quiet += 1
+                return
+            if not data:
+                report.closed_by_node += 1
+                return
+    except OSError:
+        report.closed_by_node += 1
+    finally:
+        writer.close()
+
+
+async def probe(port: int, report: Report) -> None:
+    try:
+        await asyncio.wait_for(asyncio.to_thread(probe_api_versions, "127.0.0.1", port, PROBE_TIMEOUT_S),
+                               PROBE_TIMEOUT_S + 1)
+    except Exception:
+        report.hangs += 1
+
+
+def scan_log(path: str, report: Report) -> None:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if BAD_LOG.search(line):
+                if "Traceback" in line or "never retrieved" in line:
+                    report.tracebacks += 1
+                else:
+                    report.errors += 1
+                report.bad_lines.append(line.rstrip()[:300])
+
+
+async def run(frames: int, seed: int, connections: int, base_dir: str | None = None,
+              progress: bool = False) -> Report:
+    report = Report()
+    rng = random.Random(seed)
+    proxy_port = free_ports(1)[0]
+    node = StromNode(base_dir=base_dir, extra={
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy_port}",
+        "auto.create.topics.enable": False})  # random names must not become topics
+    node.start()
+    proxy = RecordingProxy(node.broker_port)
+    await proxy.start(proxy_port)
+    healthy = None
+    started = time.monotonic()
+    try:
+        bootstrap = f"127.0.0.1:{proxy_port}"
+        await asyncio.to_thread(record_real_clients, bootstrap)
+        proxy.recording = False
+        report.recorded = len(proxy.frames)
+        corpus = {
+            node.broker_port: proxy.frames + produce_corpus(rng, 200) + schema_corpus(
+                rng, probe_api_versions("127.0.0.1", node.broker_port), 4),
+            node.controller_port: schema_corpus(
+                rng, probe_api_versions("127.0.0.1", node.controller_port), 4),
+        }
+        report.corpus = sum(len(c) for c in corpus.values())
+        report.rss_start = report.rss_peak = group_rss(node.proc.pid)
+        healthy = HealthyClient(bootstrap, report)
+        healthy.start()
+        await asyncio.to_thread(healthy.ready.wait, 30)
+        started = time.monotonic()
+        ports = [node.broker_port] * 4 + [node.controller_port]
+
+        async def worker() -> None:
+            while report.frames < frames and node.running:
+                port = rng.choice(ports)
+                batch = [mutate_frame(rng.choice(corpus[port]), rng) for _ in range(rng.randint(1, 8))]
+                await fuzz_connection(port, batch, report)
+
+        async def watch() -> None:
+            tick = 0
+            while report.frames < frames and node.running:
+                await asyncio.sleep(1)
+                tick += 1
+                if progress and tick % 30 == 0:
+                    print(f"{tick} s: {report.frames} frames, {report.connections} connections, "
+                          f"{report.hangs} hangs, RSS {report.rss_peak >> 20} MiB peak", flush=True)
+                report.rss_peak = max(report.rss_peak, group_rss(node.proc.pid))
+                await probe(node.broker_port, report)
+                await probe(node.controller_port, report)
+
+        await asyncio.gather(watch(), *(worker() for _ in range(connections)))
+    finally:
+        report.seconds = time.monotonic() - started
+        if healthy is not None:
+            healthy.stopping.set()
+            await asyncio.to_thread(healthy.join, 30)
+        report.crashes = 0 if node.running else 1
+        if node.running:
+            report.rss_peak = max(report.rss_peak, group_rss(node.proc.pid))
+        await proxy.close()
+        node.close()
+        scan_log(node.log_path, report)
+        if base_dir is None:
+            node.cleanup()
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--frames", type=int, default=20000)
+    parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--dir", help="keep the node's directory (its node.log) here")
+    args = parser.parse_args(argv)
+    report = asyncio.run(run(args.frames, args.seed, args.connections, args.dir, progress=True))
+    print("\n".join(report.lines()))
+    ok = report.crashes == report.hangs == report.tracebacks == report.errors == 0
+    return 0 if ok and report.healthy_failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""The live fuzz (tests/fuzz/live.py) against a real node: 20,000 mutated frames over many
+connections to its broker and controller listeners while a confluent-kafka client produces
+and consumes. ``make fuzz`` runs 1,000,000."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tests.fuzz.live import run
+from tests.integration.cluster import strom_start_available
+
+pytest.importorskip("confluent_kafka")
+pytestmark = [pytest.mark.timeout(300),
+              pytest.mark.skipif(not strom_start_available(), reason="strom start is not available")]
+
+RSS_GROWTH_MAX = 256 << 20  # the node's memory may grow by this much under the fuzz, no more
+
+
+def check(report) -> None:
+    text = "\n".join(report.lines())
+    assert report.crashes == 0, text
+    assert report.hangs == 0, text
+    assert report.tracebacks == 0 and report.errors == 0, text
+    assert report.healthy_acked > 0 and report.healthy_failed == 0, text
+    assert report.healthy_read == report.healthy_acked, text
+    assert report.rss_peak - report.rss_start < RSS_GROWTH_MAX, text
+
+
+def test_mutated_frames_leave_the_node_alive_serving_and_its_log_clean(tmp_path):
+    report = asyncio.run(run(frames=20000, seed=13, connections=8, base_dir=str(tmp_path)))
+    print("\n".join(report.lines()))
+    assert report.frames >= 20000 and report.recorded > 0
+    check(report)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("seed", [1, 2])
+def test_mutated_frames_heavy(tmp_path, seed):
+    check(asyncio.run(run(frames=200000, seed=seed, connections=8, base_dir=str(tmp_path))))
