@@ -8,6 +8,15 @@ every metadata change goes to it: it creates and deletes logs, makes partitions 
 followers, and starts or stops the replica fetchers. Then the broker opens its client
 listeners; the request handlers reach partitions only through the ReplicaManager.
 
+A log dir that fails while serving (disk full, IO error) goes offline through the
+LogDirFailureChannel (engine/log_dir_failure.py): the request that hit it answers
+KAFKA_STORAGE_ERROR, the ReplicaManager takes the dir's partitions offline, and since a broker
+has one log dir, none is left online: the broker logs one ERROR line naming the dir and the OS
+error and halts with exit code 1 (Kafka's "all log dirs have failed"), without a controlled
+shutdown, once the answer had HALT_DELAY_S to go out. Its heartbeat connection closes, the
+controller fences it and moves its leaderships; restarted with space again, recovery truncates
+what a failed write left torn.
+
 Periodic tasks: retention, isr-expiration every replica.lag.time.max.ms / 2, the HW checkpoint
 every replica.high.watermark.checkpoint.interval.ms (and at shutdown), recovery point and log
 start checkpoints, flushes. Stopping closes the listeners, the group coordinator, the replica
@@ -20,13 +29,16 @@ from __future__ import annotations
 import asyncio
 import faulthandler
 import logging
+import os
 import signal
+import sys
 import time
 
 from broker.fetch_waiters import FetchWaiters
 from broker.groups.runtime import GroupCoordinatorRuntime
 from broker.handlers import admin, fetch, groups, metadata, offsets, produce
 from broker.metadata_follower import MetadataFollower
+from engine.log_dir_failure import KafkaStorageError, LogDirFailureChannel
 from engine.manager import LogManager
 from metadata.image import MetadataImage
 from protocol import messages as M
@@ -41,6 +53,7 @@ from replication.manager import ReplicaManager
 log = logging.getLogger("strom.broker")
 STOP_TIMEOUT_S = 20  # the stack dump comes at half of it
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 15
+HALT_DELAY_S = 0.25  # from a log dir failure to the halt: the failed request's answer goes out
 
 
 class Broker:
@@ -48,8 +61,9 @@ class Broker:
         self.config = config
         self.node_id = config.node_id
         self.cluster_id = cluster_id
+        self.failure_channel = LogDirFailureChannel(self._on_log_dir_failure)
         self.logs = LogManager(config.log_dirs, config.log_config, cluster_id=cluster_id,
-                               node_id=config.node_id)
+                               node_id=config.node_id, failure_channel=self.failure_channel)
         self.advertised = config.advertised_broker_listeners()
         self.listener_name = self.advertised[0].name
         self.follower = MetadataFollower(
@@ -157,11 +171,28 @@ class Broker:
         self.logs.checkpoint_recovery_points()
         self.logs.checkpoint_log_start_offsets()
 
+    def _on_log_dir_failure(self, log_dir: str, message: str) -> None:
+        """The LogDirFailureChannel's handler: take the dir's partitions offline; with no log
+        dir left online, stop the periodic work and halt."""
+        self.replicas.handle_log_dir_failure(log_dir)
+        if any(not self.failure_channel.is_offline(d) for d in self.logs.log_dirs):
+            log.error("%s; its partitions are offline", message)
+            return
+        log.error("%s; no log dir is left online: halting broker %d", message, self.node_id)
+        for task in self._tasks:
+            task.cancel()
+        try:
+            asyncio.get_running_loop().call_later(HALT_DELAY_S, _halt)
+        except RuntimeError:  # no loop: nothing is waiting for an answer
+            _halt()
+
     async def _every(self, interval_ms: int, fn) -> None:
         while True:
             await asyncio.sleep(min(interval_ms, 2**31) / 1000)
             try:
                 fn()
+            except KafkaStorageError:
+                pass  # the log dir failure channel has said so, and handles it
             except Exception:
                 log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
 
@@ -186,6 +217,16 @@ class Broker:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _halt() -> None:
+    """Exit at once with status 1, as Kafka's Exit.halt: no controlled shutdown, no flushes
+    or checkpoints on the failed disk; only the log lines are pushed out first."""
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(1)
 
 
 async def serve(config, cluster_id: str) -> None:

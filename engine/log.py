@@ -33,6 +33,7 @@ from engine.errors import (
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
+from engine.log_dir_failure import LogDirFailureChannel, log_dir_of, storage_operation
 from engine.producer_state import ProducerStateManager
 from engine.reader import file_name, iter_file_batches, parse_partition_dir
 from engine.recovery import load_log
@@ -94,8 +95,13 @@ class Log:
         high_watermark: int | None = None,
         had_clean_shutdown: bool = True,
         topic_id: str | None = None,
+        failure_channel: LogDirFailureChannel | None = None,
     ):
         self.dir = directory
+        # Every storage operation below that runs while serving is a storage_operation: an
+        # OSError takes the log dir offline through this channel (engine/log_dir_failure.py).
+        self.parent_dir = log_dir_of(directory)
+        self.failure_channel = failure_channel or LogDirFailureChannel()
         self.config = config or LogConfig()
         parsed = parse_partition_dir(os.path.basename(os.path.normpath(directory)))
         self.topic, self.partition = parsed if parsed else ("", 0)
@@ -151,6 +157,7 @@ class Log:
 
     # ---- appends -------------------------------------------------------------------------
 
+    @storage_operation("appending to")
     def append_as_leader(self, buf: bytearray | memoryview, leader_epoch: int,
                          now_ms: int | None = None, origin: str = ORIGIN_CLIENT) -> LogAppendInfo:
         """Validate the batches, assign offsets from the log end offset, stamp the leader
@@ -167,6 +174,7 @@ class Log:
             self.leader_epoch_cache.assign(leader_epoch, summary.first_offset)
         return self._append(buf, summary, now_ms, append_time)
 
+    @storage_operation("appending (as follower) to")
     def append_as_follower(self, buf: bytes | bytearray | memoryview,
                            now_ms: int | None = None) -> LogAppendInfo:
         """Append the leader's batches with their offsets and epochs as they are."""
@@ -279,6 +287,7 @@ class Log:
             return self.roll(now_ms)
         return segment
 
+    @storage_operation("rolling a segment of")
     def roll(self, now_ms: int | None = None) -> LogSegment:
         """Start a new active segment at the log end offset (an empty active segment stays)."""
         active = self.active_segment
@@ -300,6 +309,7 @@ class Log:
             return self.log_end_offset
         return self.high_watermark  # the last stable offset equals the HW until transactions land
 
+    @storage_operation("reading")
     def read(self, start_offset: int, max_bytes: int, isolation: str = FETCH_LOG_END,
              min_one_message: bool = True) -> FetchDataInfo:
         """Whole batches from the one holding ``start_offset``: at most ``max_bytes`` (but at
@@ -344,6 +354,7 @@ class Log:
     def _segment_index(self, offset: int) -> int:
         return max(0, bisect_right(self._bases, offset) - 1)
 
+    @storage_operation("searching by timestamp in")
     def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= ``timestamp``."""
         for segment in self.segments:
@@ -378,6 +389,7 @@ class Log:
             self.update_high_watermark(offset)
         return self.high_watermark > before
 
+    @storage_operation("moving the log start offset of")
     def maybe_increment_log_start_offset(self, new_start: int) -> bool:
         """DeleteRecords: raise the log start offset (up to the HW). Segments wholly below it
         go on the next retention pass."""
@@ -400,6 +412,7 @@ class Log:
         (OffsetsForLeaderEpoch, Kafka's endOffsetFor)."""
         return self.leader_epoch_cache.end_offset_for(epoch, self.log_end_offset)
 
+    @storage_operation("writing the leader-epoch checkpoint of")
     def assign_epoch_start_offset(self, epoch: int, start_offset: int) -> None:
         """A new leader epoch begins at ``start_offset`` (a new leader's log end offset)."""
         self.leader_epoch_cache.assign(epoch, start_offset)
@@ -410,6 +423,7 @@ class Log:
 
     # ---- truncation ----------------------------------------------------------------------
 
+    @storage_operation("truncating")
     def truncate_to(self, offset: int) -> bool:
         """Remove every offset >= ``offset`` (a follower truncating to the leader's log).
         Returns True if anything was removed."""
@@ -440,6 +454,7 @@ class Log:
         self._rebuild_producer_state()
         return True
 
+    @storage_operation("truncating")
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment and restart the log empty at ``offset``."""
         self._bound_cache = None
@@ -456,6 +471,7 @@ class Log:
 
     # ---- flushing ------------------------------------------------------------------------
 
+    @storage_operation("flushing")
     def flush(self, offset: int | None = None, now_ms: int | None = None) -> None:
         """fsync segments up to ``offset`` (default: the log end offset) and move the
         recovery point there."""
@@ -477,6 +493,7 @@ class Log:
 
     # ---- retention -----------------------------------------------------------------------
 
+    @storage_operation("deleting old segments of")
     def delete_old_segments(self, now_ms: int | None = None) -> int:
         """Retention: remove whole segments below the log start offset, older than
         retention.ms (by their largest timestamp) or beyond retention.bytes. Never removes
@@ -534,6 +551,7 @@ class Log:
             self.leader_epoch_cache.truncate_from_start(new_start)
         return len(deletable)
 
+    @storage_operation("deleting segments of")
     def delete_pending_segments(self, now_ms: int | None = None, force: bool = False) -> int:
         """Close and unlink segments whose file.delete.delay.ms has passed."""
         now_ms = _now_ms() if now_ms is None else now_ms
@@ -549,6 +567,7 @@ class Log:
 
     # ---- lifecycle -----------------------------------------------------------------------
 
+    @storage_operation("closing")
     def close(self) -> None:
         self.delete_pending_segments(force=True)
         self.leader_epoch_cache.flush()

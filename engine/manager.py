@@ -37,6 +37,7 @@ from engine.checkpoint import (
 from engine.config import LogConfig
 from engine.errors import LogDirError
 from engine.log import PARTITION_METADATA, Log
+from engine.log_dir_failure import LogDirFailureChannel
 from engine.reader import parse_partition_dir
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,8 @@ def read_meta_properties(path: str) -> dict[str, str] | None:
 
 class LogManager:
     def __init__(self, log_dirs: list[str], default_config: LogConfig | None = None,
-                 *, cluster_id: str | None = None, node_id: int | None = None):
+                 *, cluster_id: str | None = None, node_id: int | None = None,
+                 failure_channel: LogDirFailureChannel | None = None):
         if not log_dirs:
             raise LogDirError("log.dirs is empty")
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
@@ -90,6 +92,8 @@ class LogManager:
         self._locks: list[int] = []
         self.had_clean_shutdown: dict[str, bool] = {}
         self.clean_shutdown_epochs: dict[str, int] = {}  # brokerEpoch of the marker, -1 if none
+        # Storage operations while serving take a failing dir offline (engine/log_dir_failure.py).
+        self.failure_channel = failure_channel or LogDirFailureChannel()
 
     # ---- startup -------------------------------------------------------------------------
 
@@ -156,6 +160,7 @@ class LogManager:
                 high_watermark=hws.get(tp),
                 had_clean_shutdown=clean,
                 topic_id=read_partition_metadata(os.path.join(path, PARTITION_METADATA)),
+                failure_channel=self.failure_channel,
             )
         if clean:
             os.unlink(marker)
@@ -174,10 +179,12 @@ class LogManager:
             raise ValueError(f"invalid topic name {topic!r}")
         d = min(self.log_dirs, key=lambda x: len(self._logs_in(x)))
         path = os.path.join(d, f"{topic}-{partition}")
-        os.makedirs(path, exist_ok=True)
-        if topic_id is not None:
-            write_partition_metadata(os.path.join(path, PARTITION_METADATA), topic_id)
-        log_ = Log(path, config or self.default_config, topic_id=topic_id)
+        with self.failure_channel.guard(d, f"creating {topic}-{partition}"):
+            os.makedirs(path, exist_ok=True)
+            if topic_id is not None:
+                write_partition_metadata(os.path.join(path, PARTITION_METADATA), topic_id)
+            log_ = Log(path, config or self.default_config, topic_id=topic_id,
+                       failure_channel=self.failure_channel)
         self.logs[(topic, partition)] = log_
         return log_
 
@@ -189,7 +196,8 @@ class LogManager:
             return False
         log_.close()
         doomed = f"{log_.dir}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
-        os.rename(log_.dir, doomed)
+        with self.failure_channel.guard(log_.parent_dir, f"deleting {topic}-{partition}"):
+            os.rename(log_.dir, doomed)
         shutil.rmtree(doomed, ignore_errors=True)
         return True
 
@@ -222,7 +230,8 @@ class LogManager:
     def _checkpoint(self, name: str, value) -> None:
         for d in self.log_dirs:
             offsets = {tp: value(lg) for tp, lg in self._logs_in(d).items()}
-            write_offset_checkpoint(os.path.join(d, name), offsets)
+            with self.failure_channel.guard(d, f"writing {name}"):
+                write_offset_checkpoint(os.path.join(d, name), offsets)
 
     def previous_broker_epoch(self) -> int:
         """The broker epoch of the last clean shutdown if every log dir had one and they agree

@@ -101,12 +101,32 @@ class LogSegment:
                 f"{self.base_offset}"
             )
         start = self.size
-        native.append(self.fd, buf)
+        before = (self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far,
+                  self.bytes_since_last_index_entry)
+        try:
+            native.append(self.fd, buf)
+            self._index_batches(start, summary)
+        except OSError:
+            self._undo_append(start, summary.first_offset, before)
+            raise
         if start == 0:
             self.rolling_based_timestamp = summary.max_timestamps[0]
-        self._index_batches(start, summary)
         self.size = start + summary.valid_bytes
         return start
+
+    def _undo_append(self, start: int, first_offset: int, before: tuple[int, int, int]) -> None:
+        """A failed append (ENOSPC, EIO) leaves the segment as it was: the bytes written
+        (a short write leaves some) are cut off and the index entries it added dropped. If
+        even the ftruncate fails the tail stays; the log dir is offline by then and recovery
+        truncates the torn batch at the next start."""
+        self.offset_index.truncate_to(first_offset)
+        self.time_index.truncate_to(first_offset)
+        (self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far,
+         self.bytes_since_last_index_entry) = before
+        try:
+            os.ftruncate(self.fd, start)
+        except OSError:
+            pass
 
     def _index_batches(self, start: int, summary: BatchSummary) -> None:
         for pos, size, last_offset, max_ts in zip(

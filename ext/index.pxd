@@ -13,7 +13,8 @@ cdef Py_ssize_t valid_prefix(const unsigned char *data, Py_ssize_t slots,
 
 
 cdef class _Index:
-    # The file mapped whole (MAP_SHARED); entry n lives at _data + n * _entry_size.
+    # The file mapped whole (MAP_SHARED, PROT_READ); entry n lives at _data + n * _entry_size
+    # and is written with pwrite (_write_entry), never stored through the mapping.
     # Invariants: 0 <= _entries <= _slots; _mapped == _slots * _entry_size;
     # _data is NULL iff _mapped == 0 or the index is closed (_fd == -1).
     cdef readonly str path
@@ -35,6 +36,8 @@ cdef class _Index:
                    bint writable) except -1
     cdef int _map(self, Py_ssize_t length) except -1
     cdef void _unmap(self) noexcept
+    cdef int _write_entry(self, const unsigned char *entry, Py_ssize_t slot) except -1
+    cdef Py_ssize_t _written_slots(self) except -1
     cdef int _check_open(self) except -1
     cdef int _check_writable(self) except -1
     cdef int _resize(self, Py_ssize_t new_size) except -1

@@ -10,8 +10,10 @@ Time index (NNNNNNNNNNNNNNNNNNNN.timeindex), 12-byte entries, big-endian:
     timestamp      int64
     relativeOffset int32
 
-A writable index is preallocated to ``max_index_size`` bytes (rounded down to a whole
-number of entries) and trimmed to its entries on ``trim_to_valid_size``/``close``. An
+A writable index is preallocated (sparse) to ``max_index_size`` bytes (rounded down to a
+whole number of entries) and trimmed to its entries on ``trim_to_valid_size``/``close``.
+Entries are written with pwrite, so a full filesystem or an IO error makes an append raise
+OSError (ENOSPC, EIO) rather than SIGBUS; the entry count is unchanged then. An
 existing file opened again holds ``file size // entry size`` slots; a zero-filled tail
 (left by an unclean shutdown of the active segment) is not counted: the entry count is the
 longest prefix whose keys strictly increase (a later all-zero slot ends it).
@@ -43,13 +45,13 @@ class OffsetIndex:
         (base_offset, 0) when there is none."""
     def append(self, offset: int, position: int) -> None:
         """Raises InvalidIndexError if offset <= last offset (when non-empty), the relative
-        offset does not fit an int32, or the index is full."""
+        offset does not fit an int32, or the index is full; OSError if the write fails."""
     def truncate_to(self, offset: int) -> None: ...  # drop entries with offset >= offset
     def truncate(self) -> None: ...  # drop all entries
     def resize(self, new_size: int) -> None: ...  # change the file/mmap size (entries kept)
     def trim_to_valid_size(self) -> None: ...  # resize to entries * 8
     def sanity_check(self) -> None: ...  # raises InvalidIndexError
-    def flush(self) -> None: ...  # msync
+    def flush(self) -> None: ...  # fdatasync
     def close(self) -> None: ...  # trim (if writable), unmap, close
     def rename(self, new_path: str) -> None: ...
 

@@ -16,10 +16,23 @@ Time index (NNNNNNNNNNNNNNNNNNNN.timeindex), 12-byte entries, big-endian:
 Files are byte-identical to Kafka's (OffsetIndex.java, TimeIndex.java).
 
 Lifecycle. A newly created writable index is preallocated (ftruncate, sparse) to
-``max_index_size`` rounded down to whole entries and mapped MAP_SHARED whole; appends are
-stores into the mapping, and ``trim_to_valid_size``/``close`` shrink the file to its
-entries. An existing file keeps its size: ``size // entry_size`` slots, of which the
-entries are the longest prefix whose keys strictly increase. That prefix rule is how a
+``max_index_size`` rounded down to whole entries and mapped MAP_SHARED whole, read-only;
+appends are pwrite(2)s of one entry at its slot, and ``trim_to_valid_size``/``close`` shrink
+the file to its entries.
+
+Why pwrite and not a store into the mapping: the file is sparse, so the first entry in each
+page needs a block from the filesystem. A store into the mapping asks for it in a page fault,
+and a full filesystem (or an IO error) answers that fault with SIGBUS, which kills the process
+without a word. pwrite asks in a system call, which fails with ENOSPC/EIO: the append raises
+OSError, the entry count stays, and the log dir goes offline through the broker's log dir
+failure path. The mapping shares the page cache, so reads see an entry as soon as pwrite
+returns. A pwrite cut short (an entry straddling into a page the filesystem cannot give) has
+the bytes it wrote zeroed again, so a reopened index ends its prefix before it; and the prefix
+scan at open stops at the file's first hole, never reading one through the mapping. Cost: one
+system call per index entry, i.e. per ``index.interval.bytes`` of appended batches.
+
+An existing file keeps its size: ``size // entry_size`` slots, of which the entries are the
+longest prefix whose keys strictly increase. That prefix rule is how a
 preallocated index left behind by a crash (a zero-filled tail after the last store) opens
 with the right count: the first all-zero slot after an entry is not greater than it. An
 all-zero slot 0 followed by a slot whose key is not greater is the empty index; were it a
@@ -39,10 +52,12 @@ path from the middle.
 import io
 import os
 
-from libc.errno cimport errno
+from libc.errno cimport EINTR, ENOSPC, errno
 from libc.stdint cimport INT32_MAX, INT32_MIN, INT64_MAX, int32_t, int64_t, uint32_t, uint64_t
-from posix.mman cimport MAP_FAILED, MAP_SHARED, MS_SYNC, PROT_READ, PROT_WRITE, mmap, msync, munmap
-from posix.unistd cimport close
+from libc.string cimport memset
+from posix.mman cimport MAP_FAILED, MAP_SHARED, PROT_READ, mmap, munmap
+from posix.types cimport off_t
+from posix.unistd cimport close, pwrite
 
 from ext.errors import InvalidIndexError
 
@@ -182,13 +197,23 @@ cdef class _Index:
         self._file_length = length
         self._map(length - length % self._entry_size)
         if not created:
-            self._entries = valid_prefix(self._data, self._slots, self._entry_size,
+            self._entries = valid_prefix(self._data, self._written_slots(), self._entry_size,
                                          self._wide_key)
         return 0
 
+    cdef Py_ssize_t _written_slots(self) except -1:
+        # Slots wholly before the file's first hole: a slot touching a hole was never fully
+        # written, and the prefix scan must not read a hole through the mapping (tmpfs
+        # allocates a page even for a read fault, and on a full filesystem that is SIGBUS).
+        try:
+            data_end = os.lseek(self._fd, 0, os.SEEK_HOLE)
+        except OSError:
+            return self._slots
+        return min(self._slots, data_end // self._entry_size)
+
     cdef int _map(self, Py_ssize_t length) except -1:
         cdef void *p
-        cdef int prot = PROT_READ | PROT_WRITE if self.writable else PROT_READ
+        cdef int prot = PROT_READ    # never stored into: entries are written with pwrite
         self._mapped = 0
         self._slots = 0
         if length == 0:
@@ -209,6 +234,30 @@ cdef class _Index:
             self._data = NULL
         self._mapped = 0
         self._slots = 0
+
+    cdef int _write_entry(self, const unsigned char *entry, Py_ssize_t slot) except -1:
+        """pwrite one entry at ``slot``; an error raises OSError (a cut-short write is
+        zeroed again first, best effort)."""
+        cdef Py_ssize_t size = self._entry_size, done = 0
+        cdef off_t position = <off_t>(slot * self._entry_size)
+        cdef ssize_t n
+        cdef int err = 0
+        cdef unsigned char zeros[16]
+        while done < size:
+            n = pwrite(self._fd, entry + done, <size_t>(size - done), position + done)
+            if n > 0:
+                done += n
+            elif n < 0 and errno == EINTR:
+                continue
+            else:
+                err = errno if n < 0 else ENOSPC   # a zero count from a regular file
+                break
+        if err == 0:
+            return 0
+        if done > 0:
+            memset(zeros, 0, sizeof(zeros))
+            pwrite(self._fd, zeros, <size_t>done, position)
+        raise OSError(err, os.strerror(err), self.path)
 
     cdef int _check_open(self) except -1:
         if self._fd < 0:
@@ -295,9 +344,8 @@ cdef class _Index:
 
     def flush(self):
         self._check_open()
-        if self.writable and self._data != NULL:
-            if msync(self._data, <size_t>self._mapped, MS_SYNC) != 0:
-                raise OSError(errno, os.strerror(errno), self.path)
+        if self.writable:
+            os.fdatasync(self._fd)
 
     def close(self):
         """Trim (if writable), unmap and close; a second close does nothing."""
@@ -384,7 +432,7 @@ cdef class OffsetIndex(_Index):
         return self._offset_of(slot), self.c_position(slot)
 
     def append(self, int64_t offset, int64_t position):
-        cdef unsigned char *p
+        cdef unsigned char entry[8]
         cdef int32_t relative
         self._check_writable()
         if self._entries >= self._slots:
@@ -397,9 +445,9 @@ cdef class OffsetIndex(_Index):
         relative = self._relative_offset(offset)
         if position < 0 or position > INT32_MAX:
             raise InvalidIndexError(f"position {position} does not fit an int32 in {self.path}")
-        p = self._data + self._entries * 8
-        _store_be32(p, <uint32_t>relative)
-        _store_be32(p + 4, <uint32_t>position)
+        _store_be32(entry, <uint32_t>relative)
+        _store_be32(entry + 4, <uint32_t>position)
+        self._write_entry(entry, self._entries)
         self._entries += 1
 
     def sanity_check(self):
@@ -480,7 +528,7 @@ cdef class TimeIndex(_Index):
     def maybe_append(self, int64_t timestamp, int64_t offset, bint skip_full_check=False):
         """Append only if timestamp > the last entry's timestamp. Raises InvalidIndexError
         if offset < last offset, or the index is full (unless skip_full_check)."""
-        cdef unsigned char *p
+        cdef unsigned char entry[12]
         cdef int32_t relative
         self._check_writable()
         if not skip_full_check and self._entries >= self._slots - 1:
@@ -497,9 +545,9 @@ cdef class TimeIndex(_Index):
             raise InvalidIndexError(
                 f"time index {self.path} has no free slot ({self._entries} entries)")
         relative = self._relative_offset(offset)
-        p = self._data + self._entries * 12
-        _store_be64(p, <uint64_t>timestamp)
-        _store_be32(p + 8, <uint32_t>relative)
+        _store_be64(entry, <uint64_t>timestamp)
+        _store_be32(entry + 8, <uint32_t>relative)
+        self._write_entry(entry, self._entries)
         self._entries += 1
         self._last_timestamp = timestamp
         self._last_offset = offset

@@ -55,6 +55,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from engine.log_dir_failure import KafkaStorageError
 from protocol import messages as M
 from protocol.client import ConnectionClosedByPeer, KafkaConnection, listener_refuses
 from protocol.types import ProtocolError
@@ -464,6 +465,9 @@ class _SourceFetcher:
                 return
             entry.state, info = follower.handle_records(target.log, state, records, pd.high_watermark,
                                                         pd.log_start_offset, _now_ms())
+        except KafkaStorageError:
+            entry.stopped = True  # its log dir is offline; the log dir failure channel said so
+            return
         except Exception as e:
             if entry.last_error != repr(e):
                 log.exception("%s-%d: cannot apply the answer of broker %d at offset %d; retrying every "
@@ -509,6 +513,9 @@ class _SourceFetcher:
         try:
             entry.state = follower.handle_offset_out_of_range(entry.target.log, state, leader_start,
                                                               leader_end)
+        except KafkaStorageError:
+            entry.stopped = True  # its log dir is offline
+            return
         except Exception:
             log.exception("%s-%d: cannot reset to the leader's log [%d, %d)", entry.topic, entry.partition,
                           leader_start, leader_end)

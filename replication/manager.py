@@ -40,13 +40,23 @@ The narrow interface (the handlers see nothing else of a partition):
 
 Periodic work, called by the broker: ``maybe_shrink_isr`` (replica.lag.time.max.ms / 2); the HW
 checkpoint is the LogManager's (replication-offset-checkpoint).
+
+Log dir failure (Kafka's handleLogDirFailure). A storage operation that fails takes its log dir
+offline through the LogDirFailureChannel (engine/log_dir_failure.py) and raises
+KafkaStorageError: the request that hit it answers KAFKA_STORAGE_ERROR for that partition, and
+from then on every call on a partition of an offline dir answers KAFKA_STORAGE_ERROR without
+touching the disk. ``handle_log_dir_failure`` (called by the broker when the channel reports a
+dir) stops the dir's fetchers and answers its parked acks=all requests KAFKA_STORAGE_ERROR;
+metadata changes skip its partitions. The broker then halts, as Kafka does once no log dir is
+left online; the controller fences it and moves its leaderships.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,6 +70,7 @@ from engine.errors import (
     RecordTooLargeError,
 )
 from engine.log import FETCH_HIGH_WATERMARK, FETCH_LOG_END, FETCH_TXN_COMMITTED, ORIGIN_CLIENT
+from engine.log_dir_failure import KafkaStorageError, LogDirFailureChannel
 from engine.producer_state import OutOfOrderSequenceError, ProducerFencedError, UnknownProducerIdError
 from protocol.errors import Error
 from replication import errors
@@ -86,7 +97,7 @@ _APPEND_ERRORS = [
     (OutOfOrderSequenceError, Error.OUT_OF_ORDER_SEQUENCE_NUMBER),
     (ProducerFencedError, Error.INVALID_PRODUCER_EPOCH),
     (UnknownProducerIdError, Error.UNKNOWN_PRODUCER_ID),
-    (OSError, Error.KAFKA_STORAGE_ERROR),
+    (KafkaStorageError, Error.KAFKA_STORAGE_ERROR),
 ]
 
 
@@ -129,12 +140,16 @@ class ReplicaManager:
     def __init__(self, local_broker_id: int, logs: Any, topic_config: Callable[[str], Any], *,
                  listener_name: str, replica_lag_time_max_ms: int = 30000,
                  on_changed: Callable[[str, int], None] | None = None,
-                 clock: Callable[[], int] = _wall_clock_ms) -> None:
+                 clock: Callable[[], int] = _wall_clock_ms,
+                 failure_channel: LogDirFailureChannel | None = None) -> None:
         """``logs``: the LogManager; ``topic_config(name)``: the topic's LogConfig (broker
         defaults with the topic's overrides); ``on_changed(topic, partition)``: new data or a new
-        high watermark (the broker wakes the partition's waiting fetches)."""
+        high watermark (the broker wakes the partition's waiting fetches); ``failure_channel``:
+        the log dirs' (the LogManager's when not given)."""
         self.node_id = local_broker_id
         self.logs = logs
+        self.failure_channel = (failure_channel or getattr(logs, "failure_channel", None)
+                                or LogDirFailureChannel())
         self.topic_config = topic_config
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.on_changed = on_changed or (lambda topic, partition: None)
@@ -163,10 +178,14 @@ class ReplicaManager:
         for tp in set(self.partitions) | set(self.logs.logs):
             entry = wanted.get(tp)
             if entry is None or self._is_other_topic(tp, entry[0].topic_id):
-                self._remove_partition(tp)
+                with self._storage_error_skips(tp):
+                    self._remove_partition(tp)
         leaders, followers = [], []
         for tp, (topic, state) in wanted.items():
-            partition = self._ensure_partition(tp, topic.topic_id, now)
+            with self._storage_error_skips(tp):
+                partition = self._ensure_partition(tp, topic.topic_id, now)
+            if tp not in self.partitions or self._offline(self.partitions[tp]):
+                continue
             reg = PartitionRegistration(
                 tuple(state.replicas), tuple(state.isr), state.leader, state.leader_epoch,
                 state.partition_epoch, getattr(state, "leader_recovery_state", RECOVERED))
@@ -182,8 +201,33 @@ class ReplicaManager:
         if leaders:
             self._stop_fetching([tp for tp, _, _ in leaders])
             for tp, partition, reg in leaders:
-                self._apply(tp, partition, partition.make_leader(reg, now))
+                with self._storage_error_skips(tp):
+                    self._apply(tp, partition, partition.make_leader(reg, now))
         self._make_followers(followers, now)
+
+    @contextlib.contextmanager
+    def _storage_error_skips(self, tp: TopicPartition) -> Iterator[None]:
+        """A metadata change skips a partition whose log dir fails under it (the channel has
+        taken the dir offline and said so)."""
+        try:
+            yield
+        except KafkaStorageError:
+            log.debug("skipped a metadata change of %s-%d: its log dir is offline", *tp)
+
+    def _offline(self, partition: Partition) -> bool:
+        """Is the partition's log dir offline? (No dir has failed in the common case.)"""
+        offline = self.failure_channel.offline
+        return bool(offline) and getattr(partition.log, "parent_dir", None) in offline
+
+    def handle_log_dir_failure(self, log_dir: str) -> list[TopicPartition]:
+        """``log_dir`` went offline: stop fetching its partitions and answer their parked
+        acks=all requests KAFKA_STORAGE_ERROR. Returns its partitions."""
+        tps = [tp for tp, p in self.partitions.items() if getattr(p.log, "parent_dir", None) == log_dir]
+        self._stop_fetching(tps)
+        for tp in tps:
+            self.purgatory.fail_partition(tp, Error.KAFKA_STORAGE_ERROR)
+            self.on_changed(*tp)
+        return tps
 
     def _is_other_topic(self, tp: TopicPartition, topic_id: bytes) -> bool:
         known = self.topic_ids.get(tp)
@@ -225,7 +269,10 @@ class ReplicaManager:
             outcome = Outcome()
             if reg is not None:  # changed; else only the leader's liveness may have
                 was_leader = partition.is_leader
-                outcome = partition.make_follower(reg, now)
+                try:
+                    outcome = partition.make_follower(reg, now)
+                except KafkaStorageError:
+                    continue  # its log dir is offline
                 if was_leader and not partition.is_leader:
                     self.purgatory.fail_partition(tp, errors.NOT_LEADER_OR_FOLLOWER)
                     self.on_changed(*tp)
@@ -243,7 +290,10 @@ class ReplicaManager:
                 start[tp] = FollowerPartition(self.topic_ids[tp], target[0], target[1], partition.log)
         self._stop_fetching(stop)
         if start and self.fetchers is not None:
-            self.fetchers.add_partitions(start)
+            try:  # the initial fetch state may truncate a log
+                self.fetchers.add_partitions(start)
+            except KafkaStorageError:
+                start = {}
         for tp, target in start.items():
             self._fetching[tp] = (target.leader_id, target.leader_epoch)
 
@@ -308,6 +358,8 @@ class ReplicaManager:
         partition = self.partitions.get(tp)
         if partition is None:
             return None, self._missing(tp)
+        if self._offline(partition):
+            return None, Error.KAFKA_STORAGE_ERROR
         error = partition.check_leader_epoch(current_leader_epoch, require_leader)
         return (None, error) if error else (partition, errors.NONE)
 
@@ -339,6 +391,8 @@ class ReplicaManager:
         partition = self.partitions.get(tp)
         if partition is None:
             return AppendResult(self._missing(tp))
+        if self._offline(partition):
+            return AppendResult(Error.KAFKA_STORAGE_ERROR, "the partition's log dir is offline")
         if records is None or len(records) == 0:
             return AppendResult(partition.check_append(acks) or Error.INVALID_RECORD)
         now = self.clock() if now_ms is None else now_ms
@@ -357,11 +411,13 @@ class ReplicaManager:
                                 dup.last_offset + 1)
         except ReplicationError as e:
             return AppendResult(e.code, str(e))
+        except OSError as e:  # a storage operation the Log does not guard: the same path
+            failure = self.failure_channel.maybe_add_offline_log_dir(
+                log_.parent_dir, f"appending to {topic}-{index}", e)
+            return AppendResult(Error.KAFKA_STORAGE_ERROR, str(failure))
         except Exception as e:
             for cls, code in _APPEND_ERRORS:
                 if isinstance(e, cls):
-                    if code == Error.KAFKA_STORAGE_ERROR:
-                        log.error("append to %s-%d failed: %s", topic, index, e)
                     return AppendResult(code, str(e))
             raise
         self.on_changed(topic, index)  # followers' long polls: there is data to replicate
@@ -450,6 +506,8 @@ class ReplicaManager:
         partition = self.partitions.get(tp)
         if partition is None:
             return ReadResult(self._missing(tp))
+        if self._offline(partition):
+            return ReadResult(Error.KAFKA_STORAGE_ERROR)
         check = partition.check_follower_fetch(replica_id, current_leader_epoch, fetch_offset,
                                                last_fetched_epoch)
         log_ = partition.log
@@ -486,6 +544,9 @@ class ReplicaManager:
         except OffsetOutOfRangeError:
             result.error = errors.OFFSET_OUT_OF_RANGE
             return result
+        except KafkaStorageError:
+            result.error = Error.KAFKA_STORAGE_ERROR
+            return result
         if info.records is not None and info.size:
             result.records, result.size = info.records, info.size
         return result
@@ -518,7 +579,10 @@ class ReplicaManager:
         if timestamp == MAX_TIMESTAMP:
             found = log_.offset_of_max_timestamp()
         elif timestamp >= 0:
-            found = log_.fetch_offset_by_timestamp(timestamp)
+            try:
+                found = log_.fetch_offset_by_timestamp(timestamp)
+            except KafkaStorageError:
+                return OffsetResult(Error.KAFKA_STORAGE_ERROR)
         else:
             return OffsetResult(Error.INVALID_REQUEST)
         if found is not None and found[0] < last_fetchable:
@@ -531,6 +595,8 @@ class ReplicaManager:
         partition = self.partitions.get((topic, index))
         if partition is None:
             return self._missing((topic, index)), -1, -1
+        if self._offline(partition):
+            return Error.KAFKA_STORAGE_ERROR, -1, -1
         return partition.last_offset_for_leader_epoch(current_leader_epoch, leader_epoch,
                                                       replica_id != DEBUGGING_REPLICA_ID)
 
@@ -547,6 +613,8 @@ class ReplicaManager:
             log_.maybe_increment_log_start_offset(log_.high_watermark if offset == -1 else offset)
         except OffsetOutOfRangeError:
             return errors.OFFSET_OUT_OF_RANGE, -1
+        except KafkaStorageError:
+            return Error.KAFKA_STORAGE_ERROR, -1
         self.on_changed(topic, index)  # followers' long polls answer with the new log start
         return errors.NONE, log_.log_start_offset
 
