@@ -31,6 +31,9 @@ cluster's: controllers 1-3, brokers 4-6.
 |                    | deletes that file and starts it again                                    |
 | wipe               | kill -9 of a broker, its partition directories deleted (a lost disk),    |
 |                    | restarted empty                                                          |
+| disk-full          | a broker's log dir (its own tmpfs in such a trial) filled to the last    |
+|                    | byte: it must halt with exit code 1 (a log dir failure) within           |
+|                    | HALT_WAIT_S; the filler is deleted and the broker restarted              |
 
 The schedule is a pure function of the seed, the kinds and the length; injecting it depends on
 the cluster's state at the time (which broker leads, which controller is active), and each
@@ -38,21 +41,28 @@ injected fault records the nodes it hit.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+import shutil
 import signal
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 
 from tests.faults.hosts import Network
 from tests.faults.proxy import DelayProxy
 from tests.integration.quorum_cluster import Controller
 from tests.integration.replicated_cluster import ReplicatedCluster
+from tests.storage import tmpfs
 
 KINDS = ("kill", "kill-leader", "kill-controller", "kill-two", "pause", "partition", "isolate-leader",
-         "isolate-controller", "bridge", "one-way", "loss", "latency", "torn-write", "corrupt", "wipe")
+         "isolate-controller", "bridge", "one-way", "loss", "latency", "torn-write", "corrupt", "wipe",
+         "disk-full")
 PROCESS_KINDS = {"kill", "kill-leader", "kill-controller", "kill-two", "pause", "torn-write", "corrupt",
-                 "wipe"}
+                 "wipe", "disk-full"}
+BROKER_DISK_KIB = 128 * 1024  # a broker's log dir in a trial with disk-full faults: its own tmpfs
+HALT_WAIT_S = 15.0  # how long a broker whose disk is full gets to halt
 REFUSAL_WAIT_S = 10.0  # how long a broker restarted on a corrupt file gets to refuse it
 OVERLAP = 0.35  # the chance that a process fault starts while a network fault is on
 LOSS_PROBABILITY = 0.2
@@ -60,7 +70,7 @@ LATENCY_S = (0.05, 0.3)  # a slow link's delay each way, plus up to as much agai
 QUIET_S = (1.0, 3.0)
 DURATION_S = {"pause": (6.0, 8.0), "kill": (1.0, 4.0), "kill-leader": (1.0, 4.0),
               "kill-controller": (1.0, 4.0), "kill-two": (2.0, 5.0), "torn-write": (1.0, 2.0),
-              "corrupt": (1.0, 2.0), "wipe": (1.0, 2.0)}
+              "corrupt": (1.0, 2.0), "wipe": (1.0, 2.0), "disk-full": (2.0, 4.0)}
 NETWORK_DURATION_S = (4.0, 8.0)
 
 
@@ -178,6 +188,10 @@ class Nemesis:
             else:
                 partition = rng.randrange(self.partitions)
                 fault.detail = tear_tail(self.cluster, target, self.topic, partition, rng)
+        elif kind == "disk-full":
+            target = rng.choice(sorted(self.cluster.brokers))
+            fault.targets = [target]
+            fault.detail = self._fill_disk(target)
         elif kind == "partition":
             nodes = self.nodes
             rng.shuffle(nodes)
@@ -231,7 +245,12 @@ class Nemesis:
         self.stopped.add(node_id)
 
     def heal(self, fault: Fault) -> None:
-        if fault.kind == "corrupt":
+        if fault.kind == "disk-full":
+            filler = os.path.join(self.cluster.log_dir(fault.targets[0]), FILLER)
+            if os.path.exists(filler):
+                os.unlink(filler)
+            self._revive(fault.targets[0])
+        elif fault.kind == "corrupt":
             fault.detail += "; " + self._revive_corrupted(fault.targets[0])
         elif fault.kind in PROCESS_KINDS:
             for target in fault.targets:
@@ -255,6 +274,25 @@ class Nemesis:
             # heals; the trial waits for the whole cluster to serve once everything has healed
             Controller.start(self._node(node_id))
             self.stopped.discard(node_id)
+
+    def _fill_disk(self, node_id: int) -> str:
+        """Fill the broker's log dir; it must halt with exit code 1 once a write fails."""
+        broker = self.cluster.brokers[node_id]
+        if not broker.running or node_id in self.paused:
+            return "not running: nothing written"
+        tmpfs.fill(broker.metadata_dir, FILLER)
+        deadline = time.monotonic() + HALT_WAIT_S
+        while broker.running and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if broker.running:
+            raise AssertionError(broker.failure(f"broker {node_id} kept running on a full disk for "
+                                                f"{HALT_WAIT_S}s"))
+        self.stopped.add(node_id)
+        self.cluster.paused.discard(node_id)
+        if broker.proc.returncode != 1:
+            raise AssertionError(broker.failure(f"broker {node_id} on a full disk exited "
+                                                f"{broker.proc.returncode}, not 1"))
+        return "halted with exit code 1"
 
     def _revive_corrupted(self, node_id: int) -> str:
         """Start a broker whose files were corrupted; if it refuses to start, the file its one
@@ -285,6 +323,19 @@ class Nemesis:
         self._stop_proxies()
         for node_id in sorted(self.paused | self.stopped):
             self._revive(node_id)
+
+
+FILLER = "disk-full-filler"
+
+
+@contextlib.contextmanager
+def own_disk(data_dir: str, size_kib: int) -> Iterator[None]:
+    """A formatted broker's data dir moved onto a tmpfs of its own (unmounted on the way out)."""
+    formatted = data_dir + ".formatted"
+    shutil.move(data_dir, formatted)
+    with tmpfs.mounted(data_dir, size_kib):
+        tmpfs.copy_into(formatted, data_dir)
+        yield
 
 
 def _paths_in(text: str) -> list[str]:

@@ -16,11 +16,11 @@ pytestmark = pytest.mark.skipif(WHY_NOT is not None,
                                 reason=f"fault trials need network namespaces: {WHY_NOT}")
 
 # (seed, kinds, seconds of faults): together every kind of the nemesis. The second kills a leader
-# while a partition is on, the third the active controller during a one-way cut.
+# while a partition is on, the third the active controller while a link is slow.
 SHORT_TRIALS = [
     (1, ["kill", "kill-two", "pause", "torn-write", "corrupt", "wipe"], 36.0),
     (6, ["partition", "isolate-leader", "isolate-controller", "bridge", "kill-leader"], 34.0),
-    (6, ["one-way", "loss", "latency", "kill-controller"], 30.0),
+    (3, ["one-way", "loss", "latency", "kill-controller", "disk-full"], 36.0),
 ]
 
 

@@ -26,6 +26,7 @@ A failed trial's result names its seed, schedule and the command that replays it
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import random
@@ -37,7 +38,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.faults import checker as C
 from tests.faults.hosts import Network
-from tests.faults.nemesis import KINDS, Fault, Nemesis, schedule
+from tests.faults.nemesis import BROKER_DISK_KIB, KINDS, Fault, Nemesis, own_disk, schedule
 from tests.faults.workload import CLIENT_TIMEOUTS, Workload
 from tests.integration.replicated_cluster import ReplicatedCluster
 
@@ -193,10 +194,14 @@ def run_trial(seed: int, kinds: list[str] | None = None, length_s: float = 30.0,
     kinds = list(kinds or KINDS)
     result = TrialResult(seed, kinds, length_s)
     faults = schedule(seed, kinds, length_s)
-    with Network(range(1, 7), random.Random(seed)) as net:
+    with Network(range(1, 7), random.Random(seed)) as net, contextlib.ExitStack() as disks:
         hosts = lambda n: (net.address(n), net.prefix(n))  # noqa: E731
-        with ReplicatedCluster(hosts=hosts, broker_extra=TRIAL_BROKER_CONFIG,
-                               controller_extra=TRIAL_CONTROLLER_CONFIG) as cluster:
+        cluster = ReplicatedCluster(hosts=hosts, broker_extra=TRIAL_BROKER_CONFIG,
+                                    controller_extra=TRIAL_CONTROLLER_CONFIG)
+        if "disk-full" in kinds:  # each broker's log dir its own small filesystem
+            for broker in cluster.brokers.values():
+                disks.enter_context(own_disk(broker.metadata_dir, BROKER_DISK_KIB))
+        with cluster:
             bootstrap = ",".join(b.bootstrap for b in cluster.brokers.values())
             cluster.create_topic(TOPIC, PARTITIONS)
             nemesis = Nemesis(cluster, net, TOPIC, PARTITIONS)
