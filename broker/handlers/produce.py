@@ -45,7 +45,10 @@ def apis(broker) -> list[Api]:
             return None
         if req.acks == -1 and any(not r.error for r in results):
             # Appended in the connection's order; the wait for replication lets the
-            # connection's next requests in (protocol/dispatch.py, Deferred).
+            # connection's next requests in (protocol/dispatch.py, Deferred). It keeps no view
+            # of the request frame: the listener's memory pool (queued.max.request.bytes) has
+            # counted that frame free since this handler returned, so it must really be free.
+            entries = [(name, index, None) for name, index, _ in entries]
             return Deferred(answer_when_replicated(version, responses, entries, slots, results,
                                                    req.timeout_ms))
         return answer(version, responses, entries, slots, results)

@@ -159,3 +159,28 @@ def _request(node):
     R = M.ProduceRequest
     return R(transactional_id=None, acks=1, timeout_ms=1000, topic_data=[R.TopicProduceData(
         name=TOPIC, partition_data=[R.PartitionProduceData(index=0, records=memoryview(records(1)))])])
+
+
+def test_an_acks_all_produce_waiting_for_replication_holds_no_view_of_its_request_frame(tmp_path):
+    """The listener's memory pool frees a request's bytes when its handler returns; a produce
+    parked in the purgatory must not keep the frame alive behind that accounting."""
+    from protocol.dispatch import Deferred
+    from protocol.headers import RequestHeader
+    from tests.broker.replica_nodes import TOPIC_ID
+
+    async def main():
+        cluster = Cluster()
+        cluster.create_topic(replicas=(1, 2, 3))
+        leader = Node(tmp_path, 1, cluster)
+        frame = bytearray(records(10))
+        R = M.ProduceRequest
+        request = R(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[R.TopicProduceData(
+            name=TOPIC, topic_id=TOPIC_ID, partition_data=[R.PartitionProduceData(
+                index=0, records=memoryview(frame))])])
+        deferred = await leader.apis[0].fn(RequestHeader(0, 11, 1, "test", 2), request)
+        del request  # as the dispatcher drops it once the handler has returned
+        await settle()
+        assert isinstance(deferred, Deferred) and leader.log().log_end_offset == 10
+        frame.append(0)  # BufferError while any memoryview of the frame is still alive
+        deferred.response.close()
+    run(main())
