@@ -688,6 +688,20 @@ cdef object _corrupt(const batch_header_t* h, int64_t index, str what):
     return CorruptRecordError(f"batch at {h.position}: record {index}: {what}", h.position)
 
 
+cdef int _next_record(reader_t* r, reader_t* rr, const batch_header_t* h, int64_t i) except -1:
+    """Frame record ``i``: ``rr`` spans its body (its length varint read and checked against
+    what is left), ``r`` moves past it."""
+    cdef int32_t length
+    if r.p == r.end:
+        raise _corrupt(h, i, f"the records end after {i} of the {h.records_count} counted")
+    if not _read_length(r, &length, False) or length == 0:
+        raise _corrupt(h, i, "bad record length")
+    rr.p = r.p
+    rr.end = r.p + length
+    r.p = rr.end
+    return 0
+
+
 cdef enum:
     _KEY_CACHE = 8
 
@@ -709,13 +723,7 @@ cdef list _decode_section(const batch_header_t* h, cptr p, Py_ssize_t n):
     r.p = p
     r.end = p + n
     for i in range(h.records_count):
-        if r.p == r.end:
-            raise _corrupt(h, i, f"the records end after {i} of the {h.records_count} counted")
-        if not _read_length(&r, &length, False) or length == 0:
-            raise _corrupt(h, i, "bad record length")
-        rr.p = r.p
-        rr.end = r.p + length
-        r.p = rr.end
+        _next_record(&r, &rr, h, i)
         attributes = <int8_t>rr.p[0]
         rr.p += 1
         if not _read_varlong(&rr, &ts_delta):
@@ -816,13 +824,7 @@ cdef int _check_section(const batch_header_t* h, cptr p, Py_ssize_t n) except -1
     r.p = p
     r.end = p + n
     for i in range(h.records_count):
-        if r.p == r.end:
-            raise _corrupt(h, i, f"the records end after {i} of the {h.records_count} counted")
-        if not _read_length(&r, &length, False) or length == 0:
-            raise _corrupt(h, i, "bad record length")
-        rr.p = r.p
-        rr.end = r.p + length
-        r.p = rr.end
+        _next_record(&r, &rr, h, i)
         rr.p += 1  # attributes: unused by magic 2, any value accepted as Kafka does
         if not _read_varlong(&rr, &ts_delta):
             raise _corrupt(h, i, "bad timestampDelta varlong")

@@ -96,10 +96,10 @@ cpdef bytes decompress(int codec, object data, Py_ssize_t max_size=MAX_DECOMPRES
         if codec == CODEC_SNAPPY:
             return _snappy_decompress(data)
         if codec == CODEC_LZ4:
-            _lz4_bound(data, max_size)
+            _frames_bound(data, max_size, CODEC_LZ4)
             return _lz4_decompress(data)
         if codec == CODEC_ZSTD:
-            _zstd_bound(data, max_size)
+            _frames_bound(data, max_size, CODEC_ZSTD)
             return _zstd_decompress(data)
         if codec == CODEC_NONE:
             return bytes(data)
@@ -141,53 +141,66 @@ cdef inline uint32_t _le32(const unsigned char *p) noexcept nogil:
     return <uint32_t>p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
 
 
-cdef int _zstd_bound(object data, Py_ssize_t max_size) except -1:
-    """CorruptRecordError if the zstd frames in ``data`` may regenerate more than ``max_size``
-    bytes (an upper bound from the block headers; RFC 8878 section 3.1). Malformed framing is
-    left to the decompressor, which refuses it."""
+cdef int _frames_bound(object data, Py_ssize_t max_size, int codec) except -1:
+    """CorruptRecordError if the zstd or LZ4 frames in ``data`` may regenerate more than
+    ``max_size`` bytes: an upper bound from their block headers (zstd: RFC 8878 section 3.1;
+    LZ4: the LZ4 frame format). Skippable frames (either codec's magic 0x184D2A5?, a size,
+    data) add nothing. Malformed framing ends the walk: the decompressor refuses it."""
     cdef const unsigned char[::1] view = memoryview(data).cast("B")
-    cdef Py_ssize_t n = view.shape[0], pos = 0, header, block_size
-    cdef unsigned char descriptor, block
-    cdef int kind
+    cdef Py_ssize_t n = view.shape[0], pos = 0
     cdef uint64_t bound = 0
     cdef uint32_t magic
     while n - pos >= 4:
         magic = _le32(&view[pos])
-        if (magic & 0xFFFFFFF0) == 0x184D2A50:  # a skippable frame: magic, size, data
+        if (magic & 0xFFFFFFF0) == 0x184D2A50:
             if n - pos < 8:
                 return 0
             pos += 8 + <Py_ssize_t>_le32(&view[pos + 4])
             continue
-        if magic != _ZSTD_MAGIC or n - pos < 5:
+        if codec == CODEC_ZSTD:
+            pos = _zstd_frame(view, pos, &bound)
+        else:
+            pos = _lz4_frame(view, pos, &bound)
+        if bound > <uint64_t>max_size:
+            _too_big(_codec_name(codec), max_size)
+        if pos < 0:
             return 0
-        descriptor = view[pos + 4]
-        header = 1 + (0 if descriptor & 0x20 else 1)  # descriptor, window descriptor
-        header += (0, 1, 2, 4)[descriptor & 0x03]  # dictionary id
-        header += ((1 if descriptor & 0x20 else 0), 2, 4, 8)[descriptor >> 6]  # content size
-        pos += 4 + header
-        while True:
-            if n - pos < 3:
-                return 0
-            block = view[pos]
-            block_size = <Py_ssize_t>(view[pos] | (view[pos + 1] << 8) | (view[pos + 2] << 16)) >> 3
-            pos += 3
-            kind = (block >> 1) & 0x03
-            if kind == 0:  # raw
-                bound += block_size
-                pos += block_size
-            elif kind == 1:  # RLE: one byte, repeated block_size times
-                bound += block_size
-                pos += 1
-            else:  # compressed (or reserved, which the decompressor refuses)
-                bound += _ZSTD_BLOCK_MAX
-                pos += block_size
-            if bound > <uint64_t>max_size:
-                _too_big("zstd", max_size)
-            if block & 1:
-                break
-        if descriptor & 0x04:  # content checksum
-            pos += 4
     return 0
+
+
+cdef Py_ssize_t _zstd_frame(const unsigned char[::1] view, Py_ssize_t pos, uint64_t* bound):
+    """Add what the zstd frame at ``pos`` may regenerate to ``bound``; the position after
+    it, or -1 if it is not a frame or is cut short. A block regenerates its own size when
+    raw or RLE, at most 128 KiB when compressed."""
+    cdef Py_ssize_t n = view.shape[0], header, block_size
+    cdef unsigned char descriptor, block
+    cdef int kind
+    if _le32(&view[pos]) != _ZSTD_MAGIC or n - pos < 5:
+        return -1
+    descriptor = view[pos + 4]
+    header = 1 + (0 if descriptor & 0x20 else 1)  # descriptor, window descriptor
+    header += (0, 1, 2, 4)[descriptor & 0x03]  # dictionary id
+    header += ((1 if descriptor & 0x20 else 0), 2, 4, 8)[descriptor >> 6]  # content size
+    pos += 4 + header
+    while True:
+        if n - pos < 3:
+            return -1
+        block = view[pos]
+        block_size = <Py_ssize_t>(view[pos] | (view[pos + 1] << 8) | (view[pos + 2] << 16)) >> 3
+        pos += 3
+        kind = (block >> 1) & 0x03
+        if kind == 0:  # raw
+            bound[0] += block_size
+            pos += block_size
+        elif kind == 1:  # RLE: one byte, repeated block_size times
+            bound[0] += block_size
+            pos += 1
+        else:  # compressed (or reserved, which the decompressor refuses)
+            bound[0] += _ZSTD_BLOCK_MAX
+            pos += block_size
+        if block & 1:
+            break
+    return pos + (4 if descriptor & 0x04 else 0)  # content checksum
 
 
 cdef bytes _lz4_decompress(object data):
@@ -204,43 +217,28 @@ cdef bytes _lz4_decompress(object data):
     return b"".join(parts)
 
 
-cdef int _lz4_bound(object data, Py_ssize_t max_size) except -1:
-    """CorruptRecordError if the LZ4 frames in ``data`` may regenerate more than ``max_size``
-    bytes: a compressed block at most the frame's block maximum size, an uncompressed one its
-    own size (the LZ4 frame format). Malformed framing is left to the decompressor."""
-    cdef const unsigned char[::1] view = memoryview(data).cast("B")
-    cdef Py_ssize_t n = view.shape[0], pos = 0, block_max
+cdef Py_ssize_t _lz4_frame(const unsigned char[::1] view, Py_ssize_t pos, uint64_t* bound):
+    """Add what the LZ4 frame at ``pos`` may regenerate to ``bound``; the position after it,
+    or -1 if it is not a frame or is cut short. A block regenerates its own size when stored
+    uncompressed, at most the frame's block maximum (64 KiB to 4 MiB) when compressed."""
+    cdef Py_ssize_t n = view.shape[0], block_max
     cdef unsigned char flags
-    cdef uint32_t magic, size
-    cdef uint64_t bound = 0
-    while n - pos >= 4:
-        magic = _le32(&view[pos])
-        if (magic & 0xFFFFFFF0) == 0x184D2A50:  # a skippable frame: magic, size, data
-            if n - pos < 8:
-                return 0
-            pos += 8 + <Py_ssize_t>_le32(&view[pos + 4])
-            continue
-        if magic != _LZ4_MAGIC or n - pos < 7:
-            return 0
-        flags = view[pos + 4]
-        block_max = (64 * 1024, 256 * 1024, 1024 * 1024, 4096 * 1024)[(view[pos + 5] >> 4) & 0x03]
-        pos += 4 + 2 + (8 if flags & 0x08 else 0) + (4 if flags & 0x01 else 0) + 1
-        while True:
-            if n - pos < 4:
-                return 0
-            size = _le32(&view[pos])
-            pos += 4
-            if size == 0:  # the end mark
-                break
-            if size & 0x80000000:  # stored uncompressed
-                bound += size & 0x7FFFFFFF
-            else:
-                bound += block_max
-            pos += <Py_ssize_t>(size & 0x7FFFFFFF) + (4 if flags & 0x10 else 0)
-            if bound > <uint64_t>max_size:
-                _too_big("lz4", max_size)
-        pos += 4 if flags & 0x04 else 0
-    return 0
+    cdef uint32_t size
+    if _le32(&view[pos]) != _LZ4_MAGIC or n - pos < 7:
+        return -1
+    flags = view[pos + 4]
+    block_max = (64 * 1024, 256 * 1024, 1024 * 1024, 4096 * 1024)[(view[pos + 5] >> 4) & 0x03]
+    pos += 4 + 2 + (8 if flags & 0x08 else 0) + (4 if flags & 0x01 else 0) + 1
+    while True:
+        if n - pos < 4:
+            return -1
+        size = _le32(&view[pos])
+        pos += 4
+        if size == 0:  # the end mark
+            break
+        bound[0] += (size & 0x7FFFFFFF) if size & 0x80000000 else block_max  # stored, or not
+        pos += <Py_ssize_t>(size & 0x7FFFFFFF) + (4 if flags & 0x10 else 0)
+    return pos + (4 if flags & 0x04 else 0)  # content checksum
 
 
 cdef bytes _zstd_decompress(object data):
