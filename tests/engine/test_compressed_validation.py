@@ -19,19 +19,13 @@ from ext.crc import crc32c
 from protocol import messages as M
 from protocol.errors import Error
 from tests.engine.batches import BASE_TS
+from tests.unit.test_batch import zigzag
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 NOW = BASE_TS + 1000
 
 
-def varint(v: int) -> bytes:
-    z = ((v << 1) ^ (v >> 63)) & 0xFFFFFFFFFFFFFFFF
-    out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
+varint = zigzag  # Kafka's signed varints
 
 
 def blob(b: bytes | None) -> bytes:

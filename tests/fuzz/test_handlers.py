@@ -91,6 +91,20 @@ def assert_clean_log(caplog) -> None:
     assert not bad, "\n".join(f"{r.levelname} {r.name}: {r.getMessage()}" for r in bad)
 
 
+async def send_every_api(dispatcher, src, per_version: int) -> int:
+    """``per_version`` hostile requests of every API and version the dispatcher serves, each
+    answer checked; how many were sent."""
+    sent = 0
+    for api in sorted(dispatcher.apis.values(), key=lambda a: a.key):
+        for version in range(api.min_version, api.max_version + 1):
+            for i in range(per_version):
+                request = request_value(src, api.key, version)
+                frame = request_frame(api.key, version, i, encode_loose(api.key, version, request))
+                check_answer(await send(dispatcher, frame), api.key, version, i)
+                sent += 1
+    return sent
+
+
 def fuzz_handlers(tmp_path, caplog, seed: int, per_version: int) -> int:
     caplog.set_level(logging.INFO)
 
@@ -98,19 +112,10 @@ def fuzz_handlers(tmp_path, caplog, seed: int, per_version: int) -> int:
         dispatcher, coordinator = await broker_dispatcher(tmp_path)
         rng = random.Random(seed)
         src = HostileSource(rng)
-        sent = 0
         try:
-            for api in sorted(dispatcher.apis.values(), key=lambda a: a.key):
-                for version in range(api.min_version, api.max_version + 1):
-                    for i in range(per_version):
-                        request = request_value(src, api.key, version)
-                        frame = request_frame(api.key, version, i,
-                                              encode_loose(api.key, version, request))
-                        check_answer(await send(dispatcher, frame), api.key, version, i)
-                        sent += 1
+            return await send_every_api(dispatcher, src, per_version)
         finally:
             await coordinator.runtime.stop()
-        return sent
 
     sent = asyncio.run(main())
     assert_clean_log(caplog)
@@ -142,18 +147,8 @@ def fuzz_controller(caplog, seed: int, per_version: int) -> int:
     async def main() -> int:
         rng = random.Random(seed)
         src = ControllerSource(rng)
-        sent = 0
         async with Controller() as controller:
-            dispatcher = controller.dispatcher
-            for api in sorted(dispatcher.apis.values(), key=lambda a: a.key):
-                for version in range(api.min_version, api.max_version + 1):
-                    for i in range(per_version):
-                        request = request_value(src, api.key, version)
-                        frame = request_frame(api.key, version, i,
-                                              encode_loose(api.key, version, request))
-                        check_answer(await send(dispatcher, frame), api.key, version, i)
-                        sent += 1
-        return sent
+            return await send_every_api(controller.dispatcher, src, per_version)
 
     sent = asyncio.run(main())
     assert_clean_log(caplog)

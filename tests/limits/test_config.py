@@ -5,15 +5,7 @@ import pytest
 from engine.errors import ConfigError
 from protocol.limits import UNLIMITED
 from strom.config import ServerConfig
-
-BASE = {
-    "process.roles": "broker,controller",
-    "node.id": "1",
-    "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
-    "controller.listener.names": "CONTROLLER",
-    "controller.quorum.voters": "1@127.0.0.1:9093",
-    "log.dirs": "/tmp/x",
-}
+from tests.broker.test_config import BASE
 
 
 def test_defaults_bound_request_memory_and_leave_connections_unlimited_as_kafka():
