@@ -114,6 +114,10 @@ def render_markdown(summary: dict, plot: str | None = None) -> str:
         f"| failovers | {fo['count']} |",
         f"| failover duration p50 / p99 / max | {_s(fo['p50_s'])} / {_s(fo['p99_s'])} / {_s(fo['max_s'])} |",
     ]
+    lines += ["", "A failover's duration is the longest time, over the partitions, from the fault to the "
+              "first acknowledgement of a record sent after it: a crash measures the move of "
+              "leadership; a partition that leaves a partition's leader without an in-sync follower "
+              "stalls its acks=all writes until it heals, as the rules require."]
     if rec["count"]:
         lines.append(f"| serving again after the faults healed, p50 / max | {_s(rec['p50_s'])} / "
                      f"{_s(rec['max_s'])} |")
@@ -165,6 +169,7 @@ def render_plot(summary: dict, path: str) -> None:
                                             for n, t in zip(names, totals)])
     found.bar_label(bars, [str(t) for t in totals], fontsize=8)
     found.invert_yaxis()
+    found.set_xlim(0, max(1, *totals) * 1.15)
     found.set_xlabel("anomalies found (all trials)")
     fig.suptitle(f"{summary['trials']} fault trials, {summary['passed']} passed; "
                  f"{summary['acknowledged']:,} records acknowledged, {summary['checked']:,} checked")
