@@ -15,7 +15,9 @@ Events (plain frozen dataclasses, fields in this order; ``records`` are ``(offse
 | event      | fields                                                    | meaning                           |
 |------------|-----------------------------------------------------------|-----------------------------------|
 | Send       | producer, topic, partition, value, time                   | produce() called: the send order  |
-| Ack        | producer, topic, partition, value, offset, time           | acks=all acknowledgement          |
+| Ack        | producer, topic, partition, value, offset, time           | acks=all acknowledgement; offset  |
+|            |                                                           | None when the client acknowledged |
+|            |                                                           | it without one (below)            |
 | Fail       | producer, topic, partition, value, error, definite, time  | delivery failed; definite False:  |
 |            |                                                           | it may be in the log (:info)      |
 | Poll       | consumer, topic, partition, offset, value, time, session  | one record a consumer returned    |
@@ -53,6 +55,13 @@ Checks (``CheckResult.counts`` keys; Jepsen's name where it has one):
 | committed_past_end   |                       | a committed group offset beyond the log end offset      |
 | failed_but_present   | :G1a (aborted read)   | a definite Fail whose value some read found             |
 
+An acknowledgement may come without an offset: an idempotent librdkafka producer whose request
+for a batch timed out, once a later batch of the same partition is acknowledged, acknowledges the
+earlier one too (the broker accepts sequences only in order, so it must be in the log) but never
+learns its offset. Such a value is judged by presence: in the final read it is checked (its order
+among the producer's values too); absent, it is lost when a value sent after it is in the final
+read, unseen otherwise.
+
 Writes whose outcome is unknown (indefinite Fail, or Send without an outcome) may or may not be in
 the log: both are fine. Replica records at or above a replica's own high watermark are not
 committed and may legitimately differ (a former leader's tail awaiting truncation): they are left
@@ -86,7 +95,7 @@ class Ack:
     topic: str
     partition: int
     value: str
-    offset: int
+    offset: int | None  # None: acknowledged without an offset (see the module docstring)
     time: float
 
 
@@ -269,6 +278,9 @@ def _check_acknowledged(history: list, reads: _Reads, out: _Examples) -> tuple[i
         tp = (ack.topic, ack.partition)
         offsets = reads.final_positions[tp].get(ack.value)
         end = reads.final_end.get(tp, 0)
+        if ack.offset is None:  # acknowledged without an offset (see Ack): judged by presence
+            checked += _check_offsetless(ack, offsets, sent_order, acks, reads, out)
+            continue
         if offsets:
             checked += 1
             if ack.offset not in offsets:
@@ -297,6 +309,22 @@ def _check_acknowledged(history: list, reads: _Reads, out: _Examples) -> tuple[i
                 out.add("reordered", {"kind": "send_order", "topic": tp[0], "partition": tp[1],
                                       "producer": producer, "values": [v1, v2], "offsets": [o1, o2]})
     return len(acks), checked
+
+
+def _check_offsetless(ack: Ack, offsets, sent_order, acks: dict, reads: _Reads, out: _Examples) -> int:
+    """An acknowledgement without an offset: present is fine; absent is lost if a value the same
+    producer sent later to the same partition was acknowledged and is in the final read (the
+    idempotent producer's order puts this one before it), else unseen. Returns 1 if judged."""
+    if offsets:
+        return 1
+    tp = (ack.topic, ack.partition)
+    order = sent_order[(ack.producer, tp)]
+    later = order[order.index(ack.value) + 1:] if ack.value in order else []
+    found = [v for v in later if v in acks and reads.final_positions[tp].get(v)]
+    name = "lost" if found else "unseen"
+    out.add(name, {"topic": ack.topic, "partition": ack.partition, "value": ack.value, "offset": None,
+                   "end_offset": reads.final_end.get(tp, 0), "present_later_value": found[:1]})
+    return 1 if found else 0
 
 
 def _check_reads(reads: _Reads, out: _Examples) -> None:

@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import re
 import shutil
 import signal
 import time
@@ -339,7 +340,8 @@ def own_disk(data_dir: str, size_kib: int) -> Iterator[None]:
 
 
 def _paths_in(text: str) -> list[str]:
-    return [w.strip(":,;'\"()") for w in text.split() if w.startswith("/") or w.startswith("'/")]
+    """Absolute paths in a log line, without what follows them (``file:8: why`` names file)."""
+    return re.findall(r"/[^\s:'\"(),;]+", text)
 
 
 def flip_bits(cluster: ReplicatedCluster, broker_id: int, topic: str, partition: int,

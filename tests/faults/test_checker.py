@@ -92,6 +92,34 @@ def test_unseen_when_final_read_ended_before_the_acknowledged_offset_is_not_lost
     assert not check(history, allow_unseen=False).ok
 
 
+def offsetless(history: list, value: str) -> list:
+    """The history with ``value``'s acknowledgement stripped of its offset, as librdkafka reports a
+    batch it acknowledged implicitly (its own answer lost, a later batch acknowledged)."""
+    return [Ack(e.producer, e.topic, e.partition, e.value, None, e.time)
+            if isinstance(e, Ack) and e.value == value else e for e in history]
+
+
+def test_an_acknowledgement_without_an_offset_is_judged_by_presence_not_position():
+    result = check(offsetless(clean(), "p0-1"))
+    assert result.ok, result.summary
+    assert (result.acknowledged, result.checked) == (5, 5)
+
+
+def test_an_acknowledgement_without_an_offset_missing_before_a_later_value_is_lost():
+    history = [e for e in offsetless(clean(), "p0-1") if not isinstance(e, FinalRead)]
+    history.append(FinalRead(T, 0, [(o, v) for o, v in enumerate(LOG) if v != "p0-1"], len(LOG)))
+    result = check(history)
+    assert anomalies(result) == {"lost"} and not result.ok
+    assert result.examples["lost"][0]["present_later_value"] == ["p0-2"]
+
+
+def test_an_acknowledgement_without_an_offset_missing_after_everything_read_is_unseen():
+    history = [e for e in offsetless(clean(), "p0-2") if not isinstance(e, FinalRead)]
+    history.append(final(0, LOG[:4]))
+    result = check(history)
+    assert anomalies(result) == {"unseen"} and result.ok
+
+
 def test_unseen_when_a_partition_has_no_final_read():
     history = [e for e in clean() if not isinstance(e, FinalRead)] + acked("p0", 1, "p0-9", 0)
     history.append(final(0, LOG))

@@ -76,7 +76,7 @@ class TrialResult:
     check: dict = field(default_factory=dict)
     ok: bool = False
     error: str = ""
-    history: list = field(default_factory=list, repr=False)  # the workload's events, for a post-mortem
+    history: list = field(default_factory=list, repr=False)  # what the checker saw, for a post-mortem
 
     @property
     def replay(self) -> str:
@@ -240,7 +240,7 @@ def run_trial(seed: int, kinds: list[str] | None = None, length_s: float = 30.0,
     result.acked = sum(1 for e in history if isinstance(e, C.Ack))
     result.checked = checked.checked
     result.failovers = _failovers(faults, history)
-    result.history = history
+    result.history = [*history, *reads, *replicas, *committed]  # all the checker saw
     result.check = checked.to_dict()
     result.ok = checked.ok and not result.dead and not result.error and not result.fatal
     return result
