@@ -114,13 +114,13 @@ def render_markdown(summary: dict, plot: str | None = None) -> str:
         f"| failovers | {fo['count']} |",
         f"| failover duration p50 / p99 / max | {_s(fo['p50_s'])} / {_s(fo['p99_s'])} / {_s(fo['max_s'])} |",
     ]
+    if rec["count"]:
+        lines.append(f"| serving again after the faults healed, p50 / max | {_s(rec['p50_s'])} / "
+                     f"{_s(rec['max_s'])} |")
     lines += ["", "A failover's duration is the longest time, over the partitions, from the fault to the "
               "first acknowledgement of a record sent after it: a crash measures the move of "
               "leadership; a partition that leaves a partition's leader without an in-sync follower "
               "stalls its acks=all writes until it heals, as the rules require."]
-    if rec["count"]:
-        lines.append(f"| serving again after the faults healed, p50 / max | {_s(rec['p50_s'])} / "
-                     f"{_s(rec['max_s'])} |")
     lines += ["", "## Faults injected by type", "", "| fault | count |", "|---|---:|"]
     lines += [f"| {kind} | {n} |" for kind, n in summary["faults"].items()]
     lines += ["", "## Anomalies", "", "| anomaly | total | trials |", "|---|---:|---:|"]
