@@ -47,6 +47,7 @@ from protocol.errors import Error
 from protocol.headers import RequestHeader
 from protocol.metadata_records import decode_record, encode_record
 from protocol.net import current_connection
+from raft.accumulator import RecordBatchTooLargeError
 from raft.errors import NotLeaderError
 from raft.log import Entry, Snapshot
 from raft.quorum_state import Leader
@@ -214,16 +215,21 @@ class QuorumController:
             return await serve(header, req)
         return heartbeat
 
-    def _write(self, handler, not_controller):
-        """Serve ``handler`` as the active controller, else answer NOT_CONTROLLER."""
+    def _write(self, handler, error_response):
+        """Serve ``handler`` as the active controller, else answer NOT_CONTROLLER. Records that
+        do not fit one metadata batch fail the whole request with POLICY_VIOLATION, as Kafka
+        answers an operation past its record bound."""
         async def serve(header: RequestHeader, req) -> Any:
             async with self._lock:
                 if not await self._ensure_active():
-                    return not_controller(header.api_key, req)
+                    return error_response(header.api_key, req)
                 try:
                     return await handler(header, req)
                 except NotController:
-                    return not_controller(header.api_key, req)
+                    return error_response(header.api_key, req)
+                except RecordBatchTooLargeError as e:
+                    log.info("refused %s v%d: %s", header.api_key, header.api_version, e)
+                    return error_response(header.api_key, req, Error.POLICY_VIOLATION, TOO_LARGE)
         return serve
 
     async def handle_describe_cluster(self, header: RequestHeader, req) -> Any:
@@ -372,31 +378,36 @@ class QuorumController:
 
 # ---- NOT_CONTROLLER answers, in each response's own shape -------------------------------------
 
-def _top_error(api_key: int, req) -> Any:
+# Whole-request answers: NOT_CONTROLLER by default, or the error a handler's failure maps to.
+TOO_LARGE = "Unable to perform excessively large batch operation."
+
+
+def _top_error(api_key: int, req, code: int = Error.NOT_CONTROLLER, message: str | None = None) -> Any:
     response = {43: M.ElectLeadersResponse, 56: M.AlterPartitionResponse,
                 62: M.BrokerRegistrationResponse, 63: M.BrokerHeartbeatResponse,
                 67: M.AllocateProducerIdsResponse}[api_key]
-    return response(error_code=Error.NOT_CONTROLLER)
+    return response(error_code=code)
 
 
-def _topics_error(api_key: int, req) -> Any:
+def _topics_error(api_key: int, req, code: int = Error.NOT_CONTROLLER, message: str | None = None) -> Any:
     R = M.CreateTopicsResponse
-    return R(topics=[R.CreatableTopicResult(name=t.name, error_code=Error.NOT_CONTROLLER)
+    return R(topics=[R.CreatableTopicResult(name=t.name, error_code=code, error_message=message)
                      for t in req.topics])
 
 
-def _responses_error(api_key: int, req) -> Any:
+def _responses_error(api_key: int, req, code: int = Error.NOT_CONTROLLER, message: str | None = None) -> Any:
     if api_key == 20:
         R = M.DeleteTopicsResponse
         names = [t.name for t in req.topics] if req.topics else list(req.topic_names)
-        return R(responses=[R.DeletableTopicResult(name=n, error_code=Error.NOT_CONTROLLER) for n in names])
+        return R(responses=[R.DeletableTopicResult(name=n, error_code=code, error_message=message)
+                            for n in names])
     R = M.IncrementalAlterConfigsResponse
     return R(responses=[R.AlterConfigsResourceResponse(
-        resource_type=r.resource_type, resource_name=r.resource_name, error_code=Error.NOT_CONTROLLER)
+        resource_type=r.resource_type, resource_name=r.resource_name, error_code=code, error_message=message)
         for r in req.resources])
 
 
-def _results_error(api_key: int, req) -> Any:
+def _results_error(api_key: int, req, code: int = Error.NOT_CONTROLLER, message: str | None = None) -> Any:
     R = M.CreatePartitionsResponse
-    return R(results=[R.CreatePartitionsTopicResult(name=t.name, error_code=Error.NOT_CONTROLLER)
+    return R(results=[R.CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message)
                       for t in req.topics])

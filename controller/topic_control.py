@@ -11,6 +11,12 @@ them when placed), its leader the first of those, its leader and partition epoch
 Records of a new topic, in Kafka's order: TopicRecord, its ConfigRecords, its
 PartitionRecords. Configs are validated as topic configs over the broker defaults
 (min.insync.replicas >= 1, unclean.leader.election.enable a boolean, ...): INVALID_CONFIG.
+
+One request may create at most MAX_PARTITIONS_PER_REQUEST partitions, counted from the request
+before anything is placed (Kafka's validateTotalNumberOfPartitions): more is POLICY_VIOLATION for
+every topic in it. Placement and records cost the controller's loop time and memory in
+proportion to a number the client chose; without the bound one CreateTopics of 2**31-1
+partitions, validate_only or not, would stall the controller for good.
 """
 from __future__ import annotations
 
@@ -25,6 +31,9 @@ from metadata.image import TOPIC_RESOURCE, MetadataImage
 from protocol import messages as M
 from protocol.errors import Error
 from protocol.topics import topic_name_error
+
+MAX_PARTITIONS_PER_REQUEST = 10_000  # Kafka's MAX_PARTITIONS_PER_BATCH
+TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
 
 
 class TopicError(Exception):
@@ -59,9 +68,13 @@ class TopicControl:
     def create_topics(self, image: MetadataImage, req) -> ControllerResult:
         R = M.CreateTopicsResponse
         results, records, seen = [], [], set()
+        too_many = self._partitions_requested(req.topics) > MAX_PARTITIONS_PER_REQUEST
         for t in req.topics:
             result = R.CreatableTopicResult(name=t.name)
             results.append(result)
+            if too_many:
+                result.error_code, result.error_message = Error.POLICY_VIOLATION, TOO_MANY_PARTITIONS
+                continue
             try:
                 topic_records, replication_factor, count = self._create_topic(image, t, seen)
             except TopicError as e:
@@ -74,6 +87,18 @@ class TopicControl:
             if not req.validate_only:
                 records += topic_records
         return ControllerResult(records, R(topics=results))
+
+    def _partitions_requested(self, topics) -> int:
+        """An upper bound of the partitions a CreateTopics asks for, before any is checked."""
+        total = 0
+        for t in topics:
+            if t.assignments:
+                total += len(t.assignments)
+            elif t.num_partitions == -1:
+                total += self.num_partitions
+            elif t.num_partitions > 0:
+                total += t.num_partitions
+        return total
 
     def _create_topic(self, image: MetadataImage, t, seen: set[str]) -> tuple[list[Any], int, int]:
         why = topic_name_error(t.name)
@@ -183,11 +208,13 @@ class TopicControl:
     def create_partitions(self, image: MetadataImage, req) -> ControllerResult:
         R = M.CreatePartitionsResponse
         results, records = [], []
+        added = 0
         for t in req.topics:
             result = R.CreatePartitionsTopicResult(name=t.name)
             results.append(result)
             try:
-                new = self._create_partitions(image, t)
+                new = self._create_partitions(image, t, MAX_PARTITIONS_PER_REQUEST - added)
+                added += len(new)
             except TopicError as e:
                 result.error_code, result.error_message = e.code, e.message
                 continue
@@ -195,7 +222,7 @@ class TopicControl:
                 records += new
         return ControllerResult(records, R(results=results))
 
-    def _create_partitions(self, image: MetadataImage, t) -> list[Any]:
+    def _create_partitions(self, image: MetadataImage, t, allowed: int) -> list[Any]:
         topic = image.topics.get(t.name)
         if topic is None:
             raise TopicError(Error.UNKNOWN_TOPIC_OR_PARTITION)
@@ -204,6 +231,8 @@ class TopicControl:
             raise TopicError(Error.INVALID_PARTITIONS, f"Topic currently has {current} partitions, "
                              f"which is higher than or equal to the requested {t.count}.")
         additional = t.count - current
+        if additional > allowed:
+            raise TopicError(Error.POLICY_VIOLATION, TOO_MANY_PARTITIONS)
         rf = len(topic.partitions[0].replicas) if 0 in topic.partitions else 1
         if t.assignments is not None and t.assignments:
             if len(t.assignments) != additional:

@@ -308,3 +308,27 @@ def test_a_broker_metadata_follower_registers_reconnects_and_shuts_down_under_co
                 await f.close()
             return state
     assert run(body(), timeout=30) == (True, 11, False, True)
+
+
+def test_records_past_one_metadata_batch_are_a_policy_violation_and_the_controller_serves_on():
+    """90 topics each with a 100 KB config value (whitespace around a number is a valid value):
+    9 MB of records, past the 8 MiB a metadata batch holds. Kafka answers an operation past its
+    record bound with POLICY_VIOLATION; before, the append's error escaped the handler."""
+    async def body():
+        async with Controller() as c:
+            conn = await c.connect()
+            await register(conn, 1, c.image)
+            R = M.CreateTopicsRequest
+            padded = " " * 100_000 + "5"
+            big = await conn.request(19, 7, R(topics=[R.CreatableTopic(
+                name=f"t{i}", num_partitions=1, replication_factor=1,
+                configs=[R.CreatableTopic.CreatableTopicConfig(name="retention.ms", value=padded)])
+                for i in range(90)], timeout_ms=5000))
+            assert {(t.error_code, t.error_message) for t in big.topics} == \
+                {(Error.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")}
+            assert len(big.topics) == 90 and not c.image.topics
+            small = await conn.request(19, 7, R(topics=[R.CreatableTopic(
+                name="t", num_partitions=1, replication_factor=1)], timeout_ms=5000))
+            assert small.topics[0].error_code == Error.NONE and "t" in c.image.topics
+            await conn.close()
+    run(body())

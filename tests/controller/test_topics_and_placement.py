@@ -166,3 +166,43 @@ def test_create_partitions_places_new_partitions_with_the_topic_replication_fact
         R.CreatePartitionsTopic.CreatePartitionsAssignment(broker_ids=[3])])], timeout_ms=1000)
     result = s.apply(s.topics.create_partitions(s.image, wrong_rf)).results[0]
     assert result.error_code == Error.INVALID_REPLICA_ASSIGNMENT
+
+
+def test_a_create_topics_request_for_more_than_10000_partitions_is_a_policy_violation_before_placement():
+    """One request may not make the controller place (and hold in memory) more than
+    MAX_PARTITIONS_PER_REQUEST partitions, as Kafka's validateTotalNumberOfPartitions: a fuzzed
+    num_partitions of 2**31-1 otherwise blocks the controller's loop placing them."""
+    s = Scenario(brokers=3)
+    R = M.CreateTopicsRequest
+
+    def topic(name, partitions):
+        return R.CreatableTopic(name=name, num_partitions=partitions, replication_factor=1,
+                                assignments=[], configs=[])
+    for validate_only in (False, True):
+        for topics in ([topic("huge", 2**31 - 1)], [topic("a", 6000), topic("b", 4001)]):
+            response = s.apply(s.topics.create_topics(s.image, R(topics=topics, validate_only=validate_only)))
+            assert {(t.error_code, t.error_message) for t in response.topics} == \
+                {(Error.POLICY_VIOLATION, "Excessively large number of partitions per request.")}
+            assert len(response.topics) == len(topics)
+            assert s.last_records == [] and not s.image.topics
+    s.topics.num_partitions = 5001  # the default counts for num_partitions=-1
+    response = s.apply(s.topics.create_topics(s.image, R(topics=[topic("a", -1), topic("b", -1)])))
+    assert {t.error_code for t in response.topics} == {Error.POLICY_VIOLATION}
+    response = s.apply(s.topics.create_topics(s.image, R(topics=[topic("a", 6000), topic("b", 4000)])))
+    assert [t.error_code for t in response.topics] == [Error.NONE, Error.NONE]
+    assert len(s.image.topics["a"].partitions) + len(s.image.topics["b"].partitions) == 10000
+
+
+def test_a_create_partitions_request_adding_more_than_10000_partitions_is_a_policy_violation():
+    s = Scenario(brokers=3)
+    s.create_topic("t", partitions=2, rf=2)
+    R = M.CreatePartitionsRequest
+    for count in (2**31 - 1, 10003):
+        grow = R(topics=[R.CreatePartitionsTopic(name="t", count=count, assignments=None)], timeout_ms=1000)
+        result = s.apply(s.topics.create_partitions(s.image, grow)).results[0]
+        assert (result.error_code, result.error_message) == \
+            (Error.POLICY_VIOLATION, "Excessively large number of partitions per request.")
+        assert sorted(s.image.topics["t"].partitions) == [0, 1]
+    grow = R(topics=[R.CreatePartitionsTopic(name="t", count=10002, assignments=None)], timeout_ms=1000)
+    assert s.apply(s.topics.create_partitions(s.image, grow)).results[0].error_code == Error.NONE
+    assert len(s.image.topics["t"].partitions) == 10002
