@@ -48,7 +48,7 @@ class FrameReader:
         self.end = 0
         self.big: bytearray | None = None  # a large frame being received in place
         self.big_filled = 0
-        self.pool = pool  # None once the connection is gone (after leave())
+        self.pool = pool  # None once the connection is gone and holds nothing (leave())
         self.held = 0  # bytes reserved in the pool for frames handed out and not yet released
         self.blocked = False  # waiting in the pool for blocked_size bytes
         self.blocked_size = 0
@@ -65,11 +65,19 @@ class FrameReader:
             self.held -= n
             pool.release(n)
 
-    def leave(self) -> None:
-        """The connection is gone: everything it held goes back to the pool."""
-        pool, self.pool = self.pool, None
+    def leave(self, keep: int = 0) -> None:
+        """The connection is gone: its buffers are dropped now, not when the cyclic garbage
+        collector finds the connection, and everything it held goes back to the pool but
+        ``keep`` bytes (a frame still being handled), given back by ``release`` later."""
+        self.buf = bytearray()
+        self.big, self.big_filled = None, 0
+        self.start = self.end = 0
+        self.on_resume = None
+        pool = self.pool
         if pool is not None:
-            pool.leave(self)
+            pool.leave(self, keep)
+            if not keep:
+                self.pool = None
 
     def get_buffer(self) -> memoryview:
         if self.big is not None:

@@ -34,7 +34,8 @@ while anyone waits, every reservation goes through ``admit`` and the FIFO order.
 | waiting | readers blocked on a reservation, oldest first; each has ``blocked_size``          |
 
 Invariant: bytes reserved (limit - free, without BLOCKED) never exceed ``limit``, and equal the sum
-of every live reader's ``held``; a reader leaving (its connection closed) gives back all it held.
+of every live reader's ``held``; a reader leaving (its connection closed) gives back all it held
+but the frame its handler still has, which is given back once handled.
 """
 from __future__ import annotations
 
@@ -114,14 +115,15 @@ class MemoryPool:
             if waiting and waiting[0] is head:
                 return
 
-    def leave(self, reader) -> None:
-        """``reader``'s connection is gone: give back what it held and drop it from the queue."""
+    def leave(self, reader, keep: int = 0) -> None:
+        """``reader``'s connection is gone: give back what it held but ``keep`` bytes (a frame
+        its handler still has) and drop it from the queue."""
         if reader.blocked:
             reader.blocked = False
             self.waiting.remove(reader)
             if not self.waiting:
                 self.free += BLOCKED
-        held, reader.held = reader.held, 0
+        held, reader.held = reader.held - keep, keep
         self.release(held)
 
 

@@ -87,6 +87,7 @@ class _Connection(asyncio.BufferedProtocol):
         self.reader = FrameReader(server.max_bytes, pool=server.pool)
         self.reader.on_resume = self._resume_split
         self.frames: collections.deque[bytearray] = collections.deque()
+        self.handling = 0  # bytes of the frame taken off ``frames`` and not yet released
         self.transport: asyncio.Transport | None = None
         self.peer = None
         self.closed = False
@@ -174,7 +175,8 @@ class _Connection(asyncio.BufferedProtocol):
         if exc is not None:
             log.debug("connection from %s ended: %s", self.peer, exc)
         self.closed = True
-        self.reader.leave()
+        self.frames.clear()  # dropped unhandled; the frame being handled is released once it is
+        self.reader.leave(keep=self.handling)
         self.server.connection_ended(self)
         self._wake()
         if self._drained is not None and not self._drained.done():
@@ -220,6 +222,7 @@ class _Connection(asyncio.BufferedProtocol):
                 if self.closed:
                     return
                 frame = self.frames.popleft()
+                self.handling = len(frame)
                 if self.paused_reading and len(self.frames) < QUEUED_FRAMES_MAX // 2:
                     self.paused_reading = False
                     if not self.reader.blocked:
@@ -233,11 +236,12 @@ class _Connection(asyncio.BufferedProtocol):
                 # for replication without them; see protocol.limits).
                 reader = self.reader
                 if reader.pool is not None:  # reader.release(), inline: once per request
-                    size = len(frame)
+                    size = self.handling
                     reader.held -= size
                     reader.pool.free += size
                     if reader.pool.waiting:
                         reader.pool.release(0)
+                self.handling = 0
                 frame = None
                 if isinstance(parts, Deferred) or self._later:
                     self._answer_later(loop, parts)
@@ -255,6 +259,9 @@ class _Connection(asyncio.BufferedProtocol):
             log.debug("connection from %s ended: %s", self.peer, e)
             self._close()
         finally:
+            if self.handling:  # taken off the queue, never handled to the end
+                self.reader.release(self.handling)
+                self.handling = 0
             if self.closed:
                 self._drop_later()
 
