@@ -18,6 +18,9 @@ Broker lifecycle, as the controller sees it:
   (-1: none, or unknown), so that a clean restart keeps its places as an eligible leader
   replica (KIP-966). A refusal the controller may lift (another incarnation's session still
   live, NOT_CONTROLLER) is retried until the registration timeout.
+- every request waits controller.socket.timeout.ms for its answer (a heartbeat at most half of
+  broker.session.timeout.ms), or until the raft leader changes, then goes again on a new
+  connection; forwarded requests give up after FORWARD_TIMEOUT_S in all.
 - heartbeats every broker.heartbeat.interval.ms, and at once on every new connection to the
   controller: the active controller fences a broker soon after the connection its heartbeats
   came on closes, unless a heartbeat follows, so a broker that merely reconnected must say
@@ -54,6 +57,10 @@ RETRIABLE_REGISTRATION = (Error.DUPLICATE_BROKER_REGISTRATION, Error.NOT_CONTROL
                           Error.REQUEST_TIMED_OUT)
 
 
+class LeaderChanged(Exception):
+    """The raft leader changed while a request to the last one waited for its answer."""
+
+
 class MemoryQuorumState:
     """An observer has no vote to remember: its election state lives in memory."""
 
@@ -81,13 +88,18 @@ def not_controller(response: Any) -> bool:
 class MetadataFollower:
     def __init__(self, node_id: int, cluster_id: str, raft_config: RaftDriverConfig,
                  listeners: list, rack: str | None, on_change: Callable[[MetadataImage], None],
-                 heartbeat_ms: int = 2000):
+                 heartbeat_ms: int = 2000, request_timeout_ms: int = 30000,
+                 heartbeat_timeout_ms: int = 4500):
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.listeners = listeners
         self.rack = rack
         self.on_change = on_change
         self.heartbeat_ms = heartbeat_ms
+        # controller.socket.timeout.ms: one request's wait for an answer before the connection
+        # is dropped and the request sent again (on a new connection, maybe to a new leader).
+        self.request_timeout_s = request_timeout_ms / 1000
+        self.heartbeat_timeout_s = heartbeat_timeout_ms / 1000  # also at most half the session
         self.image = MetadataImage()
         self.applied_offset = 0
         self.broker_epoch = -1
@@ -174,7 +186,11 @@ class MetadataFollower:
             try:
                 async with asyncio.timeout(remaining):
                     conn = await self._connection()
-                response = await conn.request(api_key, version, request, timeout=min(remaining, 10))
+                response = await self._request(conn, api_key, version, request,
+                                               min(remaining, self.request_timeout_s))
+            except LeaderChanged:
+                await self._drop_connection()
+                continue
             except (ConnectionError, OSError):
                 await self._drop_connection()
                 await self._wait_leader_change(0.2)
@@ -186,6 +202,22 @@ class MetadataFollower:
                 await self._wait_leader_change(0.2)
                 continue
             return response
+
+    async def _request(self, conn: KafkaConnection, api_key: int, version: int, request, timeout: float):
+        """One request on ``conn``; LeaderChanged if the raft leader changes before the answer
+        comes (a request to an isolated old controller is not waited for to its timeout)."""
+        changed = self.leader_changed
+        answer = asyncio.ensure_future(conn.request(api_key, version, request, timeout=timeout))
+        change = asyncio.ensure_future(changed.wait())
+        try:
+            await asyncio.wait({answer, change}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            change.cancel()
+            if not answer.done():
+                answer.cancel()  # asked to stop: it has not, until it runs once more
+        if not answer.done():
+            raise LeaderChanged()
+        return answer.result()
 
     async def forward(self, api_key: int, version: int, request):
         """Send an admin request to the active controller and return its answer."""
@@ -237,7 +269,7 @@ class MetadataFollower:
             current_metadata_offset=self.applied_offset - 1, want_fence=False,
             want_shut_down=want_shut_down)
         try:
-            response = await self._send(63, HEARTBEAT_VERSION, request, timeout=5)
+            response = await self._send(63, HEARTBEAT_VERSION, request, timeout=self.heartbeat_timeout_s)
         except TimeoutError:
             return None
         if response.error_code == Error.STALE_BROKER_EPOCH and not want_shut_down:

@@ -68,7 +68,10 @@ class Broker:
         self.listener_name = self.advertised[0].name
         self.follower = MetadataFollower(
             config.node_id, cluster_id, driver_config(config, cluster_id, observer=True), self.advertised,
-            config["broker.rack"], self._on_metadata, config["broker.heartbeat.interval.ms"])
+            config["broker.rack"], self._on_metadata, config["broker.heartbeat.interval.ms"],
+            request_timeout_ms=config["controller.socket.timeout.ms"],
+            heartbeat_timeout_ms=min(config["controller.socket.timeout.ms"],
+                                     config["broker.session.timeout.ms"] // 2))
         self.fetch_waiters = FetchWaiters()
         self.replicas = ReplicaManager(
             config.node_id, self.logs, self.topic_log_config, listener_name=self.listener_name,

@@ -80,6 +80,10 @@ PROPERTIES: dict[str, tuple[str, Any]] = {
     "max.connections.per.ip.overrides": (STRING, ""),  # host:count,host:count (KIP-402)
     "max.connection.creation.rate": (INT, 2**31 - 1),  # per second, per listener (KIP-612)
     "replica.socket.timeout.ms": (INT, 30000),  # the replica fetcher's request timeout
+    # Each request from a broker to the active controller (registration, heartbeat, forwarding,
+    # AlterPartition), as Kafka's broker-to-controller channels; a heartbeat's is also at most
+    # half of broker.session.timeout.ms (KAFKA-14392).
+    "controller.socket.timeout.ms": (INT, 30000),
     "num.network.threads": (INT, 3),
     "num.io.threads": (INT, 8),
     "num.recovery.threads.per.data.dir": (INT, 1),
@@ -276,7 +280,8 @@ class ServerConfig:
         if "broker" in self.roles:
             if not listener_names - set(controller_names):
                 raise ConfigError("listeners", "a broker needs a listener that is not a controller listener")
-        for name in ("num.partitions", "default.replication.factor", "offsets.topic.num.partitions"):
+        for name in ("num.partitions", "default.replication.factor", "offsets.topic.num.partitions",
+                     "controller.socket.timeout.ms"):
             if self.values[name] < 1:
                 raise ConfigError(name, "must be at least 1")
         if self.values["socket.request.max.bytes"] < 1:

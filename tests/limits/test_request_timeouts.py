@@ -8,8 +8,9 @@ ApiVersions, then nothing), on 127.0.0.1.
 | replica fetcher: connect, ApiVersions, | replica.socket.timeout.ms (30 s)                    |
 | Fetch, ListOffsets                   |                                                       |
 | raft outbound (raft.peers)           | controller.quorum.request.timeout.ms (+ a Fetch's max wait) |
-| broker -> controller: registration,  | 10 s a request (5 s a heartbeat), 30 s in all         |
-| heartbeat, AlterPartition, forwarding | (broker/metadata_follower.py; not tested here)       |
+| broker -> controller: registration,  | controller.socket.timeout.ms a request (a heartbeat:  |
+| heartbeat, AlterPartition, forwarding | at most half broker.session.timeout.ms), or until the |
+|                                      | raft leader changes; forwarding 30 s in all           |
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import os
 
 import pytest
 
+from broker.metadata_follower import MetadataFollower
 from engine.config import LogConfig
 from engine.log import Log
 from protocol import messages as M
@@ -25,8 +27,11 @@ from protocol.client import KafkaConnection
 from protocol.dispatch import Api, Dispatcher
 from protocol.net import Server
 from raft import messages as rm
+from raft.driver import RaftDriverConfig
 from raft.outbound import request_timeout_ms
 from raft.peers import Peer, PeerUnavailable
+from raft.quorum_state import QuorumConfig
+from raft.voters import static_voter_set
 from replication.fetcher import FetcherConfig, FollowerPartition, ReplicaFetcherManager
 
 TEST_TIMEOUT_S = 20
@@ -174,4 +179,55 @@ def test_the_replica_fetcher_times_out_a_fetch_that_is_never_answered(tmp_path):
         await eventually(lambda: quiet.held >= 3, "the fetcher to send its request again after timeouts")
         await manager.close()
         await quiet.stop()
+    run(scenario)
+
+
+class FollowerOfSilentController(MetadataFollower):
+    """A broker's MetadataFollower whose active controller is a listener that never answers
+    (the raft leader is not looked up: this test is about what happens after connecting)."""
+
+    def __init__(self, port: int, request_timeout_ms: int):
+        voters = static_voter_set({1: ("127.0.0.1", port)})
+        config = RaftDriverConfig(11, "timeouts", voters, (), None, (), QuorumConfig(), observer=True)
+        super().__init__(11, "timeouts", config, [], None, lambda image: None,
+                         request_timeout_ms=request_timeout_ms)
+        self.port = port
+
+    async def _connection(self) -> KafkaConnection:
+        if self._conn is None or not self._conn.connected:
+            self._conn = KafkaConnection("127.0.0.1", self.port)
+            await self._conn.connect(2)
+        return self._conn
+
+
+HEARTBEAT = M.BrokerHeartbeatRequest(broker_id=11, broker_epoch=1, current_metadata_offset=0)
+
+
+def test_a_request_to_the_controller_is_sent_again_after_controller_socket_timeout_ms():
+    async def scenario():
+        silent = SilentPeer()
+        port = await silent.start()
+        follower = FollowerOfSilentController(port, request_timeout_ms=200)
+        with pytest.raises(TimeoutError):
+            await follower._send(63, 1, HEARTBEAT, timeout=1.5)
+        assert silent.connections >= 3, "each try timed out after 200 ms and went on a new connection"
+        await follower._drop_connection()
+        await silent.stop()
+    run(scenario)
+
+
+def test_a_request_to_the_controller_is_sent_again_at_once_when_the_raft_leader_changes():
+    """An old controller cut off by a partition never answers: the request is not waited for
+    to its timeout once the broker learns of a new leader."""
+    async def scenario():
+        silent = SilentPeer()
+        port = await silent.start()
+        follower = FollowerOfSilentController(port, request_timeout_ms=60_000)
+        sending = asyncio.ensure_future(follower._send(63, 1, HEARTBEAT, timeout=8))
+        await eventually(lambda: silent.connections == 1 and silent.bytes > 0, "the first try")
+        follower.handle_leader_change(2, 5)
+        await eventually(lambda: silent.connections == 2, "the request sent again on a new connection")
+        sending.cancel()
+        await follower._drop_connection()
+        await silent.stop()
     run(scenario)
