@@ -43,7 +43,9 @@ import ipaddress
 import os
 import random
 import shutil
+import signal
 import subprocess
+import sys
 from collections.abc import Iterable
 
 NS_PREFIX = "strom-"
@@ -101,6 +103,13 @@ def _free_subnet(rng: random.Random) -> ipaddress.IPv4Network:
         if not any(net.overlaps(t) for t in taken):
             return net
     raise NetworkError("no free 10.x.y.0/24 subnet")
+
+
+def exit_on_sigterm() -> None:
+    """Make SIGTERM (``kill``, a cancelled job) end the process through SystemExit, so that the
+    ``finally`` blocks on the way out remove every Network, mount and process; by default the
+    signal ends it at once and leaves namespaces, a bridge and tmpfs mounts behind."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
 
 class Network:

@@ -18,7 +18,7 @@ import sys
 import time
 
 from tests.faults import checker as C
-from tests.faults.hosts import available
+from tests.faults.hosts import available, exit_on_sigterm
 from tests.faults.nemesis import KINDS
 from tests.faults.report import write_report
 from tests.faults.trial import TrialResult, run_trial
@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("strom.faults.client").setLevel(logging.INFO if args.verbose else logging.CRITICAL)
+    exit_on_sigterm()
     why = available()
     if why is not None:
         print(f"soak: cannot run fault trials here: {why}", file=sys.stderr)

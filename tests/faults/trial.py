@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.faults import checker as C
-from tests.faults.hosts import Network
+from tests.faults.hosts import Network, exit_on_sigterm
 from tests.faults.nemesis import BROKER_DISK_KIB, KINDS, Fault, Nemesis, own_disk, schedule
 from tests.faults.workload import CLIENT_TIMEOUTS, Workload
 from tests.integration.replicated_cluster import ReplicatedCluster
@@ -277,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("strom.faults.client").setLevel(logging.INFO if args.verbose else logging.CRITICAL)
+    exit_on_sigterm()
     result = run_trial(args.seed, args.kinds.split(","), args.length)
     print(result.summary())
     if args.json:
