@@ -31,7 +31,10 @@ What is checked, and printed as the report:
 | errors          | ERROR / CRITICAL lines in the node's log                              |
 | healthy         | the healthy client's records acknowledged and read back; its longest  |
 |                 | gap between acknowledgements                                          |
-| rss             | the node's resident memory (all its processes) at start and at peak   |
+| rss             | the node's resident memory (all its processes) at start, at peak and  |
+|                 | at the end, beside queued.max.request.bytes                           |
+| state           | topics and consumer groups the node holds at the end: what fuzzed     |
+|                 | requests created (they outlive their connections, as in Kafka)        |
 """
 from __future__ import annotations
 
@@ -48,9 +51,11 @@ from dataclasses import dataclass, field
 
 from protocol import messages
 from protocol.codec import KafkaStruct
+from strom.config import PROPERTIES
 from tests.fuzz.frames import RandomSource, encode_loose, mutate, request_frame, request_value
 from tests.integration.cluster import StromNode, free_ports, probe_api_versions
 
+QUEUED_BYTES = PROPERTIES["queued.max.request.bytes"][1]  # the node runs with the default
 HEALTHY_TOPIC = "healthy"
 TOPICS = ("recorded", HEALTHY_TOPIC, "fuzzed")  # created up front: auto-creation is off
 QUIET_S = 0.25  # a fuzz connection that sent everything and hears nothing for this long is closed
@@ -77,6 +82,9 @@ class Report:
     healthy_max_gap_s: float = 0.0
     rss_start: int = 0
     rss_peak: int = 0
+    rss_end: int = 0
+    topics: int = -1
+    groups: int = -1
     recorded: int = 0
     corpus: int = 0
     seconds: float = 0.0
@@ -93,7 +101,9 @@ class Report:
             f"error lines      {self.errors}",
             f"healthy client   {self.healthy_acked} acknowledged, {self.healthy_read} read back, "
             f"{self.healthy_failed} failed, longest gap {self.healthy_max_gap_s:.1f} s",
-            f"node RSS         {self.rss_start / mb:.0f} MiB at start, {self.rss_peak / mb:.0f} MiB peak",
+            f"node RSS         {self.rss_start / mb:.0f} MiB at start, {self.rss_peak / mb:.0f} MiB peak, "
+            f"{self.rss_end / mb:.0f} MiB at the end (queued.max.request.bytes {QUEUED_BYTES // mb} MiB)",
+            f"node state       {self.topics} topics, {self.groups} consumer groups at the end",
             *self.bad_lines[:10],
         ]
 
@@ -213,6 +223,18 @@ def record_real_clients(bootstrap: str) -> None:
 
 
 # ---- the healthy client ---------------------------------------------------------------------
+
+def count_state(bootstrap: str, report: Report) -> None:
+    """The topics and groups the node holds (best effort: -1 where it did not answer)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        report.topics = len(admin.list_topics(timeout=10).topics)
+        report.groups = len(admin.list_consumer_groups(request_timeout=10).result(timeout=15).valid)
+    except Exception as e:  # noqa: BLE001 - a figure of the report, not a check
+        print(f"count_state: {e}", file=sys.stderr)
+
 
 class HealthyClient(threading.Thread):
     """Produces (acks=all) and reads back one record at a time until stopped."""
@@ -459,7 +481,9 @@ async def run(frames: int, seed: int, connections: int, base_dir: str | None = N
             await asyncio.to_thread(healthy.join, 30)
         report.crashes = 0 if node.running else 1
         if node.running:
-            report.rss_peak = max(report.rss_peak, group_rss(node.proc.pid))
+            report.rss_end = group_rss(node.proc.pid)
+            report.rss_peak = max(report.rss_peak, report.rss_end)
+            await asyncio.to_thread(count_state, f"127.0.0.1:{proxy_port}", report)
         await proxy.close()
         node.close()
         scan_log(node.log_path, report)
