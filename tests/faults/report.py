@@ -98,11 +98,13 @@ def _s(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f} s"
 
 
-def render_markdown(summary: dict, plot: str | None = None) -> str:
+def render_markdown(summary: dict, plot: str | None = None, about: str | None = None) -> str:
+    """``about``: what was run (commit, seeds, trial length), a line under the title."""
     fo, rec = summary["failovers"], summary["recovery"]
     lines = [
         "# Fault trials",
         "",
+        *([about, ""] if about else []),
         f"{summary['trials']} trials, {summary['passed']} passed, {len(summary['failed'])} failed.",
         "",
         "| | |",
@@ -186,7 +188,7 @@ def have_matplotlib() -> bool:
     return True
 
 
-def write_report(trials: list[dict], out_dir: str) -> dict[str, str]:
+def write_report(trials: list[dict], out_dir: str, about: str | None = None) -> dict[str, str]:
     """Writes soak.md, soak.json and (with matplotlib) soak.png to ``out_dir``; returns their paths."""
     os.makedirs(out_dir, exist_ok=True)
     summary = summarize(trials)
@@ -199,5 +201,5 @@ def write_report(trials: list[dict], out_dir: str) -> dict[str, str]:
     with open(paths["json"], "w") as f:
         json.dump(summary, f, indent=1)
     with open(paths["markdown"], "w") as f:
-        f.write(render_markdown(summary, plot))
+        f.write(render_markdown(summary, plot, about))
     return paths

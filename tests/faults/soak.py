@@ -14,6 +14,7 @@ import argparse
 import json
 import logging
 import os
+import subprocess
 import sys
 import time
 
@@ -33,6 +34,19 @@ def _run_one(seed: int, kinds: list[str], length: float) -> TrialResult:
         return result
 
 
+def _commit() -> str:
+    """The commit the soak runs (with "+changes" if the tree differs from it), or "unknown"."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (head + ("+changes" if dirty else "")) if head else "unknown"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="run fault trials and write their report")
     parser.add_argument("--trials", type=int, default=100)
@@ -50,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"soak: cannot run fault trials here: {why}", file=sys.stderr)
         return 2
     os.makedirs(os.path.join(args.out, "trials"), exist_ok=True)
+    about = (f"Commit {_commit()}; seeds {args.seed} to {args.seed + args.trials - 1}, "
+             f"{args.length:g} s of faults each, kinds: {args.kinds.replace(',', ', ')}.")
     results, failed = [], 0
     for i in range(args.trials):
         started = time.monotonic()
@@ -61,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         with open(os.path.join(args.out, "trials", f"{result.seed}.json"), "w") as f:
             json.dump(record, f, default=str)
         results.append(result.as_dict())
-        write_report(results, args.out)
+        write_report(results, args.out, about)
         print(f"[{i + 1}/{args.trials}] seed {result.seed}: {'ok' if result.ok else 'FAILED'} "
               f"acked {result.acked}, {time.monotonic() - started:.0f}s", flush=True)
         if not result.ok:

@@ -72,6 +72,11 @@ def test_markdown_states_the_numbers():
     assert "![fault trials](soak.png)" in md
 
 
+def test_markdown_says_what_was_run_under_its_title():
+    md = report.render_markdown(report.summarize(TRIALS), None, about="Commit abc1234; seeds 1 to 3.")
+    assert md.startswith("# Fault trials\n\nCommit abc1234; seeds 1 to 3.\n\n3 trials, 2 passed")
+
+
 def test_markdown_without_failovers_or_failures():
     md = report.render_markdown(report.summarize([trial(9, [], 10, 10, [])]), None)
     assert "1 trials, 1 passed, 0 failed." in md
