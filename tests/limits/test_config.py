@@ -16,6 +16,7 @@ def test_defaults_bound_request_memory_and_leave_connections_unlimited_as_kafka(
     assert limits.max_connections_per_ip_overrides == {}
     assert limits.connections_max_idle_ms == 600000
     assert ServerConfig(BASE)["replica.socket.timeout.ms"] == 30000
+    assert ServerConfig(BASE)["controller.socket.timeout.ms"] == 30000
 
 
 def test_minus_one_leaves_queued_request_bytes_unbounded():
@@ -50,6 +51,7 @@ def test_the_limits_reach_the_listener():
     ({"max.connections.per.ip.overrides": "bad host!:1"}, "max.connections.per.ip.overrides", "host:count"),
     ({"connections.max.idle.ms": "soon"}, "connections.max.idle.ms", "expected an integer"),
     ({"replica.socket.timeout.ms": "100"}, "replica.socket.timeout.ms", "at least replica.fetch.wait.max.ms"),
+    ({"controller.socket.timeout.ms": "0"}, "controller.socket.timeout.ms", "at least 1"),
 ])
 def test_a_bad_limit_names_its_property(props, name, why):
     with pytest.raises(ConfigError) as e:
