@@ -1,6 +1,7 @@
 """Produce: append each partition's record batches through the ReplicaManager.
 
-The records of a partition stay a writable memoryview into the request frame; ext
+Each partition's records are checked first as Kafka's ProduceRequest.validateRecords does
+(``records_error``). The records of a partition stay a writable memoryview into the request frame; ext
 validates them and patches offsets and the leader epoch in place; the log writes them in
 one write. acks=0 gets no response; acks=1 is answered after the leader's append; acks=-1
 once the high watermark passed the batch (replication/purgatory.py), or with
@@ -15,6 +16,38 @@ from __future__ import annotations
 from protocol import messages as M
 from protocol.dispatch import Api, Deferred
 from protocol.errors import Error
+
+# A record batch's header, as far as Kafka's produce check reads it.
+_LOG_OVERHEAD = 12  # base offset, length
+_HEADER_TO_MAGIC = 17  # ... partition leader epoch, magic
+_MAGIC_AT, _ATTRIBUTES_AT = 16, 21
+_ZSTD = 4
+
+
+def records_error(version: int, records) -> tuple[int, str] | None:
+    """Kafka's ProduceRequest.validateRecords (v3+) for one partition's records: exactly one
+    record batch, of magic 2, and ZStandard only from v7. A partial batch after the first does
+    not count as one (Kafka's batch iterator stops at it); a malformed batch is left to the
+    log's validation (CORRUPT_MESSAGE). None: the records pass."""
+    size = len(records) if records is not None else 0
+    if size < _HEADER_TO_MAGIC:
+        if size == 0:
+            return Error.INVALID_RECORD, (f"Produce requests with version {version} must have at "
+                                          "least one record batch per partition")
+        return None
+    if records[_MAGIC_AT] != 2:
+        return Error.INVALID_RECORD, (f"Produce requests with version {version} are only allowed to "
+                                      "contain record batches with magic version 2")
+    if version < 7 and size > _ATTRIBUTES_AT + 1 and records[_ATTRIBUTES_AT + 1] & 0x07 == _ZSTD:
+        return Error.UNSUPPORTED_COMPRESSION_TYPE, (f"Produce requests with version {version} are not "
+                                                    "allowed to use ZStandard compression")
+    end = _LOG_OVERHEAD + int.from_bytes(records[8:12], "big", signed=True)
+    if 0 < end and size - end >= _HEADER_TO_MAGIC:
+        second = _LOG_OVERHEAD + int.from_bytes(records[end + 8:end + 12], "big", signed=True)
+        if size - end >= second > _LOG_OVERHEAD:
+            return Error.INVALID_RECORD, (f"Produce requests with version {version} are only allowed to "
+                                          "contain exactly one record batch per partition")
+    return None
 
 
 def apis(broker) -> list[Api]:
@@ -37,6 +70,8 @@ def apis(broker) -> list[Api]:
                     pr.error_code = Error.INVALID_REQUIRED_ACKS
                 elif name is None:
                     pr.error_code = Error.UNKNOWN_TOPIC_ID
+                elif (error := records_error(version, p.records)) is not None:
+                    pr.error_code, pr.error_message = error
                 else:
                     entries.append((name, p.index, p.records))
                     slots.append(pr)

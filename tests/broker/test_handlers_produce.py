@@ -184,3 +184,35 @@ def test_an_acks_all_produce_waiting_for_replication_holds_no_view_of_its_reques
         frame.append(0)  # BufferError while any memoryview of the frame is still alive
         deferred.response.close()
     run(main())
+
+
+def test_a_partition_with_other_than_one_magic_2_batch_is_invalid_record_and_zstd_needs_v7(tmp_path):
+    """Kafka's ProduceRequest.validateRecords (v3+), per partition, before anything is written:
+    exactly one record batch, of magic 2; ZStandard only from v7 (UNSUPPORTED_COMPRESSION_TYPE)."""
+    from ext.batch import build_batch
+
+    async def main():
+        cluster = Cluster(brokers=(1,))
+        cluster.create_topic(replicas=(1,))
+        leader = Node(tmp_path, 1, cluster)
+        R = M.ProduceRequest
+
+        async def produce(data: bytes, version: int = 11):
+            partition = R.PartitionProduceData(index=0, records=memoryview(bytearray(data)))
+            request = R(transactional_id=None, acks=1, timeout_ms=5000, topic_data=[R.TopicProduceData(
+                name=TOPIC, partition_data=[partition])])
+            return (await leader.call(0, version, request)).responses[0].partition_responses[0].error_code
+
+        one = bytes(records(3))
+        old_magic = bytearray(one)
+        old_magic[16] = 1
+        zstd = build_batch([(b"k", b"v" * 100, [], 1_700_000_000_000)], compression=4)
+        assert await produce(one + one) == Error.INVALID_RECORD
+        assert await produce(bytes(old_magic)) == Error.INVALID_RECORD
+        assert await produce(b"") == Error.INVALID_RECORD
+        assert await produce(zstd, version=6) == Error.UNSUPPORTED_COMPRESSION_TYPE
+        assert leader.log().log_end_offset == 0, "nothing written"
+        assert await produce(zstd, version=7) == Error.NONE
+        assert await produce(one) == Error.NONE
+        assert leader.log().log_end_offset == 4
+    run(main())
