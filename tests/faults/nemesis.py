@@ -145,6 +145,17 @@ class Nemesis:
             time.sleep(0.2)
         return rng.choice(sorted(self.cluster.brokers))
 
+    def _only_in_sync_replica_of(self, broker: int) -> list[int]:
+        """The partitions whose ISR is ``broker`` alone, as the live brokers describe them now."""
+        alone = []
+        for p in range(self.partitions):
+            try:
+                if self.cluster.isr_of(self.topic, p) == {broker}:
+                    alone.append(p)
+            except (AssertionError, KeyError, ValueError, OSError):
+                pass
+        return alone
+
     def _follower_of(self, leader: int, rng: random.Random) -> int:
         return rng.choice([b for b in sorted(self.cluster.brokers) if b != leader])
 
@@ -180,6 +191,7 @@ class Nemesis:
         elif kind in ("torn-write", "corrupt", "wipe"):
             target = rng.choice(sorted(self.cluster.brokers))
             fault.targets = [target]
+            alone = self._only_in_sync_replica_of(target)
             self._stop(target)
             if kind == "corrupt":
                 partition = rng.randrange(self.partitions)
@@ -189,6 +201,9 @@ class Nemesis:
             else:
                 partition = rng.randrange(self.partitions)
                 fault.detail = tear_tail(self.cluster, target, self.topic, partition, rng)
+            if alone:  # the replication rules protect a record while one in-sync replica keeps it
+                fault.detail += (f"; it was the only in-sync replica of partitions {alone}: what only it "
+                                 "held is beyond the guarantee")
         elif kind == "disk-full":
             target = rng.choice(sorted(self.cluster.brokers))
             fault.targets = [target]
