@@ -48,7 +48,7 @@ class FrameReader:
         self.end = 0
         self.big: bytearray | None = None  # a large frame being received in place
         self.big_filled = 0
-        self.pool = pool  # None once the connection is gone and holds nothing (leave())
+        self.pool = pool  # None once the connection is gone, unless a frame of it is being handled
         self.held = 0  # bytes reserved in the pool for frames handed out and not yet released
         self.blocked = False  # waiting in the pool for blocked_size bytes
         self.blocked_size = 0

@@ -13,15 +13,15 @@ endpoint (KIP-951, v10+), so the producer moves at once.
 """
 from __future__ import annotations
 
+from ext.batch import COMPRESSION_ZSTD, LOG_OVERHEAD, MAGIC
 from protocol import messages as M
 from protocol.dispatch import Api, Deferred
 from protocol.errors import Error
 
-# A record batch's header, as far as Kafka's produce check reads it.
-_LOG_OVERHEAD = 12  # base offset, length
-_HEADER_TO_MAGIC = 17  # ... partition leader epoch, magic
-_MAGIC_AT, _ATTRIBUTES_AT = 16, 21
-_ZSTD = 4
+# Where Kafka's produce check reads a batch (ext/batch.pyi has the whole layout).
+_MAGIC_AT = 16
+_CODEC_AT = 22  # the low byte of the attributes
+_UP_TO_MAGIC = _MAGIC_AT + 1  # Kafka's HEADER_SIZE_UP_TO_MAGIC: fewer bytes are not a batch
 
 
 def records_error(version: int, records) -> tuple[int, str] | None:
@@ -30,21 +30,21 @@ def records_error(version: int, records) -> tuple[int, str] | None:
     not count as one (Kafka's batch iterator stops at it); a malformed batch is left to the
     log's validation (CORRUPT_MESSAGE). None: the records pass."""
     size = len(records) if records is not None else 0
-    if size < _HEADER_TO_MAGIC:
-        if size == 0:
-            return Error.INVALID_RECORD, (f"Produce requests with version {version} must have at "
-                                          "least one record batch per partition")
+    if size == 0:
+        return Error.INVALID_RECORD, (f"Produce requests with version {version} must have at "
+                                      "least one record batch per partition")
+    if size < _UP_TO_MAGIC:
         return None
-    if records[_MAGIC_AT] != 2:
+    if records[_MAGIC_AT] != MAGIC:
         return Error.INVALID_RECORD, (f"Produce requests with version {version} are only allowed to "
                                       "contain record batches with magic version 2")
-    if version < 7 and size > _ATTRIBUTES_AT + 1 and records[_ATTRIBUTES_AT + 1] & 0x07 == _ZSTD:
+    if version < 7 and size > _CODEC_AT and records[_CODEC_AT] & 0x07 == COMPRESSION_ZSTD:
         return Error.UNSUPPORTED_COMPRESSION_TYPE, (f"Produce requests with version {version} are not "
                                                     "allowed to use ZStandard compression")
-    end = _LOG_OVERHEAD + int.from_bytes(records[8:12], "big", signed=True)
-    if 0 < end and size - end >= _HEADER_TO_MAGIC:
-        second = _LOG_OVERHEAD + int.from_bytes(records[end + 8:end + 12], "big", signed=True)
-        if size - end >= second > _LOG_OVERHEAD:
+    second = LOG_OVERHEAD + int.from_bytes(records[8:12], "big", signed=True)  # where a next batch starts
+    if LOG_OVERHEAD < second and size - second >= _UP_TO_MAGIC:
+        length = LOG_OVERHEAD + int.from_bytes(records[second + 8:second + 12], "big", signed=True)
+        if LOG_OVERHEAD < length <= size - second:
             return Error.INVALID_RECORD, (f"Produce requests with version {version} are only allowed to "
                                           "contain exactly one record batch per partition")
     return None
