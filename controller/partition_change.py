@@ -14,11 +14,13 @@ shut down uncleanly. ``PartitionChange.build()`` then derives, in Kafka's order
    back to min ISR;
 2. the leader: keep the current one if it may still lead; else the first replica in
    assignment order that is in the target ISR (or in the ELR when the ISR is empty) and is
-   acceptable (live: registered, unfenced, not shutting down); else the last known leader
-   (balanced recovery: ISR and ELR both empty, lastKnownElr holds the one broker that led
-   last, and it is live again); else, for an UNCLEAN election only, any live replica; else
-   NO_LEADER (-1), the partition is offline. A leader taken from the ELR becomes the only
-   ISR member; an unclean leader becomes the only ISR member and the partition RECOVERING;
+   acceptable (live: registered, unfenced, not shutting down); else, with ISR and ELR both
+   empty, the replica balanced recovery chose (``set_recovery_leader``: the most complete
+   live replica, controller.balanced_recovery); else, for an UNCLEAN election only, the last
+   known leader (lastKnownElr holds the one broker that led last) if it is live, then any
+   live replica; else NO_LEADER (-1), the partition is offline. A leader taken from the ELR
+   becomes the only ISR member; an unclean or recovery leader becomes the only ISR member
+   and the partition RECOVERING;
 3. the ISR (it may be empty only with ELR), the last known leader (set when the ISR first
    empties, cleared once the partition has a leader), the leader recovery state.
 
@@ -62,6 +64,7 @@ class PartitionChange:
         self.target_last_known_elr = list(partition.last_known_elr)
         self.target_leader_recovery_state = partition.leader_recovery_state
         self.unclean_shutdown_replicas: frozenset[int] = frozenset()
+        self.recovery_leader: int | None = None
 
     # ---- targets -----------------------------------------------------------------------
     def set_target_isr(self, isr: Iterable[int]) -> PartitionChange:
@@ -80,6 +83,11 @@ class PartitionChange:
         self.unclean_shutdown_replicas = frozenset(replicas)
         return self
 
+    def set_recovery_leader(self, replica: int) -> PartitionChange:
+        """Balanced recovery's choice, elected (uncleanly) if ISR and ELR are still empty."""
+        self.recovery_leader = replica
+        return self
+
     # ---- the election ------------------------------------------------------------------
     def _valid_new_leader(self, replica: int) -> bool:
         """In the target ISR, or in the ELR while the ISR is empty, and live."""
@@ -87,11 +95,14 @@ class PartitionChange:
         in_elr = not self.target_isr and replica in self.target_elr
         return (in_isr or in_elr) and self.is_acceptable_leader(replica)
 
-    def _last_known_leader(self) -> int | None:
-        """Balanced recovery: ISR and ELR empty, one last known leader, live again."""
+    def _recovery_leader(self) -> int | None:
+        """ISR and ELR empty: balanced recovery's choice if it may lead, and for an UNCLEAN
+        election the one last known leader if it is live again."""
         if not self.elr_enabled or self.target_elr or self.target_isr:
             return None
-        if len(self.partition.last_known_elr) != 1:
+        if self.recovery_leader is not None:
+            return self.recovery_leader if self.is_acceptable_leader(self.recovery_leader) else None
+        if self.election is not Election.UNCLEAN or len(self.partition.last_known_elr) != 1:
             return None
         candidate = self.partition.last_known_elr[0]
         return candidate if self.is_acceptable_leader(candidate) else None
@@ -108,9 +119,9 @@ class PartitionChange:
         for replica in self.target_replicas:
             if self._valid_new_leader(replica):
                 return replica, False
-        last_known = self._last_known_leader()
-        if last_known is not None:
-            return last_known, True
+        recovery = self._recovery_leader()
+        if recovery is not None:
+            return recovery, True
         if self.election is Election.UNCLEAN:
             for replica in self.target_replicas:
                 if self.is_acceptable_leader(replica):

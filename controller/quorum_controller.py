@@ -21,7 +21,10 @@ broker.session.timeout.ms, or strom.broker.disconnect.fence.ms after the close o
 heartbeat connection, which the shell learns from protocol.net); every
 leader.imbalance.check.interval.seconds the preferred-leader rebalance
 (auto.leader.rebalance.enable) and the unclean election of leaderless partitions whose topic
-allows it (also right after a config change). Every
+allows it (also right after a config change); whenever the image changed or an answer is due,
+balanced recovery (controller.balanced_recovery) of partitions whose ISR and ELR are both
+gone: it asks their replicas' listeners for their log ends (ListOffsets LATEST with the
+debugging replica id, one request per broker) and elects the most complete. Every
 ``metadata.log.max.record.bytes.between.snapshots`` bytes of records, each controller
 snapshots its image (MetadataImage.records()).
 """
@@ -32,6 +35,7 @@ import logging
 import random
 from typing import Any
 
+from controller.balanced_recovery import BalancedRecovery, LogEndQuery
 from controller.cluster_control import ClusterControl
 from controller.placement import StripedReplicaPlacer
 from controller.replication_control import ELR_FEATURE, ReplicationControl
@@ -41,7 +45,7 @@ from engine.checkpoint import new_uuid, uuid_from_str
 from engine.config import LogConfig
 from metadata.image import MetadataImage
 from protocol import messages as M
-from protocol.client import listener_refuses
+from protocol.client import KafkaConnection, listener_refuses
 from protocol.dispatch import Api
 from protocol.errors import Error
 from protocol.headers import RequestHeader
@@ -57,6 +61,10 @@ log = logging.getLogger("strom.controller")
 COMMIT_TIMEOUT_S = 30.0
 TICK_S = 0.05
 PROBE_TIMEOUT_S = 0.5  # a broker's listener after its heartbeat connection closed
+LOG_END_TIMEOUT_S = 2.0  # a replica's answer to balanced recovery (asked again after RETRY_MS)
+LIST_OFFSETS_VERSION = 7
+DEBUGGING_REPLICA_ID = -2  # ListOffsets from a tool, not a follower: any replica answers
+LATEST_TIMESTAMP = -1
 UNCLEAN_CHECK_INTERVAL_MS = 5 * 60 * 1000  # Kafka's, besides the check after a config change
 METADATA_VERSION = 25  # 4.0-IV3, the highest the brokers announce; ELR needs 4.0-IV1 (23)
 BOOTSTRAP_FEATURES = (("metadata.version", METADATA_VERSION), (ELR_FEATURE, 1))
@@ -91,6 +99,8 @@ class QuorumController:
         self.topics = TopicControl(StripedReplicaPlacer(rng), lambda: uuid_from_str(new_uuid()),
                                    defaults["num.partitions"], defaults["default.replication.factor"],
                                    log_defaults)
+        self.recovery = BalancedRecovery(self.replication)
+        self._recovery_scanned = -1  # applied_offset of the image balanced recovery last scanned
         self.rebalance = defaults.get("auto.leader.rebalance.enable", True)
         self.imbalance_interval_ms = defaults.get("leader.imbalance.check.interval.seconds", 300) * 1000
         self.imbalance_percentage = defaults.get("leader.imbalance.per.broker.percentage", 10)
@@ -98,7 +108,7 @@ class QuorumController:
         self._next_rebalance_ms = 0
         self._next_unclean_check_ms = 0
         self._watched: set = set()  # connections whose close we hear of
-        self._probes: set[asyncio.Task] = set()  # listener probes after such a close
+        self._probes: set[asyncio.Task] = set()  # listener probes after such a close, log-end queries
         self._task: asyncio.Task | None = None
 
     def attach(self, raft) -> None:
@@ -153,12 +163,15 @@ class QuorumController:
                 log.info("controller %d is no longer active", self.node_id)
                 self._activated_epoch = -1
                 self.cluster.deactivate()
+                self.recovery.reset()
             return False
         epoch = self.raft.core.state.epoch
         if epoch == self._activated_epoch:
             return True
         now = self.now_ms()
         self.cluster.activate(self.state, now)
+        self.recovery.reset()
+        self._recovery_scanned = -1
         for broker_id, broker in self.state.brokers.items():  # any that died with the last leader?
             if not broker.fenced:
                 self._start_probe(broker_id)
@@ -350,7 +363,7 @@ class QuorumController:
         if active and self._activated_epoch == self.raft.core.state.epoch:
             now = self.now_ms()
             if (not self.cluster.expired(self.state, now) and now < self._next_rebalance_ms
-                    and now < self._next_unclean_check_ms):
+                    and now < self._next_unclean_check_ms and not self._recovery_due(now)):
                 return  # the common case: nothing due, and no need to queue behind requests
         elif not active and self._activated_epoch == -1:
             return
@@ -374,6 +387,64 @@ class QuorumController:
                 records = self.replication.maybe_elect_unclean_leaders(self.state)
                 if records:
                     await self._commit(records)
+            if self._recovery_due(now):
+                await self._recover(now)
+
+    # ---- balanced recovery -------------------------------------------------------------------
+    def _recovery_due(self, now: int) -> bool:
+        return self.applied_offset != self._recovery_scanned or self.recovery.due(now)
+
+    async def _recover(self, now: int) -> None:
+        """Under the lock: elect what balanced recovery has decided, send what it asks."""
+        rescan = self.applied_offset != self._recovery_scanned
+        self._recovery_scanned = self.applied_offset
+        queries, records = self.recovery.poll(self.state, now, rescan)
+        for topic, index, leader, ends in self.recovery.elected:
+            log.warning("controller %d: %s-%d had no in-sync or eligible replica left; balanced "
+                        "recovery elects %d, the most complete replica (epoch, log end by broker: %s)",
+                        self.node_id, topic, index, leader, ends)
+        if records:
+            await self._commit(records)
+        by_broker: dict[int, list[LogEndQuery]] = {}
+        for q in queries:
+            by_broker.setdefault(q.broker_id, []).append(q)
+        for broker_id, asked in by_broker.items():
+            task = asyncio.get_running_loop().create_task(self._ask_log_ends(broker_id, asked))
+            self._probes.add(task)
+            task.add_done_callback(self._probes.discard)
+
+    async def _ask_log_ends(self, broker_id: int, queries: list[LogEndQuery]) -> None:
+        """One ListOffsets to the broker's listener for every partition asked of it. No answer
+        (refused, a partition, a timeout) is no answer: balanced recovery asks again."""
+        broker = self.state.brokers.get(broker_id)
+        if broker is None or not broker.endpoints:
+            return
+        endpoint = broker.endpoints[0]
+        R = M.ListOffsetsRequest
+        topics: dict[str, list] = {}
+        for q in queries:
+            topics.setdefault(q.topic, []).append(R.ListOffsetsTopic.ListOffsetsPartition(
+                partition_index=q.partition, current_leader_epoch=-1, timestamp=LATEST_TIMESTAMP))
+        request = R(replica_id=DEBUGGING_REPLICA_ID, isolation_level=0, topics=[
+            R.ListOffsetsTopic(name=name, partitions=ps) for name, ps in topics.items()])
+        conn = KafkaConnection(endpoint.host, endpoint.port, client_id=f"strom-controller-{self.node_id}")
+        try:
+            await conn.connect(LOG_END_TIMEOUT_S)
+            response = await conn.request(2, LIST_OFFSETS_VERSION, request, timeout=LOG_END_TIMEOUT_S)
+        except (OSError, TimeoutError) as e:
+            log.info("controller %d: broker %d did not tell its log ends: %s", self.node_id, broker_id, e)
+            return
+        except Exception as e:  # an answer that does not decode: that broker's, asked again
+            log.warning("controller %d: broker %d's log ends unreadable: %r", self.node_id, broker_id, e)
+            return
+        finally:
+            await conn.close()
+        asked = {(q.topic, q.partition): q for q in queries}
+        for t in response.topics:
+            for p in t.partitions:
+                q = asked.get((t.name, p.partition_index))
+                if q is not None:
+                    self.recovery.answered(q, p.error_code, p.leader_epoch, p.offset)
 
 
 # ---- NOT_CONTROLLER answers, in each response's own shape -------------------------------------

@@ -11,6 +11,10 @@ not one of the brokers being removed by the change at hand.
   registration change (``remove_brokers``). A new incarnation that did not shut down
   cleanly also leaves every ELR: it may have lost what it had not flushed.
 - A broker unfenced may lead the partitions that have no leader (``broker_unfenced``).
+  A partition whose ISR and ELR are both empty is not elected here unless its topic allows
+  unclean election: it *awaits recovery* (``awaits_recovery``) until balanced recovery
+  (controller.balanced_recovery) has its replicas' log ends and elects the most complete
+  (``recovery_election``).
 - AlterPartition is validated as Kafka's controller does (``alter_partition``), then the
   leader's proposal is the target ISR of one PartitionChange.
 - ElectLeaders (PREFERRED, UNCLEAN), the periodic preferred-leader rebalance
@@ -119,6 +123,19 @@ class ReplicationControl:
                 or (not clean and broker_id in ref[3].elr)]
         return self.leader_and_isr_updates(image, refs, remove=frozenset([broker_id]),
                                            unclean_shutdown=unclean)
+
+    def awaits_recovery(self, image: MetadataImage, ref: PartitionRef) -> bool:
+        """No leader, ISR and ELR empty, the one last known leader live, and a topic that does
+        not allow unclean election: balanced recovery (controller.balanced_recovery) elects."""
+        p = ref[3]
+        return (p.leader == NO_LEADER and not p.isr and not p.elr and len(p.last_known_elr) == 1
+                and self.elr_enabled(image) and image.is_active_broker(p.last_known_elr[0])
+                and not self.unclean_allowed(image, ref[0]))
+
+    def recovery_election(self, image: MetadataImage, ref: PartitionRef, leader: int) -> Any:
+        """The PartitionChangeRecord electing balanced recovery's choice (RECOVERING), or None
+        when it may not lead."""
+        return self.change(image, ref).set_recovery_leader(leader).build()
 
     @staticmethod
     def has_leaderships(image: MetadataImage, broker_id: int) -> bool:

@@ -556,7 +556,8 @@ class ReplicaManager:
     def list_offset(self, topic: str, index: int, timestamp: int, *, replica_id: int = -1,
                     isolation_level: int = 0, current_leader_epoch: int = -1) -> OffsetResult:
         """ListOffsets for one partition. Clients (replica_id -1) see up to the high watermark
-        (the last stable offset for read_committed), replicas up to the log end offset."""
+        (the last stable offset for read_committed), replicas up to the log end offset. The
+        debugging replica id (-2) may ask any replica, leader or not."""
         partition, error = self._leader((topic, index), current_leader_epoch,
                                         require_leader=replica_id != DEBUGGING_REPLICA_ID)
         if partition is None:
@@ -570,6 +571,10 @@ class ReplicaManager:
         if timestamp == LATEST:
             if not_available:
                 return OffsetResult(Error.OFFSET_NOT_AVAILABLE)
+            if replica_id == DEBUGGING_REPLICA_ID:
+                # Any replica answers, with what its own log holds: the controller's balanced
+                # recovery compares replicas by (epoch of the last batch, log end offset).
+                return OffsetResult(errors.NONE, log_.log_end_offset, -1, log_.latest_epoch)
             return OffsetResult(errors.NONE, last_fetchable, -1, partition.leader_epoch)
         if timestamp in (EARLIEST, EARLIEST_LOCAL):
             offset = log_.log_start_offset

@@ -79,6 +79,24 @@ def test_list_offsets_on_a_follower_is_not_leader(tmp_path):
     run(main())
 
 
+def test_list_offsets_latest_from_the_debugging_replica_id_is_any_replicas_log_end_and_last_epoch(tmp_path):
+    """What balanced recovery asks every replica of a partition that has no leader: its log
+    end offset and the epoch of its last batch, not the partition's current leader epoch."""
+    async def main():
+        cluster, node = await leader_with_uncommitted_tail(tmp_path)  # epoch 0: 0..14
+        cluster.change(leader=-1, isr=[])  # offline: no leader, epoch 1
+        node.sync()
+        assert not node.partition().is_leader and node.partition().leader_epoch == 1
+        assert (await node.list_offsets(LATEST)).error_code == Error.NOT_LEADER_OR_FOLLOWER
+        found = await node.list_offsets(LATEST, replica_id=-2)
+        assert (found.error_code, found.offset, found.leader_epoch) == (Error.NONE, 15, 0)
+        cluster.change(leader=2, isr=[2])  # a follower of another leader answers alike
+        node.sync()
+        found = await node.list_offsets(LATEST, replica_id=-2)
+        assert (found.error_code, found.offset, found.leader_epoch) == (Error.NONE, 15, 0)
+    run(main())
+
+
 def test_offset_for_leader_epoch_answers_where_each_epoch_ends_in_the_leader_log(tmp_path):
     async def main():
         cluster, leader = await leader_with_uncommitted_tail(tmp_path)  # epoch 0: 0..14

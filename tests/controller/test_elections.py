@@ -1,4 +1,4 @@
-"""Leader elections: clean from the ISR, KIP-966 eligible leader replicas, balanced recovery,
+"""Leader elections: clean from the ISR, KIP-966 eligible leader replicas, awaiting balanced recovery,
 unclean when the topic allows it, preferred (ElectLeaders, auto.leader.rebalance.enable), and
 how the leader and partition epochs move."""
 from controller.partition_change import Election, PartitionChange
@@ -97,10 +97,10 @@ def test_replica_outside_isr_and_elr_is_not_elected_unless_unclean_is_allowed():
             assert p.leader == NO_LEADER and p.leader_recovery_state == RECOVERED
 
 
-def test_last_known_leader_is_elected_when_isr_and_elr_are_both_gone():
-    """Balanced recovery (KIP-966, Kafka 4.x): every eligible replica restarted uncleanly, the
-    last leader is live again; it is elected rather than leave the partition offline for good,
-    and the partition is RECOVERING."""
+def test_with_isr_and_elr_both_gone_the_live_last_known_leader_is_not_elected_by_the_change_itself():
+    """Every eligible replica restarted uncleanly and the last leader is live again. Kafka 4.x
+    elects it on the spot; here the partition awaits balanced recovery, which elects the most
+    complete replica once their log ends are known (tests/controller/test_balanced_recovery.py)."""
     s = Scenario(brokers=1)
     s.create_topic("solo", rf=1)
     fence(s, 1)
@@ -110,7 +110,8 @@ def test_last_known_leader_is_elected_when_isr_and_elr_are_both_gone():
     assert s.partition("solo").elr == []
     s.heartbeat(1)
     p = s.partition("solo")
-    assert (p.leader, p.isr, p.leader_recovery_state, p.last_known_elr) == (1, [1], RECOVERING, [])
+    assert (p.leader, p.isr, p.leader_recovery_state, p.last_known_elr) == (NO_LEADER, [], RECOVERED, [1])
+    assert s.replication.awaits_recovery(s.image, ("solo", s.image.topics["solo"].topic_id, 0, p))
 
 
 def test_leader_epoch_and_partition_epoch_strictly_increase_through_failovers():

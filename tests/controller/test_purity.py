@@ -5,8 +5,8 @@ import pytest
 
 from tests.purity import IO_CLOCK_RANDOMNESS, imports, top_level
 
-MANAGERS = ["cluster_control", "partition_change", "placement", "replication_control", "result",
-            "topic_control"]
+MANAGERS = ["balanced_recovery", "cluster_control", "partition_change", "placement",
+            "replication_control", "result", "topic_control"]
 FORBIDDEN = IO_CLOCK_RANDOMNESS | {"raft"}
 
 

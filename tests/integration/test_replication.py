@@ -180,6 +180,40 @@ def test_lost_disk_re_replicates_and_loses_nothing_acknowledged(cluster):
     cluster.assert_all_acknowledged(writer.acks, brokers=BROKERS)
 
 
+def test_the_only_in_sync_replica_losing_its_disk_elects_the_most_complete_replica_and_loses_nothing(cluster):
+    """The 100-trial soak's seed 1032. The followers are killed one after the other and come
+    back uncleanly (out of ISR and ELR), then the leader, the only in-sync replica, is killed
+    and comes back with an empty disk. It is the last known leader; electing it (Kafka 4.x's
+    balanced recovery) would make the others truncate to nothing. The controller asks every
+    replica for its log end and elects the most complete one: the follower that left last."""
+    topic = "lastisr"
+    cluster.create_topic(topic, 1, 3, {"min.insync.replicas": "2"})
+    leader = cluster.leader_of(topic, 0)
+    first, last = [b for b in BROKERS if b != leader]
+    writers = [Writer(cluster, topic, 1, tag="all3", rate_per_s=500).start()]
+    time.sleep(1.0)
+    writers[0].stop()
+    cluster.kill9(first)
+    cluster.wait_for_isr(topic, 0, {leader, last}, timeout=30)
+    writers.append(Writer(cluster, topic, 1, tag="two", rate_per_s=500).start())
+    time.sleep(1.0)
+    writers[1].stop()
+    assert writers[1].acks.count() > 0, "nothing acknowledged while only two replicas held it"
+    cluster.kill9(last)
+    cluster.wait_for_isr(topic, 0, {leader}, timeout=30)
+    cluster.kill9(leader)
+    time.sleep(2.0)  # fenced: ISR [], ELR [leader], last known leader [leader]
+    for b in (first, last):
+        cluster.restart(b)  # uncleanly: neither is in the ISR or the ELR
+    assert cluster.wipe_partitions(leader, [topic]) == [f"{topic}-0"]
+    cluster.restart(leader)
+    cluster.wait_for_isr(topic, 0, BROKERS, timeout=60)
+    acked = writers[0].acks.acked[(topic, 0)] + writers[1].acks.acked[(topic, 0)]
+    cluster.assert_acknowledged(topic, 0, acked, BROKERS)
+    assert cluster.leader_of(topic, 0) == last
+    assert produce_one(cluster, topic, 0, b"after", "all") is None
+
+
 @pytest.mark.parametrize("how", ["kill9", "sigterm"])
 def test_with_one_broker_down_every_partition_takes_acks_all_writes(cluster, how):
     topic = f"onedown-{how}"
