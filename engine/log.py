@@ -216,8 +216,9 @@ class Log:
         if not config.log_append_time:
             before = config.message_timestamp_before_max_ms
             after = config.message_timestamp_after_max_ms
-            for first_ts, max_ts in zip(summary.base_timestamps, summary.max_timestamps):
-                for ts in (first_ts, max_ts):
+            # Every record's timestamp, as LogValidator checks them: the least and greatest.
+            for min_ts, max_ts in zip(summary.min_timestamps, summary.max_timestamps):
+                for ts in (min_ts, max_ts):
                     if ts >= 0 and (now_ms - ts > before or ts - now_ms > after):
                         raise InvalidTimestampError(
                             f"timestamp {ts} is outside message.timestamp.before.max.ms={before} / "

@@ -78,6 +78,7 @@ cdef class BatchSummary:
     cdef readonly list base_offsets
     cdef readonly list last_offsets
     cdef readonly list base_timestamps
+    cdef readonly list min_timestamps
     cdef readonly list max_timestamps
     cdef readonly list partition_leader_epochs
     cdef readonly list attributes

@@ -118,6 +118,7 @@ class BatchSummary:
     base_offsets: list[int]
     last_offsets: list[int]
     base_timestamps: list[int]
+    min_timestamps: list[int]  # least record timestamp of each batch: assign_offsets only, else []
     max_timestamps: list[int]
     partition_leader_epochs: list[int]
     attributes: list[int]
@@ -149,9 +150,11 @@ def assign_offsets(
     each record's framing as validate_records; nothing is patched if any batch is bad), then
     rewrite each batch's baseOffset so offsets run on from ``next_offset`` and set its
     partitionLeaderEpoch. Neither field is covered by the CRC. With log_append_time >= 0 the
-    timestampType bit is set and maxTimestamp is replaced by it (Kafka's LogAppendTime), and
-    the CRC is recomputed. Returns the summary with the assigned offsets. No Python object
-    per record."""
+    timestampType bit is set and maxTimestamp is replaced by it (Kafka's LogAppendTime);
+    otherwise the bit is cleared and maxTimestamp is the greatest record timestamp, whatever
+    the producer wrote there (LogValidator's setMaxTimestamp); the CRC is recomputed when
+    either changes. Returns the summary with the assigned offsets, and each batch's least
+    record timestamp in ``min_timestamps``. No Python object per record."""
 
 def build_batch(
     records: Iterable[tuple[bytes | None, bytes | None, Sequence[tuple[str | bytes, bytes | None]], int]],

@@ -292,6 +292,7 @@ cdef class BatchSummary:
         self.base_offsets = []
         self.last_offsets = []
         self.base_timestamps = []
+        self.min_timestamps = []
         self.max_timestamps = []
         self.partition_leader_epochs = []
         self.attributes = []
@@ -375,6 +376,10 @@ def assign_offsets(buf, int64_t next_offset, int32_t partition_leader_epoch,
     cdef int64_t offset = next_offset
     cdef unsigned char* p
     cdef long long crc
+    cdef int64_t ts_min = -1, ts_max = -1
+    cdef int16_t attributes
+    cdef list extremes = []  # (least, greatest) record timestamp of each batch, in order
+    cdef Py_ssize_t b = 0
     if next_offset < 0:
         raise ValueError(f"next_offset {next_offset} is negative")
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE | PyBUF_WRITABLE)
@@ -391,7 +396,8 @@ def assign_offsets(buf, int64_t next_offset, int32_t partition_leader_epoch,
                 raise CorruptRecordError(
                     f"batch at {pos}: lastOffsetDelta {h.last_offset_delta} does not match "
                     f"recordsCount {h.records_count}", pos)
-            _check_batch_records(&h, p + pos)
+            _check_batch_records(&h, p + pos, &ts_min, &ts_max)
+            extremes.append((ts_min, ts_max))
             if offset > INT64_MAX - h.records_count:
                 raise CorruptRecordError(f"batch at {pos}: assigned offsets overflow int64", pos)
             offset += h.records_count
@@ -404,16 +410,26 @@ def assign_offsets(buf, int64_t next_offset, int32_t partition_leader_epoch,
             h.partition_leader_epoch = partition_leader_epoch
             _put64(p + pos + OFF_BASE_OFFSET, <uint64_t>offset)
             _put32(p + pos + OFF_PARTITION_LEADER_EPOCH, <uint32_t>partition_leader_epoch)
+            ts_min, ts_max = extremes[b]
+            b += 1
+            # LogValidator's setMaxTimestamp: LogAppendTime stamps now; CreateTime stores the
+            # greatest record timestamp, whatever the producer put in the header.
             if log_append_time >= 0:
-                h.attributes |= ATTR_TIMESTAMP_TYPE
-                h.max_timestamp = log_append_time
+                attributes = h.attributes | ATTR_TIMESTAMP_TYPE
+                ts_max = log_append_time
+            else:
+                attributes = h.attributes & ~ATTR_TIMESTAMP_TYPE
+            if attributes != h.attributes or ts_max != h.max_timestamp:
+                h.attributes = attributes
+                h.max_timestamp = ts_max
                 _put16(p + pos + OFF_ATTRIBUTES, <uint16_t>h.attributes)
-                _put64(p + pos + OFF_MAX_TIMESTAMP, <uint64_t>log_append_time)
+                _put64(p + pos + OFF_MAX_TIMESTAMP, <uint64_t>ts_max)
                 crc = crc32c_ptr(p + pos + OFF_ATTRIBUTES,
                                  h.batch_length + LENGTH_FIELDS_SIZE - OFF_ATTRIBUTES, 0)
                 h.crc = <uint32_t>crc
                 _put32(p + pos + OFF_CRC, h.crc)
             summary.add(&h, 0)
+            summary.min_timestamps.append(ts_min)
             offset += h.records_count
             pos += h.batch_length + LENGTH_FIELDS_SIZE
     finally:
@@ -811,14 +827,17 @@ def decode_records(buf, Py_ssize_t pos=0, bint check_crc=True):
 
 # ---- record framing (the leader's append) ----
 
-cdef int _check_section(const batch_header_t* h, cptr p, Py_ssize_t n) except -1:
+cdef int _check_section(const batch_header_t* h, cptr p, Py_ssize_t n,
+                        int64_t* ts_min, int64_t* ts_max) except -1:
     # Kafka's DefaultRecord.readFrom bounds, over the records of one batch, allocating
     # nothing. Stricter than Kafka in two places, both of which only a forged batch
     # reaches: a null key or value must be -1 (Kafka reads any negative length as null),
     # and an offset delta other than its index is refused (Kafka keeps the records and
     # rewrites the batch; we store batches as they came, and a forged delta would give
-    # one offset to two records).
+    # one offset to two records). ts_min and ts_max receive the least and greatest record
+    # timestamp (baseTimestamp + timestampDelta, wrapping as decode does).
     cdef reader_t r, rr
+    cdef int64_t ts
     cdef int32_t length, offset_delta, key_len, value_len, header_count, hk_len, hv_len, j
     cdef int64_t ts_delta, i
     r.p = p
@@ -828,6 +847,11 @@ cdef int _check_section(const batch_header_t* h, cptr p, Py_ssize_t n) except -1
         rr.p += 1  # attributes: unused by magic 2, any value accepted as Kafka does
         if not _read_varlong(&rr, &ts_delta):
             raise _corrupt(h, i, "bad timestampDelta varlong")
+        ts = <int64_t>(<uint64_t>h.base_timestamp + <uint64_t>ts_delta)
+        if i == 0 or ts < ts_min[0]:
+            ts_min[0] = ts
+        if i == 0 or ts > ts_max[0]:
+            ts_max[0] = ts
         if not _read_varint(&rr, &offset_delta):
             raise _corrupt(h, i, "bad offsetDelta varint")
         if offset_delta != i:
@@ -858,31 +882,33 @@ cdef int _check_section(const batch_header_t* h, cptr p, Py_ssize_t n) except -1
     return 0
 
 
-cdef int _check_batch_records(const batch_header_t* h, cptr batch) except -1:
+cdef int _check_batch_records(const batch_header_t* h, cptr batch, int64_t* ts_min,
+                              int64_t* ts_max) except -1:
     # batch: the first byte of the batch h describes, whose bounds parse_header checked.
     cdef cptr section = batch + HEADER_SIZE
     cdef Py_ssize_t section_len = h.batch_length + LENGTH_FIELDS_SIZE - HEADER_SIZE
     cdef int codec = h.attributes & ATTR_COMPRESSION_MASK
     cdef bytes plain
     if codec == 0:
-        return _check_section(h, section, section_len)
+        return _check_section(h, section, section_len, ts_min, ts_max)
     if codec > 4:
         raise CorruptRecordError(f"batch at {h.position}: unknown codec {codec}", h.position)
     try:
         plain = decompress(codec, PyMemoryView_FromMemory(<char*>section, section_len, PyBUF_READ))
     except CorruptRecordError as e:
         raise CorruptRecordError(f"batch at {h.position}: {e}", h.position) from e
-    return _check_section(h, <cptr>PyBytes_AS_STRING(plain), PyBytes_GET_SIZE(plain))
+    return _check_section(h, <cptr>PyBytes_AS_STRING(plain), PyBytes_GET_SIZE(plain), ts_min, ts_max)
 
 
 def validate_records(buf, Py_ssize_t pos=0):
     cdef Py_buffer view
     cdef batch_header_t h
+    cdef int64_t ts_min = -1, ts_max = -1
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
     try:
         _check_pos(pos, view.len)
         parse_header(<cptr>view.buf, view.len, pos, &h, True)
-        _check_batch_records(&h, <cptr>view.buf + pos)
+        _check_batch_records(&h, <cptr>view.buf + pos, &ts_min, &ts_max)
     finally:
         PyBuffer_Release(&view)
     return _make_header(&h)

@@ -159,6 +159,16 @@ def test_create_time_outside_the_allowed_window_is_rejected(tmp_path):
     assert log.log_end_offset == 0
 
 
+def test_every_record_timestamp_is_checked_not_only_the_ones_the_header_names(tmp_path):
+    """A record older than message.timestamp.before.max.ms in the middle of a batch whose
+    first and max timestamps are fresh is refused, as LogValidator checks each record."""
+    log = Log(str(tmp_path / "t-0"), LogConfig(message_timestamp_before_max_ms=60_000))
+    stale = build_batch([(None, b"a", [], NOW), (None, b"b", [], NOW - 3_600_000), (None, b"c", [], NOW)])
+    with pytest.raises(InvalidTimestampError, match="message.timestamp.before.max.ms"):
+        log.append_as_leader(bytearray(stale), 0, NOW)
+    assert log.log_end_offset == 0
+
+
 def test_batch_over_max_message_bytes_is_rejected_and_nothing_written(tmp_path):
     log = Log(str(tmp_path / "t-0"), LogConfig(max_message_bytes=500))
     with pytest.raises(RecordTooLargeError, match="max.message.bytes"):

@@ -385,6 +385,48 @@ def test_assign_offsets_log_append_time():
     assert [r.timestamp for r in batch.decode_records(buf)] == [999_999] * 3
 
 
+def forge_header(data: bytes, max_timestamp: int | None = None, attributes: int | None = None) -> bytearray:
+    """A producer's lie in the header, with a CRC that matches it."""
+    out = bytearray(data)
+    if max_timestamp is not None:
+        out[35:43] = struct.pack(">q", max_timestamp)
+    if attributes is not None:
+        out[21:23] = struct.pack(">h", attributes)
+    out[17:21] = struct.pack(">I", crc32c.crc32c(bytes(out[21:])))
+    return out
+
+
+def test_assign_offsets_stores_the_greatest_record_timestamp_whatever_the_header_claims():
+    """LogValidator's setMaxTimestamp: the time index and ListOffsets trust maxTimestamp."""
+    records = [(None, b"a", [], 1_000), (None, b"b", [], 3_000), (None, b"c", [], 500)]
+    for compression in (0, 1):
+        buf = forge_header(batch.build_batch(records, compression=compression), max_timestamp=10)
+        assert batch.validate(buf).max_timestamp == 10
+        s = batch.assign_offsets(buf, 0, 0)
+        h = batch.validate(buf)  # the CRC was recomputed
+        assert h.max_timestamp == 3_000 and h.base_timestamp == 1_000
+        assert s.max_timestamps == [3_000] and s.min_timestamps == [500]
+        assert s.max_timestamp == 3_000 and s.offset_of_max_timestamp == 2
+
+
+def test_assign_offsets_clears_a_log_append_time_flag_on_a_create_time_log():
+    data = batch.build_batch(recs(2, ts=50))
+    buf = forge_header(data, attributes=batch.read_header(data).attributes | 0x08)
+    assert batch.validate(buf).timestamp_type == 1
+    batch.assign_offsets(buf, 0, 0)
+    h = batch.validate(buf)
+    assert h.timestamp_type == 0 and h.max_timestamp == 51
+    assert [r.timestamp for r in batch.decode_records(buf)] == [50, 51]
+
+
+def test_assign_offsets_leaves_an_honest_create_time_batch_byte_for_byte():
+    data = batch.build_batch([(None, b"a", [], 7), (None, b"b", [], 9)])
+    buf = bytearray(data)
+    s = batch.assign_offsets(buf, 40, 2)
+    assert buf[21:] == data[21:] and buf[17:21] == data[17:21], "no rewrite, the CRC kept"
+    assert s.min_timestamps == [7] and s.max_timestamps == [9]
+
+
 def test_assign_offsets_patches_nothing_if_a_later_batch_is_bad():
     good = batch.build_batch(recs(2))
     bad = bytearray(batch.build_batch(recs(2)))
