@@ -399,12 +399,16 @@ class QuorumController:
         rescan = self.applied_offset != self._recovery_scanned
         self._recovery_scanned = self.applied_offset
         queries, records = self.recovery.poll(self.state, now, rescan)
-        for topic, index, leader, ends in self.recovery.elected:
-            log.warning("controller %d: %s-%d had no in-sync or eligible replica left; balanced "
-                        "recovery elects %d, the most complete replica (epoch, log end by broker: %s)",
-                        self.node_id, topic, index, leader, ends)
         if records:
-            await self._commit(records)
+            try:
+                await self._commit(records)
+            except NotController:
+                self._recovery_scanned = -1  # still awaiting: look again once active
+                raise
+            for topic, index, leader, ends in self.recovery.elected:
+                log.warning("controller %d: %s-%d had no in-sync or eligible replica left; balanced "
+                            "recovery elected %d (log ends as (epoch, offset) by broker: %s)",
+                            self.node_id, topic, index, leader, ends)
         by_broker: dict[int, list[LogEndQuery]] = {}
         for q in queries:
             by_broker.setdefault(q.broker_id, []).append(q)

@@ -211,6 +211,8 @@ def test_the_only_in_sync_replica_losing_its_disk_elects_the_most_complete_repli
     acked = writers[0].acks.acked[(topic, 0)] + writers[1].acks.acked[(topic, 0)]
     cluster.assert_acknowledged(topic, 0, acked, BROKERS)
     assert cluster.leader_of(topic, 0) == last
+    said = "".join(open(c.log_path, errors="replace").read() for c in cluster.controllers.values())
+    assert f"{topic}-0 had no in-sync or eligible replica left; balanced recovery elected {last}" in said
     assert produce_one(cluster, topic, 0, b"after", "all") is None
 
 
