@@ -18,6 +18,9 @@ does not allow unclean election (where it does, ReplicationControl elects at onc
 - The most complete replica is the greatest (last epoch, log end offset): a higher epoch
   was written by a later leader, so a longer log of an older epoch is a stale branch it
   would be truncated from anyway. Ties go to the last known leader, then assignment order.
+  A log end whose epoch is above the partition's leader epoch cannot be (a corrupt log
+  would claim it): it is no candidate. Storage recovery (engine.recovery) truncates a log
+  whose uncovered header fields were corrupted, so such claims should not reach here.
 - ``poll`` elects once every replica has answered, or at ``timeout_ms`` after the recovery
   began with the answers it has: the most complete *live* one among them, or, when the last
   known leader never answered, the last known leader (Kafka's choice: nothing better is
@@ -153,14 +156,14 @@ class BalancedRecovery:
         timed_out = now_ms >= recovery.started_ms + self.timeout_ms
         if not everyone and not timed_out:
             return None
-        live = {r: end for r, end in answers.items() if image.is_active_broker(r)}
-        if last_known not in answers:
-            return last_known if timed_out else None
-        if not live:
-            return None
+        # No replica can hold an epoch the partition never had: such a log end is corrupt.
+        believable = {r: end for r, end in answers.items() if end[0] <= p.leader_epoch}
+        live = {r: end for r, end in believable.items() if image.is_active_broker(r)}
+        if last_known not in answers or not live:
+            return last_known if timed_out else None  # nothing better is known
         order = {r: i for i, r in enumerate(p.replicas)}
         best = max(live, key=lambda r: (live[r], r == last_known, -order.get(r, len(order))))
-        if not timed_out and max(answers.values()) > live[best]:
+        if not timed_out and max(believable.values()) > live[best]:
             return None  # the most complete replica is not live yet: wait for it, up to the timeout
         return best
 

@@ -117,6 +117,7 @@ class Log:
             recovery_point=recovery_point,
             had_clean_shutdown=had_clean_shutdown,
             epoch_cache=self.leader_epoch_cache,
+            contiguous=self.config.cleanup_policy != "compact",
         )
         self.segments: list[LogSegment] = loaded.segments
         self._bases = [s.base_offset for s in self.segments]

@@ -15,9 +15,11 @@ On open:
     that lands on it fails with CorruptRecordError instead of returning wrong records.
  3. After an unclean shutdown (no clean-shutdown marker in the log dir), every segment from
     the one holding the recovery point onward is recovered: each batch is validated
-    (length, magic, CRC32C, increasing offsets) and the file is truncated at the last good
-    batch; if a segment lost bytes, every later segment is deleted, since its offsets
-    would no longer follow on.
+    (length, magic, CRC32C, increasing offsets; the fields before the CRC too: offsets
+    without gaps unless the log is compacted, and the epoch the leader-epoch checkpoint
+    gives the batch's offset when that checkpoint exists, since every append writes it
+    first) and the file is truncated at the last good batch; if a segment lost bytes,
+    every later segment is deleted, since its offsets would no longer follow on.
     Segments wholly below the recovery point, and every segment after a clean shutdown,
     are trusted as Kafka trusts them: a flipped bit there is not looked for at start-up
     (that would read the whole log on every start). A follower's fetch CRC-checks what it
@@ -105,7 +107,8 @@ def check_index_ends(segment: LogSegment, next_base: int | None) -> None:
 
 
 def open_segments(directory: str, index_interval_bytes: int, max_index_size: int,
-                  epoch_cache: LeaderEpochCache | None) -> list[LogSegment]:
+                  epoch_cache: LeaderEpochCache | None, contiguous: bool = False,
+                  checkpointed_epochs: bool = False) -> list[LogSegment]:
     segments = []
     bases = segment_base_offsets(directory)
     for i, base in enumerate(bases):
@@ -120,22 +123,27 @@ def open_segments(directory: str, index_interval_bytes: int, max_index_size: int
             check_index_ends(segment, bases[i + 1] if i + 1 < len(bases) else None)
         except (InvalidIndexError, CorruptRecordError) as e:
             log.warning("%s: rebuilding indexes (%s)", segment.log_path, e)
-            segment.recover(epoch_cache)
+            segment.recover(epoch_cache, contiguous=contiguous, checkpointed_epochs=checkpointed_epochs)
         segments.append(segment)
     return segments
 
 
 def load_log(directory: str, *, index_interval_bytes: int, max_index_size: int,
              log_start_offset: int, recovery_point: int, had_clean_shutdown: bool,
-             epoch_cache: LeaderEpochCache) -> LoadedLog:
+             epoch_cache: LeaderEpochCache, contiguous: bool = False) -> LoadedLog:
+    """``contiguous``: offsets run on without gaps (a log nobody compacts). The epochs of
+    ``epoch_cache`` are checkpointed (LogSegment.recover checks batches against them) when it
+    holds any entry as it comes in: what its checkpoint file had."""
     remove_leftovers(directory)
-    segments = open_segments(directory, index_interval_bytes, max_index_size, epoch_cache)
+    checkpointed = len(epoch_cache) > 0
+    segments = open_segments(directory, index_interval_bytes, max_index_size, epoch_cache,
+                             contiguous, checkpointed)
     truncated = 0
     if not had_clean_shutdown and segments:
         bases = [s.base_offset for s in segments]
         first = max(0, _floor_index(bases, recovery_point))
         for i in range(first, len(segments)):
-            lost = segments[i].recover(epoch_cache)
+            lost = segments[i].recover(epoch_cache, contiguous=contiguous, checkpointed_epochs=checkpointed)
             if lost:
                 log.warning("%s: truncated %d bytes of torn or corrupt data at %d",
                             segments[i].log_path, lost, segments[i].size)

@@ -225,10 +225,18 @@ class LogSegment:
 
     # ---- recovery and truncation ---------------------------------------------------------
 
-    def recover(self, epoch_cache: LeaderEpochCache | None = None) -> int:
+    def recover(self, epoch_cache: LeaderEpochCache | None = None, *, contiguous: bool = False,
+                checkpointed_epochs: bool = False) -> int:
         """Rebuild both indexes from the file, validating every batch (structure, magic,
         CRC32C, increasing offsets that fit the relative index) and truncating at the first
-        bad or torn one. Returns the number of bytes truncated."""
+        bad or torn one. Returns the number of bytes truncated.
+
+        The CRC does not cover baseOffset and partitionLeaderEpoch, so two more rules catch
+        a flipped bit there. ``contiguous`` (a log nobody compacts): each batch starts right
+        after the previous one, the first at the segment's base offset. ``checkpointed_epochs``
+        (``epoch_cache`` was loaded from its checkpoint, which every append writes before its
+        batches, fsynced): each batch carries the epoch the cache gives its offset. Otherwise
+        epochs above the cache's latest are taken from the batches, as Kafka does."""
         self.offset_index.truncate()
         self.time_index.truncate()
         self.resize_indexes(self.max_index_size)
@@ -242,9 +250,18 @@ class LogSegment:
                 header = read_header(data)
                 if header.base_offset <= previous or header.last_offset - self.base_offset > INT_MAX:
                     break
+                if contiguous and header.base_offset != previous + 1:
+                    break
+                epoch = header.partition_leader_epoch
+                if checkpointed_epochs and epoch >= 0:
+                    # By its last offset: the cache's first entry may start inside the batch
+                    # the log start offset cuts; batches wholly below it have no entry left.
+                    expected = epoch_cache.epoch_for_offset(header.last_offset)
+                    if expected >= 0 and epoch != expected:
+                        break
                 self._index_batch(position, header.size, header.last_offset, header.max_timestamp)
-                if epoch_cache is not None and header.partition_leader_epoch > epoch_cache.latest_epoch:
-                    epoch_cache.assign(header.partition_leader_epoch, header.base_offset, flush=False)
+                if epoch_cache is not None and epoch > epoch_cache.latest_epoch:
+                    epoch_cache.assign(epoch, header.base_offset, flush=False)
                 if position == 0:
                     self.rolling_based_timestamp = header.max_timestamp
                 previous = header.last_offset

@@ -74,7 +74,7 @@ def test_the_most_complete_replica_is_elected_not_the_last_known_leader_that_cam
     s = every_in_sync_replica_gone()
     recovery = BalancedRecovery(s.replication)
     queries = poll(s, recovery)
-    answer(recovery, queries, {3: (-1, 0), 1: (4, 5120), 2: (4, 3900)})
+    answer(recovery, queries, {3: (-1, 0), 1: (0, 5120), 2: (0, 3900)})
     assert poll(s, recovery, rescan=False) == []
     p = s.partition("t")
     assert (p.leader, p.isr, p.elr, p.last_known_elr, p.leader_recovery_state) == (1, [1], [], [], RECOVERING)
@@ -85,10 +85,10 @@ def test_the_election_waits_for_every_replica_to_answer():
     s = every_in_sync_replica_gone()
     recovery = BalancedRecovery(s.replication)
     queries = poll(s, recovery)
-    answer(recovery, queries, {3: (-1, 0), 2: (4, 3900)})
+    answer(recovery, queries, {3: (-1, 0), 2: (0, 3900)})
     s.advance(500)
     assert poll(s, recovery, rescan=False) == [] and s.partition("t").leader == NO_LEADER
-    recovery.answered(next(q for q in queries if q.broker_id == 1), Error.NONE, 4, 5120)
+    recovery.answered(next(q for q in queries if q.broker_id == 1), Error.NONE, 0, 5120)
     poll(s, recovery, rescan=False)
     assert s.partition("t").leader == 1
 
@@ -96,7 +96,7 @@ def test_the_election_waits_for_every_replica_to_answer():
 def test_a_later_epoch_beats_a_longer_log_of_an_earlier_epoch():
     s = every_in_sync_replica_gone()
     recovery = BalancedRecovery(s.replication)
-    answer(recovery, poll(s, recovery), {3: (5, 10), 1: (4, 5120), 2: (3, 9000)})
+    answer(recovery, poll(s, recovery), {3: (1, 10), 1: (0, 5120), 2: (0, 9000)})
     poll(s, recovery)
     assert s.partition("t").leader == 3
 
@@ -104,21 +104,31 @@ def test_a_later_epoch_beats_a_longer_log_of_an_earlier_epoch():
 def test_the_last_known_leader_wins_a_tie_and_then_the_assignment_order():
     s = every_in_sync_replica_gone()
     recovery = BalancedRecovery(s.replication)
-    answer(recovery, poll(s, recovery), {3: (4, 5120), 1: (4, 5120), 2: (4, 5120)})
+    answer(recovery, poll(s, recovery), {3: (0, 5120), 1: (0, 5120), 2: (0, 5120)})
     poll(s, recovery)
     assert s.partition("t").leader == 3
 
     s = every_in_sync_replica_gone()
     recovery = BalancedRecovery(s.replication)
-    answer(recovery, poll(s, recovery), {3: (-1, 0), 1: (4, 5120), 2: (4, 5120)})
+    answer(recovery, poll(s, recovery), {3: (-1, 0), 1: (0, 5120), 2: (0, 5120)})
     poll(s, recovery)
     assert s.partition("t").leader == 1, "1 comes before 2 in the assignment [3, 1, 2]"
+
+
+def test_a_log_end_in_an_epoch_the_partition_never_had_is_no_candidate():
+    """A corrupt log would claim it (soak seed 1013: a flipped partitionLeaderEpoch)."""
+    s = every_in_sync_replica_gone()
+    recovery = BalancedRecovery(s.replication)
+    epoch = s.partition("t").leader_epoch
+    answer(recovery, poll(s, recovery), {3: (-1, 0), 1: (epoch + 1000, 310), 2: (epoch, 3900)})
+    poll(s, recovery, rescan=False)
+    assert s.partition("t").leader == 2
 
 
 def test_at_the_timeout_the_most_complete_answer_is_elected_without_the_silent_replica():
     s = every_in_sync_replica_gone()
     recovery = BalancedRecovery(s.replication, timeout_ms=5000)
-    answer(recovery, poll(s, recovery), {3: (-1, 0), 2: (4, 3900)})
+    answer(recovery, poll(s, recovery), {3: (-1, 0), 2: (0, 3900)})
     s.advance(4999)
     poll(s, recovery, rescan=False)
     assert s.partition("t").leader == NO_LEADER
@@ -131,7 +141,7 @@ def test_at_the_timeout_the_most_complete_answer_is_elected_without_the_silent_r
 def test_at_the_timeout_a_silent_last_known_leader_is_elected_as_kafka_would():
     s = every_in_sync_replica_gone()
     recovery = BalancedRecovery(s.replication, timeout_ms=5000)
-    answer(recovery, poll(s, recovery), {1: (4, 5120), 2: (4, 3900)})
+    answer(recovery, poll(s, recovery), {1: (0, 5120), 2: (0, 3900)})
     s.advance(5000)
     poll(s, recovery, rescan=False)
     p = s.partition("t")
@@ -144,7 +154,7 @@ def test_a_more_complete_replica_that_is_fenced_is_waited_for_until_the_timeout(
     recovery = BalancedRecovery(s.replication, timeout_ms=5000)
     queries = poll(s, recovery)
     fence(s, 1)  # answered, then fenced: it cannot lead yet
-    answer(recovery, queries, {3: (-1, 0), 1: (4, 5120), 2: (4, 3900)})
+    answer(recovery, queries, {3: (-1, 0), 1: (0, 5120), 2: (0, 3900)})
     poll(s, recovery)
     assert s.partition("t").leader == NO_LEADER
     s.heartbeat(1)  # unfenced again, the same incarnation: its answer still counts
@@ -155,7 +165,7 @@ def test_a_more_complete_replica_that_is_fenced_is_waited_for_until_the_timeout(
     recovery = BalancedRecovery(s.replication, timeout_ms=5000)
     queries = poll(s, recovery)
     fence(s, 1)
-    answer(recovery, queries, {3: (-1, 0), 1: (4, 5120), 2: (4, 3900)})
+    answer(recovery, queries, {3: (-1, 0), 1: (0, 5120), 2: (0, 3900)})
     s.advance(5000)
     poll(s, recovery)
     assert s.partition("t").leader == 2, "at the timeout: the most complete live replica"
@@ -167,11 +177,11 @@ def test_an_answer_from_a_previous_broker_incarnation_does_not_count():
     queries = poll(s, recovery)
     fence(s, 1)  # killed and back as a new incarnation after it was asked
     unclean_restart(s, 1)
-    answer(recovery, queries, {3: (-1, 0), 1: (4, 5120), 2: (4, 3900)})
+    answer(recovery, queries, {3: (-1, 0), 1: (0, 5120), 2: (0, 3900)})
     again = poll(s, recovery)
     assert s.partition("t").leader == NO_LEADER
     assert [(q.broker_id, q.broker_epoch) for q in again] == [(1, s.epoch(1))], "asked anew"
-    answer(recovery, again, {1: (4, 5100)})
+    answer(recovery, again, {1: (0, 5100)})
     poll(s, recovery)
     assert s.partition("t").leader == 1
 
@@ -181,7 +191,7 @@ def test_an_unanswered_query_is_asked_again_after_the_retry_interval_and_not_bef
     recovery = BalancedRecovery(s.replication, retry_ms=1000)
     queries = poll(s, recovery)
     recovery.answered(next(q for q in queries if q.broker_id == 1), Error.NOT_LEADER_OR_FOLLOWER, -1, -1)
-    answer(recovery, queries, {3: (-1, 0), 2: (4, 3900)})
+    answer(recovery, queries, {3: (-1, 0), 2: (0, 3900)})
     s.advance(999)
     assert poll(s, recovery, rescan=False) == [] and not recovery.due(s.now)
     s.advance(1)

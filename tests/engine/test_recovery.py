@@ -159,3 +159,75 @@ def test_leftover_files_from_interrupted_operations_are_removed(tmp_path):
     assert "00000000000000000000.log.deleted" not in names
     assert "00000000000000000099.index" not in names
     assert "leader-epoch-checkpoint.tmp" not in names
+
+
+# ---- header fields the CRC does not cover --------------------------------------------------
+# baseOffset, batchLength and partitionLeaderEpoch precede the CRC (the leader rewrites them on
+# append). A flipped bit in batchLength breaks the framing or the CRC; in the other two it went
+# unnoticed: the log then claimed a later epoch or a larger log end offset than it holds, and
+# the controller's balanced recovery elected it as the most complete replica (soak seed 1013).
+
+def flip_header(path: str, batch_index: int, field_offset: int, width: int, bit: int) -> None:
+    """Flip one bit of a header field of the batch_index-th batch of a segment file."""
+    with open(path, "r+b") as f:
+        data = bytearray(f.read())
+        position = 0
+        for _ in range(batch_index):
+            position += 12 + int.from_bytes(data[position + 8:position + 12], "big")
+        at = position + field_offset + width - 1 - bit // 8
+        data[at] ^= 1 << (bit % 8)
+        f.seek(0)
+        f.write(data)
+
+
+def epochs_log(tmp_path, config: LogConfig = CONFIG) -> tuple[str, str]:
+    """Five batches of 8 records, epochs 0 0 1 1 2 (offsets 0..39), abandoned uncleanly."""
+    path = str(tmp_path / "t-0")
+    log = Log(path, config)
+    for i, epoch in enumerate((0, 0, 1, 1, 2)):
+        log.append_as_leader(producer_batch(8, tag=i), epoch, NOW)
+    segment = log.active_segment.log_path
+    abandon(log)
+    return path, segment
+
+
+@pytest.mark.parametrize("batch, bit", [(4, 0), (4, 20), (2, 3), (0, 30)])
+def test_a_flipped_leader_epoch_in_the_recovered_tail_is_corruption_and_truncated_there(tmp_path, batch, bit):
+    path, segment = epochs_log(tmp_path)
+    flip_header(segment, batch, 12, 4, bit)
+    recovered = Log(path, CONFIG, had_clean_shutdown=False)
+    assert recovered.log_end_offset == batch * 8
+    assert all_offsets(recovered) == list(range(batch * 8))
+    assert recovered.latest_epoch == (-1, 0, 0, 1, 1)[batch], "no epoch the log does not hold"
+
+
+@pytest.mark.parametrize("batch, bit", [(4, 0), (4, 40), (1, 2), (0, 9)])
+def test_a_flipped_base_offset_in_the_recovered_tail_is_corruption_and_truncated_there(tmp_path, batch, bit):
+    path, segment = epochs_log(tmp_path)
+    flip_header(segment, batch, 0, 8, bit)
+    recovered = Log(path, CONFIG, had_clean_shutdown=False)
+    assert recovered.log_end_offset == batch * 8, "no log end past what the log holds"
+    assert all_offsets(recovered) == list(range(batch * 8))
+
+
+def test_without_a_leader_epoch_checkpoint_recovery_takes_the_epochs_from_the_batches(tmp_path):
+    path, _ = epochs_log(tmp_path)
+    os.unlink(os.path.join(path, "leader-epoch-checkpoint"))
+    recovered = Log(path, CONFIG, had_clean_shutdown=False)
+    assert recovered.log_end_offset == 40
+    assert recovered.leader_epoch_cache.entries() == [(0, 0), (1, 16), (2, 32)]
+
+
+def test_a_compacted_log_may_skip_offsets_a_log_of_cleanup_policy_delete_may_not(tmp_path):
+    """Offsets run on without gaps in a log nobody compacts; a compacted one keeps its gaps."""
+    for policy, end in (("compact", 28), ("delete", 8)):
+        config = LogConfig(segment_bytes=6000, index_interval_bytes=500, cleanup_policy=policy)
+        path = str(tmp_path / policy / "t-0")
+        log = Log(path, config)
+        for base in (0, 20):  # what a follower copies from a compacted leader: 0..7, 20..27
+            batch = bytearray(producer_batch(8))
+            batch[0:8] = base.to_bytes(8, "big")
+            batch[12:16] = (0).to_bytes(4, "big")
+            log.append_as_follower(batch, NOW)
+        abandon(log)
+        assert Log(path, config, had_clean_shutdown=False).log_end_offset == end, policy

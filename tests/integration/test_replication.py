@@ -180,13 +180,34 @@ def test_lost_disk_re_replicates_and_loses_nothing_acknowledged(cluster):
     cluster.assert_all_acknowledged(writer.acks, brokers=BROKERS)
 
 
-def test_the_only_in_sync_replica_losing_its_disk_elects_the_most_complete_replica_and_loses_nothing(cluster):
+def flip_last_epoch(partition_dir: str) -> None:
+    """Set a high bit of the partitionLeaderEpoch of the last batch of the active segment."""
+    name = sorted(n for n in os.listdir(partition_dir) if n.endswith(".log"))[-1]
+    path = os.path.join(partition_dir, name)
+    with open(path, "r+b") as f:
+        data = f.read()
+        position = last = 0
+        while position + 12 <= len(data):
+            last = position
+            position += 12 + int.from_bytes(data[position + 8:position + 12], "big")
+        f.seek(last + 12)
+        f.write(bytes([data[last + 12] ^ 0x10]))
+
+
+@pytest.mark.parametrize("flip", [False, True])
+def test_the_only_in_sync_replica_losing_its_disk_elects_the_most_complete_replica_and_loses_nothing(
+        cluster, flip):
     """The 100-trial soak's seed 1032. The followers are killed one after the other and come
     back uncleanly (out of ISR and ELR), then the leader, the only in-sync replica, is killed
     and comes back with an empty disk. It is the last known leader; electing it (Kafka 4.x's
     balanced recovery) would make the others truncate to nothing. The controller asks every
-    replica for its log end and elects the most complete one: the follower that left last."""
-    topic = "lastisr"
+    replica for its log end and elects the most complete one: the follower that left last.
+
+    With ``flip`` (seed 1013), the follower that left first also has a bit flipped in the
+    partitionLeaderEpoch of its last batch, which the CRC does not cover: it would claim the
+    latest epoch and win. Its recovery finds the batch's epoch is not the checkpointed one
+    and truncates it."""
+    topic = f"lastisr-{'flip' if flip else 'wipe'}"
     cluster.create_topic(topic, 1, 3, {"min.insync.replicas": "2"})
     leader = cluster.leader_of(topic, 0)
     first, last = [b for b in BROKERS if b != leader]
@@ -203,6 +224,8 @@ def test_the_only_in_sync_replica_losing_its_disk_elects_the_most_complete_repli
     cluster.wait_for_isr(topic, 0, {leader}, timeout=30)
     cluster.kill9(leader)
     time.sleep(2.0)  # fenced: ISR [], ELR [leader], last known leader [leader]
+    if flip:
+        flip_last_epoch(cluster.partition_dir(first, topic, 0))
     for b in (first, last):
         cluster.restart(b)  # uncleanly: neither is in the ISR or the ELR
     assert cluster.wipe_partitions(leader, [topic]) == [f"{topic}-0"]
