@@ -49,6 +49,7 @@ from protocol.client import KafkaConnection, listener_refuses
 from protocol.dispatch import Api
 from protocol.errors import Error
 from protocol.headers import RequestHeader
+from protocol.list_offsets import DEBUGGING_REPLICA_ID, LATEST
 from protocol.metadata_records import decode_record, encode_record
 from protocol.net import current_connection
 from raft.accumulator import RecordBatchTooLargeError
@@ -63,8 +64,6 @@ TICK_S = 0.05
 PROBE_TIMEOUT_S = 0.5  # a broker's listener after its heartbeat connection closed
 LOG_END_TIMEOUT_S = 2.0  # a replica's answer to balanced recovery (asked again after RETRY_MS)
 LIST_OFFSETS_VERSION = 7
-DEBUGGING_REPLICA_ID = -2  # ListOffsets from a tool, not a follower: any replica answers
-LATEST_TIMESTAMP = -1
 UNCLEAN_CHECK_INTERVAL_MS = 5 * 60 * 1000  # Kafka's, besides the check after a config change
 METADATA_VERSION = 25  # 4.0-IV3, the highest the brokers announce; ELR needs 4.0-IV1 (23)
 BOOTSTRAP_FEATURES = (("metadata.version", METADATA_VERSION), (ELR_FEATURE, 1))
@@ -428,7 +427,7 @@ class QuorumController:
         topics: dict[str, list] = {}
         for q in queries:
             topics.setdefault(q.topic, []).append(R.ListOffsetsTopic.ListOffsetsPartition(
-                partition_index=q.partition, current_leader_epoch=-1, timestamp=LATEST_TIMESTAMP))
+                partition_index=q.partition, current_leader_epoch=-1, timestamp=LATEST))
         request = R(replica_id=DEBUGGING_REPLICA_ID, isolation_level=0, topics=[
             R.ListOffsetsTopic(name=name, partitions=ps) for name, ps in topics.items()])
         conn = KafkaConnection(endpoint.host, endpoint.port, client_id=f"strom-controller-{self.node_id}")

@@ -73,6 +73,14 @@ from engine.log import FETCH_HIGH_WATERMARK, FETCH_LOG_END, FETCH_TXN_COMMITTED,
 from engine.log_dir_failure import KafkaStorageError, LogDirFailureChannel
 from engine.producer_state import OutOfOrderSequenceError, ProducerFencedError, UnknownProducerIdError
 from protocol.errors import Error
+from protocol.list_offsets import (
+    DEBUGGING_REPLICA_ID,
+    EARLIEST,
+    EARLIEST_LOCAL,
+    LATEST,
+    LATEST_TIERED,
+    MAX_TIMESTAMP,
+)
 from replication import errors
 from replication.brokers import ImageBrokers
 from replication.errors import NotLeaderOrFollower, ReplicationError
@@ -83,8 +91,6 @@ from replication.purgatory import AcksPurgatory
 
 log = logging.getLogger("strom.replication")
 
-LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
-DEBUGGING_REPLICA_ID = -2
 
 TopicPartition = tuple[str, int]
 
