@@ -82,6 +82,11 @@ class CoordinatorConfig:
 class Effects:
     appends: list[tuple[int, list[tuple[bytes, bytes | None]]]] = field(default_factory=list)
     replies: list[tuple[Any, Any]] = field(default_factory=list)
+    # What happened to a group's membership, for the operator's log (Kafka logs the same at INFO).
+    events: list[str] = field(default_factory=list)
+
+    def event(self, text: str) -> None:
+        self.events.append(text)
 
     def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
         if records:
@@ -320,10 +325,11 @@ class GroupCoordinator:
                 return
             member.protocols = protocols
             member.join_waiter, member.join_version = waiter, version
-            self._prepare_rebalance(fx, group, now_ms)
+            self._prepare_rebalance(fx, group, now_ms, f"static member {instance_id} rejoined with "
+                                    "other protocols")
         elif group.state == COMPLETING_REBALANCE:
             member.join_waiter, member.join_version = waiter, version
-            self._prepare_rebalance(fx, group, now_ms)
+            self._prepare_rebalance(fx, group, now_ms, f"static member {instance_id} rejoined")
         elif group.state == PREPARING_REBALANCE:
             member.join_waiter, member.join_version = waiter, version
             self._maybe_complete_join(fx, group, now_ms)
@@ -338,7 +344,8 @@ class GroupCoordinator:
         group.add(member)
         if group.state == PREPARING_REBALANCE and group.previous_state == EMPTY:
             group.new_member_added = True
-        self._maybe_prepare_rebalance_or_complete_join(fx, group, now_ms)
+        self._maybe_prepare_rebalance_or_complete_join(fx, group, now_ms,
+                                                       f"member {member.member_id} joined")
 
     def _update_member_and_rebalance(self, fx, group, member, req, version, rebalance_timeout,
                                      protocols, waiter, now_ms) -> None:
@@ -350,15 +357,18 @@ class GroupCoordinator:
         member.rebalance_timeout_ms = rebalance_timeout
         member.session_timeout_ms = req.session_timeout_ms
         member.join_waiter, member.join_version = waiter, version
-        self._maybe_prepare_rebalance_or_complete_join(fx, group, now_ms)
+        self._maybe_prepare_rebalance_or_complete_join(fx, group, now_ms,
+                                                       f"member {member.member_id} rejoined")
 
-    def _maybe_prepare_rebalance_or_complete_join(self, fx, group, now_ms) -> None:
+    def _maybe_prepare_rebalance_or_complete_join(self, fx, group, now_ms, reason: str) -> None:
         if group.can_rebalance():
-            self._prepare_rebalance(fx, group, now_ms)
+            self._prepare_rebalance(fx, group, now_ms, reason)
         else:
             self._maybe_complete_join(fx, group, now_ms)
 
-    def _prepare_rebalance(self, fx, group: ClassicGroup, now_ms: int) -> None:
+    def _prepare_rebalance(self, fx, group: ClassicGroup, now_ms: int, reason: str) -> None:
+        fx.event(f"preparing to rebalance group {group.group_id} in state {group.state} with old "
+                 f"generation {group.generation_id} ({reason})")
         if group.state == COMPLETING_REBALANCE:
             # Members parked in SyncGroup must rejoin: their assignment is void.
             for m in group.members.values():
@@ -385,6 +395,7 @@ class GroupCoordinator:
 
     def _complete_join(self, fx, group: ClassicGroup, now_ms: int) -> None:
         for m in [m for m in group.members.values() if m.join_waiter is None and not m.is_static]:
+            fx.event(f"group {group.group_id}: member {m.member_id} did not rejoin in time; removing it")
             self._remove_member(fx, group, m.member_id)
         group.join_deadline = None
         if group.members and not group.maybe_elect_new_joined_leader():
@@ -392,6 +403,11 @@ class GroupCoordinator:
             group.join_deadline = now_ms + group.rebalance_timeout_ms()
             return
         group.init_next_generation(now_ms)
+        if group.members:
+            fx.event(f"group {group.group_id}: generation {group.generation_id} ({group.protocol_name}) "
+                     f"with {len(group.members)} members, leader {group.leader_id}")
+        else:
+            fx.event(f"group {group.group_id}: generation {group.generation_id} is empty")
         partition = self.partition_for(group.group_id)
         if group.state == EMPTY:
             fx.append(partition, [self._group_record(group)])
@@ -454,6 +470,8 @@ class GroupCoordinator:
                 m.assignment = assignments.get(m.member_id, b"")
             fx.append(self.partition_for(group.group_id), [self._group_record(group)])
             group.transition_to(STABLE, now_ms)
+            fx.event(f"group {group.group_id}: generation {group.generation_id} is stable with the "
+                     f"assignment of leader {member.member_id}")
             for m in group.members.values():
                 fx.reply(m.sync_waiter, self._sync_response(group, m))
                 m.sync_waiter = None
@@ -538,7 +556,8 @@ class GroupCoordinator:
                 errors.append(Error.UNKNOWN_MEMBER_ID)
                 continue
             errors.append(Error.NONE)
-            self._remove_member_and_update_group(fx, group, member_id, now_ms)
+            self._remove_member_and_update_group(fx, group, member_id, now_ms,
+                                                 f"member {member_id} left the group")
         return Error.NONE, errors, fx
 
     def _remove_member(self, fx, group: ClassicGroup, member_id: str) -> None:
@@ -549,10 +568,11 @@ class GroupCoordinator:
         fx.reply(member.sync_waiter, self.sync_error(member.sync_version, Error.UNKNOWN_MEMBER_ID))
         member.join_waiter = member.sync_waiter = None
 
-    def _remove_member_and_update_group(self, fx, group, member_id, now_ms) -> None:
+    def _remove_member_and_update_group(self, fx, group, member_id, now_ms, reason: str) -> None:
+        fx.event(f"group {group.group_id}: {reason}; removing it")
         self._remove_member(fx, group, member_id)
         if group.state in (STABLE, COMPLETING_REBALANCE):
-            self._prepare_rebalance(fx, group, now_ms)
+            self._prepare_rebalance(fx, group, now_ms, reason)
         elif group.state == PREPARING_REBALANCE:
             self._maybe_complete_join(fx, group, now_ms)
 
@@ -589,15 +609,20 @@ class GroupCoordinator:
                 if not member.is_new and (member.join_waiter is not None or member.sync_waiter is not None):
                     member.heartbeat_deadline = now_ms + member.session_timeout_ms  # parked = alive
                     continue
-                self._remove_member_and_update_group(fx, group, member.member_id, now_ms)
+                self._remove_member_and_update_group(
+                    fx, group, member.member_id, now_ms,
+                    f"member {member.member_id}: no heartbeat within its session timeout "
+                    f"({member.session_timeout_ms} ms)")
             if group.join_deadline is not None and group.join_deadline <= now_ms:
                 self._on_join_deadline(fx, group, now_ms)
             if group.sync_deadline is not None and group.sync_deadline <= now_ms:
                 group.sync_deadline = None
                 if group.state in (COMPLETING_REBALANCE, STABLE) and group.pending_sync:
-                    for member_id in list(group.pending_sync):
+                    late = sorted(group.pending_sync)
+                    for member_id in late:
                         self._remove_member(fx, group, member_id)
-                    self._prepare_rebalance(fx, group, now_ms)
+                    self._prepare_rebalance(fx, group, now_ms, f"members {', '.join(late)} sent no "
+                                            "SyncGroup within the rebalance timeout")
         return fx
 
     def _on_join_deadline(self, fx, group: ClassicGroup, now_ms: int) -> None:

@@ -329,6 +329,8 @@ class GroupCoordinatorRuntime:
         """Append the step's records (one batch per partition), then release its replies as
         their partitions' writes commit. The partitions whose append failed, with the error
         their requests answer (their replies are answered with it already)."""
+        for event in fx.events:
+            log.info("%s", event)
         batches: dict[int, list[tuple[bytes, bytes | None]]] = {}
         for partition, records in fx.appends:
             batches.setdefault(partition, []).extend(records)
@@ -453,7 +455,7 @@ class GroupCoordinatorRuntime:
                     pass
             try:
                 fx = self.core.tick(_now_ms())
-                if fx.appends or fx.replies:
+                if fx.appends or fx.replies or fx.events:
                     self.run(fx)
             except Exception:
                 log.exception("group coordinator timers failed")

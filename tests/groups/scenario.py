@@ -24,8 +24,10 @@ class Scenario:
         self.now = 0
         self.replies: dict[str, object] = {}
         self.appended: list[tuple[int, list]] = []
+        self.events: list[str] = []  # what the shell logs
 
     def run(self, fx: Effects) -> Effects:
+        self.events.extend(fx.events)
         for partition, records in fx.appends:
             self.appended.append((partition, records))
             self.core.apply_records(records)

@@ -216,6 +216,22 @@ def test_session_timeout_removes_member_and_rebalances():
     assert s.replies["rl"].generation_id == 2 and s.state() == "CompletingRebalance"
 
 
+def test_the_log_says_which_member_expired_and_why_the_group_rebalanced():
+    s, (leader, follower) = _stable(2)
+    s.events.clear()
+    for _ in range(3):
+        s.advance(5000)
+        s.heartbeat(leader, 1)
+    assert s.events == [
+        f"group g: member {follower}: no heartbeat within its session timeout (10000 ms); removing it",
+        f"preparing to rebalance group g in state Stable with old generation 1 (member {follower}: no "
+        "heartbeat within its session timeout (10000 ms))"]
+    s.join("rl", member_id=leader)
+    assert s.events[-1] == f"group g: generation 2 (range) with 1 members, leader {leader}"
+    s.sync("sl", leader, 2, {leader: b"a"})
+    assert s.events[-1] == f"group g: generation 2 is stable with the assignment of leader {leader}"
+
+
 def test_members_parked_in_join_do_not_expire():
     s, (leader, follower) = _stable(2)
     s.join("rl", member_id=leader, rebalance_ms=60000)

@@ -45,9 +45,10 @@ def _is_balanced(owned):
     return all(owned) and sorted(every) == list(range(PARTITIONS))
 
 
-def wait_balanced(members, what, timeout=BALANCE_TIMEOUT_S):
+def wait_balanced(members, what, node=None, group=None, timeout=BALANCE_TIMEOUT_S):
     """Until the members' assignments stay balanced for ``STABLE_S``; fail with what each
-    member reported otherwise. Returns the assignments."""
+    member reported, and what the coordinator logged of ``group``, otherwise. Returns the
+    assignments."""
     deadline = time.monotonic() + timeout
     since = None
     while True:
@@ -62,8 +63,18 @@ def wait_balanced(members, what, timeout=BALANCE_TIMEOUT_S):
         if now >= deadline:
             reports = "\n".join(f"  member {i}: owns {sorted(mine)}; {m.history()}"
                                 for i, (m, mine) in enumerate(zip(members, owned)))
-            pytest.fail(f"{what}: not balanced over {PARTITIONS} partitions in {timeout} s\n{reports}")
+            coordinator = _group_log(node, group)
+            pytest.fail(f"{what}: not balanced over {PARTITIONS} partitions in {timeout} s\n{reports}"
+                        f"\n  the coordinator's log of the group:\n{coordinator}")
         time.sleep(0.1)
+
+
+def _group_log(node, group, lines=40) -> str:
+    if node is None:
+        return "    (not given)"
+    with open(node.log_path, errors="replace") as f:
+        mine = [line.rstrip() for line in f if f"group {group}" in line]
+    return "\n".join("    " + line for line in mine[-lines:]) or "    (nothing)"
 
 
 @pytest.mark.parametrize("client", CLIENTS)
@@ -78,13 +89,13 @@ def test_group_rebalances_when_members_leave_and_join(shared_node, client):
     try:
         for _ in range(3):
             members.append(client.GroupMember().start(bootstrap, topic, group))
-        wait_balanced(members, "3 members")
+        wait_balanced(members, "3 members", shared_node, group)
 
         members.pop(0).close()  # leaves the group
-        wait_balanced(members, "2 members after one left")
+        wait_balanced(members, "2 members after one left", shared_node, group)
 
         members.append(client.GroupMember().start(bootstrap, topic, group))
-        wait_balanced(members, "3 members after one joined")
+        wait_balanced(members, "3 members after one joined", shared_node, group)
     finally:
         errors = close_all(members)
     assert not errors, f"members that did not leave cleanly: {errors}"

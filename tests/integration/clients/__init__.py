@@ -51,8 +51,10 @@ import collections
 import contextlib
 import importlib
 import subprocess
+import sys
 import threading
 import time
+import traceback
 from typing import NamedTuple
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -208,6 +210,16 @@ class ThreadMember(MemberBase, abc.ABC):
     @abc.abstractmethod
     def _run(self, bootstrap, topic, group, stop):
         """Run the client until ``stop`` is set (thread-based members)."""
+
+    def history(self) -> str:
+        """What the member reported, and where its client thread is now (a member that stops
+        answering its group shows where its client waits)."""
+        text = super().history()
+        frame = sys._current_frames().get(self._thread.ident) if self._thread.is_alive() else None
+        if frame is not None:
+            where = traceback.format_stack(frame)[-6:]
+            text += "\n    client thread at:\n" + "".join(where).rstrip()
+        return text
 
     def close(self, timeout=MEMBER_CLOSE_TIMEOUT_S):
         with self._lock:
