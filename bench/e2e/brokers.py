@@ -59,6 +59,13 @@ def cpu_seconds(pid: int | Sequence[int]) -> float:
     return times.user + times.system
 
 
+def kernel_cpu_seconds(pid: int | Sequence[int]) -> float:
+    """The system (kernel) part of ``cpu_seconds``."""
+    if not isinstance(pid, int):
+        return sum(kernel_cpu_seconds(p) for p in pid)
+    return psutil.Process(pid).cpu_times().system
+
+
 class StromBroker:
     name = "strom"
 

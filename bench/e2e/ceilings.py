@@ -13,6 +13,12 @@ What a broker on this box could at best reach, each measured for about ``seconds
   can serve).
 * fsync_per_s, fsync_p99_ms: 4 KiB appends, each followed by ``os.fdatasync`` (the bound on
   a flush-every-write log, and its tail).
+* page_cache_new_gb_s, page_cache_overwrite_gb_s (``page_cache_writes``): 1 MiB ``os.write``s
+  that extend a new file, then the same writes over the file's first bytes, whose pages are
+  in the page cache already. Every byte a broker appends to a segment, as leader or follower,
+  goes into pages of the first kind. On a VM whose host takes back freed memory (free page
+  reporting), a page the guest has not touched since costs the host a fault on first write,
+  so the first figure can be a tenth of the second.
 * rtt_100b_p50_us, rtt_100b_p99_us: 100-byte ping-pong with TCP_NODELAY between this process
   and an echo child process (the floor under any request/response latency).
 
@@ -43,6 +49,7 @@ WRITE_CHUNK = 8 * MiB
 FSYNC_BYTES = 4096
 RTT_BYTES = 100
 RTT_MAX_TRIPS = 20_000
+PAGE_CACHE_LIMIT = 2 << 30  # written at most by page_cache_writes, whatever the speed
 
 SOCKET_TIMEOUT_S = 5.0  # bound on any single socket call
 CHILD_SLACK_S = 5.0  # a child outlives its measurement by at most this much
@@ -250,6 +257,27 @@ def fsync(seconds: float = 1.0, directory: str | None = None) -> dict[str, float
         os.unlink(path)
 
 
+def page_cache_writes(seconds: float = 1.0, directory: str | None = None,
+                      limit_bytes: int = PAGE_CACHE_LIMIT) -> dict[str, float]:
+    """1 MiB writes extending a new file for about ``seconds`` (at most ``limit_bytes``), then
+    as many over its first bytes, pages already cached: GB/s of each."""
+    chunk = np.random.default_rng(1).integers(0, 256, size=MiB, dtype=np.uint8).data
+    fd, path = tempfile.mkstemp(prefix="ceiling-page-cache-", dir=directory)
+    try:
+        written, start = 0, time.perf_counter()
+        while written < limit_bytes and (time.perf_counter() - start < seconds or not written):
+            written += os.write(fd, chunk)
+        new = written / (time.perf_counter() - start) / 1e9
+        over, start = 0, time.perf_counter()
+        while over < written:
+            over += os.pwrite(fd, chunk, over)
+        overwrite = over / (time.perf_counter() - start) / 1e9
+        return {"page_cache_new_gb_s": new, "page_cache_overwrite_gb_s": overwrite}
+    finally:
+        os.close(fd)
+        os.unlink(path)
+
+
 def rtt_100b(seconds: float = 1.0, max_trips: int = RTT_MAX_TRIPS) -> dict[str, float]:
     """100-byte ping-pong with an echo child over 127.0.0.1 (TCP_NODELAY): p50 and p99 in µs."""
     out = bytes(RTT_BYTES)
@@ -280,7 +308,9 @@ def measure(seconds: float = 1.0, directory: str | None = None) -> dict[str, flo
     syncs = fsync(seconds, directory)
     rtt = rtt_100b(seconds)
     sendfile = sendfile_gb_s(seconds, directory, SENDFILE_FILE_BYTES)
-    return {"memcpy_gb_s": memcpy, "loopback_tcp_gb_s": loopback, "sendfile_gb_s": sendfile, **syncs, **rtt}
+    page_cache = page_cache_writes(seconds, directory)
+    return {"memcpy_gb_s": memcpy, "loopback_tcp_gb_s": loopback, "sendfile_gb_s": sendfile, **syncs, **rtt,
+            **page_cache}
 
 
 if __name__ == "__main__":

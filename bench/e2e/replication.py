@@ -41,6 +41,7 @@ import subprocess
 import time
 from collections.abc import Callable
 
+from bench.e2e import ceilings
 from bench.e2e import workloads as W
 from bench.e2e.failover import ResumeWatch, SteadyWriter, distribution, longest_gap, paired_ratio
 from tests.integration.cluster import NodeError
@@ -121,7 +122,9 @@ def throughput(cluster: ReplicatedCluster, w: W.Workload, records: int, reps: in
             r = W.run_round(spec)
             rounds[name].append(r)
             log(f"replicated {name} {work.label}: {r['produce_msg_s']:,.0f} msg/s {r['produce_mb_s']:.0f} "
-                f"MB/s, brokers' cpu {r['produce_cpu_s_per_mb'] * 1e3:.2f} ms/MB")
+                f"MB/s, brokers' cpu {r['produce_cpu_s_per_mb'] * 1e3:.2f} ms/MB (kernel "
+                f"{r['produce_kernel_cpu_s_per_mb'] * 1e3:.2f}), client "
+                f"{r['client_cpu_s_per_mb'] * 1e3:.2f} ms/MB")
     ratio = paired_ratio([r["produce_msg_s"] for r in rounds["rf3"]],
                          [r["produce_msg_s"] for r in rounds["rf1"]])
     return {"workload": w.as_dict(), "label": w.label.replace(", acks=1", ""), "records": records,
@@ -302,9 +305,12 @@ def run(quick: bool, reps: int, log: Callable[[str], None] = print, trials: int 
                     "cluster": {"controllers": 3, "brokers": 3, "min_insync_replicas": 2},
                     "load_before": machine_load(), "throughput": [], "latency": [], "failover": {}}
     log(f"replication: load before {report['load_before']['uptime']}")
+    report["page_cache"] = [{"when": "before", **ceilings.page_cache_writes(1.0)}]
     with ReplicatedCluster() as cluster:
         for w in throughput_workloads(quick):
             report["throughput"].append(throughput(cluster, w, records_for(w, quick), reps, log))
+        report["page_cache"].append({"when": "after the throughput rounds",
+                                     **ceilings.page_cache_writes(1.0)})
         report["latency"].append(latency(cluster, LATENCY_RATE, 3.0 if quick else 5.0, reps, log))
         report["failover"]["kill9"] = leader_failover(cluster, "kill9", trials, rng, log)
         report["failover"]["sigterm"] = leader_failover(cluster, "sigterm", trials, rng, log)

@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.e2e.brokers import cpu_seconds
+from bench.e2e.brokers import cpu_seconds, kernel_cpu_seconds
 from tests.integration.cluster import REPO_ROOT
 
 TOPIC_TIMEOUT_S = 30.0
@@ -105,6 +105,8 @@ class Timed:
     records: int
     bytes: int  # value bytes
     broker_cpu_s: float
+    broker_kernel_cpu_s: float = float("nan")  # the system part of broker_cpu_s (produce only)
+    client_cpu_s: float = float("nan")  # this client process, user + system (produce only)
 
     @property
     def records_per_s(self) -> float:
@@ -132,6 +134,8 @@ def produce(bootstrap: str, broker_pid: int | list[int], topic: str, w: Workload
     p.flush(TOPIC_TIMEOUT_S)
     parts = w.partitions
     produce_ = p.produce
+    me = os.getpid()
+    kernel0, client0 = kernel_cpu_seconds(broker_pid), cpu_seconds(me)
     cpu0, t0 = cpu_seconds(broker_pid), time.perf_counter()
     for i in range(records):
         v = pool[i & 1023]
@@ -143,9 +147,11 @@ def produce(bootstrap: str, broker_pid: int | list[int], topic: str, w: Workload
                 p.poll(0.0005)
     left = p.flush(CONSUME_TIMEOUT_S)
     t1, cpu1 = time.perf_counter(), cpu_seconds(broker_pid)
+    kernel1, client1 = kernel_cpu_seconds(broker_pid), cpu_seconds(me)
     if left or failed:
         raise RuntimeError(f"{left} records undelivered, {len(failed)} failed: {failed[:3]}")
-    return Timed(t1 - t0, records, records * w.record_bytes, cpu1 - cpu0)
+    return Timed(t1 - t0, records, records * w.record_bytes, cpu1 - cpu0, kernel1 - kernel0,
+                 client1 - client0)
 
 
 def consume(bootstrap: str, broker_pid: int, topic: str, w: Workload, records: int) -> Timed:
@@ -337,8 +343,11 @@ def _round(spec: dict) -> dict:
     if spec["kind"] == "produce":
         create_topic(bootstrap, topic, w.partitions, replication_factor, config)
         p = produce(bootstrap, pid, topic, w, records, warm_partitions=w.partitions)
+        mb = p.bytes / 1e6
         return {"produce_msg_s": p.records_per_s, "produce_mb_s": p.mb_per_s,
-                "produce_cpu_s_per_mb": p.broker_cpu_s_per_mb}
+                "produce_cpu_s_per_mb": p.broker_cpu_s_per_mb,
+                "produce_kernel_cpu_s_per_mb": p.broker_kernel_cpu_s / mb,
+                "client_cpu_s_per_mb": p.client_cpu_s / mb}
     from bench.e2e import wire
     create_topic(bootstrap, topic, w.partitions)
     p = produce(bootstrap, pid, topic, w, records)

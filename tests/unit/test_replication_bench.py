@@ -135,3 +135,19 @@ def test_a_report_of_the_replication_part_alone_renders_without_the_single_node_
     assert "**0.70×** (0.60–0.80)" in text
     assert "| kill -9 of a partition leader | 2 | 0.400 | 0.400 | 0.600 | 0.600 | 0.600 |" in text
     assert "kill -9 of the active controller" in text
+    assert "| 2.00 (2.00–2.00) | 6.00 (6.00–6.00) | – | – | – | – |" in text, "no CPU split measured"
+
+
+def test_the_throughput_table_splits_the_brokers_cpu_and_shows_the_producers():
+    rep = _replication_part([0.4, 0.6], [0.3, 0.4])
+    rep["throughput"][0]["rf1"].update(produce_kernel_cpu_s_per_mb=_stat(0.0011),
+                                       client_cpu_s_per_mb=_stat(0.0025))
+    rep["throughput"][0]["rf3"].update(produce_kernel_cpu_s_per_mb=_stat(0.0041),
+                                       client_cpu_s_per_mb=_stat(0.0027))
+    rep["page_cache"] = [{"when": "before", "page_cache_new_gb_s": 0.5, "page_cache_overwrite_gb_s": 10.0}]
+    report = _skeleton(rep)
+    report["targets"] = targets(report)
+    text = render_markdown(report)
+    assert ("| 2.00 (2.00–2.00) | 6.00 (6.00–6.00) | 1.10 (1.10–1.10) | 4.10 (4.10–4.10) | "
+            "2.50 (2.50–2.50) | 2.70 (2.70–2.70) |") in text
+    assert "GB/s (bench.e2e.ceilings): before 0.50 / 10.00." in text
