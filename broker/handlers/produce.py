@@ -1,8 +1,8 @@
 """Produce: append each partition's record batches through the ReplicaManager.
 
 Each partition's records are checked first as Kafka's ProduceRequest.validateRecords does
-(``records_error``). The records of a partition stay a writable memoryview into the request frame; ext
-validates them and patches offsets and the leader epoch in place; the log writes them in
+(``check_records``), and a partial batch after the first is trimmed. The records of a
+partition stay a writable memoryview into the request frame; ext validates them and patches offsets and the leader epoch in place; the log writes them in
 one write. acks=0 gets no response; acks=1 is answered after the leader's append; acks=-1
 once the high watermark passed the batch (replication/purgatory.py), or with
 NOT_ENOUGH_REPLICAS (nothing written), NOT_ENOUGH_REPLICAS_AFTER_APPEND or REQUEST_TIMED_OUT
@@ -24,30 +24,58 @@ _CODEC_AT = 22  # the low byte of the attributes
 _UP_TO_MAGIC = _MAGIC_AT + 1  # Kafka's HEADER_SIZE_UP_TO_MAGIC: fewer bytes are not a batch
 
 
-def records_error(version: int, records) -> tuple[int, str] | None:
-    """Kafka's ProduceRequest.validateRecords (v3+) for one partition's records: exactly one
-    record batch, of magic 2, and ZStandard only from v7. A partial batch after the first does
-    not count as one (Kafka's batch iterator stops at it); a malformed batch is left to the
-    log's validation (CORRUPT_MESSAGE). None: the records pass."""
-    size = len(records) if records is not None else 0
-    if size == 0:
-        return Error.INVALID_RECORD, (f"Produce requests with version {version} must have at "
-                                      "least one record batch per partition")
-    if size < _UP_TO_MAGIC:
+RECORD_OVERHEAD_V0 = 14  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0: the smallest size a header may give
+
+
+class _Corrupt(Exception):
+    pass
+
+
+def _next_batch_size(records, at: int, size: int) -> int | None:
+    """Kafka's ByteBufferLogInputStream.nextBatchSize and nextBatch for the bytes from ``at``:
+    the size of the whole batch there, None where the bytes end before it does. Raises
+    _Corrupt for a header nothing can be read past."""
+    remaining = size - at
+    if remaining < LOG_OVERHEAD:
         return None
-    if records[_MAGIC_AT] != MAGIC:
-        return Error.INVALID_RECORD, (f"Produce requests with version {version} are only allowed to "
-                                      "contain record batches with magic version 2")
-    if version < 7 and size > _CODEC_AT and records[_CODEC_AT] & 0x07 == COMPRESSION_ZSTD:
-        return Error.UNSUPPORTED_COMPRESSION_TYPE, (f"Produce requests with version {version} are not "
-                                                    "allowed to use ZStandard compression")
-    second = LOG_OVERHEAD + int.from_bytes(records[8:12], "big", signed=True)  # where a next batch starts
-    if LOG_OVERHEAD < second and size - second >= _UP_TO_MAGIC:
-        length = LOG_OVERHEAD + int.from_bytes(records[second + 8:second + 12], "big", signed=True)
-        if LOG_OVERHEAD < length <= size - second:
+    length = int.from_bytes(records[at + 8:at + 12], "big", signed=True)
+    if length < RECORD_OVERHEAD_V0:
+        raise _Corrupt(f"Record size {length} is less than the minimum record overhead "
+                       f"({RECORD_OVERHEAD_V0})")
+    if remaining < _UP_TO_MAGIC:
+        return None
+    magic = int.from_bytes(records[at + _MAGIC_AT:at + _UP_TO_MAGIC], "big", signed=True)
+    if not 0 <= magic <= MAGIC:
+        raise _Corrupt(f"Invalid magic found in record: {magic}")
+    whole = LOG_OVERHEAD + length
+    return whole if remaining >= whole else None
+
+
+def check_records(version: int, records) -> tuple[int, str | None, int]:
+    """Kafka's ProduceRequest.validateRecords (v3+) for one partition's records: exactly one
+    record batch, of magic 2, and ZStandard only from v7. Kafka's batch iterator ends at a
+    batch the bytes stop short of, so a partial batch after the first is no second batch:
+    Kafka's log appends the valid bytes only (trimInvalidBytes), and so does ours. A
+    malformed first batch is left to the log's validation (CORRUPT_MESSAGE).
+    (error, message, how many leading bytes to append)."""
+    size = len(records) if records is not None else 0
+    try:
+        first = _next_batch_size(records, 0, size)
+        if first is None:
+            return Error.INVALID_RECORD, (f"Produce requests with version {version} must have at "
+                                          "least one record batch per partition"), 0
+        if records[_MAGIC_AT] != MAGIC:
             return Error.INVALID_RECORD, (f"Produce requests with version {version} are only allowed to "
-                                          "contain exactly one record batch per partition")
-    return None
+                                          "contain record batches with magic version 2"), 0
+        if version < 7 and records[_CODEC_AT] & 0x07 == COMPRESSION_ZSTD:
+            return Error.UNSUPPORTED_COMPRESSION_TYPE, (f"Produce requests with version {version} are not "
+                                                        "allowed to use ZStandard compression"), 0
+        if _next_batch_size(records, first, size) is not None:
+            return Error.INVALID_RECORD, (f"Produce requests with version {version} are only allowed to "
+                                          "contain exactly one record batch per partition"), 0
+    except _Corrupt as e:
+        return Error.CORRUPT_MESSAGE, str(e), 0
+    return Error.NONE, None, first
 
 
 def apis(broker) -> list[Api]:
@@ -70,10 +98,13 @@ def apis(broker) -> list[Api]:
                     pr.error_code = Error.INVALID_REQUIRED_ACKS
                 elif name is None:
                     pr.error_code = Error.UNKNOWN_TOPIC_ID
-                elif (error := records_error(version, p.records)) is not None:
-                    pr.error_code, pr.error_message = error
                 else:
-                    entries.append((name, p.index, p.records))
+                    code, message, valid = check_records(version, p.records)
+                    if code != Error.NONE:
+                        pr.error_code, pr.error_message = code, message
+                        continue
+                    records = p.records if valid == len(p.records) else p.records[:valid]
+                    entries.append((name, p.index, records))
                     slots.append(pr)
         results = replicas.append_records_locally(entries, req.acks) if entries else []
         if req.acks == 0:

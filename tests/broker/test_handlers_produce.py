@@ -216,3 +216,40 @@ def test_a_partition_with_other_than_one_magic_2_batch_is_invalid_record_and_zst
         assert await produce(one) == Error.NONE
         assert leader.log().log_end_offset == 4
     run(main())
+
+
+def test_a_partial_batch_after_the_first_is_trimmed_as_kafkas_batch_iterator_stops_at_it(tmp_path):
+    """Kafka's batch iterator (ByteBufferLogInputStream) ends at bytes too few for the batch
+    their header announces: the partition's records are its whole batches, and the log gets
+    the first batch alone. A header it cannot read past (a size under the smallest record's,
+    a magic above 2) is CORRUPT_MESSAGE; no whole first batch is INVALID_RECORD."""
+    async def main():
+        cluster = Cluster(brokers=(1,))
+        cluster.create_topic(replicas=(1,))
+        leader = Node(tmp_path, 1, cluster)
+        R = M.ProduceRequest
+
+        async def produce(data: bytes):
+            partition = R.PartitionProduceData(index=0, records=memoryview(bytearray(data)))
+            request = R(transactional_id=None, acks=1, timeout_ms=5000, topic_data=[R.TopicProduceData(
+                name=TOPIC, partition_data=[partition])])
+            return (await leader.call(0, 9, request)).responses[0].partition_responses[0].error_code
+
+        one = bytes(records(3))
+        assert await produce(one + one[:40]) == Error.NONE
+        assert await produce(one + one[:11]) == Error.NONE  # not even a size field
+        assert await produce(one + one[:16]) == Error.NONE  # a size field, not yet a magic byte
+        assert leader.log().log_end_offset == 9
+        read = leader.log().read(0, 1 << 20)
+        assert read.size == 3 * len(one), "only the whole batches were written"
+
+        tiny = one[:8] + (13).to_bytes(4, "big") + one[12:40]  # under LegacyRecord.RECORD_OVERHEAD_V0
+        bad_magic = bytearray(one[:40])
+        bad_magic[16] = 3
+        assert await produce(one + tiny) == Error.CORRUPT_MESSAGE
+        assert await produce(one + bytes(bad_magic)) == Error.CORRUPT_MESSAGE
+        assert await produce(tiny) == Error.CORRUPT_MESSAGE
+        assert await produce(one[:-1]) == Error.INVALID_RECORD
+        assert await produce(one[:16]) == Error.INVALID_RECORD
+        assert leader.log().log_end_offset == 9, "nothing more written"
+    run(main())
