@@ -2,14 +2,14 @@
 
 Each partition's records are checked first as Kafka's ProduceRequest.validateRecords does
 (``check_records``), and a partial batch after the first is trimmed. The records of a
-partition stay a writable memoryview into the request frame; ext validates them and patches offsets and the leader epoch in place; the log writes them in
-one write. acks=0 gets no response; acks=1 is answered after the leader's append; acks=-1
-once the high watermark passed the batch (replication/purgatory.py), or with
-NOT_ENOUGH_REPLICAS (nothing written), NOT_ENOUGH_REPLICAS_AFTER_APPEND or REQUEST_TIMED_OUT
-(timeout_ms); that wait does not hold the connection (the answer is Deferred: the
-client's next requests are appended behind this one meanwhile, and answers keep their
-order). NOT_LEADER_OR_FOLLOWER carries the current leader and, in node_endpoints, its
-endpoint (KIP-951, v10+), so the producer moves at once.
+partition stay a writable memoryview into the request frame; ext validates them and patches
+offsets and the leader epoch in place; the log writes them in one write. acks=0 gets no
+response; acks=1 is answered after the leader's append; acks=-1 once the high watermark
+passed the batch (replication/purgatory.py), or with NOT_ENOUGH_REPLICAS (nothing written),
+NOT_ENOUGH_REPLICAS_AFTER_APPEND or REQUEST_TIMED_OUT (timeout_ms); that wait does not hold
+the connection (the answer is Deferred: the client's next requests are appended behind this
+one meanwhile, and answers keep their order). NOT_LEADER_OR_FOLLOWER carries the current
+leader and, in node_endpoints, its endpoint (KIP-951, v10+), so the producer moves at once.
 """
 from __future__ import annotations
 
