@@ -144,7 +144,7 @@ class FrameReader:
                     pool.free -= size
                     self.held += size
                 big = _frame_buffer(size)  # not zeroed: the socket fills all of it
-                big[:have] = buf[begin:self.end]
+                big[:have] = memoryview(buf)[begin:self.end]  # one copy, no temporary
                 self.start = self.end = 0
                 self.big, self.big_filled = big, have
                 break
