@@ -43,12 +43,14 @@ def render_markdown(report: dict) -> str:
         ("sendfile to loopback", lambda c: f"{c['sendfile_gb_s']:.2f} GB/s"),
         ("1 MiB writes to a new file / over cached pages",
          lambda c: f"{c['page_cache_new_gb_s']:.2f} / {c['page_cache_overwrite_gb_s']:.2f} GB/s"
-         if "page_cache_new_gb_s" in c else "not measured"),
+         if "page_cache_new_gb_s" in c else "–"),
         ("4 KiB append + fdatasync", lambda c: f"{c['fsync_per_s']:,.0f}/s (p99 {c['fsync_p99_ms']:.1f} ms)"),
         ("100 B loopback round trip",
          lambda c: f"p50 {c['rtt_100b_p50_us']:.0f} µs, p99 {c['rtt_100b_p99_us']:.0f} µs"),
     ]
     for name, cell in rows if report["ceilings"] else ():
+        if all(cell(c) == "–" for c in report["ceilings"]):
+            continue  # measured by a later version of bench.e2e.ceilings than this report's
         lines.append(f"| {name} | " + " | ".join(cell(c) for c in report["ceilings"]) + " |")
     lines += [
         "",

@@ -151,3 +151,15 @@ def test_the_throughput_table_splits_the_brokers_cpu_and_shows_the_producers():
     assert ("| 2.00 (2.00–2.00) | 6.00 (6.00–6.00) | 1.10 (1.10–1.10) | 4.10 (4.10–4.10) | "
             "2.50 (2.50–2.50) | 2.70 (2.70–2.70) |") in text
     assert "GB/s (bench.e2e.ceilings): before 0.50 / 10.00." in text
+
+
+def test_a_ceiling_an_older_report_did_not_measure_gets_no_row():
+    old = {"when": "before", "memcpy_gb_s": 12.0, "loopback_tcp_gb_s": 2.0, "sendfile_gb_s": 1.5,
+           "fsync_per_s": 400.0, "fsync_p99_ms": 20.0, "rtt_100b_p50_us": 19.0, "rtt_100b_p99_us": 27.0}
+    report = _skeleton(_replication_part([0.4], [0.3]))
+    report["ceilings"] = [old]
+    report["targets"] = targets(report)
+    assert "| memcpy | 12.0 GB/s |" in render_markdown(report)
+    assert "new file" not in render_markdown(report).split("## Targets")[0]
+    report["ceilings"] = [{**old, "page_cache_new_gb_s": 0.5, "page_cache_overwrite_gb_s": 12.0}]
+    assert "| 1 MiB writes to a new file / over cached pages | 0.50 / 12.00 GB/s |" in render_markdown(report)
