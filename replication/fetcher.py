@@ -58,6 +58,7 @@ from typing import Any
 from engine.log_dir_failure import KafkaStorageError
 from protocol import messages as M
 from protocol.client import ConnectionClosedByPeer, KafkaConnection, listener_refuses
+from protocol.list_offsets import EARLIEST, LATEST
 from protocol.types import ProtocolError
 
 from . import errors, follower
@@ -73,7 +74,6 @@ API_VERSIONS_VERSION = 3
 VERSIONS = {FETCH_KEY: (12, 18), LIST_OFFSETS_KEY: (1, 10)}
 # What a Strom broker serves, used when ApiVersions gives no answer.
 DEFAULT_VERSIONS = {FETCH_KEY: 16, LIST_OFFSETS_KEY: 8}
-LATEST_TIMESTAMP, EARLIEST_TIMESTAMP = -1, -2
 # Kafka's fetcher stops on a fenced epoch only: NOT_LEADER_OR_FOLLOWER (the leader has not yet
 # applied the metadata that made it leader, or had a stale broker epoch of ours) is retried.
 STOP_ERRORS = frozenset({errors.FENCED_LEADER_EPOCH})
@@ -500,8 +500,8 @@ class _SourceFetcher:
 
     async def _handle_offset_out_of_range(self, entry: _Fetching, state: PartitionFetchState) -> None:
         try:
-            leader_end = await self._list_offset(entry, state, LATEST_TIMESTAMP)
-            leader_start = await self._list_offset(entry, state, EARLIEST_TIMESTAMP)
+            leader_end = await self._list_offset(entry, state, LATEST)
+            leader_start = await self._list_offset(entry, state, EARLIEST)
         except REQUEST_FAILURES:
             return
         except _PartitionError as e:
