@@ -175,9 +175,33 @@ class GroupMember(ThreadMember):
                                  auto_offset_reset="earliest", enable_auto_commit=False,
                                  session_timeout_ms=6000, heartbeat_interval_ms=500,
                                  request_timeout_ms=15_000)
+        self._consumer = consumer
         try:
             consumer.subscribe([topic], listener=Listener())
+            # The topic's partitions before the first join. Without them a leader assigns
+            # nothing, rejoins once its metadata arrives, and kafka-python 3.0.12 can strand
+            # that rejoin: when the poll's wait times out between the leader's JoinGroup and
+            # SyncGroup answers, its join task completes unread, need_rejoin() is already
+            # False, so the assignment is never applied and heartbeats stay off until the
+            # coordinator expires the member (BaseCoordinator.need_rejoin ignores
+            # ``rejoining``). The broker is right throughout; the coordinator's log shows it.
+            consumer.partitions_for_topic(topic)
             while not stop.is_set():
                 consumer.poll(timeout_ms=int(MEMBER_POLL_S * 1000))
         finally:
             consumer.close(autocommit=False)  # LeaveGroup
+
+    def history(self) -> str:
+        """Also the client's own view of its membership: a member stuck rebalancing with
+        heartbeats off and its join task done shows the client-side strand above."""
+        text = super().history()
+        c = getattr(getattr(self, "_consumer", None), "_coordinator", None)
+        if c is not None:
+            task = getattr(c, "_join_task", None)
+            task = "none" if task is None else ("done" if getattr(task, "is_done", False) else "not done")
+            text += (f"\n    client state: {getattr(c, 'state', '?')}, rejoining "
+                     f"{getattr(c, 'rejoining', '?')}, rejoin_needed {getattr(c, 'rejoin_needed', '?')}, "
+                     f"heartbeat enabled {getattr(c, '_heartbeat_enabled', '?')}, generation "
+                     f"{getattr(c, '_generation', '?')}, join task "
+                     f"{task}")
+        return text
