@@ -7,10 +7,11 @@ import threading
 
 import pytest
 
-from bench.test_bench_kernels import one_mib_of_batches
+from bench.test_bench_kernels import one_mib_of_batches, records_of
 from engine.config import LogConfig
 from engine.log import Log
 from ext import segment as native
+from ext.batch import build_batch
 
 MIB = 1 << 20
 
@@ -29,6 +30,28 @@ def test_append_1mib_validate_assign_write(benchmark, tmp_path):
     rounds, warmup = (200, 5) if benchmark.enabled else (1, 0)
     benchmark.pedantic(append, rounds=rounds, iterations=1, warmup_rounds=warmup)
     assert log.log_end_offset % 1000 == 0
+    log.close()
+
+
+@pytest.mark.parametrize("source,target", [
+    (0, "lz4"), (0, "zstd"), (3, "zstd"), (1, "lz4"), (3, "lz4"),
+], ids=["none-to-lz4", "none-to-zstd", "lz4-to-zstd", "gzip-to-lz4", "lz4-kept"])
+def test_append_1mib_in_the_topics_codec(benchmark, tmp_path, source, target):
+    """Log.append_as_leader of ~1 MiB of 100-byte records (before compression), 1000 to a
+    batch, under a topic's compression.type: a batch in another codec is decompressed and
+    compressed again (ext.batch.recompress); lz4-kept is a batch already in the topic's
+    codec, validated and stored as it came."""
+    log = Log(str(tmp_path / "bench-0"), LogConfig(segment_bytes=256 * MIB, compression_type=target))
+    batch = build_batch(records_of(100, 1000), compression=source)
+    buf = bytearray(batch * 9)
+    benchmark.extra_info["bytes"] = 9 * 1000 * 100
+
+    def append():
+        log.append_as_leader(buf, 1, 1_700_000_000_500)
+
+    rounds, warmup = (50, 2) if benchmark.enabled else (1, 0)
+    benchmark.pedantic(append, rounds=rounds, iterations=1, warmup_rounds=warmup)
+    assert log.log_end_offset % 9000 == 0
     log.close()
 
 

@@ -19,7 +19,8 @@ what a failed write left torn.
 
 Periodic tasks: retention, isr-expiration every replica.lag.time.max.ms / 2, the HW checkpoint
 every replica.high.watermark.checkpoint.interval.ms (and at shutdown), recovery point and log
-start checkpoints, flushes. Stopping closes the listeners, the group coordinator, the replica
+start checkpoints, flushes, producer id expiration every producer.id.expiration.check.interval.ms
+(and once the logs are loaded). Stopping closes the listeners, the group coordinator, the replica
 fetchers and the AlterPartition manager, the metadata follower, then the logs.
 
 ``run(config)`` takes the parsed configuration from the ``strom`` command.
@@ -53,6 +54,7 @@ from replication.manager import ReplicaManager
 log = logging.getLogger("strom.broker")
 STOP_TIMEOUT_S = 20  # the stack dump comes at half of it
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 15
+DEFAULT_FLUSH_CHECK_MS = 1000  # unless log.flush.scheduler.interval.ms is set
 HALT_DELAY_S = 0.25  # from a log dir failure to the halt: the failed request's answer goes out
 
 
@@ -64,8 +66,10 @@ class Broker:
         self.failure_channel = LogDirFailureChannel(self._on_log_dir_failure)
         self.logs = LogManager(config.log_dirs, config.log_config, cluster_id=cluster_id,
                                node_id=config.node_id, failure_channel=self.failure_channel)
-        self.advertised = config.advertised_broker_listeners()
-        self.listener_name = self.advertised[0].name
+        self.advertised = config.advertised_broker_listeners()  # registered in this order
+        # inter.broker.listener.name: where the replica fetchers find leaders. Client answers
+        # (Metadata, FindCoordinator, KIP-951 leader endpoints) name this listener's endpoints too.
+        self.listener_name = config.inter_broker_listener_name
         self.follower = MetadataFollower(
             config.node_id, cluster_id, driver_config(config, cluster_id, observer=True), self.advertised,
             config["broker.rack"], self._on_metadata, config["broker.heartbeat.interval.ms"],
@@ -83,7 +87,9 @@ class Broker:
                           fetch_max_bytes=config["replica.fetch.max.bytes"],
                           response_max_bytes=config["replica.fetch.response.max.bytes"],
                           backoff_ms=config.get("replica.fetch.backoff.ms", 1000),
-                          request_timeout_ms=config["replica.socket.timeout.ms"]),
+                          request_timeout_ms=config["replica.socket.timeout.ms"],
+                          num_fetchers=config["num.replica.fetchers"],
+                          socket_receive_buffer_bytes=config["replica.socket.receive.buffer.bytes"]),
             self.replicas.on_follower_appended)
         self.replicas.alter_partition = AlterPartitionManager(
             config.node_id, lambda: self.follower.broker_epoch, self._send_alter_partition,
@@ -141,6 +147,7 @@ class Broker:
     async def start(self) -> None:
         self.logs.startup()
         self.logs_started = True
+        self.remove_expired_producers()  # as Kafka's load drops them from its producer snapshots
         self.follower.previous_broker_epoch = self.logs.previous_broker_epoch()
         await self.follower.start(self.config["initial.broker.registration.timeout.ms"] / 1000)
         self._replicas_started = True
@@ -152,7 +159,9 @@ class Broker:
             apis += module.apis(self)
         self.dispatcher = Dispatcher(apis)
         self.server = Server(self.dispatcher.handle, self.config["socket.request.max.bytes"],
-                             limits=self.config.listener_limits())
+                             limits=self.config.listener_limits(),
+                             send_buffer_bytes=self.config["socket.send.buffer.bytes"],
+                             receive_buffer_bytes=self.config["socket.receive.buffer.bytes"])
         for listener in self.config.broker_listeners():
             port = self.server.bind(listener.host, listener.port)
             log.info("broker %d listening on %s:%d", self.node_id, listener.host, port)
@@ -166,13 +175,21 @@ class Broker:
             loop.create_task(self._every(self.config["replica.lag.time.max.ms"] // 2,
                                          self.replicas.maybe_shrink_isr)),
             loop.create_task(self._every(self.config["log.flush.offset.checkpoint.interval.ms"],
-                                         self._checkpoint_offsets)),
-            loop.create_task(self._every(1000, lambda: self.logs.flush_dirty_logs(_now_ms()))),
+                                         self.logs.checkpoint_recovery_points)),
+            loop.create_task(self._every(self.config["log.flush.start.offset.checkpoint.interval.ms"],
+                                         self.logs.checkpoint_log_start_offsets)),
+            loop.create_task(self._every(flush_check_ms(self.config),
+                                         lambda: self.logs.flush_dirty_logs(_now_ms()))),
+            loop.create_task(self._every(self.config["producer.id.expiration.check.interval.ms"],
+                                         self.remove_expired_producers)),
         ]
 
-    def _checkpoint_offsets(self) -> None:
-        self.logs.checkpoint_recovery_points()
-        self.logs.checkpoint_log_start_offsets()
+    def remove_expired_producers(self) -> None:
+        """Forget the idempotent producers idle for producer.id.expiration.ms in every
+        partition's log, followers' included (engine/producer_state.py has the rule)."""
+        forgotten = self.logs.remove_expired_producers(_now_ms(), self.config["producer.id.expiration.ms"])
+        if forgotten:
+            log.info("forgot %d producer ids idle for producer.id.expiration.ms", forgotten)
 
     def _on_log_dir_failure(self, log_dir: str, message: str) -> None:
         """The LogDirFailureChannel's handler: take the dir's partitions offline; with no log
@@ -266,6 +283,15 @@ async def serve(config, cluster_id: str) -> None:
             raise
         faulthandler.cancel_dump_traceback_later()
         log.info("broker %d stopped", config.node_id)
+
+
+def flush_check_ms(config) -> int:
+    """How often logs are checked against their flush.ms: log.flush.scheduler.interval.ms when
+    set. Kafka's default never checks, which leaves a topic's flush.ms without effect; Strom
+    checks every second unless told otherwise."""
+    if "log.flush.scheduler.interval.ms" in config.originals:
+        return config["log.flush.scheduler.interval.ms"]
+    return DEFAULT_FLUSH_CHECK_MS
 
 
 def run(config, cluster_id: str) -> int:

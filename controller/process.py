@@ -11,20 +11,27 @@ import asyncio
 import logging
 import os
 import signal
+from dataclasses import replace
 
 from controller.quorum_controller import QuorumController
 from engine.checkpoint import uuid_from_str
+from engine.config import LogConfig
 from engine.manager import read_meta_properties
 from protocol.dispatch import Dispatcher
 from protocol.net import Server
 from raft import wire
 from raft.driver import RaftDriver
-from raft.engine_log import EngineRaftLog
+from raft.engine_log import METADATA_LOG_CONFIG, EngineRaftLog
 from raft.quorum_file import QUORUM_STATE_FILE
 from raft.settings import METADATA_PARTITION, driver_config
 from raft.voters import Endpoint
 
 log = logging.getLogger("strom.controller")
+
+
+def metadata_log_config(config) -> LogConfig:
+    """The controller's metadata log: segments of metadata.log.segment.bytes."""
+    return replace(METADATA_LOG_CONFIG, segment_bytes=config["metadata.log.segment.bytes"])
 
 
 async def serve(config, cluster_id: str, ready=None) -> None:
@@ -33,7 +40,7 @@ async def serve(config, cluster_id: str, ready=None) -> None:
     endpoints = tuple(Endpoint(lsn.name, lsn.host, lsn.port)
                       for lsn in config.advertised_controller_listeners())
     partition_dir = os.path.join(config.metadata_log_dir, METADATA_PARTITION)
-    raft_log = EngineRaftLog(partition_dir)
+    raft_log = EngineRaftLog(partition_dir, metadata_log_config(config))
     controller = QuorumController(config.node_id, cluster_id, {
         "num.partitions": config["num.partitions"],
         "default.replication.factor": config["default.replication.factor"],
@@ -41,13 +48,15 @@ async def serve(config, cluster_id: str, ready=None) -> None:
         **{name: config[name] for name in (
             "broker.session.timeout.ms", "strom.broker.disconnect.fence.ms",
             "auto.leader.rebalance.enable", "leader.imbalance.check.interval.seconds",
-            "leader.imbalance.per.broker.percentage")},
+            "leader.imbalance.per.broker.percentage", "delete.topic.enable")},
     }, snapshot_bytes=config["metadata.log.max.record.bytes.between.snapshots"])
     raft = RaftDriver(driver_config(config, cluster_id, directory_id=directory_id, endpoints=endpoints),
                       raft_log, os.path.join(partition_dir, QUORUM_STATE_FILE), controller)
     controller.attach(raft)
     dispatcher = Dispatcher(controller.apis() + raft.apis(), wire.kraft_supported_features())
-    server = Server(dispatcher.handle, config["socket.request.max.bytes"], limits=config.listener_limits())
+    server = Server(dispatcher.handle, config["socket.request.max.bytes"], limits=config.listener_limits(),
+                    send_buffer_bytes=config["socket.send.buffer.bytes"],
+                    receive_buffer_bytes=config["socket.receive.buffer.bytes"])
     for listener in config.controller_listeners():
         port = server.bind(listener.host, listener.port)
         log.info("controller %d listening on %s:%d", config.node_id, listener.host, port)

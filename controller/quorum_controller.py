@@ -79,7 +79,8 @@ class QuorumController:
         """``defaults``: num.partitions, default.replication.factor, and optionally log_config
         (the broker defaults of topic configs), broker.session.timeout.ms,
         strom.broker.disconnect.fence.ms, auto.leader.rebalance.enable,
-        leader.imbalance.check.interval.seconds, leader.imbalance.per.broker.percentage."""
+        leader.imbalance.check.interval.seconds, leader.imbalance.per.broker.percentage,
+        delete.topic.enable."""
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.defaults = defaults
@@ -97,7 +98,7 @@ class QuorumController:
                                       defaults.get("strom.broker.disconnect.fence.ms", 500))
         self.topics = TopicControl(StripedReplicaPlacer(rng), lambda: uuid_from_str(new_uuid()),
                                    defaults["num.partitions"], defaults["default.replication.factor"],
-                                   log_defaults)
+                                   log_defaults, defaults.get("delete.topic.enable", True))
         self.recovery = BalancedRecovery(self.replication)
         self._recovery_scanned = -1  # applied_offset of the image balanced recovery last scanned
         self.rebalance = defaults.get("auto.leader.rebalance.enable", True)
@@ -206,7 +207,8 @@ class QuorumController:
     def apis(self) -> list[Api]:
         return [
             Api(19, 2, 7, self._write(self.handle_create_topics, _topics_error)),
-            Api(20, 1, 6, self._write(self.handle_delete_topics, _responses_error)),
+            Api(20, 1, 6, self._unless_deletion_disabled(self._write(self.handle_delete_topics,
+                                                                     _responses_error))),
             Api(37, 0, 3, self._write(self.handle_create_partitions, _results_error)),
             Api(43, 0, 2, self._write(self.handle_elect_leaders, _top_error)),
             Api(44, 0, 1, self._write(self.handle_incremental_alter_configs, _responses_error)),
@@ -216,6 +218,15 @@ class QuorumController:
             Api(67, 0, 0, self._write(self.handle_allocate_producer_ids, _top_error)),
             Api(60, 1, 1, self.handle_describe_cluster),
         ]
+
+    def _unless_deletion_disabled(self, serve):
+        """delete.topic.enable=false refuses DeleteTopics on any controller, active or not, before
+        it waits its turn: Kafka's ControllerApis refuses before it asks the quorum controller."""
+        async def delete_topics(header: RequestHeader, req) -> Any:
+            if not self.topics.delete_topic_enable:
+                return self.topics.delete_topics(self.state, req, header.api_version).response
+            return await serve(header, req)
+        return delete_topics
 
     def _heard_from(self, serve):
         """A heartbeat counts as the broker's sign of life when it arrives, not when its turn
@@ -319,7 +330,7 @@ class QuorumController:
         return await self._apply(self.topics.create_topics(self.state, req))
 
     async def handle_delete_topics(self, header: RequestHeader, req) -> Any:
-        return await self._apply(self.topics.delete_topics(self.state, req))
+        return await self._apply(self.topics.delete_topics(self.state, req, header.api_version))
 
     async def handle_create_partitions(self, header: RequestHeader, req) -> Any:
         return await self._apply(self.topics.create_partitions(self.state, req))

@@ -12,6 +12,11 @@ Records of a new topic, in Kafka's order: TopicRecord, its ConfigRecords, its
 PartitionRecords. Configs are validated as topic configs over the broker defaults
 (min.insync.replicas >= 1, unclean.leader.election.enable a boolean, ...): INVALID_CONFIG.
 
+With delete.topic.enable=false every DeleteTopics is refused whole, before any topic is looked
+up (Kafka's ControllerApis.deleteTopics): each topic asked for gets TOPIC_DELETION_DISABLED
+(INVALID_REQUEST before v3, which has no such code) with no message of its own, named as the
+request named it, and nothing is written.
+
 One request may create at most MAX_PARTITIONS_PER_REQUEST partitions, counted from the request
 before anything is placed (Kafka's validateTotalNumberOfPartitions): more is POLICY_VIOLATION for
 every topic in it. Placement and records cost the controller's loop time and memory in
@@ -46,12 +51,13 @@ class TopicError(Exception):
 class TopicControl:
     def __init__(self, placer: StripedReplicaPlacer, new_topic_id: Callable[[], bytes],
                  num_partitions: int = 1, default_replication_factor: int = 1,
-                 log_defaults: LogConfig | None = None):
+                 log_defaults: LogConfig | None = None, delete_topic_enable: bool = True):
         self.placer = placer
         self.new_topic_id = new_topic_id  # 16 random bytes, never a reserved Kafka uuid
         self.num_partitions = num_partitions
         self.default_replication_factor = default_replication_factor
         self.log_defaults = log_defaults or LogConfig()
+        self.delete_topic_enable = delete_topic_enable
 
     @staticmethod
     def usable_brokers(image: MetadataImage) -> list[UsableBroker]:
@@ -185,12 +191,16 @@ class TopicControl:
                                  isr=isr, leader=isr[0], leader_epoch=0, partition_epoch=0)
 
     # ---- DeleteTopics (key 20) -------------------------------------------------------------
-    @staticmethod
-    def delete_topics(image: MetadataImage, req) -> ControllerResult:
+    def delete_topics(self, image: MetadataImage, req, version: int) -> ControllerResult:
         R = M.DeleteTopicsResponse
-        results, records, deleting = [], [], set()
         names = [t.name for t in req.topics] if req.topics else list(req.topic_names)
         ids = [t.topic_id for t in req.topics] if req.topics else [None] * len(names)
+        if not self.delete_topic_enable:
+            code = Error.TOPIC_DELETION_DISABLED if version >= 3 else Error.INVALID_REQUEST
+            return ControllerResult([], R(responses=[
+                R.DeletableTopicResult(name=name, topic_id=topic_id or bytes(16), error_code=code)
+                for name, topic_id in zip(names, ids)]))
+        results, records, deleting = [], [], set()
         for name, topic_id in zip(names, ids):
             topic = image.topics.get(name) if name else image.topics_by_id.get(topic_id)
             result = R.DeletableTopicResult(name=name, topic_id=topic_id or bytes(16))

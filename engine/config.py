@@ -121,6 +121,12 @@ TOPIC_CONFIGS: dict[str, _Spec] = {
     "preallocate": _Spec("preallocate", bool),
 }
 
+# Topic configs Strom accepts (a topic made for Kafka is made unchanged) that change nothing
+# here, with why.
+TOPIC_WITHOUT_EFFECT: dict[str, str] = {
+    "preallocate": "segment files grow as they are written (Kafka preallocates for NTFS)",
+}
+
 # Broker property -> topic property it supplies the default for.
 BROKER_SYNONYMS: dict[str, str] = {
     "log.segment.bytes": "segment.bytes",

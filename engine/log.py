@@ -2,8 +2,9 @@
 
 Theory of operation. Offsets [log_start_offset, log_end_offset) are readable. A leader
 append validates the producer's batches in C, assigns offsets by patching each batch's
-baseOffset in place and writes them to the active segment in one write; a follower append
-takes the leader's offsets as they are. The active segment rolls on segment.bytes,
+baseOffset in place and writes them to the active segment in one write (a batch whose codec
+is not the one compression.type names is first rebuilt in it); a follower append takes the
+leader's batches as they are. The active segment rolls on segment.bytes,
 segment.ms, a full index, or an offset the relative index cannot hold. Reads return file
 slices for sendfile, bounded by the log end offset, the high watermark or (for
 read_committed, once transactions exist) the last stable offset.
@@ -38,7 +39,19 @@ from engine.producer_state import ProducerStateManager
 from engine.reader import file_name, iter_file_batches, parse_partition_dir
 from engine.recovery import load_log
 from engine.segment import FileSlice, LogSegment
-from ext.batch import TIMESTAMP_LOG_APPEND_TIME, BatchSummary, assign_offsets, read_header, scan
+from ext.batch import (
+    COMPRESSION_GZIP,
+    COMPRESSION_LZ4,
+    COMPRESSION_NONE,
+    COMPRESSION_SNAPPY,
+    COMPRESSION_ZSTD,
+    TIMESTAMP_LOG_APPEND_TIME,
+    BatchSummary,
+    assign_offsets,
+    read_header,
+    recompress,
+    scan,
+)
 from ext.epoch import LeaderEpochCache
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
@@ -48,6 +61,13 @@ PARTITION_METADATA = "partition.metadata"
 ORIGIN_CLIENT = "client"
 ORIGIN_RAFT_LEADER = "raft_leader"
 ORIGIN_COORDINATOR = "coordinator"
+
+# compression.type -> the codec the leader stores (Kafka's BrokerCompressionType); "producer"
+# is absent: the producer's codec stays.
+TARGET_CODECS = {
+    "uncompressed": COMPRESSION_NONE, "gzip": COMPRESSION_GZIP, "snappy": COMPRESSION_SNAPPY,
+    "lz4": COMPRESSION_LZ4, "zstd": COMPRESSION_ZSTD,
+}
 
 # Fetch isolation: how far a read may go.
 FETCH_LOG_END = "log_end"  # replicas
@@ -164,13 +184,18 @@ class Log:
         """Validate the batches, assign offsets from the log end offset, stamp the leader
         epoch, and append. ``buf`` must be writable: offsets are patched in place. Batches
         from clients are checked as Kafka's LogValidator does; the broker's own writers
-        (a raft leader, a coordinator) may also write control batches."""
+        (a raft leader, a coordinator) may also write control batches. A topic whose
+        compression.type names a codec stores its data batches in that codec, whoever
+        wrote them (``_maybe_recompress``)."""
         now_ms = _now_ms() if now_ms is None else now_ms
         append_time = now_ms if self.config.log_append_time else -1
         summary = assign_offsets(buf, self.log_end_offset, leader_epoch, append_time)
         self._check_batches(buf, summary, now_ms, from_client=origin == ORIGIN_CLIENT)
         if origin == ORIGIN_CLIENT:
             self._check_producers(summary)
+        codec = TARGET_CODECS.get(self.config.compression_type)
+        if codec is not None:
+            buf, summary = self._maybe_recompress(buf, summary, codec, now_ms)
         if leader_epoch >= 0:
             self.leader_epoch_cache.assign(leader_epoch, summary.first_offset)
         return self._append(buf, summary, now_ms, append_time)
@@ -226,6 +251,22 @@ class Log:
                             f"message.timestamp.after.max.ms={after} of now ({now_ms})"
                         )
 
+    def _maybe_recompress(self, buf, summary: BatchSummary, codec: int,
+                          now_ms: int) -> tuple[bytes | bytearray | memoryview, BatchSummary]:
+        """Kafka's LogValidator with a target codec: each data batch in another codec is
+        rebuilt in ``codec`` (offsets, epoch, timestamps and producer fields kept, fresh CRC);
+        one already in it is stored as it came, and so is every control batch (Kafka compresses
+        control records only if they were written compressed, and the broker writes them
+        uncompressed). Runs after every check of the batches as sent, so a refused or
+        duplicate batch costs no compression; the rebuilt sizes are checked again against
+        max.message.bytes and segment.bytes, as Kafka re-checks a recompressed batch."""
+        if all(a & 0x07 == codec or a & 0x20 for a in summary.attributes):
+            return buf, summary
+        buf = recompress(buf, codec)
+        summary = scan(buf, 0, False)
+        self._check_batches(buf, summary, now_ms, from_client=False)  # sizes only
+        return buf, summary
+
     def _check_producers(self, summary: BatchSummary) -> None:
         """Idempotence: a retried batch raises DuplicateSequenceError with its original
         offsets; a fenced epoch or a sequence gap raises before anything is written."""
@@ -240,12 +281,12 @@ class Log:
                 raise DuplicateSequenceError(duplicate.first_offset, duplicate.last_offset)
 
     def _update_producers(self, summary: BatchSummary) -> None:
-        for pid, epoch, seq, base, last, attributes in zip(
+        for pid, epoch, seq, base, last, attributes, max_ts in zip(
             summary.producer_ids, summary.producer_epochs, summary.base_sequences,
-            summary.base_offsets, summary.last_offsets, summary.attributes,
+            summary.base_offsets, summary.last_offsets, summary.attributes, summary.max_timestamps,
         ):
             if pid >= 0 and not attributes & 0x20:
-                self.producer_state.update(pid, epoch, seq, _last_seq(seq, last - base), base, last)
+                self.producer_state.update(pid, epoch, seq, _last_seq(seq, last - base), base, last, max_ts)
 
     def _rebuild_producer_state(self) -> None:
         """Replay the batch headers of the whole log (producer snapshots would bound this)."""
@@ -255,7 +296,13 @@ class Log:
                 h = read_header(data)
                 if h.producer_id >= 0 and not h.is_control:
                     self.producer_state.update(h.producer_id, h.producer_epoch, h.base_sequence,
-                                               h.last_sequence, h.base_offset, h.last_offset)
+                                               h.last_sequence, h.base_offset, h.last_offset,
+                                               h.max_timestamp)
+
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget the producers idle for ``expiration_ms`` (producer.id.expiration.ms), as
+        leader or follower alike: the rule is engine/producer_state.py's. How many went."""
+        return len(self.producer_state.remove_expired_producers(now_ms, expiration_ms))
 
     def _append(self, buf, summary: BatchSummary, now_ms: int, append_time: int) -> LogAppendInfo:
         segment = self._maybe_roll(summary.valid_bytes, summary.max_timestamp, summary.last_offset, now_ms)

@@ -215,6 +215,11 @@ class LogManager:
         for log_ in self.logs.values():
             log_.maybe_flush(now_ms)
 
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """One producer.id.expiration.ms pass over every log, leader or follower (Kafka's
+        PeriodicProducerExpirationCheck); how many producers were forgotten."""
+        return sum(log_.remove_expired_producers(now_ms, expiration_ms) for log_ in self.logs.values())
+
     def checkpoint_high_watermarks(self) -> None:
         self._checkpoint(REPLICATION_CHECKPOINT, lambda lg: lg.high_watermark)
 

@@ -1,15 +1,29 @@
 """Idempotent producer state of one partition (Kafka's ProducerStateManager).
 
-For every producer id the partition remembers its epoch and its last five batches
-(first/last sequence, first/last offset). A leader append of a batch with a producer id is
-checked against it:
+For every producer id the partition remembers its epoch, its last five batches
+(first/last sequence, first/last offset) and the max timestamp of its last batch. A leader
+append of a batch with a producer id is checked against it:
 
     older epoch                         -> INVALID_PRODUCER_EPOCH (fenced)
     newer epoch                         -> must start at sequence 0
     a batch equal to a remembered one   -> a duplicate: not written again; the original
                                            offsets are returned
     first sequence != last sequence + 1 -> OUT_OF_ORDER_SEQUENCE_NUMBER
-    unknown producer, sequence != 0     -> UNKNOWN_PRODUCER_ID
+    unknown producer                    -> taken at any sequence and epoch
+
+An unknown producer is one this partition keeps no state for: never seen, its batches gone
+with retention, or expired. Since KIP-360 (Kafka 2.5) the broker takes its batch whatever the
+sequence, and its state starts again from that batch; UNKNOWN_PRODUCER_ID is not answered
+(older brokers answered it to a non-zero sequence).
+
+Expiration (producer.id.expiration.ms, Kafka's ``isProducerExpired``): a producer whose last
+batch's max timestamp is ``producer.id.expiration.ms`` or more before now is forgotten. That
+timestamp is the batch's as stored, so the producer's record time under CreateTime and the
+leader's append time under LogAppendTime; leader and followers read the same one, and a
+restart rebuilds it from the log. Kafka never expires a producer with an ongoing
+transaction; Strom has no transactions yet, so no producer is exempt. Forgetting is what
+bounds this state, and what it costs: a retry of a batch written before the expiry is no
+longer recognised as a duplicate.
 
 Sequences wrap at 2**31. The state is rebuilt after a restart from the batch headers in
 the log (no records are decoded); Kafka's producer snapshot files, which bound that scan,
@@ -32,10 +46,6 @@ class OutOfOrderSequenceError(Exception):
     pass
 
 
-class UnknownProducerIdError(Exception):
-    pass
-
-
 @dataclass(frozen=True)
 class BatchMetadata:
     first_seq: int
@@ -48,6 +58,7 @@ class BatchMetadata:
 class ProducerEntry:
     epoch: int
     batches: deque = field(default_factory=lambda: deque(maxlen=BATCHES_KEPT))
+    last_timestamp: int = -1  # max timestamp of the last batch written; expiry counts from it
 
     @property
     def last_seq(self) -> int:
@@ -67,10 +78,7 @@ class ProducerStateManager:
         is a duplicate (retry of a batch already in the log), None if it may be written."""
         entry = self.producers.get(producer_id)
         if entry is None:
-            if first_seq != 0:
-                raise UnknownProducerIdError(
-                    f"producer {producer_id} is unknown here and its first sequence is {first_seq}")
-            return None
+            return None  # nothing to judge it by (KIP-360)
         if epoch < entry.epoch:
             raise ProducerFencedError(
                 f"producer {producer_id} epoch {epoch} is older than the current epoch {entry.epoch}")
@@ -88,14 +96,25 @@ class ProducerStateManager:
         return None
 
     def update(self, producer_id: int, epoch: int, first_seq: int, last_seq: int,
-               first_offset: int, last_offset: int) -> None:
-        """Record a batch that was written (leader or follower append, or log replay)."""
+               first_offset: int, last_offset: int, max_timestamp: int) -> None:
+        """Record a batch that was written (leader or follower append, or log replay);
+        ``max_timestamp`` is the batch header's, as stored."""
         entry = self.producers.get(producer_id)
         if entry is None or epoch > entry.epoch:
             entry = self.producers[producer_id] = ProducerEntry(epoch)
         elif epoch < entry.epoch:
             return
         entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset))
+        entry.last_timestamp = max_timestamp
+
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> list[int]:
+        """Forget every producer whose last batch's max timestamp is ``expiration_ms`` or more
+        before ``now_ms`` (producer.id.expiration.ms); the ids forgotten."""
+        expired = [pid for pid, entry in self.producers.items()
+                   if now_ms - entry.last_timestamp >= expiration_ms]
+        for pid in expired:
+            del self.producers[pid]
+        return expired
 
     def truncate(self) -> None:
         self.producers.clear()

@@ -156,6 +156,15 @@ def assign_offsets(
     either changes. Returns the summary with the assigned offsets, and each batch's least
     record timestamp in ``min_timestamps``. No Python object per record."""
 
+def recompress(buf: bytes | bytearray | memoryview, codec: int) -> bytes:
+    """The batches of ``buf`` with each data batch in another codec rebuilt in ``codec``
+    (COMPRESSION_NONE..COMPRESSION_ZSTD): its records section decompressed and compressed
+    again, batchLength, the codec bits and the CRC rewritten, every other header field
+    (offsets, epoch, timestamps, producer id/epoch/sequence, transactional bit) kept. A
+    batch already in ``codec`` and every control batch are copied as they are. For batches
+    assign_offsets accepted: records are not re-checked. Raises ValueError for an unknown
+    ``codec``, CorruptRecordError for a section that does not decompress."""
+
 def build_batch(
     records: Iterable[tuple[bytes | None, bytes | None, Sequence[tuple[str | bytes, bytes | None]], int]],
     base_offset: int = 0,

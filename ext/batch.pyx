@@ -41,7 +41,9 @@ also walks every record's framing, as Kafka's LogValidator does, decompressing a
 compressed batch first: record lengths, varints, key/value/header lengths within their
 record, offset deltas 0..n-1 in order, exactly recordsCount records and nothing after them.
 The walk is C over the bytes and allocates nothing per record; only the decompressed copy
-of a compressed batch is allocated (one per batch).
+of a compressed batch is allocated (one per batch). recompress (a topic's compression.type)
+moves a batch to another codec without parsing its records: the records section of magic v2
+is the same bytes under every codec.
 """
 cimport cython
 from cpython.buffer cimport (PyBUF_READ, PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release,
@@ -435,6 +437,81 @@ def assign_offsets(buf, int64_t next_offset, int32_t partition_leader_epoch,
     finally:
         PyBuffer_Release(&view)
     return summary
+
+
+# ---- recompress (a topic's compression.type) ----
+
+def recompress(buf, int codec):
+    # In magic v2 the records section is the same bytes whatever the codec (offset and
+    # timestamp deltas are relative to the header, which keeps its fields), so rebuilding
+    # a batch in another codec is: decompress, compress, new length, codec bits and CRC.
+    # No record is parsed; assign_offsets already checked every record's framing.
+    cdef Py_buffer view
+    cdef batch_header_t h
+    cdef cptr p
+    cdef unsigned char* o
+    cdef Py_ssize_t pos, n, size, w = 0, total = 0, i = 0
+    cdef int source
+    cdef list sections = []  # per batch: the new records section, or None to keep the batch
+    cdef bytes out, section
+    if not 0 <= codec <= 4:
+        raise ValueError(f"unknown compression codec {codec}")
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        p = <cptr>view.buf
+        n = view.len
+        pos = 0
+        while pos < n:
+            parse_header(p, n, pos, &h, False)
+            size = h.batch_length + LENGTH_FIELDS_SIZE
+            source = h.attributes & ATTR_COMPRESSION_MASK
+            if source == codec or h.attributes & ATTR_CONTROL:
+                sections.append(None)
+                total += size
+            else:
+                if source > 4:
+                    raise CorruptRecordError(f"batch at {pos}: unknown codec {source}", pos)
+                plain = PyMemoryView_FromMemory(<char*>p + pos + HEADER_SIZE, size - HEADER_SIZE,
+                                                PyBUF_READ)
+                if source:
+                    try:
+                        plain = decompress(source, plain)
+                    except CorruptRecordError as e:
+                        raise CorruptRecordError(f"batch at {pos}: {e}", pos) from e
+                section = compress(codec, plain) if codec else plain
+                # Unreachable through a produce (max.message.bytes, the request size): only an
+                # incompressible section of nearly 2 GiB could outgrow the int32 batchLength.
+                if PyBytes_GET_SIZE(section) > INT32_MAX - MIN_BATCH_LENGTH:
+                    raise ValueError(f"batch at {pos}: {PyBytes_GET_SIZE(section)} bytes of "
+                                     f"records do not fit a batch")
+                sections.append(section)
+                total += HEADER_SIZE + PyBytes_GET_SIZE(section)
+            pos += size
+        out = PyBytes_FromStringAndSize(NULL, total)
+        o = <unsigned char*>PyBytes_AS_STRING(out)
+        pos = 0
+        while pos < n:
+            parse_header(p, n, pos, &h, False)
+            size = h.batch_length + LENGTH_FIELDS_SIZE
+            section = sections[i]
+            i += 1
+            if section is None:
+                memcpy(o + w, p + pos, size)
+                w += size
+            else:
+                memcpy(o + w, p + pos, HEADER_SIZE)
+                memcpy(o + w + HEADER_SIZE, PyBytes_AS_STRING(section), PyBytes_GET_SIZE(section))
+                size = HEADER_SIZE + PyBytes_GET_SIZE(section)
+                _put32(o + w + OFF_BATCH_LENGTH, <uint32_t>(size - LENGTH_FIELDS_SIZE))
+                _put16(o + w + OFF_ATTRIBUTES,
+                       <uint16_t>((h.attributes & ~ATTR_COMPRESSION_MASK) | codec))
+                _put32(o + w + OFF_CRC,
+                       <uint32_t>crc32c_ptr(o + w + OFF_ATTRIBUTES, size - OFF_ATTRIBUTES, 0))
+                w += size
+            pos += h.batch_length + LENGTH_FIELDS_SIZE
+    finally:
+        PyBuffer_Release(&view)
+    return out
 
 
 # ---- build ----

@@ -27,6 +27,10 @@ buffer, receives a large one into its own), so decoded ``records`` fields, which
 of the frame, stay valid for as long as anyone holds them. They are read-only views, as
 they were when frames were bytes.
 
+A receive buffer size other than -1 (the replica fetcher's replica.socket.receive.buffer.bytes)
+is set on the socket before it connects, as Kafka's Selector does, so that the window scale it
+announces in the handshake fits the buffer.
+
 How a connection ends decides what its pending requests raise, and raft.peers tells the two
 apart (a crashed leader must be noticed at once, a partition only by timers):
 
@@ -46,7 +50,7 @@ import socket
 from typing import Any
 
 from protocol.headers import decode_response, encode_request, read_response_header
-from protocol.net import FrameReader, FrameTooLarge
+from protocol.net import USE_DEFAULT_BUFFER_SIZE, FrameReader, FrameTooLarge
 from protocol.types import Reader
 
 # Any size an int32 prefix can declare: as in Kafka's clients, a response is not capped here
@@ -75,12 +79,36 @@ async def listener_refuses(host: str, port: int, timeout: float) -> bool:
     return False
 
 
+async def _connected_socket(loop: asyncio.AbstractEventLoop, host: str, port: int,
+                            receive_buffer_bytes: int) -> socket.socket:
+    """A socket connected to the first address of ``host`` that accepts, with SO_RCVBUF set
+    before it connects. Every address failing raises the first one's error (a refusal stays a
+    ConnectionRefusedError: the replica fetcher tells a dead leader by it)."""
+    errors: list[OSError] = []
+    for family, kind, proto, _, address in await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer_bytes)
+            sock.setblocking(False)
+            await loop.sock_connect(sock, address)
+            return sock
+        except OSError as e:
+            sock.close()
+            errors.append(e)
+        except BaseException:
+            sock.close()
+            raise
+    raise errors[0] if errors else OSError(f"no address for {host}")
+
+
 class KafkaConnection(asyncio.BufferedProtocol):
     """One connection to ``host:port``. It connects once: a caller that wants to reconnect
     makes a new one (losing a connection fails its requests, which must be resent anyway)."""
 
-    def __init__(self, host: str, port: int, client_id: str = "strom"):
+    def __init__(self, host: str, port: int, client_id: str = "strom",
+                 receive_buffer_bytes: int = USE_DEFAULT_BUFFER_SIZE):
         self.host, self.port, self.client_id = host, port, client_id
+        self.receive_buffer_bytes = receive_buffer_bytes  # SO_RCVBUF; -1: the OS default
         self._transport: asyncio.Transport | None = None
         self._frames = FrameReader(MAX_RESPONSE_BYTES)
         self._pending: dict[int, asyncio.Future] = {}  # correlation id -> the response frame
@@ -96,7 +124,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             raise RuntimeError(f"already connected to {self.host}:{self.port}; make a new KafkaConnection")
         loop = asyncio.get_running_loop()
         async with asyncio.timeout(timeout):
-            await loop.create_connection(lambda: self, self.host, self.port)
+            if self.receive_buffer_bytes == USE_DEFAULT_BUFFER_SIZE:
+                await loop.create_connection(lambda: self, self.host, self.port)
+            else:
+                sock = await _connected_socket(loop, self.host, self.port, self.receive_buffer_bytes)
+                await loop.create_connection(lambda: self, sock=sock)
 
     @property
     def connected(self) -> bool:

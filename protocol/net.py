@@ -30,6 +30,12 @@ a connection that needs more stops reading until a handler releases some), and t
 enforces max.connections, max.connections.per.ip, max.connection.creation.rate and
 connections.max.idle.ms on all of its listeners. Frames are split by protocol.frames.FrameReader.
 
+Socket buffers, as Kafka's SocketServer sets them (-1: the OS default, which autotunes): the
+receive buffer (socket.receive.buffer.bytes) goes on each listening socket before it binds, so
+that accepted connections inherit it and the window scale they announce in the handshake fits
+it (set on an accepted socket it would come too late for that); the send buffer
+(socket.send.buffer.bytes) goes on each accepted connection.
+
 A handler learns the connection its request came on from ``current_connection`` (each
 connection's requests run in that connection's task, so the context variable is its own),
 and may ask to hear of its close (``add_close_callback``): the active controller fences a
@@ -58,6 +64,7 @@ SENDFILE_MIN_BYTES = 16 * 1024
 QUEUED_FRAMES_MAX = 64  # per connection: reading pauses beyond this many unhandled requests
 PIPELINED = frozenset({0})  # Produce: handled while the answers before it wait (see above)
 WRITE_BUFFER_HIGH = 4 << 20  # a slow reader's responses are waited for beyond this
+USE_DEFAULT_BUFFER_SIZE = -1  # a socket buffer size that leaves the OS's (Kafka's Selectable)
 
 
 class _FdFile:
@@ -363,13 +370,17 @@ def _api_key(frame: bytearray) -> int:
 class Server:
     """Accepts connections on listeners and serves each with ``handle``. Requests whose API
     key is in ``pipelined`` are handled while earlier answers wait (see above). ``limits``
-    (protocol.limits) bound memory, connections and idleness across all its listeners."""
+    (protocol.limits) bound memory, connections and idleness across all its listeners.
+    ``send_buffer_bytes`` and ``receive_buffer_bytes``: SO_SNDBUF and SO_RCVBUF (see above)."""
 
     def __init__(self, handle: Handler, max_bytes: int, pipelined: frozenset[int] = PIPELINED,
-                 limits: ListenerLimits | None = None):
+                 limits: ListenerLimits | None = None, send_buffer_bytes: int = USE_DEFAULT_BUFFER_SIZE,
+                 receive_buffer_bytes: int = USE_DEFAULT_BUFFER_SIZE):
         self.handle = handle
         self.max_bytes = max_bytes
         self.pipelined = pipelined
+        self.send_buffer_bytes = send_buffer_bytes
+        self.receive_buffer_bytes = receive_buffer_bytes
         self.limits = limits = limits or ListenerLimits()
         budget = limits.queued_max_request_bytes
         self.pool: MemoryPool | None = MemoryPool(budget) if budget > 0 else None
@@ -388,6 +399,8 @@ class Server:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if self.receive_buffer_bytes != USE_DEFAULT_BUFFER_SIZE:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
         sock.bind((host or "0.0.0.0", port))
         sock.listen(512)
         sock.setblocking(False)
@@ -430,6 +443,8 @@ class Server:
                 sock.close()
                 continue
             try:
+                if self.send_buffer_bytes != USE_DEFAULT_BUFFER_SIZE:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
                 await loop.connect_accepted_socket(functools.partial(_Connection, self, ip), sock)
             except OSError as e:
                 log.info("connection setup failed: %s", e)
@@ -466,4 +481,5 @@ class Server:
         await asyncio.gather(*self._accepting, *tasks, return_exceptions=True)
 
 
-__all__ = ["BUFFER_BYTES", "FrameReader", "FrameTooLarge", "ListenerLimits", "Server", "current_connection"]
+__all__ = ["BUFFER_BYTES", "USE_DEFAULT_BUFFER_SIZE", "FrameReader", "FrameTooLarge", "ListenerLimits",
+           "Server", "current_connection"]

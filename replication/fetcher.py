@@ -1,10 +1,11 @@
 """Replica fetchers: the follower side of replication on the wire (Kafka's ReplicaFetcherManager,
-ReplicaFetcherThread and AbstractFetcherThread, num.replica.fetchers=1).
+ReplicaFetcherThread and AbstractFetcherThread).
 
-Theory of operation. A follower pulls: ``ReplicaFetcherManager`` runs one task per source broker
-(the leader of the partitions it fetches), and each task sends ONE Fetch at a time that carries
-all of its partitions that are ready. What to fetch, and what to do with an answer, is decided by
-the pure core (replication/follower.py); this module only carries it over the wire:
+Theory of operation. A follower pulls: ``ReplicaFetcherManager`` runs up to num.replica.fetchers
+fetchers per source broker (the leader of the partitions it fetches), each a task with its own
+connection that sends ONE Fetch at a time carrying all of its partitions that are ready. What to
+fetch, and what to do with an answer, is decided by the pure core (replication/follower.py); this
+module only carries it over the wire:
 
 | per-partition answer                | what the task does                                          |
 |-------------------------------------|-------------------------------------------------------------|
@@ -26,6 +27,18 @@ An answer is applied only if the partition's fetch state is still the one it was
 a partition removed, re-added with another leader or epoch, or moved on by the task itself
 while the Fetch was out has its answer dropped. A task with nothing ready waits for
 ``add_partitions`` or for the earliest backoff to end; there are no busy loops.
+
+Which fetcher (Kafka's AbstractFetcherManager): a partition goes to the fetcher
+``BrokerIdAndFetcherId(leader, fetcher_id(topic, partition, num.replica.fetchers))``, where
+``fetcher_id`` is Kafka's ``Utils.abs(31 * topic.hashCode() + partition) % numFetchers`` in Java's
+32-bit arithmetic, so a partition sits in the fetcher Kafka would put it in. The id depends on the
+partition alone: a new leader takes the partition into its own fetcher of the same id. A new
+leader or leader epoch takes the partition out of its fetcher (whose answers for it are then
+dropped, as above) and starts it in the other at ``follower.initial_fetch_state``, so truncation
+goes exactly as with one fetcher. A fetcher left with no partitions is shut down (its task
+cancelled, its connection closed) once the metadata change that emptied it is applied, on the
+next loop iteration: Kafka's ReplicaManager calls shutdownIdleFetcherThreads after a change, so a
+partition the change stops and starts again keeps its fetcher and connection.
 
 The Fetch (Kafka 4.x replica fetch; version negotiated with ApiVersions on each connection,
 the highest both speak in 12..18; 16 when the leader's ApiVersions gives no answer):
@@ -53,7 +66,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from engine.log_dir_failure import KafkaStorageError
 from protocol import messages as M
@@ -86,6 +99,36 @@ REQUEST_FAILURES = (ConnectionError, OSError, TimeoutError, asyncio.TimeoutError
 TopicPartition = tuple[str, int]
 
 
+def _int32(n: int) -> int:
+    """``n`` wrapped to a Java int (32-bit two's complement)."""
+    n &= 0xFFFFFFFF
+    return n - 0x100000000 if n & 0x80000000 else n
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode: h = 31 * h + c over the UTF-16 code units, wrapping at 32 bits.
+    Kafka places partitions in fetchers by it; Python's hash() differs and is salted per process."""
+    units = s.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(units), 2):
+        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+    return _int32(h)
+
+
+def fetcher_id(topic: str, partition: int, num_fetchers: int) -> int:
+    """Kafka's AbstractFetcherManager.getFetcherId: Utils.abs(31 * topic.hashCode() + partition)
+    % num.replica.fetchers, with Java's int overflow and Kafka's abs(Integer.MIN_VALUE) = 0."""
+    n = _int32(31 * java_string_hash(topic) + partition)
+    return (0 if n == -0x80000000 else abs(n)) % num_fetchers
+
+
+class BrokerIdAndFetcherId(NamedTuple):
+    """One fetcher: its source broker, and its id among that broker's fetchers."""
+
+    broker_id: int
+    fetcher_id: int
+
+
 @dataclass(frozen=True)
 class FetcherConfig:
     fetch_wait_max_ms: int = 500  # replica.fetch.wait.max.ms
@@ -94,6 +137,12 @@ class FetcherConfig:
     response_max_bytes: int = 10485760  # replica.fetch.response.max.bytes
     backoff_ms: int = 1000  # replica.fetch.backoff.ms
     request_timeout_ms: int = 30000  # replica.socket.timeout.ms: connect, ApiVersions and every request
+    num_fetchers: int = 1  # num.replica.fetchers: fetchers (connections) per source broker
+    socket_receive_buffer_bytes: int = -1  # replica.socket.receive.buffer.bytes; -1: the OS's sizing
+
+    def __post_init__(self) -> None:
+        if self.num_fetchers < 1:
+            raise ValueError(f"num_fetchers must be at least 1, got {self.num_fetchers}")
 
 
 @dataclass
@@ -146,7 +195,8 @@ def pick_version(api_key: int, theirs: dict[int, tuple[int, int]]) -> int:
 
 
 class ReplicaFetcherManager:
-    """Every partition this broker follows, grouped by source broker, one fetcher task each."""
+    """Every partition this broker follows, grouped by source broker and fetcher id, one fetcher
+    task each (Kafka's AbstractFetcherManager)."""
 
     def __init__(self, local_broker_id: int, broker_epoch: Callable[[], int],
                  endpoint_of: Callable[[int], tuple[str, int] | None], config: FetcherConfig,
@@ -156,14 +206,17 @@ class ReplicaFetcherManager:
         self.endpoint_of = endpoint_of
         self.config = config
         self.on_appended = on_appended
-        self._fetchers: dict[int, _SourceFetcher] = {}
-        self._source_of: dict[TopicPartition, int] = {}
+        self._fetchers: dict[BrokerIdAndFetcherId, _SourceFetcher] = {}
+        # Invariant: every partition's fetcher is in _fetchers and has it in its partitions.
+        self._fetcher_of: dict[TopicPartition, BrokerIdAndFetcherId] = {}
         self._stopping: set[asyncio.Task] = set()
+        self._idle_check: asyncio.Handle | None = None  # shutdown_idle_fetchers, scheduled
         self._closed = False
         # Leaders whose listener refused us (loop time of the refusal), until we reach them
         # again: their process is gone, though the controller may not have fenced them yet.
         self._refused: dict[int, float] = {}
-        self._probing: set[int] = set()  # leaders that closed our connection, being probed
+        # Leaders that closed a connection of ours -> probes running (one per fetcher at most).
+        self._probing: dict[int, int] = {}
 
     def refused(self, broker_id: int) -> None:
         self._refused[broker_id] = asyncio.get_running_loop().time()
@@ -172,11 +225,13 @@ class ReplicaFetcherManager:
     def probing(self, broker_id: int) -> Iterator[None]:
         """While we probe the listener of a leader that closed our connection, it counts as
         unreachable: a Metadata answer waits for the probe rather than naming it."""
-        self._probing.add(broker_id)
+        self._probing[broker_id] = self._probing.get(broker_id, 0) + 1
         try:
             yield
         finally:
-            self._probing.discard(broker_id)
+            left = self._probing.pop(broker_id) - 1
+            if left:
+                self._probing[broker_id] = left
 
     def unreachable(self, broker_id: int) -> bool:
         """Did ``broker_id``'s listener refuse us within UNREACHABLE_S, with no connection since?
@@ -190,73 +245,101 @@ class ReplicaFetcherManager:
         return refused_at is not None and asyncio.get_running_loop().time() - refused_at < UNREACHABLE_S
 
     def add_partitions(self, partitions: dict[TopicPartition, FollowerPartition]) -> None:
-        """(Re)start fetching each partition from its leader at follower.initial_fetch_state.
-        A partition already fetched from that leader in that epoch keeps its state (Kafka's
-        addPartitions), unless it was stopped by NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH."""
+        """(Re)start fetching each partition from its leader at follower.initial_fetch_state, in
+        the fetcher Kafka's rule picks (Kafka's addFetcherForPartitions). A partition already
+        fetched from that leader in that epoch keeps its state (Kafka's addPartitions), unless it
+        was stopped by NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH."""
         if self._closed:
             return
         for tp, target in partitions.items():
-            source = self._source_of.get(tp)
-            if source is not None:
-                fetcher = self._fetchers[source]
-                current = fetcher.partitions.get(tp)
-                if source == target.leader_id and current is not None and current.follows(target):
+            key = BrokerIdAndFetcherId(target.leader_id, fetcher_id(tp[0], tp[1], self.config.num_fetchers))
+            old_key = self._fetcher_of.get(tp)
+            if old_key is not None:
+                old = self._fetchers[old_key]
+                current = old.partitions.get(tp)
+                if old_key == key and current is not None and current.follows(target):
                     continue
-                fetcher.partitions.pop(tp, None)
+                old.partitions.pop(tp, None)
+                del self._fetcher_of[tp]
             state = follower.initial_fetch_state(target.log, target.leader_epoch)
-            fetcher = self._fetchers.get(target.leader_id)
+            fetcher = self._fetchers.get(key)
             if fetcher is None:
-                fetcher = self._fetchers[target.leader_id] = _SourceFetcher(self, target.leader_id)
+                fetcher = self._fetchers[key] = _SourceFetcher(self, key)
             fetcher.partitions[tp] = _Fetching(tp[0], tp[1], target, state)
-            self._source_of[tp] = target.leader_id
+            self._fetcher_of[tp] = key
             fetcher.wakeup.set()
-            log.info("fetching %s-%d from broker %d in leader epoch %d at offset %d (last epoch %d)",
-                     tp[0], tp[1], target.leader_id, target.leader_epoch, state.fetch_offset,
-                     state.last_fetched_epoch)
-        self._stop_idle_fetchers()
+            log.info("fetching %s-%d from broker %d (fetcher %d) in leader epoch %d at offset %d "
+                     "(last epoch %d)", tp[0], tp[1], key.broker_id, key.fetcher_id, target.leader_epoch,
+                     state.fetch_offset, state.last_fetched_epoch)
+        self._shutdown_idle_fetchers_soon()
 
     def remove_partitions(self, tps) -> None:
         """Stop fetching; an answer already on its way for them is dropped."""
         for tp in tps:
-            source = self._source_of.pop(tuple(tp), None)
-            if source is not None:
-                self._fetchers[source].partitions.pop(tuple(tp), None)
-        self._stop_idle_fetchers()
+            key = self._fetcher_of.pop(tuple(tp), None)
+            if key is not None:
+                self._fetchers[key].partitions.pop(tuple(tp), None)
+        self._shutdown_idle_fetchers_soon()
 
     def fetch_state(self, topic: str, partition: int) -> PartitionFetchState | None:
         """The partition's current fetch state (None when not fetched or stopped)."""
-        source = self._source_of.get((topic, partition))
-        if source is None:
+        key = self._fetcher_of.get((topic, partition))
+        if key is None:
             return None
-        entry = self._fetchers[source].partitions.get((topic, partition))
+        entry = self._fetchers[key].partitions.get((topic, partition))
         return None if entry is None or entry.stopped else entry.state
 
     def sources(self) -> dict[int, list[TopicPartition]]:
-        return {source: sorted(f.partitions) for source, f in self._fetchers.items()}
+        """The partitions fetched from each source broker, whichever fetcher has them."""
+        out: dict[int, list[TopicPartition]] = {}
+        for key, f in self._fetchers.items():
+            if f.partitions:
+                out.setdefault(key.broker_id, []).extend(f.partitions)
+        return {source: sorted(tps) for source, tps in out.items()}
 
-    async def close(self) -> None:
-        self._closed = True
-        for fetcher in self._fetchers.values():
-            self._stopping.add(fetcher.stop())
-        self._fetchers.clear()
-        self._source_of.clear()
-        await asyncio.gather(*self._stopping, return_exceptions=True)
-        self._stopping.clear()
+    def fetchers(self) -> dict[BrokerIdAndFetcherId, list[TopicPartition]]:
+        """Every running fetcher and its partitions (an empty list: idle, shut down on the next
+        loop iteration)."""
+        return {key: sorted(f.partitions) for key, f in self._fetchers.items()}
 
-    def _stop_idle_fetchers(self) -> None:
-        for source in [s for s, f in self._fetchers.items() if not f.partitions]:
-            task = self._fetchers.pop(source).stop()
+    def shutdown_idle_fetchers(self) -> None:
+        """Stop every fetcher left with no partitions (Kafka's shutdownIdleFetcherThreads): its
+        task is cancelled and its connection closed."""
+        self._idle_check = None
+        for key in [k for k, f in self._fetchers.items() if not f.partitions]:
+            task = self._fetchers.pop(key).stop()
             self._stopping.add(task)
             task.add_done_callback(self._stopping.discard)
 
+    async def close(self) -> None:
+        self._closed = True
+        if self._idle_check is not None:
+            self._idle_check.cancel()
+            self._idle_check = None
+        for fetcher in self._fetchers.values():
+            self._stopping.add(fetcher.stop())
+        self._fetchers.clear()
+        self._fetcher_of.clear()
+        await asyncio.gather(*self._stopping, return_exceptions=True)
+        self._stopping.clear()
+
+    def _shutdown_idle_fetchers_soon(self) -> None:
+        """Shut down the fetchers left idle once the caller's metadata change is applied: the
+        ReplicaManager applies a change in one synchronous call, so the next loop iteration
+        comes after it."""
+        if self._idle_check is None and any(not f.partitions for f in self._fetchers.values()):
+            self._idle_check = asyncio.get_running_loop().call_soon(self.shutdown_idle_fetchers)
+
 
 class _SourceFetcher:
-    """One source broker: one connection, one Fetch in flight, the partitions it leads for us."""
+    """One fetcher of one source broker: one connection, one Fetch in flight, the partitions the
+    broker leads for us that Kafka's rule gives this fetcher id."""
 
-    def __init__(self, manager: ReplicaFetcherManager, source_id: int):
+    def __init__(self, manager: ReplicaFetcherManager, key: BrokerIdAndFetcherId):
         self.manager = manager
         self.config = manager.config
-        self.source_id = source_id
+        self.source_id = key.broker_id
+        self.fetcher_id = key.fetcher_id
         self.partitions: dict[TopicPartition, _Fetching] = {}
         self.wakeup = asyncio.Event()
         self.conn: KafkaConnection | None = None
@@ -265,7 +348,8 @@ class _SourceFetcher:
         self._failing = False  # log a dead leader once per outage, not every backoff
         self.running = True
         self.task = asyncio.get_running_loop().create_task(
-            self._run(), name=f"replica-fetcher-{manager.local_broker_id}-from-{source_id}")
+            self._run(),
+            name=f"replica-fetcher-{manager.local_broker_id}-{self.fetcher_id}-from-{self.source_id}")
 
     def stop(self) -> asyncio.Task:
         self.running = False
@@ -321,7 +405,9 @@ class _SourceFetcher:
         await self._disconnect()
         host, port = endpoint
         timeout = self.config.request_timeout_ms / 1000
-        conn = KafkaConnection(host, port, f"replica-fetcher-{self.manager.local_broker_id}")
+        # Kafka's client id of a replica fetcher: the leader's logs tell the fetchers apart.
+        conn = KafkaConnection(host, port, f"broker-{self.manager.local_broker_id}-fetcher-{self.fetcher_id}",
+                               receive_buffer_bytes=self.config.socket_receive_buffer_bytes)
         try:
             await conn.connect(timeout)
             self.versions = await self._negotiate(conn, timeout)
@@ -541,4 +627,5 @@ class _SourceFetcher:
         raise _PartitionError(errors.UNKNOWN_SERVER_ERROR)
 
 
-__all__ = ["FetcherConfig", "FollowerPartition", "ReplicaFetcherManager", "UnsupportedVersion"]
+__all__ = ["BrokerIdAndFetcherId", "FetcherConfig", "FollowerPartition", "ReplicaFetcherManager",
+           "UnsupportedVersion", "fetcher_id", "java_string_hash"]

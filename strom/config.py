@@ -52,6 +52,7 @@ PROPERTIES: dict[str, tuple[str, Any]] = {
     "offsets.topic.replication.factor": (INT, 3),
     "offsets.topic.segment.bytes": (INT, 104857600),
     "offsets.retention.minutes": (INT, 10080),
+    "offsets.retention.check.interval.ms": (LONG, 600000),
     "offsets.commit.timeout.ms": (INT, 5000),
     "offsets.load.buffer.size": (INT, 5242880),
     "transaction.state.log.num.partitions": (INT, 50),
@@ -59,6 +60,7 @@ PROPERTIES: dict[str, tuple[str, Any]] = {
     "transaction.state.log.min.isr": (INT, 2),
     "transactional.id.expiration.ms": (INT, 604800000),
     "producer.id.expiration.ms": (INT, 86400000),
+    "producer.id.expiration.check.interval.ms": (INT, 600000),
     "group.initial.rebalance.delay.ms": (INT, 3000),
     "group.min.session.timeout.ms": (INT, 6000),
     "group.max.session.timeout.ms": (INT, 1800000),
@@ -68,8 +70,12 @@ PROPERTIES: dict[str, tuple[str, Any]] = {
     "group.consumer.heartbeat.interval.ms": (INT, 5000),
     "group.consumer.max.size": (INT, 2**31 - 1),
     "socket.request.max.bytes": (INT, 104857600),
-    "socket.send.buffer.bytes": (INT, 102400),
-    "socket.receive.buffer.bytes": (INT, 102400),
+    # SO_SNDBUF of accepted sockets, SO_RCVBUF of listening ones (accepted sockets inherit it),
+    # SO_RCVBUF of the replica fetchers'. -1: the OS's own sizing. Kafka's defaults are 102400,
+    # 102400 and 65536; Strom's are -1, because fixed buffers that small cost RF=3 acks=all about
+    # a fifth of its throughput on loopback (bench.e2e --replication, measured side by side).
+    "socket.send.buffer.bytes": (INT, -1),
+    "socket.receive.buffer.bytes": (INT, -1),
     "connections.max.idle.ms": (LONG, 600000),  # < 0: never closed for idleness
     # Bytes of requests in memory across a listener's connections (protocol/limits.py). Kafka's
     # default is -1 (unbounded); Strom bounds memory by default with the least Kafka allows, one
@@ -80,6 +86,7 @@ PROPERTIES: dict[str, tuple[str, Any]] = {
     "max.connections.per.ip.overrides": (STRING, ""),  # host:count,host:count (KIP-402)
     "max.connection.creation.rate": (INT, 2**31 - 1),  # per second, per listener (KIP-612)
     "replica.socket.timeout.ms": (INT, 30000),  # the replica fetcher's request timeout
+    "replica.socket.receive.buffer.bytes": (INT, -1),  # see socket.send.buffer.bytes
     # Each request from a broker to the active controller (registration, heartbeat, forwarding,
     # AlterPartition), as Kafka's broker-to-controller channels; a heartbeat's is also at most
     # half of broker.session.timeout.ms (KAFKA-14392).
@@ -120,7 +127,28 @@ PROPERTIES: dict[str, tuple[str, Any]] = {
     "strom.broker.disconnect.fence.ms": (INT, 500),
     "unstable.api.versions.enable": (BOOL, False),
     "cluster.id": (STRING, None),
-    "strom.metrics.port": (INT, None),
+}
+
+METADATA_LOG_SEGMENT_MIN_BYTES = 8 << 20  # Kafka's metadata.log.segment.min.bytes
+_SNAPSHOT_RETENTION = "a controller deletes its metadata log's segments below a snapshot once it is written"
+
+# Kafka properties Strom accepts so that a Kafka server.properties starts unchanged, but that
+# change nothing here, with why. A node names each one its config sets (``without_effect``).
+WITHOUT_EFFECT: dict[str, str] = {
+    "num.network.threads": "one asyncio loop per process serves every socket",
+    "num.io.threads": "requests are handled on the process's one event loop",
+    "num.recovery.threads.per.data.dir": "logs are recovered one after another at startup",
+    "queued.max.requests": "no queue sits between network and request threads; "
+                           "queued.max.request.bytes bounds the requests held in memory",
+    "request.timeout.ms": "a broker's requests to the controller time out after "
+                          "controller.socket.timeout.ms, its replica fetches after replica.socket.timeout.ms",
+    "unstable.api.versions.enable": "no unstable API version is served",
+    "transaction.state.log.num.partitions": "transactions are not served yet",
+    "transaction.state.log.replication.factor": "transactions are not served yet",
+    "transaction.state.log.min.isr": "transactions are not served yet",
+    "transactional.id.expiration.ms": "transactions are not served yet",
+    "metadata.max.retention.bytes": _SNAPSHOT_RETENTION,
+    "metadata.max.retention.ms": _SNAPSHOT_RETENTION,
 }
 for _broker_name in BROKER_SYNONYMS:
     PROPERTIES.setdefault(_broker_name, (STRING, None))  # validated by engine.config
@@ -249,6 +277,10 @@ class ServerConfig:
     def get(self, name: str, default: Any = None) -> Any:
         return self.values.get(name, default)
 
+    def without_effect(self) -> dict[str, str]:
+        """The properties this config sets that change nothing in Strom, with why."""
+        return {name: why for name, why in WITHOUT_EFFECT.items() if name in self.originals}
+
     def _validate(self) -> None:
         roles = self.values.get("process.roles")
         if not roles:
@@ -281,12 +313,24 @@ class ServerConfig:
             if not listener_names - set(controller_names):
                 raise ConfigError("listeners", "a broker needs a listener that is not a controller listener")
         for name in ("num.partitions", "default.replication.factor", "offsets.topic.num.partitions",
-                     "controller.socket.timeout.ms"):
+                     "controller.socket.timeout.ms", "num.replica.fetchers"):
             if self.values[name] < 1:
                 raise ConfigError(name, "must be at least 1")
         if self.values["socket.request.max.bytes"] < 1:
             raise ConfigError("socket.request.max.bytes", "must be at least 1")
+        least = METADATA_LOG_SEGMENT_MIN_BYTES
+        if self.values["metadata.log.segment.bytes"] < least:
+            raise ConfigError("metadata.log.segment.bytes", f"must be at least {least}")
+        for name in ("log.flush.scheduler.interval.ms", "log.flush.offset.checkpoint.interval.ms",
+                     "log.flush.start.offset.checkpoint.interval.ms"):
+            if self.values[name] < 1:
+                raise ConfigError(name, "must be at least 1")
+        for name in ("offsets.retention.minutes", "offsets.retention.check.interval.ms",
+                     "producer.id.expiration.ms", "producer.id.expiration.check.interval.ms"):
+            if self.values[name] < 1:
+                raise ConfigError(name, "must be at least 1")  # Kafka's atLeast(1)
         self._validate_listener_limits()
+        self._validate_network()
 
     def _validate_listener_limits(self) -> None:
         v = self.values
@@ -306,6 +350,28 @@ class ServerConfig:
         if v["replica.socket.timeout.ms"] < wait_ms:
             raise ConfigError("replica.socket.timeout.ms", f"must be at least replica.fetch.wait.max.ms "
                               f"({wait_ms}) to prevent unnecessary socket timeouts")
+
+    def _validate_network(self) -> None:
+        """fetch.max.bytes and the inter-broker listener as Kafka's KafkaConfig validates them; the
+        socket buffer sizes as Java's sockets take them (Kafka declares no range: 0 or below -1
+        fails when a socket is opened)."""
+        v = self.values
+        if v["fetch.max.bytes"] < 1024:
+            raise ConfigError("fetch.max.bytes", "must be at least 1024")
+        for name in ("socket.send.buffer.bytes", "socket.receive.buffer.bytes",
+                     "replica.socket.receive.buffer.bytes"):
+            if v[name] < 1 and v[name] != -1:
+                raise ConfigError(name, "must be -1 (the OS default) or at least 1")
+        # Unset, Kafka's inter-broker listener is named after security.inter.broker.protocol, whose
+        # default (and the one protocol Strom speaks) is PLAINTEXT. Names are normalised to upper case.
+        name = v.get("inter.broker.listener.name")
+        self.inter_broker_listener_name = "PLAINTEXT" if name is None else name.upper()
+        if "broker" in self.roles:
+            names = [lsn.name for lsn in self.advertised_broker_listeners()]
+            if self.inter_broker_listener_name not in names:
+                raise ConfigError("inter.broker.listener.name",
+                                  "must be a listener name defined in advertised.listeners. The valid "
+                                  f"options based on currently configured listeners are {','.join(names)}")
 
     def listener_limits(self) -> ListenerLimits:
         """What protocol.net.Server enforces on this node's listeners (broker or controller)."""
@@ -350,9 +416,14 @@ class ServerConfig:
                 for name in self.controller_listener_names if name in by_name]
 
     def advertised_broker_listeners(self) -> list[Listener]:
+        """How others reach this broker, as its BrokerRegistration lists them: advertised.listeners
+        (else listeners, an empty host being localhost) but the controller listeners, the
+        inter-broker listener first (Kafka's ListenerInfo: the first is the inter-broker one)."""
         if self.advertised:
-            return [lsn for lsn in self.advertised if lsn.name not in self.controller_listener_names]
-        return [Listener(lsn.name, lsn.host or "localhost", lsn.port) for lsn in self.broker_listeners()]
+            out = [lsn for lsn in self.advertised if lsn.name not in self.controller_listener_names]
+        else:
+            out = [Listener(lsn.name, lsn.host or "localhost", lsn.port) for lsn in self.broker_listeners()]
+        return sorted(out, key=lambda lsn: lsn.name != self.inter_broker_listener_name)
 
 
 def read_config_file(path: str) -> ServerConfig:

@@ -112,6 +112,8 @@ def tune_malloc() -> bool:
 
 def run_role(role: str, config: ServerConfig) -> int:
     cluster_id = cluster_id_of(config)
+    for name, why in config.without_effect().items():
+        log.info("%s is accepted but has no effect: %s", name, why)
     if role == "controller":
         from controller.process import run
     else:

@@ -40,16 +40,28 @@ that never send SyncGroup within the rebalance timeout after the join phase are 
 Groups of the consumer group protocol (KIP-848) live beside the classic ones in
 ``self.consumer`` (broker/groups/consumer_group.py); a group id is one or the other, and
 both share the committed offsets and the timers here.
+
+Offsets retention (offsets.retention.minutes) is a pass the shell runs every
+offsets.retention.check.interval.ms: ``cleanup_group_metadata`` writes tombstones for the
+offsets broker/groups/retention.py finds expired, and deletes each Empty group left with no
+offsets (Kafka's cleanupGroupMetadata), so both stay gone after a reload.
 """
 from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.groups import storage
-from broker.groups.consumer_group import PROTOCOL_TYPE, ConsumerGroupConfig, ConsumerGroups, Topics
+from broker.groups import retention, storage
+from broker.groups.consumer_group import (
+    PROTOCOL_TYPE,
+    ConsumerGroup,
+    ConsumerGroupConfig,
+    ConsumerGroups,
+    Topics,
+)
 from broker.groups.group import (
     COMPLETING_REBALANCE,
     DEAD,
@@ -75,6 +87,7 @@ class CoordinatorConfig:
     max_session_timeout_ms: int = 1800000  # group.max.session.timeout.ms
     max_size: int = 2**31 - 1  # group.max.size
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
+    offsets_retention_ms: int = 10080 * 60000  # offsets.retention.minutes, in ms
     consumer: ConsumerGroupConfig = field(default_factory=ConsumerGroupConfig)
 
 
@@ -128,13 +141,15 @@ class GroupCoordinator:
 
     def complete_load(self, partition: int, state: storage.GroupState, now_ms: int) -> None:
         """Take over a partition whose records were replayed into ``state``. A group with
-        members comes back Stable; each member's session starts now."""
+        members comes back Stable; each member's session starts now. A group keeps the time
+        of its last state change from its record (offsets retention counts from it)."""
         self.loading.discard(partition)
         self.owned.add(partition)
         for group_id, offsets in state.offsets.items():
             self.offsets[group_id] = dict(offsets)
         for group_id, value in state.groups.items():
-            group = ClassicGroup(group_id, state_timestamp=now_ms, generation_id=value.generation,
+            group = ClassicGroup(group_id, state_timestamp=value.current_state_timestamp,
+                                 generation_id=value.generation,
                                  protocol_type=value.protocol_type, protocol_name=value.protocol,
                                  leader_id=value.leader if value.members else None)
             for m in value.members:
@@ -767,11 +782,43 @@ class GroupCoordinator:
                 continue
             records = [(storage.offset_commit_key(group_id, t, p), None)
                        for (t, p) in sorted(self.offsets.get(group_id, {}))]
-            records.append((storage.group_metadata_key(group_id), None))
-            fx.append(self.partition_for(group_id), records)
-            group.transition_to(DEAD, now_ms)
-            del self.groups[group_id]
+            fx.append(self.partition_for(group_id), records + self._delete_group(group, now_ms))
         return errors, fx
+
+    def _delete_group(self, group: ClassicGroup | ConsumerGroup, now_ms: int) -> list[tuple[bytes, None]]:
+        """Remove an Empty group; the tombstones of its own records (its offsets are the caller's)."""
+        if isinstance(group, ConsumerGroup):
+            return self.consumer.delete(group)
+        group.transition_to(DEAD, now_ms)
+        del self.groups[group.group_id]
+        return [(storage.group_metadata_key(group.group_id), None)]
+
+    # ---- offsets retention ---------------------------------------------------------------
+
+    def cleanup_group_metadata(self, now_ms: int, pending: Iterable[tuple[str, str, int]] = ()) -> Effects:
+        """One offsets retention pass at ``now_ms``: a tombstone for every offset that expired
+        (broker/groups/retention.py has the rules), and an Empty group left with no offsets
+        is deleted with its own tombstones. ``pending`` is (group, topic, partition) of the
+        offset records written but not committed yet, which ``offsets`` does not show."""
+        fx = Effects()
+        waiting: dict[str, set[tuple[str, int]]] = {}
+        for group_id, topic, partition in pending:
+            waiting.setdefault(group_id, set()).add((topic, partition))
+        for group in [*self.groups.values(), *self.consumer.groups.values()]:
+            group_id = group.group_id
+            if group.state == DEAD or self.coordinator_error(group_id) != Error.NONE:
+                continue
+            expired, none_left = retention.expired_offsets(
+                group, self.offsets.get(group_id, {}), waiting.get(group_id, ()), now_ms,
+                self.config.offsets_retention_ms)
+            records = [(storage.offset_commit_key(group_id, t, p), None) for t, p in expired]
+            if expired:
+                fx.event(f"group {group_id}: {len(expired)} committed offsets expired")
+            if none_left and group.state == EMPTY:
+                fx.event(f"group {group_id} is Empty with no committed offsets left; deleting it")
+                records += self._delete_group(group, now_ms)
+            fx.append(self.partition_for(group_id), records)
+        return fx
 
     # ---- the consumer group protocol -----------------------------------------------------
 

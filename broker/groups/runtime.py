@@ -11,7 +11,9 @@ for parked requests. This shell
 - appends each step's records to a partition as one batch, through the ReplicaManager, and
   answers only once they are committed (Kafka's CoordinatorRuntime);
 - asks the controller to create the topic the first time a group needs it;
-- runs one timer task that sleeps until the core's next deadline.
+- runs one timer task that sleeps until the core's next deadline, and one that runs the
+  core's offsets retention pass every offsets.retention.check.interval.ms, telling it which
+  offset records are still waiting to commit.
 
 Writes. Group state is changed by the step that writes its records; committed offsets only
 once the high watermark passed their records (``apply_records``, in log order). A reply is
@@ -161,6 +163,7 @@ class GroupCoordinatorRuntime:
             max_session_timeout_ms=c["group.max.session.timeout.ms"],
             max_size=c["group.max.size"],
             offset_metadata_max_bytes=c.get("offset.metadata.max.bytes", 4096),
+            offsets_retention_ms=c.get("offsets.retention.minutes", 10080) * 60000,
             consumer=ConsumerGroupConfig(
                 session_timeout_ms=c.get("group.consumer.session.timeout.ms", 45000),
                 heartbeat_interval_ms=c.get("group.consumer.heartbeat.interval.ms", 5000),
@@ -169,6 +172,7 @@ class GroupCoordinatorRuntime:
         self.consumer_protocol = "consumer" in c.get("group.coordinator.rebalance.protocols",
                                                      ["classic", "consumer"])
         self.commit_timeout_ms = c.get("offsets.commit.timeout.ms", 5000)
+        self.retention_check_ms = c.get("offsets.retention.check.interval.ms", 600000)
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
         self._loads: dict[int, asyncio.Task] = {}
@@ -179,7 +183,8 @@ class GroupCoordinatorRuntime:
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._watch_metadata()), loop.create_task(self._run_timers())]
+        self._tasks = [loop.create_task(self._watch_metadata()), loop.create_task(self._run_timers()),
+                       loop.create_task(self._run_offsets_retention())]
 
     async def stop(self) -> None:
         tasks = self._tasks + list(self._loads.values()) + ([self._creating] if self._creating else [])
@@ -209,9 +214,12 @@ class GroupCoordinatorRuntime:
         request = R(topics=[R.CreatableTopic(
             name=storage.OFFSETS_TOPIC, num_partitions=c["offsets.topic.num.partitions"],
             replication_factor=c["offsets.topic.replication.factor"],
+            # Kafka's offsets topic configs: compacted, its own segment size, and the coordinator's
+            # batches stored as written whatever the broker's compression.type says.
             configs=[R.CreatableTopic.CreatableTopicConfig(name="cleanup.policy", value="compact"),
                      R.CreatableTopic.CreatableTopicConfig(name="segment.bytes",
-                                                           value=str(c["offsets.topic.segment.bytes"]))])],
+                                                           value=str(c["offsets.topic.segment.bytes"])),
+                     R.CreatableTopic.CreatableTopicConfig(name="compression.type", value="producer")])],
             timeout_ms=5000, validate_only=False)
         try:
             response = await self.broker.follower.forward(19, CREATE_TOPICS_VERSION, request)
@@ -464,6 +472,30 @@ class GroupCoordinatorRuntime:
     def run_timers_soon(self) -> None:
         """Deadlines moved: the timer task recomputes its sleep."""
         self._wake.set()
+
+    async def _run_offsets_retention(self) -> None:
+        """Every offsets.retention.check.interval.ms, expire offsets and delete the groups left
+        Empty without any (Kafka's cleanupGroupMetadata); the tombstones go out as any write."""
+        while True:
+            await asyncio.sleep(self.retention_check_ms / 1000)
+            try:
+                fx = self.core.cleanup_group_metadata(_now_ms(), self._pending_offsets())
+                if fx.appends or fx.events:
+                    self.run(fx)
+            except Exception:
+                log.exception("group coordinator: expiring offsets failed")
+
+    def _pending_offsets(self) -> set[tuple[str, str, int]]:
+        """(group, topic, partition) of every offset record appended and not committed yet:
+        the core's offsets do not show them, and no tombstone may follow them."""
+        pending = set()
+        for ctx in self._partitions.values():
+            for write in ctx.writes:
+                for key, _ in write.records:
+                    if _is_offset_commit(key):
+                        k = storage.parse_key(key)[1]
+                        pending.add((k.group, k.topic, k.partition))
+        return pending
 
 
 def _replay(state: storage.GroupState, data: bytes | memoryview, high_watermark: int,

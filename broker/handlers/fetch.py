@@ -16,8 +16,10 @@ so the high watermark reaches followers at once, not a replica.fetch.wait.max.ms
 A fetch waits (up to max_wait_ms) until min_bytes are available; it is woken by an append to,
 or a high watermark move of, one of its partitions (broker/fetch_waiters.py), not by a timer.
 Responses respect max_bytes and each partition's partition_max_bytes, but always carry at least
-one whole batch of the first partition with data (KIP-74). Incremental fetch sessions (KIP-227)
-are served from broker/fetch_session.py.
+one whole batch of the first partition with data (KIP-74). The broker's fetch.max.bytes caps
+max_bytes, and min_bytes with it, for consumers and followers alike (Kafka's
+KafkaApis.handleFetchRequest: only its fetch quota's cap is a consumer's alone). Incremental
+fetch sessions (KIP-227) are served from broker/fetch_session.py.
 """
 from __future__ import annotations
 
@@ -40,12 +42,13 @@ def _complete(fut) -> None:
 def apis(broker) -> list[Api]:
     replicas = broker.replicas
     cache = FetchSessionCache(broker.config["max.incremental.fetch.session.cache.slots"])
+    fetch_max_bytes = broker.config["fetch.max.bytes"]
     R = M.FetchResponse
 
-    def read_partitions(wanted, req, version, follower):
-        """[(key, partition, PartitionData)] for the wanted entries, the bytes read, the (topic
-        name, partition) pairs read, the leaders to name, and whether to answer without waiting."""
-        budget = req.max_bytes if req.max_bytes > 0 else 2**31 - 1
+    def read_partitions(wanted, req, version, follower, budget):
+        """[(key, partition, PartitionData)] for the wanted entries (``budget`` bytes in all), the
+        bytes read, the (topic name, partition) pairs read, the leaders to name, and whether to
+        answer without waiting."""
         total = 0
         out, names, leaders = [], [], {}
         urgent = False
@@ -139,10 +142,13 @@ def apis(broker) -> list[Api]:
             wanted = requested
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(req.max_wait_ms, 0) / 1000
+        max_bytes = min(req.max_bytes if req.max_bytes > 0 else 2**31 - 1, fetch_max_bytes)
+        min_bytes = max(min(req.min_bytes, max_bytes), 1)
         waiters = broker.fetch_waiters
         first_hws = None
         while True:
-            results, total, names, leaders, urgent = read_partitions(wanted, req, version, follower)
+            results, total, names, leaders, urgent = read_partitions(wanted, req, version, follower,
+                                                                     max_bytes)
             if follower is not None:
                 # A follower learns the leader's high watermark only from answers: one that
                 # moved while this fetch waited is worth an answer of its own.
@@ -151,7 +157,7 @@ def apis(broker) -> list[Api]:
                 urgent = urgent or hws != first_hws
             remaining = deadline - loop.time()
             failed = any(pd.error_code for _, _, pd in results)
-            if total >= max(req.min_bytes, 1) or remaining <= 0 or failed or urgent:
+            if total >= min_bytes or remaining <= 0 or failed or urgent:
                 return respond(results, session, incremental, version, leaders)
             waiter = waiters.wait(names)
             timer = loop.call_later(remaining, _complete, waiter)

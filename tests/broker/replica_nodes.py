@@ -27,6 +27,7 @@ TOPIC = "t"
 TOPIC_ID = uuid.UUID("7f3c8f0e-3a55-4d5e-9d43-0a1b2c3d4e5f").bytes
 LISTENER = "PLAINTEXT"
 BASE_TS = int(time.time() * 1000)
+FETCH_MAX_BYTES = 57671680  # the broker's fetch.max.bytes: Kafka's default
 
 
 def endpoint_port(broker_id: int) -> int:
@@ -128,7 +129,8 @@ class Node:
     """One broker: its logs, its ReplicaManager and the handlers it serves."""
 
     def __init__(self, tmp_path, node_id: int, cluster: Cluster, clock: Clock | None = None,
-                 replica_lag_time_max_ms: int = 10000, log_config: LogConfig | None = None):
+                 replica_lag_time_max_ms: int = 10000, log_config: LogConfig | None = None,
+                 fetch_max_bytes: int = FETCH_MAX_BYTES):
         self.node_id = node_id
         self.cluster = cluster
         self.clock = clock or Clock()
@@ -145,7 +147,8 @@ class Node:
         self.alter = self.replicas.alter_partition = RecordingAlterPartition()
         # What a handler may see of the broker: nothing of the logs or the image.
         self.broker = SimpleNamespace(replicas=self.replicas, fetch_waiters=self.waiters,
-                                      config={"max.incremental.fetch.session.cache.slots": 10})
+                                      config={"max.incremental.fetch.session.cache.slots": 10,
+                                              "fetch.max.bytes": fetch_max_bytes})
         self.apis = {api.key: api for module in (produce, fetch, offsets) for api in module.apis(self.broker)}
         self.sync()
 
@@ -181,13 +184,14 @@ class Node:
 
     def fetch_request(self, fetch_offset: int, replica_id: int = -1, last_fetched_epoch: int = -1,
                       current_leader_epoch: int = -1, max_wait_ms: int = 0, min_bytes: int = 1,
-                      replica_epoch: int | None = None, log_start_offset: int = 0, partition: int = 0):
+                      replica_epoch: int | None = None, log_start_offset: int = 0, partition: int = 0,
+                      max_bytes: int = 1 << 20):
         R = M.FetchRequest
         if replica_epoch is None:
             replica_epoch = broker_epoch(replica_id) if replica_id >= 0 else -1
         return R(replica_id=replica_id, replica_state=R.ReplicaState(replica_id=replica_id,
                                                                    replica_epoch=replica_epoch),
-                 max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=1 << 20, isolation_level=0,
+                 max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=0,
                  session_id=0, session_epoch=-1,
                  topics=[R.FetchTopic(topic=TOPIC, topic_id=TOPIC_ID, partitions=[R.FetchPartition(
                      partition=partition, current_leader_epoch=current_leader_epoch,

@@ -35,6 +35,7 @@ def test_log_properties_become_topic_defaults():
     ("no.such.property", "1", "unknown property"),
     ("num.partitions", "many", "expected an integer"),
     ("num.partitions", "0", "at least 1"),
+    ("num.replica.fetchers", "0", "at least 1"),
     ("auto.create.topics.enable", "maybe", "true or false"),
     ("listeners", "PLAINTEXT//nohost", "NAME://host:port"),
     ("controller.quorum.voters", "one@host:1", "id@host:port"),
@@ -55,3 +56,14 @@ def test_the_command_reports_a_bad_config_without_a_traceback(tmp_path):
     assert out.returncode == 1
     assert "num.partitons: unknown property" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("name,default", [
+    ("offsets.retention.minutes", 10080), ("offsets.retention.check.interval.ms", 600000),
+    ("producer.id.expiration.ms", 86400000), ("producer.id.expiration.check.interval.ms", 600000),
+])
+def test_offsets_retention_and_producer_id_expiration_default_as_kafka_and_are_at_least_1(name, default):
+    assert ServerConfig(BASE)[name] == default
+    with pytest.raises(ConfigError, match="at least 1") as err:
+        ServerConfig({**BASE, name: "0"})
+    assert str(err.value).startswith(name)

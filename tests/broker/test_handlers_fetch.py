@@ -6,7 +6,7 @@ import asyncio
 from ext.batch import iter_batches
 from protocol.errors import Error
 from replication import follower
-from tests.broker.replica_nodes import Cluster, Node, broker_epoch, endpoint_port, settle
+from tests.broker.replica_nodes import Cluster, Node, broker_epoch, endpoint_port, records, settle
 
 
 def run(coro):
@@ -183,4 +183,58 @@ def test_followers_learn_a_new_high_watermark_without_waiting_out_their_fetches(
         pd = await asyncio.wait_for(leader.replica_fetch(3, 10, last_fetched_epoch=0, max_wait_ms=5000), 1)
         assert pd.high_watermark == 10
         assert (await asyncio.wait_for(parked, 1)).high_watermark == 10
+    run(main())
+
+
+BATCH = len(records(10))  # every batch these tests produce has this size
+SIX_BATCHES = [(0, 9), (10, 19), (20, 29), (30, 39), (40, 49), (50, 59)]
+
+
+async def leader_of_six_batches(tmp_path, fetch_max_bytes: int, replicas=(1,)) -> Node:
+    """A leader with six batches below its high watermark (a single replica commits at once)
+    and the given fetch.max.bytes."""
+    cluster = Cluster(brokers=(1, 2))
+    cluster.create_topic(replicas=replicas)
+    leader = Node(tmp_path, 1, cluster, fetch_max_bytes=fetch_max_bytes)
+    for _ in range(6):
+        await leader.produce(10, acks=1)
+    return leader
+
+
+def test_a_consumer_fetch_is_capped_at_the_brokers_fetch_max_bytes(tmp_path):
+    async def main():
+        leader = await leader_of_six_batches(tmp_path, fetch_max_bytes=3 * BATCH)
+        pd, _ = await leader.fetch(0)  # the consumer asks for up to 1 MiB
+        assert offsets_of(pd) == SIX_BATCHES[:3]
+        pd, _ = await leader.fetch(0, max_bytes=2 * BATCH)  # the smaller of the two wins
+        assert offsets_of(pd) == SIX_BATCHES[:2]
+        pd, _ = await leader.fetch(0, max_bytes=BATCH // 2)  # still one whole batch (KIP-74)
+        assert offsets_of(pd) == SIX_BATCHES[:1]
+    run(main())
+
+
+def test_a_fetch_is_not_capped_while_fetch_max_bytes_is_above_what_it_asks_for(tmp_path):
+    async def main():
+        leader = await leader_of_six_batches(tmp_path, fetch_max_bytes=57671680)
+        pd, _ = await leader.fetch(0)
+        assert offsets_of(pd) == SIX_BATCHES
+    run(main())
+
+
+def test_a_follower_fetch_is_capped_at_fetch_max_bytes_too_as_in_kafka(tmp_path):
+    # KafkaApis.handleFetchRequest caps every fetch at fetch.max.bytes; only the fetch quota's
+    # window is a consumer's alone.
+    async def main():
+        leader = await leader_of_six_batches(tmp_path, fetch_max_bytes=3 * BATCH, replicas=(1, 2))
+        pd = await leader.replica_fetch(2, 0)
+        assert offsets_of(pd) == SIX_BATCHES[:3]
+    run(main())
+
+
+def test_min_bytes_above_fetch_max_bytes_is_capped_so_a_full_answer_does_not_wait(tmp_path):
+    async def main():
+        leader = await leader_of_six_batches(tmp_path, fetch_max_bytes=3 * BATCH)
+        # Waiting out max_wait_ms would time out here.
+        pd, _ = await asyncio.wait_for(leader.fetch(0, min_bytes=1 << 20, max_wait_ms=10000), 5)
+        assert offsets_of(pd) == SIX_BATCHES[:3]
     run(main())

@@ -13,6 +13,7 @@ from protocol import messages as M
 from protocol.client import KafkaConnection
 from protocol.dispatch import Dispatcher
 from protocol.errors import Error
+from protocol.headers import RequestHeader
 from protocol.net import Server
 from raft import wire
 from raft.driver import RaftDriver, RaftDriverConfig
@@ -332,3 +333,19 @@ def test_records_past_one_metadata_batch_are_a_policy_violation_and_the_controll
             assert small.topics[0].error_code == Error.NONE and "t" in c.image.topics
             await conn.close()
     run(body())
+
+
+def test_delete_topics_is_refused_by_any_controller_active_or_not_when_delete_topic_enable_is_false():
+    """As Kafka's ControllerApis, which refuses before it asks the quorum controller anything: a
+    controller that is not active answers TOPIC_DELETION_DISABLED too, not NOT_CONTROLLER."""
+    async def body(enabled: bool):
+        controller = QuorumController(1, CLUSTER_ID, {"num.partitions": 1, "default.replication.factor": 1,
+                                                      "delete.topic.enable": enabled})
+        delete = {api.key: api for api in controller.apis()}[20]
+        R = M.DeleteTopicsRequest
+        request = R(topics=[R.DeleteTopicState(name="t", topic_id=bytes(16))], timeout_ms=1000)
+        return await delete.fn(RequestHeader(20, 6, 1, "broker", 2), request)
+    refused = run(body(False))
+    assert [(r.name, r.error_code) for r in refused.responses] == [("t", Error.TOPIC_DELETION_DISABLED)]
+    not_active = run(body(True))
+    assert [(r.name, r.error_code) for r in not_active.responses] == [("t", Error.NOT_CONTROLLER)]

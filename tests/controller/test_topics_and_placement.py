@@ -206,3 +206,44 @@ def test_a_create_partitions_request_adding_more_than_10000_partitions_is_a_poli
     grow = R(topics=[R.CreatePartitionsTopic(name="t", count=10002, assignments=None)], timeout_ms=1000)
     assert s.apply(s.topics.create_partitions(s.image, grow)).results[0].error_code == Error.NONE
     assert len(s.image.topics["t"].partitions) == 10002
+
+
+def delete_request(version: int, *names: str, ids: tuple[bytes, ...] = ()):
+    """DeleteTopics as a client of that version sends it: by name (v6 also by id), or topic_names."""
+    R = M.DeleteTopicsRequest
+    if version >= 6:
+        return R(topics=[R.DeleteTopicState(name=n, topic_id=bytes(16)) for n in names]
+                 + [R.DeleteTopicState(name=None, topic_id=i) for i in ids], timeout_ms=1000)
+    return R(topic_names=list(names), timeout_ms=1000)
+
+
+def test_delete_topics_is_refused_with_topic_deletion_disabled_when_delete_topic_enable_is_false():
+    s = Scenario(brokers=1)
+    for name in ("a", "b"):
+        s.create_topic(name, rf=1)
+    s.topics.delete_topic_enable = False
+    a_id = s.image.topics["a"].topic_id
+    for version, req in ((6, delete_request(6, "a", "missing", ids=(a_id,))),
+                         (5, delete_request(5, "a", "b")), (3, delete_request(3, "b"))):
+        response = s.apply(s.topics.delete_topics(s.image, req, version))
+        # Every topic of the request gets the error as it was asked for (Kafka's
+        # DeleteTopicsRequest.getErrorResponse), with no message of its own: a client shows
+        # TOPIC_DELETION_DISABLED's, "Topic deletion is disabled.".
+        asked = [(t.name, t.topic_id) for t in req.topics] or [(n, bytes(16)) for n in req.topic_names]
+        assert [(r.name, bytes(r.topic_id), r.error_code, r.error_message) for r in response.responses] == \
+            [(name, bytes(topic_id), Error.TOPIC_DELETION_DISABLED, None) for name, topic_id in asked]
+        assert s.last_records == [], "nothing is deleted"
+    assert sorted(s.image.topics) == ["a", "b"]
+    s.topics.delete_topic_enable = True
+    response = s.apply(s.topics.delete_topics(s.image, delete_request(6, "a"), 6))
+    assert response.responses[0].error_code == Error.NONE and "a" not in s.image.topics
+
+
+def test_delete_topics_before_v3_is_an_invalid_request_when_deletion_is_disabled():
+    s = Scenario(brokers=1)
+    s.create_topic("a", rf=1)
+    s.topics.delete_topic_enable = False
+    for version in (1, 2):
+        response = s.apply(s.topics.delete_topics(s.image, delete_request(version, "a"), version))
+        assert [(r.name, r.error_code) for r in response.responses] == [("a", Error.INVALID_REQUEST)]
+        assert "a" in s.image.topics

@@ -14,3 +14,20 @@ def producer_batch(n: int = 10, ts: int = BASE_TS, value_size: int = 100, key: b
     return bytearray(build_batch(records, compression=compression))
 
 
+def python_calls(fn) -> int:
+    """How many Python-level function calls ``fn`` makes (C calls are not counted)."""
+    import sys
+
+    calls = 0
+
+    def profiler(frame, event, arg):
+        nonlocal calls
+        if event == "call":
+            calls += 1
+
+    sys.setprofile(profiler)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return calls

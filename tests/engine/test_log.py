@@ -13,7 +13,7 @@ from engine.errors import (
 )
 from engine.log import FETCH_HIGH_WATERMARK, Log
 from ext.batch import build_batch, decode_records, iter_batches, read_header, scan
-from tests.engine.batches import BASE_TS, producer_batch
+from tests.engine.batches import BASE_TS, producer_batch, python_calls
 
 NOW = BASE_TS + 1000
 
@@ -289,24 +289,6 @@ def test_empty_append_from_follower_is_a_no_op(tmp_path):
     assert scan(b"").count == 0
 
 
-def _python_calls(fn) -> int:
-    """How many Python-level function calls ``fn`` makes (C calls are not counted)."""
-    import sys
-
-    calls = 0
-
-    def profiler(frame, event, arg):
-        nonlocal calls
-        if event == "call":
-            calls += 1
-
-    sys.setprofile(profiler)
-    try:
-        fn()
-    finally:
-        sys.setprofile(None)
-    return calls
-
 
 @pytest.mark.parametrize("few,many", [(10, 500), (2000, 20000)])
 def test_append_and_read_do_no_python_work_per_record(tmp_path, few, many):
@@ -320,8 +302,8 @@ def test_append_and_read_do_no_python_work_per_record(tmp_path, few, many):
     for n in (few, many):
         log = Log(str(tmp_path / f"t-{n}"))
         buf = producer_batch(n, value_size=10)
-        appended = _python_calls(lambda log=log, buf=buf: log.append_as_leader(buf, 0, NOW))
-        read = _python_calls(lambda log=log: log.read(0, 1 << 20))
+        appended = python_calls(lambda log=log, buf=buf: log.append_as_leader(buf, 0, NOW))
+        read = python_calls(lambda log=log: log.read(0, 1 << 20))
         costs.append((appended, read))
         assert log.read(0, 1 << 20).size == len(buf)
         log.close()

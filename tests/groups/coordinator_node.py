@@ -38,13 +38,15 @@ class _MetadataFollower:
 
 
 class CoordinatorNode:
-    def __init__(self, tmp_path, node_id: int, cluster, commit_timeout_ms: int = 5000):
+    def __init__(self, tmp_path, node_id: int, cluster, commit_timeout_ms: int = 5000, **properties):
+        """``properties``: further broker properties, by Kafka name."""
         self.node = Node(tmp_path, node_id, cluster)
         config = {
             "group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 6000,
             "group.max.session.timeout.ms": 1800000, "group.max.size": 100,
             "offsets.commit.timeout.ms": commit_timeout_ms, "offsets.topic.num.partitions": 1,
             "offsets.topic.replication.factor": 3, "offsets.topic.segment.bytes": 1 << 20,
+            **properties,
         }
         self.broker = SimpleNamespace(config=config, image=cluster.image, node_id=node_id,
                                       replicas=self.node.replicas, follower=_MetadataFollower(),

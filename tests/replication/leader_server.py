@@ -11,7 +11,8 @@ ListOffsets from engine Logs the test appends to, as a leader does for its follo
 - ListOffsets: earliest = log start, latest = LEO for a replica;
 - ``errors[(topic, partition)]``: answer that error code instead.
 
-Every request is recorded (``fetches``, ``list_offsets``) for the tests to inspect.
+Every request is recorded (``fetches`` with the ``fetch_clients`` that sent them,
+``list_offsets``) for the tests to inspect; ``connections`` are the fetchers' open connections.
 """
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ class LeaderServer:
         self.partitions: dict[tuple[str, int], LeaderPartition] = {}
         self.errors: dict[tuple[str, int], int] = {}
         self.fetches: list[tuple[int, object]] = []  # (version, request)
+        self.fetch_clients: list[str] = []  # the client id of each Fetch: which fetcher sent it
         self.fetch_times: list[float] = []  # loop time each Fetch arrived
         self.list_offsets: list[tuple[int, object]] = []
         self.parked = 0  # Fetches waiting for data right now
@@ -64,6 +66,10 @@ class LeaderServer:
     @property
     def endpoint(self) -> tuple[str, int]:
         return HOST, self.port
+
+    @property
+    def connections(self) -> set:
+        return set(self.server.connections) if self.server is not None else set()
 
     # ---- the leader's log ---------------------------------------------------------------------
 
@@ -98,6 +104,7 @@ class LeaderServer:
         version = header.api_version
         loop = asyncio.get_running_loop()
         self.fetches.append((version, req))
+        self.fetch_clients.append(header.client_id)
         self.fetch_times.append(loop.time())
         deadline = loop.time() + req.max_wait_ms / 1000
         while True:

@@ -4,7 +4,9 @@ when it stops, and which answers it drops. Every test is bounded in time."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
+import socket
 
 import pytest
 
@@ -397,4 +399,23 @@ def test_a_fetcher_with_nothing_to_fetch_sends_nothing(tmp_path):
         assert follower.manager.sources() == {}
         await follower.manager.close()
         await server.stop()
+    run(scenario)
+
+
+def test_the_fetchers_connection_has_replica_socket_receive_buffer_bytes(tmp_path):
+    assert FetcherConfig().socket_receive_buffer_bytes == -1, "the OS's sizing unless set"
+
+    async def scenario():
+        server = await leader_server()
+        leader, mine = new_log(tmp_path, "leader", "t", 0), new_log(tmp_path, "follower", "t", 0)
+        server.lead("t", 0, T_ID, leader, 1)
+        server.append("t", 0, batch(0), epoch=1)
+        follower = Follower(server, dataclasses.replace(CONFIG, socket_receive_buffer_bytes=32768))
+        follower.follow("t", 0, T_ID, mine, 1)
+        await eventually(lambda: mine.log_end_offset == leader.log_end_offset, "the follower to catch up")
+        conns = [f.conn for f in follower.manager._fetchers.values() if f.conn is not None]
+        assert conns, "the fetcher is connected"
+        for conn in conns:
+            sock = conn._transport.get_extra_info("socket")
+            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) == 2 * 32768  # Linux doubles it
     run(scenario)
