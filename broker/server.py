@@ -67,8 +67,10 @@ class Broker:
         self.logs = LogManager(config.log_dirs, config.log_config, cluster_id=cluster_id,
                                node_id=config.node_id, failure_channel=self.failure_channel)
         self.advertised = config.advertised_broker_listeners()  # registered in this order
-        # inter.broker.listener.name: where the replica fetchers find leaders. Client answers
-        # (Metadata, FindCoordinator, KIP-951 leader endpoints) name this listener's endpoints too.
+        # inter.broker.listener.name: where the replica fetchers find leaders. A client is
+        # answered (Metadata, DescribeCluster, FindCoordinator, KIP-951 leader endpoints) with
+        # the endpoints of the listener its request came on (RequestHeader.listener_name); this
+        # one names them for a request that came on no listener.
         self.listener_name = config.inter_broker_listener_name
         self.follower = MetadataFollower(
             config.node_id, cluster_id, driver_config(config, cluster_id, observer=True), self.advertised,
@@ -163,7 +165,7 @@ class Broker:
                              send_buffer_bytes=self.config["socket.send.buffer.bytes"],
                              receive_buffer_bytes=self.config["socket.receive.buffer.bytes"])
         for listener in self.config.broker_listeners():
-            port = self.server.bind(listener.host, listener.port)
+            port = self.server.bind(listener.host, listener.port, listener.name)
             log.info("broker %d listening on %s:%d", self.node_id, listener.host, port)
         self.server.start()
         loop = asyncio.get_running_loop()

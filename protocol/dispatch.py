@@ -15,10 +15,16 @@ then handles its next requests while it waits, and sends the answers in request 
 (protocol/net.py). Kafka's broker holds the connection until the answer; an acks=all
 producer pipelining small requests would otherwise wait a replication round trip per
 request.
+
+A handler learns the listener its request came on from ``header.listener_name``: the
+connection's task sets ``current_listener`` (protocol/net.py) and ``Dispatcher.handle`` puts it
+on the header, as Kafka's RequestContext carries the listener name; a broker answers each
+client with the endpoints of that listener.
 """
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -38,6 +44,11 @@ from protocol.types import ProtocolError, Reader
 log = logging.getLogger(__name__)
 
 HandlerFn = Callable[[RequestHeader, Any], Awaitable[Any]]
+
+# The name of the listener whose connection's requests are handled in this context: set once
+# per connection task (its own context), None where no named listener accepted it.
+current_listener: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "current_listener", default=None)
 
 
 class Deferred:
@@ -91,7 +102,7 @@ class Dispatcher:
     async def handle(self, frame: memoryview) -> list | Deferred | None:
         r = Reader(frame)
         try:
-            header = read_request_header(r)
+            header = read_request_header(r, current_listener.get())
         except ProtocolError as e:
             log.info("malformed request header: %s", e)
             return None

@@ -55,11 +55,16 @@ class RequestHeader:
     correlation_id: int
     client_id: str | None
     header_version: int
+    # Not on the wire: the name of the listener the request came on (Kafka's
+    # RequestContext.listenerName), so that answers name brokers by the endpoints the client
+    # can reach. None for a request that came on no named listener.
+    listener_name: str | None = None
 
 
-def read_request_header(r: Reader) -> RequestHeader:
+def read_request_header(r: Reader, listener_name: str | None = None) -> RequestHeader:
     """Reads the header; the body follows at r.pos. Unknown API keys and versions still
-    parse (so that UNSUPPORTED_VERSION can be answered with the right correlation id)."""
+    parse (so that UNSUPPORTED_VERSION can be answered with the right correlation id).
+    ``listener_name``: where the request came on (see RequestHeader)."""
     api_key = r.int16()
     api_version = r.int16()
     correlation_id = r.int32()
@@ -73,7 +78,7 @@ def read_request_header(r: Reader) -> RequestHeader:
         for _ in range(r.uvarint()):
             r.uvarint()
             r.raw(r.uvarint())
-    return RequestHeader(api_key, api_version, correlation_id, client_id, 2 if flexible else 1)
+    return RequestHeader(api_key, api_version, correlation_id, client_id, 2 if flexible else 1, listener_name)
 
 
 def write_request_header(w: Writer, api_key: int, api_version: int, correlation_id: int,

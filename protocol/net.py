@@ -39,7 +39,9 @@ it (set on an accepted socket it would come too late for that); the send buffer
 A handler learns the connection its request came on from ``current_connection`` (each
 connection's requests run in that connection's task, so the context variable is its own),
 and may ask to hear of its close (``add_close_callback``): the active controller fences a
-broker whose heartbeat connection closes.
+broker whose heartbeat connection closes. A socket bound with a listener name (``bind``) gives
+it to each connection it accepts, and that connection's task sets
+protocol.dispatch.current_listener, which the Dispatcher puts on each request's header.
 """
 from __future__ import annotations
 
@@ -52,7 +54,7 @@ import os
 import socket
 from collections.abc import Awaitable, Callable
 
-from protocol.dispatch import Deferred
+from protocol.dispatch import Deferred, current_listener
 from protocol.frames import BUFFER_BYTES, FrameReader
 from protocol.limits import ConnectionQuotas, FrameTooLarge, IdleTracker, ListenerLimits, MemoryPool
 
@@ -88,9 +90,10 @@ class _Connection(asyncio.BufferedProtocol):
     """One client connection: frames are queued as they arrive and handled in order by
     one task; reading pauses while too many wait, writing waits while the peer is slow."""
 
-    def __init__(self, server: Server, ip: str):
+    def __init__(self, server: Server, ip: str, listener_name: str | None = None):
         self.server = server
         self.ip = ip  # counted in the server's ConnectionQuotas until connection_lost
+        self.listener_name = listener_name  # of the listening socket that accepted it
         self.reader = FrameReader(server.max_bytes, pool=server.pool)
         self.reader.on_resume = self._resume_split
         self.frames: collections.deque[bytearray] = collections.deque()
@@ -217,6 +220,7 @@ class _Connection(asyncio.BufferedProtocol):
 
     async def _serve(self) -> None:
         current_connection.set(self)
+        current_listener.set(self.listener_name)
         loop = asyncio.get_running_loop()
         handle = self.server.handle
         try:
@@ -388,6 +392,7 @@ class Server:
         idle_ms = limits.connections_max_idle_ms
         self.idle = IdleTracker(idle_ms) if idle_ms >= 0 else None
         self.sockets: list[socket.socket] = []
+        self.listener_names: dict[socket.socket, str | None] = {}
         self.connections: set[_Connection] = set()
         self._accepting: list[asyncio.Task] = []
         self._slot_freed: asyncio.Event | None = None
@@ -395,7 +400,9 @@ class Server:
     def now_ms(self) -> int:
         return int(asyncio.get_running_loop().time() * 1000)
 
-    def bind(self, host: str, port: int) -> int:
+    def bind(self, host: str, port: int, listener_name: str | None = None) -> int:
+        """Listen on host:port (port 0: any free one, which is returned); the connections it
+        accepts carry ``listener_name`` to their requests' headers."""
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -405,17 +412,18 @@ class Server:
         sock.listen(512)
         sock.setblocking(False)
         self.sockets.append(sock)
+        self.listener_names[sock] = listener_name
         return sock.getsockname()[1]
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._slot_freed = asyncio.Event()
         for sock in self.sockets:
-            self._accepting.append(loop.create_task(self._accept(sock)))
+            self._accepting.append(loop.create_task(self._accept(sock, self.listener_names.get(sock))))
         if self.idle is not None:
             self._accepting.append(loop.create_task(self._expire_idle()))
 
-    async def _accept(self, listener: socket.socket) -> None:
+    async def _accept(self, listener: socket.socket, listener_name: str | None) -> None:
         loop = asyncio.get_running_loop()
         quotas = self.quotas
         while True:
@@ -445,7 +453,8 @@ class Server:
             try:
                 if self.send_buffer_bytes != USE_DEFAULT_BUFFER_SIZE:
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
-                await loop.connect_accepted_socket(functools.partial(_Connection, self, ip), sock)
+                await loop.connect_accepted_socket(functools.partial(_Connection, self, ip, listener_name),
+                                                   sock)
             except OSError as e:
                 log.info("connection setup failed: %s", e)
                 sock.close()

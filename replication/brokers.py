@@ -3,7 +3,8 @@
 The Partition core asks one question of the cluster, through ``BrokerRegistry.get``: is this
 replica's broker registered, with which broker epoch, fenced or in controlled shutdown (the ISR
 eligibility rules). The edge also needs where a broker listens: the replica fetchers connect to
-leaders, and a NOT_LEADER_OR_FOLLOWER answer names the new leader's endpoint (KIP-951).
+leaders on the inter-broker listener, and a NOT_LEADER_OR_FOLLOWER answer names the new leader's
+endpoint (KIP-951) on the listener the request came on.
 
 Both read the current image (metadata/image.py BrokerState, replayed from RegisterBrokerRecord,
 FenceBrokerRecord, UnfenceBrokerRecord, ...):
@@ -13,7 +14,7 @@ FenceBrokerRecord, UnfenceBrokerRecord, ...):
 | broker_epoch             | BrokerLiveness.broker_epoch: a fetch with an older one is fenced |
 | fenced                   | BrokerLiveness.fenced: not eligible for the ISR, offline replica |
 | in_controlled_shutdown   | BrokerLiveness.in_controlled_shutdown (absent: False)           |
-| endpoints, rack          | endpoint of the broker listener (host, port), rack              |
+| endpoints, rack          | endpoint on a listener (host, port), rack                       |
 
 The image object is replaced on a metadata snapshot; ``image`` is set on every change, so the
 registry always answers from the newest one.
@@ -26,7 +27,8 @@ from replication.partition import BrokerLiveness
 
 
 class ImageBrokers:
-    """BrokerRegistry over a metadata image, plus endpoints on one listener."""
+    """BrokerRegistry over a metadata image, plus endpoints: on the inter-broker listener
+    (``listener_name``) unless a caller names another."""
 
     def __init__(self, listener_name: str, image: Any = None) -> None:
         self.listener_name = listener_name
@@ -53,12 +55,13 @@ class ImageBrokers:
         b = self._state(broker_id)
         return None if b is None else b.endpoint(self.listener_name)
 
-    def node(self, broker_id: int) -> tuple[str, int, str | None] | None:
-        """(host, port, rack) of an unfenced broker's listener (KIP-951 node endpoints)."""
+    def node(self, broker_id: int, listener_name: str | None = None) -> tuple[str, int, str | None] | None:
+        """(host, port, rack) of an unfenced broker on ``listener_name`` (KIP-951 node
+        endpoints); None if it is fenced, unknown or without that listener."""
         b = self._state(broker_id)
         if b is None or b.fenced:
             return None
-        endpoint = b.endpoint(self.listener_name)
+        endpoint = b.endpoint(listener_name or self.listener_name)
         return None if endpoint is None else (endpoint[0], endpoint[1], b.rack)
 
     def is_offline_replica(self, broker_id: int) -> bool:

@@ -36,7 +36,7 @@ The narrow interface (the handlers see nothing else of a partition):
 | delete_records,         | leader only, up to the HW; done once the low watermark (the lowest |
 | low_watermark           | log start among live replicas) reaches it                          |
 | current_leader,         | KIP-951 hints from the image: who leads now, and where             |
-| leader_node             |                                                                    |
+| leader_node             | (on the listener the request came on)                              |
 
 Periodic work, called by the broker: ``maybe_shrink_isr`` (replica.lag.time.max.ms / 2); the HW
 checkpoint is the LogManager's (replication-offset-checkpoint).
@@ -378,8 +378,11 @@ class ReplicaManager:
         state = t.partitions.get(partition) if t is not None else None
         return (state.leader, state.leader_epoch) if state is not None else (NO_LEADER, -1)
 
-    def leader_node(self, broker_id: int) -> tuple[str, int, str | None] | None:
-        return self.brokers.node(broker_id) if broker_id >= 0 else None
+    def leader_node(self, broker_id: int,
+                    listener_name: str | None = None) -> tuple[str, int, str | None] | None:
+        """Where a client on ``listener_name`` (None: the inter-broker listener) reaches the
+        leader ``broker_id`` (KIP-951 node endpoints); None if it cannot."""
+        return self.brokers.node(broker_id, listener_name) if broker_id >= 0 else None
 
     def local_log(self, topic: str, partition: int) -> Any:
         """The partition's log for the broker's own readers (the group coordinator's load)."""

@@ -7,11 +7,12 @@ itself with replica_id (up to v14) or replica_state (v15+, with its broker epoch
 the log end offset, gets a diverging_epoch (and no records) when its last fetched epoch ends
 earlier in the leader's log, and each of its fetches records its log end offset on the leader
 (ISR, high watermark). NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH carry the current leader
-and, from v16, its endpoint (KIP-951), so clients move at once. v17's replica_directory_id names
-a raft voter's directory; partitions of topics ignore it. A follower fetch is answered without
-waiting when the follower cannot know the leader's high watermark yet: its own fetch moved it,
-it moved while the fetch waited, or (v18) the follower's high_watermark says it lags (KIP-1166);
-so the high watermark reaches followers at once, not a replica.fetch.wait.max.ms later.
+and, from v16, its endpoint on the listener the request came on (KIP-951), so clients move at
+once. v17's replica_directory_id names a raft voter's directory; partitions of topics ignore it.
+A follower fetch is answered without waiting when the follower cannot know the leader's high
+watermark yet: its own fetch moved it, it moved while the fetch waited, or (v18) the follower's
+high_watermark says it lags (KIP-1166); so the high watermark reaches followers at once, not a
+replica.fetch.wait.max.ms later.
 
 A fetch waits (up to max_wait_ms) until min_bytes are available; it is woken by an append to,
 or a high watermark move of, one of its partitions (broker/fetch_waiters.py), not by a timer.
@@ -45,7 +46,7 @@ def apis(broker) -> list[Api]:
     fetch_max_bytes = broker.config["fetch.max.bytes"]
     R = M.FetchResponse
 
-    def read_partitions(wanted, req, version, follower, budget):
+    def read_partitions(wanted, req, version, follower, budget, listener):
         """[(key, partition, PartitionData)] for the wanted entries (``budget`` bytes in all), the
         bytes read, the (topic name, partition) pairs read, the leaders to name, and whether to
         answer without waiting."""
@@ -84,7 +85,7 @@ def apis(broker) -> list[Api]:
                 leader_id, leader_epoch = replicas.current_leader(name, index)
                 pd.current_leader = R.PartitionData.LeaderIdAndEpoch(leader_id=leader_id,
                                                                       leader_epoch=leader_epoch)
-                node = replicas.leader_node(leader_id)
+                node = replicas.leader_node(leader_id, listener)
                 if node is not None:
                     leaders[leader_id] = node
             if res.records is not None and res.size:
@@ -148,7 +149,7 @@ def apis(broker) -> list[Api]:
         first_hws = None
         while True:
             results, total, names, leaders, urgent = read_partitions(wanted, req, version, follower,
-                                                                     max_bytes)
+                                                                     max_bytes, header.listener_name)
             if follower is not None:
                 # A follower learns the leader's high watermark only from answers: one that
                 # moved while this fetch waited is worth an answer of its own.

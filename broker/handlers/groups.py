@@ -7,6 +7,8 @@ Requests become calls on the coordinator core (broker/groups/coordinator.py); th
 (broker/groups/runtime.py) appends what the core asks for and completes parked requests.
 Every group request first makes sure ``__consumer_offsets`` exists (it is created through
 the controller on first use) and answers COORDINATOR_NOT_AVAILABLE until it does.
+FindCoordinator names the coordinator at its endpoint on the listener the request came on, as
+Kafka's does; a coordinator without that listener is COORDINATOR_NOT_AVAILABLE.
 
 Every request that steps the core (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
 DeleteGroups, ConsumerGroupHeartbeat, and OffsetFetch with require_stable) is answered only
@@ -58,8 +60,9 @@ def apis(broker) -> list[Api]:
 
     # ---- FindCoordinator ---------------------------------------------------------------
 
-    def find(key: str, key_type: int) -> tuple[int, str | None, int, str, int]:
-        """(error, message, node id, host, port)."""
+    def find(key: str, key_type: int, listener: str) -> tuple[int, str | None, int, str, int]:
+        """(error, message, node id, host, port), the host and port on ``listener``: the
+        coordinator is where the client reaches it on the listener it asked on."""
         if key_type != GROUP_KEY:
             why = ("this broker runs no transaction coordinator" if key_type == TRANSACTION_KEY
                    else f"unknown coordinator key type {key_type}")
@@ -68,20 +71,21 @@ def apis(broker) -> list[Api]:
             return Error.COORDINATOR_NOT_AVAILABLE, "the group coordinator is not available", -1, "", -1
         code, node = groups.coordinator_of(key)
         b = broker.image.brokers.get(node)
-        endpoint = b.endpoint(broker.listener_name) if b is not None and not b.fenced else None
+        endpoint = b.endpoint(listener) if b is not None and not b.fenced else None
         if code != Error.NONE or endpoint is None:
             return Error.COORDINATOR_NOT_AVAILABLE, "the group coordinator is not available", -1, "", -1
         return Error.NONE, None, node, endpoint[0], endpoint[1]
 
     async def handle_find_coordinator(header, req):
         R = M.FindCoordinatorResponse
+        listener = header.listener_name or broker.listener_name  # none: a call from inside
         if header.api_version < 4:
-            code, message, node, host, port = find(req.key, req.key_type)
+            code, message, node, host, port = find(req.key, req.key_type, listener)
             return R(error_code=code, error_message=message, node_id=node, host=host, port=port)
         return R(coordinators=[
             R.Coordinator(key=key, error_code=code, error_message=message, node_id=node, host=host, port=port)
             for key in req.coordinator_keys
-            for code, message, node, host, port in [find(key, req.key_type)]])
+            for code, message, node, host, port in [find(key, req.key_type, listener)]])
 
     # ---- membership ---------------------------------------------------------------------
 

@@ -1,15 +1,22 @@
 """Metadata and DescribeCluster: the cluster as this broker's metadata image shows it.
 Metadata may auto-create topics (auto.create.topics.enable) through the controller.
 
+Brokers are named by the listener the request came on (``header.listener_name``; the
+inter-broker listener for a request that came on none), as Kafka names them by its request
+context's listener: a client connected to EXTERNAL is told EXTERNAL endpoints. The brokers
+listed are the unfenced ones with that listener.
+
 Each partition lists its leader and leader epoch, replicas, ISR and offline replicas (replicas
-on brokers that are not registered, fenced, or without this listener), as Kafka's KRaft metadata
-cache does; a partition without a live leader answers LEADER_NOT_AVAILABLE with leader -1, so
-clients retry. So does one whose leader's listener just refused this broker's replica fetcher
-(a dead process the controller has not fenced yet), but first the answer waits up to
-``GONE_LEADER_HOLD_S`` for the metadata to move that leadership: the controller fences a
+on brokers that are not registered, fenced, or without that listener), as Kafka's KRaft metadata
+cache does. A partition without a live leader answers LEADER_NOT_AVAILABLE with leader -1, so
+clients retry; one whose leader is registered without that listener answers LISTENER_NOT_FOUND
+from v6 (a configuration error, which Kafka names so; LEADER_NOT_AVAILABLE before). A partition
+whose leader's listener just refused this broker's replica fetcher (a dead process the
+controller has not fenced yet) answers LEADER_NOT_AVAILABLE too, but first the answer waits up
+to ``GONE_LEADER_HOLD_S`` for the metadata to move that leadership: the controller fences a
 killed broker within tens of milliseconds, and a client given the new leader in its first
 answer resumes at once, where one told to retry (or given the dead leader) backs off its
-next refresh for up to a second. The brokers listed are the unfenced ones."""
+next refresh for up to a second."""
 from __future__ import annotations
 
 import asyncio
@@ -30,13 +37,14 @@ def apis(broker) -> list[Api]:
     async def handle_metadata(header, req):
         R = M.MetadataResponse
         image = broker.image
+        listener = client_listener(broker, header)
         if req.topics is None or (header.api_version == 0 and not req.topics):
             names = sorted(image.topics)
         else:
             if header.api_version < 12 and any(t.name is None or t.topic_id != ZERO_UUID
                                                for t in req.topics):
                 # Topics by id came with v12 (KIP-516); the response's name cannot be null before.
-                return R(brokers=brokers(broker, R.MetadataResponseBroker),
+                return R(brokers=brokers(broker, R.MetadataResponseBroker, listener),
                          cluster_id=broker.cluster_id, controller_id=broker.node_id, topics=[
                              R.MetadataResponseTopic(error_code=Error.INVALID_REQUEST, name=t.name or "")
                              for t in req.topics])
@@ -69,20 +77,27 @@ def apis(broker) -> list[Api]:
                     code = Error.LEADER_NOT_AVAILABLE
                 topics.append(R.MetadataResponseTopic(error_code=code, name=name))
                 continue
-            partitions = [partition_metadata(broker, R, index, topic.partitions[index])
+            partitions = [partition_metadata(broker, R, index, topic.partitions[index], listener,
+                                             header.api_version)
                           for index in sorted(topic.partitions)]
             topics.append(R.MetadataResponseTopic(
                 error_code=Error.NONE, name=name, topic_id=topic.topic_id,
                 is_internal=name in INTERNAL_TOPICS, partitions=partitions))
-        return R(brokers=brokers(broker, R.MetadataResponseBroker), cluster_id=broker.cluster_id,
+        return R(brokers=brokers(broker, R.MetadataResponseBroker, listener), cluster_id=broker.cluster_id,
                  controller_id=broker.node_id, topics=topics)
 
     async def handle_describe_cluster(header, req):
         R = M.DescribeClusterResponse
         return R(error_code=Error.NONE, cluster_id=broker.cluster_id, controller_id=broker.node_id,
-                 brokers=brokers(broker, R.DescribeClusterBroker))
+                 brokers=brokers(broker, R.DescribeClusterBroker, client_listener(broker, header)))
 
     return [Api(3, 0, 12, handle_metadata), Api(60, 0, 1, handle_describe_cluster)]
+
+
+def client_listener(broker, header) -> str:
+    """The listener whose endpoints answer this request: the one it came on, else (a call
+    from inside the broker) the inter-broker listener."""
+    return header.listener_name or broker.listener_name
 
 
 def leader_gone(broker, p) -> bool:
@@ -109,31 +124,37 @@ async def hold_while_leaders_gone(broker, names: list) -> None:
             broker.fetch_waiters.forget([METADATA_CHANGED], changed)
 
 
-def partition_metadata(broker, R, index: int, p):
+def partition_metadata(broker, R, index: int, p, listener: str, version: int):
+    """Partition ``index`` (state ``p``) for a client on ``listener``."""
     image = broker.image
-    listener = broker.listener_name
 
     def offline(broker_id: int) -> bool:
         b = image.brokers.get(broker_id)
         return b is None or b.fenced or b.endpoint(listener) is None
 
     leader = image.brokers.get(p.leader) if p.leader >= 0 else None
-    leader_known = leader is not None and leader.endpoint(listener) is not None
-    if leader_known and leader_gone(broker, p):
-        leader_known = False  # its listener refused our replica fetcher: the process is gone
+    if leader is None:
+        error = Error.LEADER_NOT_AVAILABLE
+    elif leader.endpoint(listener) is None:
+        error = Error.LISTENER_NOT_FOUND if version >= 6 else Error.LEADER_NOT_AVAILABLE
+    elif leader_gone(broker, p):
+        error = Error.LEADER_NOT_AVAILABLE  # its listener refused our replica fetcher: the process is gone
+    else:
+        error = Error.NONE
     return R.MetadataResponseTopic.MetadataResponsePartition(
-        error_code=Error.NONE if leader_known else Error.LEADER_NOT_AVAILABLE, partition_index=index,
-        leader_id=p.leader if leader_known else -1, leader_epoch=p.leader_epoch,
+        error_code=error, partition_index=index,
+        leader_id=p.leader if error == Error.NONE else -1, leader_epoch=p.leader_epoch,
         replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
         offline_replicas=[r for r in p.replicas if offline(r)])
 
 
-def brokers(broker, cls) -> list:
+def brokers(broker, cls, listener: str) -> list:
+    """The unfenced brokers with ``listener``, at their endpoints on it."""
     out = []
     for b in sorted(broker.image.brokers.values(), key=lambda b: b.broker_id):
         if b.fenced:
             continue
-        endpoint = b.endpoint(broker.listener_name)
+        endpoint = b.endpoint(listener)
         if endpoint is not None:
             out.append(cls(broker_id=b.broker_id, host=endpoint[0], port=endpoint[1], rack=b.rack)
                        if "broker_id" in cls._fields else

@@ -9,7 +9,8 @@ passed the batch (replication/purgatory.py), or with NOT_ENOUGH_REPLICAS (nothin
 NOT_ENOUGH_REPLICAS_AFTER_APPEND or REQUEST_TIMED_OUT (timeout_ms); that wait does not hold
 the connection (the answer is Deferred: the client's next requests are appended behind this
 one meanwhile, and answers keep their order). NOT_LEADER_OR_FOLLOWER carries the current
-leader and, in node_endpoints, its endpoint (KIP-951, v10+), so the producer moves at once.
+leader and, in node_endpoints, its endpoint on the listener the request came on (KIP-951,
+v10+), so the producer moves at once.
 """
 from __future__ import annotations
 
@@ -115,17 +116,18 @@ def apis(broker) -> list[Api]:
             # of the request frame: the listener's memory pool (queued.max.request.bytes) has
             # counted that frame free since this handler returned, so it must really be free.
             entries = [(name, index, None) for name, index, _ in entries]
-            return Deferred(answer_when_replicated(version, responses, entries, slots, results,
+            return Deferred(answer_when_replicated(header, responses, entries, slots, results,
                                                    req.timeout_ms))
-        return answer(version, responses, entries, slots, results)
+        return answer(header, responses, entries, slots, results)
 
-    async def answer_when_replicated(version, responses, entries, slots, results, timeout_ms):
+    async def answer_when_replicated(header, responses, entries, slots, results, timeout_ms):
         await replicas.wait_replicated(entries, results, timeout_ms)
-        return answer(version, responses, entries, slots, results)
+        return answer(header, responses, entries, slots, results)
 
-    def answer(version, responses, entries, slots, results):
+    def answer(header, responses, entries, slots, results):
         R = M.ProduceResponse
         PR = R.TopicProduceResponse.PartitionProduceResponse
+        version = header.api_version
         leaders = {}
         for (name, index, _), pr, result in zip(entries, slots, results):
             pr.error_code = result.error
@@ -137,7 +139,7 @@ def apis(broker) -> list[Api]:
             if result.error == Error.NOT_LEADER_OR_FOLLOWER and version >= 10:
                 leader_id, leader_epoch = replicas.current_leader(name, index)
                 pr.current_leader = PR.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=leader_epoch)
-                node = replicas.leader_node(leader_id)
+                node = replicas.leader_node(leader_id, header.listener_name)
                 if node is not None:
                     leaders[leader_id] = node
         endpoints = [R.NodeEndpoint(node_id=node_id, host=host, port=port, rack=rack)

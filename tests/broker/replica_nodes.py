@@ -25,13 +25,18 @@ from replication.manager import ReplicaManager
 
 TOPIC = "t"
 TOPIC_ID = uuid.UUID("7f3c8f0e-3a55-4d5e-9d43-0a1b2c3d4e5f").bytes
-LISTENER = "PLAINTEXT"
+LISTENER = "PLAINTEXT"  # every test broker's inter-broker listener
+EXTERNAL = "EXTERNAL"  # a second listener, registered where a test asks for it
 BASE_TS = int(time.time() * 1000)
 FETCH_MAX_BYTES = 57671680  # the broker's fetch.max.bytes: Kafka's default
 
 
-def endpoint_port(broker_id: int) -> int:
-    return 19000 + broker_id
+def endpoint_port(broker_id: int, listener: str = LISTENER) -> int:
+    return (19000 if listener == LISTENER else 29000) + broker_id
+
+
+def endpoint_host(broker_id: int, listener: str = LISTENER) -> str:
+    return "127.0.0.1" if listener == LISTENER else f"broker-{broker_id}.example"
 
 
 def broker_epoch(broker_id: int) -> int:
@@ -39,11 +44,13 @@ def broker_epoch(broker_id: int) -> int:
 
 
 class Cluster:
-    """The metadata image every node shares, changed by replaying records."""
+    """The metadata image every node shares, changed by replaying records. Each broker
+    registers ``listeners`` (its endpoints: ``endpoint_host``, ``endpoint_port``)."""
 
-    def __init__(self, brokers=(1, 2, 3)):
+    def __init__(self, brokers=(1, 2, 3), listeners=(LISTENER,)):
         self.image = MetadataImage()
         self.offset = 0
+        self.listeners = tuple(listeners)
         for b in brokers:
             self.register(b)
 
@@ -51,12 +58,14 @@ class Cluster:
         self.image.replay(self.offset, record)
         self.offset += 1
 
-    def register(self, broker_id: int, epoch: int | None = None, fenced: bool = False) -> None:
+    def register(self, broker_id: int, epoch: int | None = None, fenced: bool = False,
+                 listeners=None) -> None:
         R = M.RegisterBrokerRecord
         self.replay(R(broker_id=broker_id, incarnation_id=bytes(16),
                       broker_epoch=broker_epoch(broker_id) if epoch is None else epoch,
-                      end_points=[R.BrokerEndpoint(name=LISTENER, host="127.0.0.1",
-                                                   port=endpoint_port(broker_id), security_protocol=0)],
+                      end_points=[R.BrokerEndpoint(name=name, host=endpoint_host(broker_id, name),
+                                                   port=endpoint_port(broker_id, name), security_protocol=0)
+                                  for name in (self.listeners if listeners is None else listeners)],
                       rack=None, fenced=fenced))
 
     def fence(self, broker_id: int) -> None:
@@ -167,8 +176,10 @@ class Node:
     def partition(self, partition: int = 0):
         return self.replicas.partitions[(TOPIC, partition)]
 
-    async def call(self, api_key: int, version: int, request):
-        header = RequestHeader(api_key, version, 1, "test", 2 if version >= 9 else 1)
+    async def call(self, api_key: int, version: int, request, listener_name: str | None = None):
+        """The handler's answer to a request that came on ``listener_name`` (None: on no
+        listener, as a call from inside the broker)."""
+        header = RequestHeader(api_key, version, 1, "test", 2 if version >= 9 else 1, listener_name)
         return await resolve(await self.apis[api_key].fn(header, request))
 
     # ---- requests ---------------------------------------------------------------------------
@@ -241,11 +252,17 @@ class Node:
             "auto.create.topics.enable": False}, pending_auto_create=set(), cluster_id="test-cluster",
             node_id=self.node_id, replicas=self.replicas, fetch_waiters=self.waiters)
 
-    async def metadata(self, version: int = 12):
+    async def metadata(self, version: int = 12, listener_name: str | None = None):
         api = {a.key: a for a in metadata.apis(self.metadata_broker())}[3]
         R = M.MetadataRequest
         request = R(topics=None, allow_auto_topic_creation=False)
-        return await resolve(await api.fn(RequestHeader(3, version, 1, "test", 2), request))
+        header = RequestHeader(3, version, 1, "test", 2 if version >= 9 else 1, listener_name)
+        return await resolve(await api.fn(header, request))
+
+    async def describe_cluster(self, listener_name: str | None = None):
+        api = {a.key: a for a in metadata.apis(self.metadata_broker())}[60]
+        header = RequestHeader(60, 1, 1, "test", 2, listener_name)
+        return await resolve(await api.fn(header, M.DescribeClusterRequest()))
 
 
 def records(n: int = 10, producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,

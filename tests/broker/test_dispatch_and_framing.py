@@ -105,6 +105,36 @@ def test_a_failing_handler_closes_only_that_connection():
     assert asyncio.run(d.handle(memoryview(bytearray(frame[4:])))) is None
 
 
+def test_a_handler_learns_the_listener_its_request_came_on():
+    """Each listening socket is bound with its listener's name; the header a handler gets
+    carries the name of the listener its connection was accepted on (Kafka's
+    RequestContext.listenerName), and None on a socket bound without one."""
+    from protocol.client import KafkaConnection
+    from protocol.net import Server
+
+    async def scenario():
+        async def handler(header, request):
+            return M.DescribeClusterResponse(error_code=Error.NONE, cluster_id=str(header.listener_name))
+
+        server = Server(Dispatcher([Api(60, 0, 1, handler)]).handle, 1 << 20)
+        ports = {name: server.bind("127.0.0.1", 0, name) for name in ("EXTERNAL", "INTERNAL", None)}
+        server.start()
+        try:
+            for name, port in ports.items():
+                conn = KafkaConnection("127.0.0.1", port)
+                await conn.connect()
+                try:
+                    for _ in range(2):
+                        answer = await conn.request(60, 1, M.DescribeClusterRequest())
+                        assert answer.cluster_id == str(name)
+                finally:
+                    await conn.close()
+        finally:
+            await server.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 10))
+
+
 def test_a_deferred_answer_lets_the_next_requests_in_and_answers_keep_request_order():
     """A produce waiting for replication answers Deferred: the connection handles the
     requests behind it meanwhile (their appends land behind its own), and the answers still

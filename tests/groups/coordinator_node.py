@@ -79,8 +79,9 @@ class CoordinatorNode:
         await settle()
         return result
 
-    async def call(self, api_key: int, version: int, request):
-        header = RequestHeader(api_key, version, 1, "test", 2 if version >= 9 else 1)
+    async def call(self, api_key: int, version: int, request, listener_name: str | None = None):
+        """The handler's answer to a request that came on ``listener_name`` (None: no listener)."""
+        header = RequestHeader(api_key, version, 1, "test", 2 if version >= 9 else 1, listener_name)
         return await self.apis[api_key].fn(header, request)
 
     # ---- requests ---------------------------------------------------------------------------

@@ -53,7 +53,8 @@ CHECKPOINT_WAIT_S = 30.0
 BASE = {"log_level": 3, "socket.timeout.ms": 10_000, "broker.address.family": "v4"}
 FAST_CHECKPOINTS = {
     "replica.high.watermark.checkpoint.interval.ms": 100,
-    "log.flush.offset.checkpoint.interval.ms": 100,  # log-start-offset-checkpoint
+    "log.flush.offset.checkpoint.interval.ms": 100,  # recovery-point-offset-checkpoint
+    "log.flush.start.offset.checkpoint.interval.ms": 100,  # log-start-offset-checkpoint
     "log.retention.check.interval.ms": 200,
 }
 
