@@ -130,6 +130,9 @@ class _Connection(asyncio.BufferedProtocol):
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            # As Kafka's Acceptor: TCP itself finds a peer whose host is gone, not only
+            # connections.max.idle.ms.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
         self.task = asyncio.get_running_loop().create_task(self._serve())
         self.server.connections.add(self)
 

@@ -123,3 +123,25 @@ def test_a_refused_client_connection_with_a_receive_buffer_is_still_connection_r
         port = s.getsockname()[1]  # bound, never listening: connecting is refused
         with pytest.raises(ConnectionRefusedError):
             run(KafkaConnection(HOST, port, receive_buffer_bytes=65536).connect(2.0))
+
+
+async def accepted_options() -> tuple[int, int]:
+    """(SO_KEEPALIVE, TCP_NODELAY) of a connection a Server accepted."""
+    server = Server(no_answer, 1 << 20)
+    port = server.bind(HOST, 0)
+    server.start()
+    try:
+        accepted, writer = await accepted_socket(server, port)
+        found = (accepted.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+                 accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        writer.close()
+        return found
+    finally:
+        await server.close()
+
+
+def test_accepted_connections_keep_alive_and_send_at_once_as_in_kafka():
+    """Kafka's Acceptor turns on SO_KEEPALIVE (a peer whose host vanished is found by TCP,
+    not only by connections.max.idle.ms) and TCP_NODELAY on every accepted socket."""
+    keepalive, nodelay = run(accepted_options())
+    assert keepalive and nodelay
