@@ -1,5 +1,5 @@
-"""A classic consumer group and its members: the data the coordinator's state machine
-(coordinator.py) works on, with the small rules that read only one group.
+"""A classic consumer group and its members: the data the classic protocol's state machine
+(classic.py) works on, with the small rules that read only one group.
 
 States (Kafka's ``ClassicGroupState``; the names are what DescribeGroups/ListGroups show):
 
