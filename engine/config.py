@@ -3,6 +3,11 @@
 A topic config is the broker's defaults (the ``log.*`` properties, mapped by
 ``BROKER_SYNONYMS``) overlaid with the topic's own overrides. Unknown names and invalid
 values raise ConfigError naming the property.
+
+compression.gzip.level, compression.lz4.level and compression.zstd.level (KIP-390) are the
+levels the leader compresses at when it rewrites a batch in compression.type's codec; only
+the level of that codec is used (``compression_level``), and their ranges and defaults are
+the codecs' own (ext.compress.LEVELS).
 """
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from engine.errors import ConfigError
+from ext.compress import LEVELS
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
@@ -33,6 +39,9 @@ class LogConfig:
     file_delete_delay_ms: int = 60000  # file.delete.delay.ms
     cleanup_policy: str = "delete"  # cleanup.policy
     compression_type: str = "producer"  # compression.type
+    compression_gzip_level: int = LEVELS["gzip"].default_level  # compression.gzip.level (-1: zlib's 6)
+    compression_lz4_level: int = LEVELS["lz4"].default_level  # compression.lz4.level (9)
+    compression_zstd_level: int = LEVELS["zstd"].default_level  # compression.zstd.level (3)
     min_insync_replicas: int = 1  # min.insync.replicas
     unclean_leader_election_enable: bool = False  # unclean.leader.election.enable
     preallocate: bool = False  # preallocate
@@ -40,6 +49,14 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def compression_level(self) -> int | None:
+        """The level the leader compresses at when it rewrites a batch in compression.type's
+        codec, as Kafka's LogConfig builds its Compression: that codec's level config. None
+        for snappy and uncompressed (no levels) and for producer (no rewrite)."""
+        return {"gzip": self.compression_gzip_level, "lz4": self.compression_lz4_level,
+                "zstd": self.compression_zstd_level}.get(self.compression_type)
 
     def with_overrides(self, overrides: dict[str, Any]) -> LogConfig:
         """A copy with topic-level overrides (Kafka names, string or typed values)."""
@@ -65,6 +82,8 @@ class _Spec:
     kind: type
     minimum: int | None = None
     choices: tuple[str, ...] | None = None
+    maximum: int | None = None
+    also: int | None = None  # an integer valid outside [minimum, maximum] (gzip's level -1)
 
     def parse(self, name: str, raw: Any) -> Any:
         if self.kind is bool:
@@ -79,8 +98,15 @@ class _Spec:
                 value = int(str(raw).strip())
             except ValueError:
                 raise ConfigError(name, f"expected an integer, got {raw!r}") from None
+            if value == self.also:
+                return value
+            if self.also is not None and not self.minimum <= value <= self.maximum:
+                raise ConfigError(name, f"must be between {self.minimum} and {self.maximum} "
+                                        f"or equal to {self.also}, got {value}")
             if self.minimum is not None and value < self.minimum:
                 raise ConfigError(name, f"must be at least {self.minimum}, got {value}")
+            if self.maximum is not None and value > self.maximum:
+                raise ConfigError(name, f"must be no more than {self.maximum}, got {value}")
             if not -(2**63) <= value <= LONG_MAX:
                 raise ConfigError(name, f"out of range: {value}")
             return value
@@ -92,6 +118,14 @@ class _Spec:
                     raise ConfigError(name, f"must be one of {', '.join(self.choices)}, got {raw!r}")
             text = ",".join(parts)
         return text
+
+
+def _level_spec(codec: str) -> _Spec:
+    """Kafka's validator of a compression level: within the codec's range, or its default
+    (which for gzip, -1, lies outside it)."""
+    least, greatest, default = LEVELS[codec]
+    also = None if least <= default <= greatest else default
+    return _Spec(f"compression_{codec}_level", int, least, maximum=greatest, also=also)
 
 
 TOPIC_CONFIGS: dict[str, _Spec] = {
@@ -116,6 +150,9 @@ TOPIC_CONFIGS: dict[str, _Spec] = {
         "compression_type", str,
         choices=("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
     ),
+    "compression.gzip.level": _level_spec("gzip"),
+    "compression.lz4.level": _level_spec("lz4"),
+    "compression.zstd.level": _level_spec("zstd"),
     "min.insync.replicas": _Spec("min_insync_replicas", int, 1),
     "unclean.leader.election.enable": _Spec("unclean_leader_election_enable", bool),
     "preallocate": _Spec("preallocate", bool),
@@ -145,6 +182,9 @@ BROKER_SYNONYMS: dict[str, str] = {
     "log.segment.delete.delay.ms": "file.delete.delay.ms",
     "log.cleanup.policy": "cleanup.policy",
     "compression.type": "compression.type",
+    "compression.gzip.level": "compression.gzip.level",
+    "compression.lz4.level": "compression.lz4.level",
+    "compression.zstd.level": "compression.zstd.level",
     "min.insync.replicas": "min.insync.replicas",
     "unclean.leader.election.enable": "unclean.leader.election.enable",
     "log.preallocate": "preallocate",

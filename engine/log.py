@@ -3,11 +3,11 @@
 Theory of operation. Offsets [log_start_offset, log_end_offset) are readable. A leader
 append validates the producer's batches in C, assigns offsets by patching each batch's
 baseOffset in place and writes them to the active segment in one write (a batch whose codec
-is not the one compression.type names is first rebuilt in it); a follower append takes the
-leader's batches as they are. The active segment rolls on segment.bytes,
-segment.ms, a full index, or an offset the relative index cannot hold. Reads return file
-slices for sendfile, bounded by the log end offset, the high watermark or (for
-read_committed, once transactions exist) the last stable offset.
+is not the one compression.type names is first rebuilt in it, at compression.<codec>.level);
+a follower append takes the leader's batches as they are. The active segment rolls on
+segment.bytes, segment.ms, a full index, or an offset the relative index cannot hold.
+Reads return file slices for sendfile, bounded by the log end offset, the high watermark or
+(for read_committed, once transactions exist) the last stable offset.
 
 Invariants:
     log_start_offset <= high_watermark <= log_end_offset
@@ -254,15 +254,16 @@ class Log:
     def _maybe_recompress(self, buf, summary: BatchSummary, codec: int,
                           now_ms: int) -> tuple[bytes | bytearray | memoryview, BatchSummary]:
         """Kafka's LogValidator with a target codec: each data batch in another codec is
-        rebuilt in ``codec`` (offsets, epoch, timestamps and producer fields kept, fresh CRC);
-        one already in it is stored as it came, and so is every control batch (Kafka compresses
-        control records only if they were written compressed, and the broker writes them
-        uncompressed). Runs after every check of the batches as sent, so a refused or
+        rebuilt in ``codec`` at the topic's level of it (compression.<codec>.level; offsets,
+        epoch, timestamps and producer fields kept, fresh CRC); one already in it is stored
+        as it came, whatever level its producer used, and so is every control batch (Kafka
+        compresses control records only if they were written compressed, and the broker
+        writes them uncompressed). Runs after every check of the batches as sent, so a refused or
         duplicate batch costs no compression; the rebuilt sizes are checked again against
         max.message.bytes and segment.bytes, as Kafka re-checks a recompressed batch."""
         if all(a & 0x07 == codec or a & 0x20 for a in summary.attributes):
             return buf, summary
-        buf = recompress(buf, codec)
+        buf = recompress(buf, codec, self.config.compression_level)
         summary = scan(buf, 0, False)
         self._check_batches(buf, summary, now_ms, from_client=False)  # sizes only
         return buf, summary

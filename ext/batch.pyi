@@ -156,14 +156,16 @@ def assign_offsets(
     either changes. Returns the summary with the assigned offsets, and each batch's least
     record timestamp in ``min_timestamps``. No Python object per record."""
 
-def recompress(buf: bytes | bytearray | memoryview, codec: int) -> bytes:
+def recompress(buf: bytes | bytearray | memoryview, codec: int, level: int | None = None) -> bytes:
     """The batches of ``buf`` with each data batch in another codec rebuilt in ``codec``
     (COMPRESSION_NONE..COMPRESSION_ZSTD): its records section decompressed and compressed
-    again, batchLength, the codec bits and the CRC rewritten, every other header field
+    again at Kafka's ``level`` of ``codec`` (ext.compress.compress; None: the codec's
+    default), batchLength, the codec bits and the CRC rewritten, every other header field
     (offsets, epoch, timestamps, producer id/epoch/sequence, transactional bit) kept. A
-    batch already in ``codec`` and every control batch are copied as they are. For batches
-    assign_offsets accepted: records are not re-checked. Raises ValueError for an unknown
-    ``codec``, CorruptRecordError for a section that does not decompress."""
+    batch already in ``codec`` (at whatever level) and every control batch are copied as
+    they are. For batches assign_offsets accepted: records are not re-checked. Raises
+    ValueError for an unknown ``codec`` or a level it does not have, CorruptRecordError for
+    a section that does not decompress."""
 
 def build_batch(
     records: Iterable[tuple[bytes | None, bytes | None, Sequence[tuple[str | bytes, bytes | None]], int]],

@@ -441,11 +441,11 @@ def assign_offsets(buf, int64_t next_offset, int32_t partition_leader_epoch,
 
 # ---- recompress (a topic's compression.type) ----
 
-def recompress(buf, int codec):
+def recompress(buf, int codec, level=None):
     # In magic v2 the records section is the same bytes whatever the codec (offset and
     # timestamp deltas are relative to the header, which keeps its fields), so rebuilding
-    # a batch in another codec is: decompress, compress, new length, codec bits and CRC.
-    # No record is parsed; assign_offsets already checked every record's framing.
+    # a batch in another codec is: decompress, compress (at ``level``), new length, codec
+    # bits and CRC. No record is parsed; assign_offsets already checked every record's framing.
     cdef Py_buffer view
     cdef batch_header_t h
     cdef cptr p
@@ -478,7 +478,7 @@ def recompress(buf, int codec):
                         plain = decompress(source, plain)
                     except CorruptRecordError as e:
                         raise CorruptRecordError(f"batch at {pos}: {e}", pos) from e
-                section = compress(codec, plain) if codec else plain
+                section = compress(codec, plain, level) if codec else plain
                 # Unreachable through a produce (max.message.bytes, the request size): only an
                 # incompressible section of nearly 2 GiB could outgrow the int32 batchLength.
                 if PyBytes_GET_SIZE(section) > INT32_MAX - MIN_BATCH_LENGTH:

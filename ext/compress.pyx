@@ -2,11 +2,32 @@
 """The four Kafka codecs over well-kept libraries.
 
     codec  id  library            on write                        on read
-    gzip   1   zlib               gzip member, level 6            gzip members (concatenated ok)
+    gzip   1   zlib               gzip member                     gzip members (concatenated ok)
     snappy 2   cramjam            xerial framing, 32 KiB blocks   xerial framing, or raw snappy
-    lz4    3   lz4.frame          LZ4 frame, independent 64 KiB   LZ4 frames (concatenated ok)
-                                  blocks, no content size
-    zstd   4   zstandard          zstd frame, level 3             zstd frames, content size optional
+    lz4    3   lz4.frame,         LZ4 frame, independent 64 KiB   LZ4 frames (concatenated ok)
+               lz4.block          blocks, no content size
+    zstd   4   zstandard          zstd frame                      zstd frames, content size optional
+
+Compression levels are Kafka's (KIP-390; LEVELS holds each codec's range and default), given
+by the caller (a topic's compression.<codec>.level when the leader rewrites a batch), the
+codec's default when not:
+
+    codec  levels           default  how the library takes it
+    gzip   1..9, or -1      -1       zlib's level; -1 is Z_DEFAULT_COMPRESSION, which zlib runs
+                                     as 6 (Java's Deflater is zlib too)
+    lz4    1..17            9        9: the fast compressor (lz4-java's fastCompressor, which
+                                     Kafka's Lz4BlockOutputStream takes at the default level);
+                                     any other: LZ4 HC at that level on each block
+                                     (LZ4_compress_HC, as lz4-java's native highCompressor;
+                                     the C library caps HC at 12, so 13..17 compress as 12)
+    zstd   -131072..22  3        zstd's compression level (0 is zstd's own default, 3)
+    snappy, none: no levels.
+
+The LZ4 frame library would run levels 1 and 2 as its fast compressor, not as LZ4 HC, so
+the HC frame is written here from lz4.block's HC blocks, in the frame the library writes
+(its frame descriptor bytes, taken from it once; a block that does not shrink is stored as
+it is, as both lz4 and Kafka do). At levels the library runs as HC (3 and up) the two
+frames are the same bytes.
 
 Xerial framing (snappy-java's SnappyOutputStream, what the Java client writes):
 
@@ -39,8 +60,10 @@ from libc.stdint cimport int32_t, uint32_t, uint64_t
 from libc.string cimport memcmp
 
 import zlib
+from collections import namedtuple
 
 import cramjam
+import lz4.block
 import lz4.frame
 import zstandard
 
@@ -58,35 +81,92 @@ cdef enum:
 cdef bytes _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 cdef bytes _XERIAL_HEADER = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01"
 
-# One compressor per process: ZstdCompressor is reusable and not free to build.
-# Decompressors are per call (a decompressobj cannot be reused after a frame).
-cdef object _zstd_compressor = zstandard.ZstdCompressor(level=3)
+Levels = namedtuple("Levels", "min_level max_level default_level")
+
+# Kafka's CompressionType. A level is valid within [min_level, max_level] or equal to
+# default_level (only gzip's default, -1, lies outside its range).
+LEVELS = {
+    "gzip": Levels(1, 9, -1),  # Deflater.BEST_SPEED, BEST_COMPRESSION, DEFAULT_COMPRESSION
+    "lz4": Levels(1, 17, 9),  # lz4-java's LZ4Constants
+    "zstd": Levels(-131072, 22, 3),  # ZSTD_minCLevel(), ZSTD_maxCLevel(), ZSTD_CLEVEL_DEFAULT
+}
+cdef dict _LEVELS_BY_CODEC = {CODEC_GZIP: LEVELS["gzip"], CODEC_LZ4: LEVELS["lz4"],
+                              CODEC_ZSTD: LEVELS["zstd"]}
+
+# One compressor per level in use: ZstdCompressor is reusable and not free to build (a
+# handful at most: the levels a broker's topics name). Decompressors are per call (a
+# decompressobj cannot be reused after a frame).
+cdef dict _zstd_compressors = {}
 cdef object _zstd_decompressor = zstandard.ZstdDecompressor()
+
+cdef object _LZ4_FRAME_OPTIONS = dict(
+    # Kafka's Java reader (KafkaLZ4BlockInputStream) does not follow linked blocks.
+    block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+    block_linked=False,
+    content_checksum=False,
+    store_size=False,
+)
+cdef Py_ssize_t _LZ4_BLOCK_SIZE = 64 * 1024
+# Magic, FLG, BD and the descriptor checksum, as the library writes them for those options.
+cdef bytes _LZ4_FRAME_HEADER = lz4.frame.compress(b"", **_LZ4_FRAME_OPTIONS)[:7]
+cdef bytes _LZ4_END_MARK = b"\x00\x00\x00\x00"
+cdef object _lz4_block_compress = lz4.block.compress
 
 cdef object _snappy_compress_raw = cramjam.snappy.compress_raw
 cdef object _snappy_decompress_raw = cramjam.snappy.decompress_raw
 cdef object _snappy_decompress_raw_len = cramjam.snappy.decompress_raw_len
 
 
-cpdef bytes compress(int codec, object data):
+cpdef bytes compress(int codec, object data, object level=None):
+    cdef int at
+    if codec == CODEC_NONE or codec == CODEC_SNAPPY:
+        if level is not None:
+            raise ValueError(f"{_codec_name(codec)} has no compression levels (given {level})")
+        return bytes(data) if codec == CODEC_NONE else _snappy_xerial_compress(data)
+    if not CODEC_GZIP <= codec <= CODEC_ZSTD:
+        raise ValueError(f"unknown compression codec {codec}")
+    at = _level(codec, level)
     if codec == CODEC_GZIP:
-        return zlib.compress(data, 6, 31)
-    if codec == CODEC_SNAPPY:
-        return _snappy_xerial_compress(data)
+        return zlib.compress(data, at, 31)
     if codec == CODEC_LZ4:
-        # Kafka's Java reader (KafkaLZ4BlockInputStream) does not follow linked blocks.
-        return lz4.frame.compress(
-            data,
-            block_size=lz4.frame.BLOCKSIZE_MAX64KB,
-            block_linked=False,
-            content_checksum=False,
-            store_size=False,
-        )
-    if codec == CODEC_ZSTD:
-        return _zstd_compressor.compress(data)
-    if codec == CODEC_NONE:
-        return bytes(data)
-    raise ValueError(f"unknown compression codec {codec}")
+        if at == LEVELS["lz4"].default_level:
+            return lz4.frame.compress(data, **_LZ4_FRAME_OPTIONS)
+        return _lz4_hc_compress(data, at)
+    compressor = _zstd_compressors.get(at)
+    if compressor is None:
+        compressor = _zstd_compressors[at] = zstandard.ZstdCompressor(level=at)
+    return compressor.compress(data)
+
+
+cdef int _level(int codec, object level) except? -1:
+    """``level`` of ``codec`` checked against Kafka's range (ValueError outside it, as
+    Kafka's Compression builders refuse it); the codec's default for None."""
+    levels = _LEVELS_BY_CODEC[codec]
+    if level is None:
+        return levels.default_level
+    if level != levels.default_level and not levels.min_level <= level <= levels.max_level:
+        raise ValueError(f"{_codec_name(codec)} has no compression level {level}: "
+                         f"{levels.min_level}..{levels.max_level} or {levels.default_level}")
+    return level
+
+
+cdef bytes _lz4_hc_compress(object data, int level):
+    """An LZ4 frame of independent 64 KiB blocks, each LZ4 HC at ``level`` (or stored as it
+    is when that does not make it smaller), with the library's frame descriptor."""
+    cdef object view = memoryview(data).cast("B")
+    cdef Py_ssize_t n = len(view), start
+    cdef list parts = [_LZ4_FRAME_HEADER]
+    for start in range(0, n, _LZ4_BLOCK_SIZE):
+        chunk = view[start:start + _LZ4_BLOCK_SIZE]
+        block = _lz4_block_compress(chunk, mode="high_compression", compression=level, store_size=False)
+        if len(block) < len(chunk):
+            parts.append(len(block).to_bytes(4, "little"))
+            parts.append(block)
+        else:
+            parts.append((len(chunk) | 0x80000000).to_bytes(4, "little"))
+            parts.append(bytes(chunk))
+    parts.append(_LZ4_END_MARK)
+    return b"".join(parts)
 
 
 cpdef bytes decompress(int codec, object data, Py_ssize_t max_size=MAX_DECOMPRESSED_BYTES):

@@ -67,3 +67,26 @@ def test_offsets_retention_and_producer_id_expiration_default_as_kafka_and_are_a
     with pytest.raises(ConfigError, match="at least 1") as err:
         ServerConfig({**BASE, name: "0"})
     assert str(err.value).startswith(name)
+
+
+@pytest.mark.parametrize("name,value,why", [
+    ("compression.gzip.level", "0", "between 1 and 9 or equal to -1"),
+    ("compression.lz4.level", "18", "no more than 17"),
+    ("compression.zstd.level", "23", "no more than 22"),
+    ("compression.zstd.level", "fast", "expected an integer"),
+])
+def test_a_broker_compression_level_out_of_kafkas_range_stops_startup_naming_it(name, value, why):
+    with pytest.raises(ConfigError, match=why) as err:
+        ServerConfig({**BASE, name: value})
+    assert str(err.value).startswith(name)
+
+
+def test_the_broker_compression_levels_are_every_topics_default():
+    """KIP-390's broker properties carry the topic configs' names."""
+    def levels(config: ServerConfig) -> tuple[int, int, int]:
+        c = config.log_config
+        return c.compression_gzip_level, c.compression_lz4_level, c.compression_zstd_level
+
+    assert levels(ServerConfig(BASE)) == (-1, 9, 3)
+    assert levels(ServerConfig({**BASE, "compression.gzip.level": "9", "compression.lz4.level": "1",
+                                "compression.zstd.level": "-3"})) == (9, 1, -3)

@@ -150,6 +150,28 @@ def test_incremental_alter_configs_validates_the_resulting_topic_config():
     assert response.responses[0].error_code == Error.INVALID_CONFIG and s.last_records == []
 
 
+@pytest.mark.parametrize("name,value,ok", [
+    ("compression.gzip.level", "-1", True), ("compression.gzip.level", "0", False),
+    ("compression.lz4.level", "17", True), ("compression.lz4.level", "18", False),
+    ("compression.zstd.level", "-131072", True), ("compression.zstd.level", "23", False),
+])
+def test_a_compression_level_out_of_kafkas_range_is_invalid_config_naming_it(name, value, ok):
+    """KIP-390's levels at CreateTopics and IncrementalAlterConfigs: INVALID_CONFIG, the
+    message naming the config, nothing written."""
+    s = Scenario(brokers=1)
+    result = s.create_topic("created", rf=1, configs={"compression.type": "zstd", name: value})
+    assert result.error_code == (Error.NONE if ok else Error.INVALID_CONFIG)
+    assert ok or result.error_message.startswith(f"{name}: ")
+    s.create_topic("altered", rf=1)
+    R = M.IncrementalAlterConfigsRequest
+    req = R(resources=[R.AlterConfigsResource(resource_type=TOPIC_RESOURCE, resource_name="altered", configs=[
+        R.AlterConfigsResource.AlterableConfig(name=name, config_operation=0, value=value)])])
+    response = s.apply(s.topics.incremental_alter_configs(s.image, req)).responses[0]
+    assert response.error_code == (Error.NONE if ok else Error.INVALID_CONFIG)
+    assert s.image.topic_config("altered") == ({name: value} if ok else {})
+    assert ok or response.error_message.startswith(f"{name}: ")
+
+
 def test_create_partitions_places_new_partitions_with_the_topic_replication_factor():
     s = Scenario(brokers=3)
     s.create_topic("t", partitions=2, rf=2)

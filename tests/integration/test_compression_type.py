@@ -1,6 +1,7 @@
 """compression.type on a real node: a topic created with compression.type=zstd stores what
 confluent-kafka produced uncompressed as zstd batches, and a consumer reads the same records
-back. The segment file is read with struct (batchLength at byte 8, attributes at byte 21,
+back; KIP-390's compression levels set, described and validated through librdkafka's admin
+client. The segment file is read with struct (batchLength at byte 8, attributes at byte 21,
 codec in bits 0-2), not with Strom's code.
 """
 import glob
@@ -48,6 +49,28 @@ def test_a_topic_with_compression_type_zstd_stores_uncompressed_produce_as_zstd(
     assert [r.offset for r in records] == list(range(len(sent)))
     codecs = segment_codecs(os.path.join(shared_node.log_dir, f"{topic}-0", "00000000000000000000.log"))
     assert codecs and all(codec == ZSTD for codec in codecs), codecs
+
+
+def test_compression_levels_are_set_described_and_validated_through_a_kafka_admin_client(shared_node):
+    """KIP-390's topic configs over the wire: librdkafka creates a topic with one, sees it
+    described (the others at Kafka's defaults), and an out-of-range level is INVALID_CONFIG
+    naming it; the rewritten batches read back as sent."""
+    bootstrap, topic = shared_node.bootstrap, f"zstd19-{uuid.uuid4().hex[:12]}"
+    confluent.create_topic(bootstrap, topic, partitions=1,
+                           config={"compression.type": "zstd", "compression.zstd.level": 19})
+    configs = confluent.describe_topic_config(bootstrap, topic)
+    assert (configs["compression.zstd.level"], configs["compression.gzip.level"],
+            configs["compression.lz4.level"]) == ("19", "-1", "9")
+    with pytest.raises(confluent.KafkaException) as err:
+        confluent.alter_topic_config(bootstrap, topic, {"compression.zstd.level": 23})
+    assert err.value.args[0].name() == "INVALID_CONFIG"
+    assert "compression.zstd.level" in err.value.args[0].str()
+    sent = [(None, b"level %d " % i * 20, []) for i in range(50)]
+    confluent.produce(bootstrap, topic, sent, acks="all", compression="gzip")
+    assert [r.value for r in confluent.consume_assign(bootstrap, topic, [0], len(sent), timeout=30)] == [
+        v for _, v, _ in sent]
+    path = os.path.join(shared_node.log_dir, f"{topic}-0", FIRST_SEGMENT)
+    assert set(segment_codecs(path)) == {ZSTD}
 
 
 def test_a_broker_compression_type_applies_to_topics_but_not_to_the_offsets_topic(tmp_path):

@@ -1,5 +1,6 @@
 """ext.compress: round trips per codec, Kafka's snappy framings, and corrupt input."""
 import os
+import random
 import struct
 import zlib
 
@@ -213,3 +214,97 @@ def test_zstd_streaming_frames_of_a_client_are_bounded_by_their_blocks():
     assert compress.decompress(ZSTD, frame) == data
     with pytest.raises(CorruptRecordError, match="decompresses past"):
         compress.decompress(ZSTD, frame, 100_000)
+
+
+# ---- compression levels (KIP-390): what the broker compresses at when it rewrites a batch -------
+
+# Compressible but not trivially so, so that levels differ on it: seeded random words.
+_WORDS = [b"%x" % (i * 2654435761 % 2**32) for i in range(400)]
+LEVELLED = b" ".join(random.Random(7).choices(_WORDS, k=40_000))
+
+
+def test_the_codecs_levels_are_kafkas():
+    """Kafka's CompressionType: gzip 1..9 or -1 (Deflater.DEFAULT_COMPRESSION, zlib's level 6),
+    lz4 1..17 default 9 (lz4-java's LZ4Constants), zstd ZSTD_minCLevel()..22 default 3."""
+    assert compress.LEVELS == {"gzip": (1, 9, -1), "lz4": (1, 17, 9), "zstd": (-131072, 22, 3)}
+    assert compress.LEVELS["zstd"].min_level == -131072 and compress.LEVELS["lz4"].default_level == 9
+
+
+@pytest.mark.parametrize("codec", [GZIP, LZ4, ZSTD])
+def test_no_level_is_the_codecs_default_level(codec):
+    default = compress.LEVELS[{GZIP: "gzip", LZ4: "lz4", ZSTD: "zstd"}[codec]].default_level
+    assert compress.compress(codec, LEVELLED) == compress.compress(codec, LEVELLED, default)
+
+
+@pytest.mark.parametrize("level", [-1, 1, 5, 9])
+def test_a_gzip_level_is_zlibs_level(level):
+    """Java's Deflater is zlib: -1 is Z_DEFAULT_COMPRESSION, which zlib runs as level 6."""
+    packed = compress.compress(GZIP, LEVELLED, level)
+    assert packed == zlib.compress(LEVELLED, level, 31)
+    assert compress.decompress(GZIP, packed) == LEVELLED
+    if level == -1:
+        assert packed == compress.compress(GZIP, LEVELLED, 6)
+
+
+def test_a_higher_gzip_level_compresses_smaller():
+    sizes = [len(compress.compress(GZIP, LEVELLED, level)) for level in (1, 6, 9)]
+    assert sizes[0] > sizes[1] >= sizes[2]
+
+
+@pytest.mark.parametrize("level", [-7, 0, 1, 3, 19, 22])
+def test_a_zstd_level_is_zstds_level(level):
+    packed = compress.compress(ZSTD, LEVELLED, level)
+    assert packed == zstandard.ZstdCompressor(level=level).compress(LEVELLED)
+    assert compress.decompress(ZSTD, packed) == LEVELLED
+
+
+def test_a_higher_zstd_level_compresses_smaller():
+    sizes = [len(compress.compress(ZSTD, LEVELLED, level)) for level in (-5, 1, 3, 19)]
+    assert sizes == sorted(sizes, reverse=True) and len(set(sizes)) == 4
+
+
+def test_lz4_at_kafkas_default_level_is_the_fast_compressor():
+    """Kafka's Lz4BlockOutputStream takes lz4-java's fastCompressor at the default level, 9,
+    and its highCompressor (LZ4 HC) at any other: level 8 compresses smaller than level 9."""
+    fast = compress.compress(LZ4, LEVELLED, 9)
+    assert fast == lz4.frame.compress(LEVELLED, compression_level=0, block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+                                      block_linked=False, content_checksum=False, store_size=False)
+    assert len(compress.compress(LZ4, LEVELLED, 8)) < len(fast)
+
+
+@pytest.mark.parametrize("name", [*PAYLOADS, "levelled"])
+@pytest.mark.parametrize("level", [3, 8, 12, 16, 17])
+def test_lz4_at_another_level_is_lz4_hc_in_kafkas_frame(name, level):
+    """The frame is the one Kafka writes (64 KiB independent blocks, no checksums or content
+    size, a block that does not shrink stored as it is); each block is LZ4 HC at the level,
+    byte for byte what the LZ4 frame library writes at that HC level."""
+    data = LEVELLED if name == "levelled" else PAYLOADS[name]
+    packed = compress.compress(LZ4, data, level)
+    assert packed == lz4.frame.compress(data, compression_level=level, block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+                                        block_linked=False, content_checksum=False, store_size=False)
+    assert compress.decompress(LZ4, packed) == data
+
+
+@pytest.mark.parametrize("level", [1, 2])
+def test_lz4_levels_below_lz4_hcs_least_are_still_lz4_hc(level):
+    """lz4-java's highCompressor(1 or 2) runs LZ4 HC (the C library's lowest HC setting); the LZ4
+    frame library would take those levels as its fast compressor, so the blocks are LZ4 HC
+    here as in Kafka: smaller than the fast compressor's on compressible data."""
+    packed = compress.compress(LZ4, LEVELLED, level)
+    assert compress.decompress(LZ4, packed) == LEVELLED
+    assert len(packed) < len(compress.compress(LZ4, LEVELLED, 9))
+    assert packed[:7] == compress.compress(LZ4, b"", 9)[:7]  # the same frame descriptor
+
+
+@pytest.mark.parametrize("codec,level", [(GZIP, 0), (GZIP, 10), (GZIP, -2), (LZ4, 0), (LZ4, 18),
+                                         (ZSTD, 23), (ZSTD, -131073)])
+def test_a_level_outside_the_codecs_range_is_refused(codec, level):
+    with pytest.raises(ValueError, match=f"level {level}"):
+        compress.compress(codec, b"abc", level)
+
+
+@pytest.mark.parametrize("codec", [0, SNAPPY])
+def test_a_codec_without_levels_takes_none(codec):
+    assert compress.decompress(codec, compress.compress(codec, b"abc", None)) == b"abc"
+    with pytest.raises(ValueError, match="no compression levels"):
+        compress.compress(codec, b"abc", 1)

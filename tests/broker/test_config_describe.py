@@ -1,0 +1,52 @@
+"""DescribeConfigs of a topic: each topic config with its value and where the value comes from
+(Kafka's ConfigSource: the topic's override, the broker's static property, or the default),
+as Kafka's broker answers it. Shown here for KIP-390's compression levels."""
+import asyncio
+from types import SimpleNamespace
+
+from broker.handlers import admin
+from protocol import messages as M
+from protocol.headers import RequestHeader
+from strom.config import ServerConfig
+from tests.broker.replica_nodes import TOPIC, Cluster
+
+from .test_config import BASE
+
+DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+
+
+def describe_topic(config: ServerConfig, overrides: dict[str, str], names=None, version: int = 4) -> dict:
+    """name -> (value, config_source, is_default) of TOPIC's configs, as DescribeConfigs answers."""
+    cluster = Cluster(brokers=(1,))
+    cluster.create_topic(replicas=(1,), configs=overrides)
+
+    def topic_log_config(topic):
+        own = cluster.image.topic_config(topic)
+        return config.log_config.with_overrides(own) if own else config.log_config
+
+    broker = SimpleNamespace(image=cluster.image, config=config, node_id=1, topic_log_config=topic_log_config)
+    api = {a.key: a for a in admin.apis(broker)}[32]
+    R = M.DescribeConfigsRequest
+    request = R(resources=[R.DescribeConfigsResource(resource_type=2, resource_name=TOPIC,
+                                                     configuration_keys=names)],
+                include_synonyms=False, include_documentation=False)
+    response = asyncio.run(api.fn(RequestHeader(32, version, 1, "test", 2), request))
+    result = response.results[0]
+    assert result.error_code == 0
+    return {c.name: (c.value, c.config_source, c.is_default) for c in result.configs}
+
+
+def test_describe_configs_shows_the_compression_levels_with_their_sources():
+    config = ServerConfig({**BASE, "compression.lz4.level": "4"})
+    described = describe_topic(config, {"compression.type": "zstd", "compression.zstd.level": "19"})
+    assert described["compression.gzip.level"] == ("-1", DEFAULT_CONFIG, True)
+    assert described["compression.lz4.level"] == ("4", STATIC_BROKER_CONFIG, False)
+    assert described["compression.zstd.level"] == ("19", DYNAMIC_TOPIC_CONFIG, False)
+    assert described["compression.type"] == ("zstd", DYNAMIC_TOPIC_CONFIG, False)
+
+
+def test_describe_configs_answers_the_levels_asked_for_by_name():
+    names = ["compression.zstd.level", "compression.lz4.level"]
+    described = describe_topic(ServerConfig(BASE), {}, names=names)
+    assert described == {"compression.zstd.level": ("3", DEFAULT_CONFIG, True),
+                         "compression.lz4.level": ("9", DEFAULT_CONFIG, True)}
