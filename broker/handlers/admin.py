@@ -11,7 +11,15 @@ from protocol.errors import Error
 
 TOPIC, BROKER = 2, 4
 SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
-TYPE_BOOLEAN, TYPE_STRING, TYPE_LONG = 1, 2, 5
+TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_LIST = 1, 2, 3, 5, 7
+# The type Kafka's LogConfig defines each topic config with, where it is not what the value's
+# Python type gives (int: LONG; bool: BOOLEAN; str: STRING).
+_KAFKA_TYPES = {
+    **dict.fromkeys(("segment.bytes", "segment.index.bytes", "index.interval.bytes", "max.message.bytes",
+                     "min.insync.replicas", "compression.gzip.level", "compression.lz4.level",
+                     "compression.zstd.level"), TYPE_INT),
+    "cleanup.policy": TYPE_LIST,
+}
 APPLY_WAIT_S = 5.0
 _TOPIC_FROM_BROKER = {topic: broker for broker, topic in BROKER_SYNONYMS.items()}
 
@@ -159,7 +167,8 @@ def _describe_entry(broker, topic: str, name: str, _cls):
     if "config_source" in entry._fields:
         entry.config_source = source
     if "config_type" in entry._fields:
-        entry.config_type = TYPE_BOOLEAN if kind is bool else TYPE_LONG if kind is int else TYPE_STRING
+        entry.config_type = _KAFKA_TYPES.get(
+            name, TYPE_BOOLEAN if kind is bool else TYPE_LONG if kind is int else TYPE_STRING)
     if "is_default" in entry._fields:
         entry.is_default = source == SOURCE_DEFAULT
     return entry

@@ -13,10 +13,17 @@ from tests.broker.replica_nodes import TOPIC, Cluster
 from .test_config import BASE
 
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+BOOLEAN, STRING, INT, LONG, LIST = 1, 2, 3, 5, 7  # DescribeConfigs' ConfigType
 
 
 def describe_topic(config: ServerConfig, overrides: dict[str, str], names=None, version: int = 4) -> dict:
     """name -> (value, config_source, is_default) of TOPIC's configs, as DescribeConfigs answers."""
+    return {c.name: (c.value, c.config_source, c.is_default)
+            for c in described_entries(config, overrides, names, version)}
+
+
+def described_entries(config: ServerConfig, overrides: dict[str, str], names=None, version: int = 4) -> list:
+    """TOPIC's config entries as DescribeConfigs answers them."""
     cluster = Cluster(brokers=(1,))
     cluster.create_topic(replicas=(1,), configs=overrides)
 
@@ -33,7 +40,7 @@ def describe_topic(config: ServerConfig, overrides: dict[str, str], names=None, 
     response = asyncio.run(api.fn(RequestHeader(32, version, 1, "test", 2), request))
     result = response.results[0]
     assert result.error_code == 0
-    return {c.name: (c.value, c.config_source, c.is_default) for c in result.configs}
+    return result.configs
 
 
 def test_describe_configs_shows_the_compression_levels_with_their_sources():
@@ -50,3 +57,18 @@ def test_describe_configs_answers_the_levels_asked_for_by_name():
     described = describe_topic(ServerConfig(BASE), {}, names=names)
     assert described == {"compression.zstd.level": ("3", DEFAULT_CONFIG, True),
                          "compression.lz4.level": ("9", DEFAULT_CONFIG, True)}
+
+
+def test_describe_configs_gives_each_topic_config_the_type_kafka_defines_it_with():
+    """Kafka's TopicConfig definitions: sizes that fit an int are INT, times and the byte
+    counts that may not are LONG, cleanup.policy is a LIST."""
+    types = {c.name: c.config_type for c in described_entries(ServerConfig(BASE), {})}
+    assert {n for n, t in types.items() if t == INT} == {
+        "segment.bytes", "segment.index.bytes", "index.interval.bytes", "max.message.bytes",
+        "min.insync.replicas", "compression.gzip.level", "compression.lz4.level", "compression.zstd.level"}
+    assert {n for n, t in types.items() if t == LONG} == {
+        "segment.ms", "segment.jitter.ms", "retention.ms", "retention.bytes", "flush.messages", "flush.ms",
+        "file.delete.delay.ms", "message.timestamp.before.max.ms", "message.timestamp.after.max.ms"}
+    assert types["cleanup.policy"] == LIST
+    assert {n for n, t in types.items() if t == BOOLEAN} == {"unclean.leader.election.enable", "preallocate"}
+    assert {n for n, t in types.items() if t == STRING} == {"compression.type", "message.timestamp.type"}
