@@ -277,6 +277,12 @@ class ServerConfig:
     def get(self, name: str, default: Any = None) -> Any:
         return self.values.get(name, default)
 
+    @staticmethod
+    def kind(name: str) -> str | None:
+        """The type a property is declared with (INT, LONG, BOOL, ...), None if unknown."""
+        spec = PROPERTIES.get(name)
+        return None if spec is None else spec[0]
+
     def without_effect(self) -> dict[str, str]:
         """The properties this config sets that change nothing in Strom, with why."""
         return {name: why for name, why in WITHOUT_EFFECT.items() if name in self.originals}

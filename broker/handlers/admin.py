@@ -11,7 +11,10 @@ from protocol.errors import Error
 
 TOPIC, BROKER = 2, 4
 SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
-TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_LIST = 1, 2, 3, 5, 7
+TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = 1, 2, 3, 5, 6, 7
+# A broker property's declared kind (strom.config) -> its DescribeConfigs type; lists and
+# everything else are STRING, as Kafka declares most of them (listeners, log.dirs, ...).
+_BROKER_TYPES = {"int": TYPE_INT, "long": TYPE_LONG, "bool": TYPE_BOOLEAN, "double": TYPE_DOUBLE}
 # The type Kafka's LogConfig defines each topic config with, where it is not what the value's
 # Python type gives (int: LONG; bool: BOOLEAN; str: STRING).
 _KAFKA_TYPES = {
@@ -118,7 +121,8 @@ def apis(broker) -> list[Api]:
                 out.configs = [R.DescribeConfigsResourceResult(
                     name=n, value=_text(values[n]), read_only=True,
                     config_source=SOURCE_STATIC_BROKER if n in broker.config.originals else SOURCE_DEFAULT,
-                    is_sensitive=False, config_type=TYPE_STRING) for n in names if n in values]
+                    is_sensitive=False, config_type=_broker_config_type(broker.config, n))
+                    for n in names if n in values]
             else:
                 out.error_code = Error.INVALID_REQUEST
                 out.error_message = f"unsupported resource type {res.resource_type}"
@@ -152,6 +156,19 @@ def _text(value) -> str:
     return str(value)
 
 
+def _topic_config_type(name: str) -> int:
+    kind = TOPIC_CONFIGS[name].kind
+    return _KAFKA_TYPES.get(name, TYPE_BOOLEAN if kind is bool else TYPE_LONG if kind is int else TYPE_STRING)
+
+
+def _broker_config_type(config, name: str) -> int:
+    """A log.* property has the type of the topic config it is the default of."""
+    topic = BROKER_SYNONYMS.get(name)
+    if topic is not None:
+        return _topic_config_type(topic)
+    return _BROKER_TYPES.get(config.kind(name), TYPE_STRING)
+
+
 def _describe_entry(broker, topic: str, name: str, _cls):
     overrides = broker.image.topic_config(topic)
     config = broker.topic_log_config(topic)
@@ -162,13 +179,11 @@ def _describe_entry(broker, topic: str, name: str, _cls):
         source = SOURCE_STATIC_BROKER
     else:
         source = SOURCE_DEFAULT
-    kind = TOPIC_CONFIGS[name].kind
     entry = _cls(name=name, value=_text(value), read_only=False, is_sensitive=False)
     if "config_source" in entry._fields:
         entry.config_source = source
     if "config_type" in entry._fields:
-        entry.config_type = _KAFKA_TYPES.get(
-            name, TYPE_BOOLEAN if kind is bool else TYPE_LONG if kind is int else TYPE_STRING)
+        entry.config_type = _topic_config_type(name)
     if "is_default" in entry._fields:
         entry.is_default = source == SOURCE_DEFAULT
     return entry

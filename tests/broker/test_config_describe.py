@@ -72,3 +72,26 @@ def test_describe_configs_gives_each_topic_config_the_type_kafka_defines_it_with
     assert types["cleanup.policy"] == LIST
     assert {n for n, t in types.items() if t == BOOLEAN} == {"unclean.leader.election.enable", "preallocate"}
     assert {n for n, t in types.items() if t == STRING} == {"compression.type", "message.timestamp.type"}
+
+
+def described_broker(config: ServerConfig) -> dict:
+    """name -> (value, config_source, config_type) of the broker's own configs."""
+    cluster = Cluster(brokers=(1,))
+    broker = SimpleNamespace(image=cluster.image, config=config, node_id=1, topic_log_config=None)
+    api = {a.key: a for a in admin.apis(broker)}[32]
+    R = M.DescribeConfigsRequest
+    request = R(resources=[R.DescribeConfigsResource(resource_type=4, resource_name="1",
+                                                     configuration_keys=None)],
+                include_synonyms=False, include_documentation=False)
+    (result,) = asyncio.run(api.fn(RequestHeader(32, 4, 1, "test", 2), request)).results
+    assert result.error_code == 0
+    return {c.name: (c.value, c.config_source, c.config_type) for c in result.configs}
+
+
+def test_describe_configs_of_a_broker_types_each_property_as_declared():
+    described = described_broker(ServerConfig({**BASE, "num.partitions": "3", "log.segment.bytes": "2048"}))
+    assert described["num.partitions"] == ("3", STATIC_BROKER_CONFIG, INT)
+    assert described["log.retention.check.interval.ms"][1:] == (DEFAULT_CONFIG, LONG)
+    assert described["auto.create.topics.enable"] == ("true", DEFAULT_CONFIG, BOOLEAN)
+    assert described["log.segment.bytes"] == ("2048", STATIC_BROKER_CONFIG, INT)  # as its topic config
+    assert described["log.dirs"][2] == STRING
