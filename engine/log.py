@@ -19,6 +19,7 @@ Times are milliseconds passed in by the caller (``now_ms``); the log keeps no cl
 """
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import time
@@ -53,6 +54,8 @@ from ext.batch import (
     scan,
 )
 from ext.epoch import LeaderEpochCache
+
+log = logging.getLogger("strom.log")
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 PARTITION_METADATA = "partition.metadata"
@@ -277,9 +280,16 @@ class Log:
         ):
             if pid < 0 or attributes & 0x20:
                 continue
+            known = self.producer_state.producers.get(pid)
             duplicate = self.producer_state.check(pid, epoch, seq, _last_seq(seq, last - base))
             if duplicate is not None:
                 raise DuplicateSequenceError(duplicate.first_offset, duplicate.last_offset)
+            if known is None and seq != 0:
+                log.info("%s: producer %d (epoch %d) is unknown here: its batch at sequence %d is "
+                         "taken as it comes (KIP-360)", self.dir, pid, epoch, seq)
+            elif known is not None and epoch > known.epoch:
+                log.info("%s: producer %d moves from epoch %d to %d at sequence %d", self.dir, pid,
+                         known.epoch, epoch, seq)
 
     def _update_producers(self, summary: BatchSummary) -> None:
         for pid, epoch, seq, base, last, attributes, max_ts in zip(

@@ -426,6 +426,9 @@ class ReplicaManager:
         except Exception as e:
             for cls, code in _APPEND_ERRORS:
                 if isinstance(e, cls):
+                    if cls in (OutOfOrderSequenceError, ProducerFencedError):
+                        # idempotence refusals: what a producer's retries met, for the logs
+                        log.info("%s-%d: produce refused, %s: %s", topic, index, Error(code).name, e)
                     return AppendResult(code, str(e))
             raise
         self.on_changed(topic, index)  # followers' long polls: there is data to replicate

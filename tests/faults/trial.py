@@ -3,6 +3,7 @@ a workload of idempotent acks=all producers and consumers, a seeded schedule of 
 checker's verdict on the history once the faults heal.
 
     python -m tests.faults.trial --seed 7 [--kinds kill,partition] [--length 40]   # a replay
+    STROM_KEEP_CLUSTER_DIR=1 python -m tests.faults.trial ...   # and keep every node's log and data
 
 The steps, each bounded in time:
 

@@ -39,6 +39,7 @@ DESCRIBE_QUORUM = 55
 METADATA_TOPIC = "__cluster_metadata"
 CLUSTER_ID = "c3Ryb20tcXVvcnVtLXRlc3Q"
 STOP_TIMEOUT_S = 30.0
+KEEP_DIR_ENV = "STROM_KEEP_CLUSTER_DIR"  # set: close() leaves the directory (logs, data) in place
 
 
 @dataclass(frozen=True)
@@ -331,6 +332,9 @@ class ControllerQuorum:
                 pass
             c._kill_group(signal.SIGKILL)
             _LIVE.discard(c)
+        if os.environ.get(KEEP_DIR_ENV):  # a replay keeps every node's log and data to read
+            print(f"kept {self.base} ({KEEP_DIR_ENV})", file=sys.stderr)
+            return
         shutil.rmtree(self.base, ignore_errors=True)
 
     def __enter__(self) -> ControllerQuorum:
