@@ -284,10 +284,7 @@ class Log:
             duplicate = self.producer_state.check(pid, epoch, seq, _last_seq(seq, last - base))
             if duplicate is not None:
                 raise DuplicateSequenceError(duplicate.first_offset, duplicate.last_offset)
-            if known is None and seq != 0:
-                log.info("%s: producer %d (epoch %d) is unknown here: its batch at sequence %d is "
-                         "taken as it comes (KIP-360)", self.dir, pid, epoch, seq)
-            elif known is not None and epoch > known.epoch:
+            if known is not None and epoch > known.epoch:
                 log.info("%s: producer %d moves from epoch %d to %d at sequence %d", self.dir, pid,
                          known.epoch, epoch, seq)
 

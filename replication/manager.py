@@ -71,7 +71,7 @@ from engine.errors import (
 )
 from engine.log import FETCH_HIGH_WATERMARK, FETCH_LOG_END, FETCH_TXN_COMMITTED, ORIGIN_CLIENT
 from engine.log_dir_failure import KafkaStorageError, LogDirFailureChannel
-from engine.producer_state import OutOfOrderSequenceError, ProducerFencedError
+from engine.producer_state import OutOfOrderSequenceError, ProducerFencedError, UnknownProducerIdError
 from protocol.errors import Error
 from protocol.list_offsets import (
     DEBUGGING_REPLICA_ID,
@@ -102,6 +102,7 @@ _APPEND_ERRORS = [
     (InvalidRecordError, Error.INVALID_RECORD),
     (OutOfOrderSequenceError, Error.OUT_OF_ORDER_SEQUENCE_NUMBER),
     (ProducerFencedError, Error.INVALID_PRODUCER_EPOCH),
+    (UnknownProducerIdError, Error.UNKNOWN_PRODUCER_ID),
     (KafkaStorageError, Error.KAFKA_STORAGE_ERROR),
 ]
 
@@ -426,7 +427,7 @@ class ReplicaManager:
         except Exception as e:
             for cls, code in _APPEND_ERRORS:
                 if isinstance(e, cls):
-                    if cls in (OutOfOrderSequenceError, ProducerFencedError):
+                    if cls in (OutOfOrderSequenceError, ProducerFencedError, UnknownProducerIdError):
                         # idempotence refusals: what a producer's retries met, for the logs
                         log.info("%s-%d: produce refused, %s: %s", topic, index, Error(code).name, e)
                     return AppendResult(code, str(e))

@@ -100,17 +100,17 @@ def test_a_batch_already_in_the_topics_codec_is_stored_byte_for_byte(tmp_path, c
 def test_a_rewritten_idempotent_batch_keeps_its_producer_id_epoch_and_sequence(tmp_path):
     log = log_with(tmp_path, "zstd")
     records = [(b"k", b"v%d" % i, [], BASE_TS + i) for i in range(5)]
-    first = build_batch(records, producer_id=42, producer_epoch=3, base_sequence=100)
+    first = build_batch(records, producer_id=42, producer_epoch=3, base_sequence=0)
     log.append_as_leader(bytearray(first), 0, NOW)
     h = read_header(stored(log))
     assert h.compression == CODECS["zstd"]
-    assert (h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence) == (42, 3, 100, 104)
+    assert (h.producer_id, h.producer_epoch, h.base_sequence, h.last_sequence) == (42, 3, 0, 4)
     # The producer state saw the same sequences: a retry is a duplicate with its original
     # offsets, the next sequence appends.
     with pytest.raises(DuplicateSequenceError) as dup:
         log.append_as_leader(bytearray(first), 0, NOW)
     assert (dup.value.first_offset, dup.value.last_offset) == (0, 4)
-    following = build_batch(records, producer_id=42, producer_epoch=3, base_sequence=105)
+    following = build_batch(records, producer_id=42, producer_epoch=3, base_sequence=5)
     assert log.append_as_leader(bytearray(following), 0, NOW).first_offset == 5
 
 
@@ -206,7 +206,7 @@ def test_a_batch_that_grows_past_max_message_bytes_when_rewritten_is_rejected_an
     with pytest.raises(RecordTooLargeError, match="max.message.bytes"):
         log.append_as_leader(batch, 0, NOW)
     assert log.log_end_offset == 0 and log.active_segment.size == 0
-    assert log.producer_state.check(-1, -1, -1, -1) is None
+    assert log.producer_state.producers == {}
 
 
 def test_the_producers_batch_size_is_checked_before_it_is_rewritten(tmp_path):
@@ -264,7 +264,7 @@ def test_each_batch_of_an_append_is_rewritten_on_its_own(tmp_path):
         build_batch([(b"a", b"1", [], BASE_TS), (b"a", b"2", [], BASE_TS)], compression=1,
                     producer_id=10, producer_epoch=1, base_sequence=0),
         build_batch([(b"b", b"3", [], BASE_TS)], compression=4),
-        build_batch([(b"c", b"4", [], BASE_TS)] * 3, producer_id=11, producer_epoch=2, base_sequence=7),
+        build_batch([(b"c", b"4", [], BASE_TS)] * 3, producer_id=11, producer_epoch=2, base_sequence=0),
     ]
     info = log.append_as_leader(bytearray(b"".join(parts)), 0, NOW)
     data = stored(log)
@@ -272,7 +272,7 @@ def test_each_batch_of_an_append_is_rewritten_on_its_own(tmp_path):
     assert [h.compression for h in headers] == [4, 4, 4]
     assert [(h.base_offset, h.last_offset) for h in headers] == [(0, 1), (2, 2), (3, 5)]
     assert [(h.producer_id, h.producer_epoch, h.base_sequence) for h in headers] == [
-        (10, 1, 0), (-1, -1, -1), (11, 2, 7)]
+        (10, 1, 0), (-1, -1, -1), (11, 2, 0)]
     # The batch already in zstd is kept as it came: only baseOffset and the epoch differ.
     kept = data[headers[1].position:headers[2].position]
     assert kept[8:12] == parts[1][8:12] and kept[16:] == parts[1][16:]

@@ -10,6 +10,7 @@ from engine.producer_state import (
     OutOfOrderSequenceError,
     ProducerFencedError,
     ProducerStateManager,
+    UnknownProducerIdError,
 )
 from ext.batch import build_batch
 from tests.engine.batches import BASE_TS
@@ -18,13 +19,14 @@ NOW = BASE_TS + 1000
 DAY_MS = 86400000  # producer.id.expiration.ms's default
 
 
-def test_an_unknown_producer_may_start_at_any_sequence():
-    """KIP-360 (Kafka 2.5+): the broker keeps no state for this producer (never seen here, or
-    expired), so it cannot judge the sequence and takes the batch; UNKNOWN_PRODUCER_ID is no
-    longer answered."""
+def test_first_batch_of_a_producer_must_start_at_sequence_zero():
+    """Kafka's rule up to 2.4: a producer this partition keeps no state for (never seen here,
+    or expired) starts at sequence 0; anything else is UNKNOWN_PRODUCER_ID, which the producer
+    answers by bumping its epoch and starting again at 0."""
     state = ProducerStateManager()
     assert state.check(7, 0, 0, 4) is None
-    assert state.check(8, 0, 5, 9) is None
+    with pytest.raises(UnknownProducerIdError):
+        state.check(8, 0, 5, 9)
 
 
 def test_retry_of_one_of_the_last_five_batches_is_a_duplicate():
@@ -126,16 +128,18 @@ def test_a_producer_expires_by_its_record_timestamps_unless_the_topic_stamps_log
     assert append_time.remove_expired_producers(NOW + DAY_MS, DAY_MS) == 1
 
 
-def test_after_expiry_the_forgotten_producers_next_batch_is_taken_at_any_sequence(tmp_path):
+def test_after_expiry_the_forgotten_producer_is_unknown_until_it_starts_again_at_zero(tmp_path):
     log = Log(str(tmp_path / "t-0"))
     log.append_as_leader(idempotent_batch(7, 0, 0), 0, NOW)
     with pytest.raises(OutOfOrderSequenceError):
         log.append_as_leader(idempotent_batch(7, 0, 10), 0, NOW)
     log.remove_expired_producers(NOW + DAY_MS, DAY_MS)
-    assert log.append_as_leader(idempotent_batch(7, 0, 10), 0, NOW + DAY_MS).first_offset == 3
+    with pytest.raises(UnknownProducerIdError):
+        log.append_as_leader(idempotent_batch(7, 0, 3), 0, NOW + DAY_MS)
+    # the producer bumps its epoch and starts again at 0 (KIP-360)
+    assert log.append_as_leader(idempotent_batch(7, 1, 0), 0, NOW + DAY_MS).first_offset == 3
     with pytest.raises(OutOfOrderSequenceError):  # its state starts again from that batch
-        log.append_as_leader(idempotent_batch(7, 0, 14), 0, NOW + DAY_MS)
-    assert log.append_as_leader(idempotent_batch(7, 0, 13), 0, NOW + DAY_MS).first_offset == 6
+        log.append_as_leader(idempotent_batch(7, 1, 4), 0, NOW + DAY_MS)
 
 
 def test_after_expiry_a_retried_batch_is_written_again(tmp_path):
