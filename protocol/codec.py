@@ -16,6 +16,7 @@ sent with sendfile instead of copying record bytes (see broker/net).
 """
 from __future__ import annotations
 
+import keyword
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +32,8 @@ class KafkaStruct:
     _defaults: dict[str, Any] = {}
 
     def __init__(self, **values: Any) -> None:
+        # Every generated class has its own __init__ (_make_init); this one is the reference
+        # it must agree with, and what a class whose field names are no Python names uses.
         for name in self._fields:
             if name in values:
                 setattr(self, name, values.pop(name))
@@ -82,15 +85,44 @@ def _make_class(struct: Struct, qualname: str,
         elif f.struct is not None and not f.has_default and f.nullable is None:
             value = nested[f.struct.name]
         defaults[f.name] = value
-    cls = type(struct.name, (KafkaStruct,), {
-        "__slots__": tuple(f.name for f in struct.fields),
-        "_fields": tuple(f.name for f in struct.fields),
-        "_defaults": defaults,
-        "__qualname__": qualname,
-        **nested,
-    })
+    fields = tuple(f.name for f in struct.fields)
+    body = {"__slots__": fields, "_fields": fields, "_defaults": defaults, "__qualname__": qualname,
+            **nested}
+    init = _make_init(fields, defaults, qualname)
+    if init is not None:
+        body["__init__"] = init
+    cls = type(struct.name, (KafkaStruct,), body)
     made[id(struct)] = cls
     return cls
+
+
+_MISSING = object()
+
+
+def _make_init(fields: tuple[str, ...], defaults: dict[str, Any], qualname: str) -> Callable | None:
+    """A struct's own ``__init__``, keyword-only, one assignment per field: the generic
+    ``KafkaStruct.__init__`` loops over every field of every version with a dict lookup and a
+    ``setattr`` each, and handlers build a struct per partition of every Fetch and Produce.
+    A default that is callable (``list``, a nested struct) is called per instance, as there.
+    None where a field name is not a plain Python name (the generic one serves then)."""
+    if not all(n.isidentifier() and not keyword.iskeyword(n) and not n.startswith("_") for n in fields):
+        return None
+    namespace: dict[str, Any] = {"_MISSING": _MISSING}
+    params, lines = [], []
+    for i, name in enumerate(fields):
+        default = defaults[name]
+        namespace[f"_d{i}"] = default
+        if callable(default):
+            params.append(f"{name}=_MISSING")
+            lines.append(f"    _self_.{name} = _d{i}() if {name} is _MISSING else {name}")
+        else:
+            params.append(f"{name}=_d{i}")
+            lines.append(f"    _self_.{name} = {name}")
+    star = ", *, " + ", ".join(params) if params else ""
+    exec(f"def __init__(_self_{star}):\n" + ("\n".join(lines) or "    pass"), namespace)
+    init = namespace["__init__"]
+    init.__qualname__ = f"{qualname}.__init__"
+    return init
 
 
 # ---- readers -----------------------------------------------------------------------------

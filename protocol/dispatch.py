@@ -134,7 +134,7 @@ class Dispatcher:
                           messages.API_NAMES[header.api_key], version)
             return None
         if isinstance(response, Deferred):
-            return Deferred(asyncio.ensure_future(self._finish(header, response.response)))
+            return Deferred(asyncio.get_running_loop().create_task(self._finish(header, response.response)))
         if response is None:
             return []
         return _encode(header, response)

@@ -111,6 +111,39 @@ def _wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _set_done(waiter: asyncio.Future) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+async def _all_done(futures: list[asyncio.Future], timeout_s: float) -> None:
+    """Wait until every future is done or ``timeout_s`` passed (asyncio.wait's ALL_COMPLETED
+    without its per-call set, coroutine checks and per-future callback bookkeeping: every
+    acks=all produce waits here)."""
+    left = sum(1 for fut in futures if not fut.done())
+    if not left:
+        return
+    loop = asyncio.get_running_loop()
+    waiter = loop.create_future()
+
+    def one_done(_: asyncio.Future) -> None:
+        nonlocal left
+        left -= 1
+        if not left:
+            _set_done(waiter)
+
+    for fut in futures:
+        if not fut.done():
+            fut.add_done_callback(one_done)
+    timer = loop.call_later(timeout_s, _set_done, waiter)
+    try:
+        await waiter
+    finally:
+        timer.cancel()
+        for fut in futures:
+            fut.remove_done_callback(one_done)
+
+
 @dataclass
 class AppendResult:
     error: int = errors.NONE
@@ -482,7 +515,7 @@ class ReplicaManager:
             return answers
         try:
             if timeout_ms > 0:
-                await asyncio.wait([fut for _, _, fut in parked], timeout=timeout_ms / 1000)
+                await _all_done([fut for _, _, fut in parked], timeout_ms / 1000)
         finally:
             for i, tp, fut in parked:
                 if fut.done() and not fut.cancelled():
