@@ -338,6 +338,27 @@ cdef class BatchSummary:
                 f"last_offset={self.last_offset}, error={self.error!r})")
 
 
+cdef inline bint _ends_inside_batch(cptr p, Py_ssize_t n, Py_ssize_t pos) noexcept:
+    """Would parse_header stop at ``pos`` with TruncatedBatchError (and with nothing it checks
+    before that)? A magic byte that is not 2 or a batchLength below the minimum are other
+    errors, raised as they are."""
+    cdef Py_ssize_t avail = n - pos
+    if avail < LENGTH_FIELDS_SIZE:
+        return True
+    if avail > OFF_MAGIC and p[pos + OFF_MAGIC] != 2:
+        return False
+    cdef int32_t length = _i32(p + pos + OFF_BATCH_LENGTH)
+    return length >= MIN_BATCH_LENGTH and avail < <int64_t>length + LENGTH_FIELDS_SIZE
+
+
+cdef str _truncated_message(cptr p, Py_ssize_t n, Py_ssize_t pos):
+    cdef Py_ssize_t avail = n - pos
+    if avail < LENGTH_FIELDS_SIZE:
+        return f"batch at {pos}: {avail} bytes left, fewer than the 12-byte log overhead"
+    cdef int64_t size = <int64_t>_i32(p + pos + OFF_BATCH_LENGTH) + LENGTH_FIELDS_SIZE
+    return f"batch at {pos}: {size} bytes long but only {avail} bytes left"
+
+
 def scan(buf, Py_ssize_t pos=0, bint check_crc=True, bint stop_on_error=False):
     cdef Py_buffer view
     cdef batch_header_t h
@@ -350,6 +371,12 @@ def scan(buf, Py_ssize_t pos=0, bint check_crc=True, bint stop_on_error=False):
         n = view.len
         _check_pos(pos, n)
         while pos < n:
+            if stop_on_error and _ends_inside_batch(p, n, pos):
+                # A read that stopped short (the read path's chunks) ends here every time:
+                # the same words parse_header would raise, without an exception's cost.
+                summary.error = _truncated_message(p, n, pos)
+                summary.error_position = pos - start
+                break
             try:
                 parse_header(p, n, pos, &h, check_crc)
                 if summary.count and h.base_offset <= summary.last_offset:

@@ -314,6 +314,22 @@ def test_scan_stop_on_error_reports_good_prefix():
     assert "bytes left" in s.error
 
 
+def test_scan_stop_on_error_records_what_scan_would_raise():
+    """The torn tail is recorded without raising (the read path ends every chunk in one), in the
+    raising path's words, for every cut; a bad magic or length after good batches likewise."""
+    data = log_of(2, 3)
+    bad_magic = bytearray(data)
+    bad_magic[len(log_of(2)) + 16] = 1
+    bad_length = bytearray(data)
+    bad_length[len(log_of(2)) + 8:len(log_of(2)) + 12] = (48).to_bytes(4, "big")
+    torn = [data[:cut] for cut in range(1, len(data)) if cut != len(log_of(2))]
+    for buf in torn + [bytes(bad_magic), bytes(bad_length)]:
+        with pytest.raises(CorruptRecordError) as e:
+            batch.scan(buf, check_crc=False)
+        s = batch.scan(buf, check_crc=False, stop_on_error=True)
+        assert s.error == str(e.value) and s.error_position == e.value.position == s.valid_bytes
+
+
 def test_scan_crc_check_can_be_skipped():
     data = bytearray(log_of(2, 2))
     data[-1] ^= 1
