@@ -10,7 +10,11 @@ and that tests feed bytes.
 
 A frame that fits the shared buffer (``BUFFER_BYTES``) is copied out of it once; a larger one
 gets a buffer of its own as soon as its size is read, which the socket fills in place, so its
-bytes are received once and never moved (Produce validates and patches them there).
+bytes are received once and never moved (Produce validates and patches them there) but for its
+head: what the read that brought its size brought of it. A stream of large frames (a replica
+fetcher's answers, a producer's megabyte batches) is therefore read with a short first read
+(``HEAD_BYTES``) whenever the buffer is empty, so at most that much of each is copied; a first
+read that comes back full of small frames turns that off again until the next large frame.
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from protocol.headers import fastcodec
 from protocol.limits import FrameTooLarge, MemoryPool
 
 BUFFER_BYTES = 256 * 1024  # per connection; larger frames get their own buffer
+HEAD_BYTES = 16 * 1024  # the first read into an empty buffer after a large frame
 # A frame's own buffer is filled whole by the socket: not zeroed first where fastcodec is built.
 _frame_buffer = fastcodec.frame_buffer if fastcodec is not None else bytearray
 
@@ -48,6 +53,8 @@ class FrameReader:
         self.end = 0
         self.big: bytearray | None = None  # a large frame being received in place
         self.big_filled = 0
+        self.expect_big = False  # a large frame came last: an empty buffer reads HEAD_BYTES first
+        self.head_read = False  # the buffer handed out last was that short one
         self.pool = pool  # None once the connection is gone, unless a frame of it is being handled
         self.held = 0  # bytes reserved in the pool for frames handed out and not yet released
         self.blocked = False  # waiting in the pool for blocked_size bytes
@@ -86,6 +93,9 @@ class FrameReader:
             tail = self.end - self.start
             self.buf[:tail] = self.buf[self.start:self.end]
             self.start, self.end = 0, tail
+        if self.expect_big and self.end == 0:
+            self.head_read = True
+            return memoryview(self.buf)[:HEAD_BYTES]
         return memoryview(self.buf)[self.end:]
 
     def updated(self, n: int) -> list[bytearray]:
@@ -97,7 +107,12 @@ class FrameReader:
             self.big = None
             return frames
         self.end += n
-        return self._split()
+        frames = self._split()
+        if self.head_read:
+            self.head_read = False
+            if n == HEAD_BYTES and self.big is None:  # small frames fill the reads again
+                self.expect_big = False
+        return frames
 
     def feed(self, data: bytes | memoryview) -> list[bytearray]:
         frames = []
@@ -147,6 +162,7 @@ class FrameReader:
                 big[:have] = memoryview(buf)[begin:self.end]  # one copy, no temporary
                 self.start = self.end = 0
                 self.big, self.big_filled = big, have
+                self.expect_big = True
                 break
             else:
                 break
@@ -155,4 +171,4 @@ class FrameReader:
         return frames
 
 
-__all__ = ["BUFFER_BYTES", "FrameReader", "FrameTooLarge"]
+__all__ = ["BUFFER_BYTES", "HEAD_BYTES", "FrameReader", "FrameTooLarge"]

@@ -7,6 +7,7 @@ import pytest
 from protocol import messages as M
 from protocol.dispatch import Api, Dispatcher
 from protocol.errors import Error
+from protocol.frames import BUFFER_BYTES, HEAD_BYTES
 from protocol.headers import encode_request, read_response_header
 from protocol.net import FrameReader, FrameTooLarge
 from protocol.types import Reader
@@ -40,6 +41,48 @@ def test_a_frame_larger_than_the_buffer_is_received_into_its_own_buffer():
             assert reader.big is None  # the big frame's buffer was handed out whole
     assert [bytes(f) for f in out] == [small, big, small]
     assert all(isinstance(f, bytearray) for f in out)
+
+
+def _greedy_reads(reader, stream):
+    """A socket with the whole stream waiting: each read fills all the reader offers.
+    Returns the frames and the length of every buffer offered."""
+    out, offered, pos = [], [], 0
+    while pos < len(stream):
+        buf = reader.get_buffer()
+        offered.append(len(buf))
+        n = min(len(buf), len(stream) - pos)
+        buf[:n] = stream[pos:pos + n]
+        pos += n
+        out += reader.updated(n)
+    return out, offered
+
+
+def test_after_a_large_frame_an_empty_buffer_is_read_short_so_little_of_the_next_is_copied():
+    """A stream of large frames (a replica fetcher's answers): the read that brings a large
+    frame's size brings at most HEAD_BYTES of it into the shared buffer, so at most that much
+    is copied into the frame's own buffer; small frames between them still split."""
+    big = [bytes([i]) * (BUFFER_BYTES + 5000 * i) for i in range(1, 4)]
+    small = b"hw-only answer"
+    frames = [big[0], small, big[1], big[2], small]
+    stream = b"".join(struct.pack(">i", len(f)) + f for f in frames)
+    reader = FrameReader(1 << 24)
+    out, offered = _greedy_reads(reader, stream)
+    assert [bytes(f) for f in out] == frames
+    assert offered[0] == BUFFER_BYTES  # nothing large seen yet: the whole buffer
+    assert HEAD_BYTES in offered
+    assert len(reader.get_buffer()) == HEAD_BYTES
+
+
+def test_small_frames_that_fill_the_short_read_give_the_whole_buffer_back():
+    big = b"b" * (BUFFER_BYTES + 1)
+    smalls = [b"s" * 100] * (2 * BUFFER_BYTES // 104)
+    stream = b"".join(struct.pack(">i", len(f)) + f for f in [big, *smalls])
+    reader = FrameReader(1 << 24)
+    out, offered = _greedy_reads(reader, stream)
+    assert [bytes(f) for f in out] == [big, *smalls]
+    first_short = offered.index(HEAD_BYTES)
+    assert offered[first_short + 1] == BUFFER_BYTES - HEAD_BYTES  # the rest of the buffer
+    assert HEAD_BYTES not in offered[first_short + 1:]
 
 
 @pytest.mark.parametrize("size", [-1, 101])
