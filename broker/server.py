@@ -81,7 +81,8 @@ class Broker:
         self.fetch_waiters = FetchWaiters()
         self.replicas = ReplicaManager(
             config.node_id, self.logs, self.topic_log_config, listener_name=self.listener_name,
-            replica_lag_time_max_ms=config["replica.lag.time.max.ms"], on_changed=self.notify_appended)
+            replica_lag_time_max_ms=config["replica.lag.time.max.ms"], on_changed=self.notify_appended,
+            on_committed=self.notify_committed)
         self.replicas.fetchers = ReplicaFetcherManager(
             config.node_id, lambda: self.follower.broker_epoch, self.replicas.brokers.endpoint_of,
             FetcherConfig(fetch_wait_max_ms=config["replica.fetch.wait.max.ms"],
@@ -141,8 +142,14 @@ class Broker:
         return producer_id
 
     def notify_appended(self, topic: str, partition: int) -> None:
-        """Records were appended to (or committed in) the partition: answer its waiting fetches."""
+        """Records were appended to the partition, or it changed otherwise: answer its waiting
+        fetches."""
         self.fetch_waiters.notify((topic, partition))
+
+    def notify_committed(self, topic: str, partition: int) -> None:
+        """The partition's high watermark moved: answer its waiting consumer fetches (a
+        follower's learns it with its next records)."""
+        self.fetch_waiters.notify((topic, partition), replicas=False)
 
     # ---- lifecycle -------------------------------------------------------------------
 

@@ -163,8 +163,6 @@ class ReadResult:
     records: Any = None  # a FileSlice, or None when there is nothing to send
     size: int = 0
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset): no records with it
-    hw_advanced: bool = False  # this follower fetch moved the high watermark: the follower
-    #                            cannot know the new one yet
 
 
 @dataclass
@@ -179,12 +177,15 @@ class ReplicaManager:
     def __init__(self, local_broker_id: int, logs: Any, topic_config: Callable[[str], Any], *,
                  listener_name: str, replica_lag_time_max_ms: int = 30000,
                  on_changed: Callable[[str, int], None] | None = None,
+                 on_committed: Callable[[str, int], None] | None = None,
                  clock: Callable[[], int] = _wall_clock_ms,
                  failure_channel: LogDirFailureChannel | None = None) -> None:
         """``logs``: the LogManager; ``topic_config(name)``: the topic's LogConfig (broker
-        defaults with the topic's overrides); ``on_changed(topic, partition)``: new data or a new
-        high watermark (the broker wakes the partition's waiting fetches); ``failure_channel``:
-        the log dirs' (the LogManager's when not given)."""
+        defaults with the topic's overrides); ``on_changed(topic, partition)``: new data, a new
+        log start or another change (the broker wakes the partition's waiting fetches);
+        ``on_committed(topic, partition)``: a new high watermark alone (consumers' fetches; by
+        default ``on_changed``); ``failure_channel``: the log dirs' (the LogManager's when not
+        given)."""
         self.node_id = local_broker_id
         self.logs = logs
         self.failure_channel = (failure_channel or getattr(logs, "failure_channel", None)
@@ -192,6 +193,7 @@ class ReplicaManager:
         self.topic_config = topic_config
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.on_changed = on_changed or (lambda topic, partition: None)
+        self.on_committed = on_committed or self.on_changed
         self.clock = clock
         self.brokers = ImageBrokers(listener_name)
         self.purgatory = AcksPurgatory()
@@ -350,8 +352,10 @@ class ReplicaManager:
             self.purgatory.complete_up_to(
                 tp, partition.log.high_watermark,
                 lambda required: partition.check_enough_replicas_reach_offset(required)[1])
-        if outcome.hw_advanced or outcome.low_watermark_moved:
+        if outcome.low_watermark_moved:
             self.on_changed(*tp)
+        elif outcome.hw_advanced:
+            self.on_committed(*tp)
 
     def handle_alter_partition_result(self, topic_id: bytes, index: int, sent: LeaderAndIsr, error: int,
                                       result: LeaderAndIsr | None) -> None:
@@ -575,8 +579,8 @@ class ReplicaManager:
         except NotLeaderOrFollower:  # StaleBrokerEpoch too: Kafka answers this
             return ReadResult(errors.NOT_LEADER_OR_FOLLOWER)
         self._apply(tp, partition, outcome)
-        # After the update: the follower learns a high watermark its own fetch may just have moved.
-        result.hw_advanced = outcome.hw_advanced
+        # After the update: the follower learns a high watermark its own fetch may just have moved
+        # (it is at most this fetch's offset, so never past what the follower holds).
         result.high_watermark = result.last_stable_offset = log_.high_watermark
         result.log_start_offset = log_.log_start_offset
         return result

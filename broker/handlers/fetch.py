@@ -9,13 +9,17 @@ earlier in the leader's log, and each of its fetches records its log end offset 
 (ISR, high watermark). NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH carry the current leader
 and, from v16, its endpoint on the listener the request came on (KIP-951), so clients move at
 once. v17's replica_directory_id names a raft voter's directory; partitions of topics ignore it.
-A follower fetch is answered without waiting when the follower cannot know the leader's high
-watermark yet: its own fetch moved it, it moved while the fetch waited, or (v18) the follower's
-high_watermark says it lags (KIP-1166); so the high watermark reaches followers at once, not a
-replica.fetch.wait.max.ms later.
+A follower learns the leader's high watermark from the answers to its fetches: with the next
+records, or at replica.fetch.wait.max.ms when none come. A move of the high watermark (its own
+fetch's, or one while it waited) does not answer a waiting follower fetch early, and neither does
+v18's high_watermark saying the follower lags (KIP-1166 is KRaft's: raft/ serves it). That is
+Kafka's ReplicaManager since KAFKA-9952, which removed the early answers because they double a
+follower's fetches under load: with records flowing every answer carries the high watermark anyway,
+and an acks=all produce waits for the leader's high watermark, never a follower's.
 
 A fetch waits (up to max_wait_ms) until min_bytes are available; it is woken by an append to,
-or a high watermark move of, one of its partitions (broker/fetch_waiters.py), not by a timer.
+or (a consumer's) a high watermark move of, one of its partitions (broker/fetch_waiters.py), not
+by a timer.
 Responses respect max_bytes and each partition's partition_max_bytes, but always carry at least
 one whole batch of the first partition with data (KIP-74). The broker's fetch.max.bytes caps
 max_bytes, and min_bytes with it, for consumers and followers alike (Kafka's
@@ -31,7 +35,6 @@ from protocol import messages as M
 from protocol.dispatch import Api
 from protocol.errors import Error
 
-NO_HIGH_WATERMARK = 2**63 - 1  # v18's default: the follower does not say
 LEADER_HINT_ERRORS = (Error.NOT_LEADER_OR_FOLLOWER, Error.FENCED_LEADER_EPOCH)
 
 
@@ -49,11 +52,11 @@ def apis(broker) -> list[Api]:
     def read_partitions(wanted, req, version, follower, budget, listener):
         """[(key, partition, PartitionData)] for the wanted entries (``budget`` bytes in all), the
         bytes read, the (topic name, partition) pairs read, the leaders to name, and whether to
-        answer without waiting."""
+        answer without waiting (a diverging epoch)."""
         total = 0
         out, names, leaders = [], [], {}
         urgent = False
-        for key, index, fetch_offset, max_bytes, current_epoch, last_epoch, log_start, follower_hw in wanted:
+        for key, index, fetch_offset, max_bytes, current_epoch, last_epoch, log_start in wanted:
             name = replicas.topic_name(key) if version >= 13 else key
             # Empty records are sent as zero bytes, never null (clients index into them).
             pd = R.PartitionData(partition_index=index, high_watermark=-1, last_stable_offset=-1,
@@ -79,8 +82,6 @@ def apis(broker) -> list[Api]:
                 pd.diverging_epoch = R.PartitionData.EpochEndOffset(
                     epoch=res.diverging_epoch[0], end_offset=res.diverging_epoch[1])
                 urgent = True
-            elif follower is not None and (res.hw_advanced or 0 <= follower_hw < res.high_watermark):
-                urgent = True  # the follower's high watermark is behind ours (v18 says so)
             if res.error in LEADER_HINT_ERRORS and version >= 12:
                 leader_id, leader_epoch = replicas.current_leader(name, index)
                 pd.current_leader = R.PartitionData.LeaderIdAndEpoch(leader_id=leader_id,
@@ -126,10 +127,9 @@ def apis(broker) -> list[Api]:
             follower = (replica_id, req.replica_state.replica_epoch if version >= 15 else -1)
         keyed = (lambda t: t.topic_id) if version >= 13 else (lambda t: t.topic)
         # (key, partition, fetch offset, max bytes, current leader epoch, last fetched epoch,
-        #  the fetcher's log start offset, the follower's high watermark or -1)
+        #  the fetcher's log start offset)
         requested = [(keyed(t), p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch,
-                      p.last_fetched_epoch, p.log_start_offset,
-                      p.high_watermark if version >= 18 and p.high_watermark != NO_HIGH_WATERMARK else -1)
+                      p.last_fetched_epoch, p.log_start_offset)
                      for t in req.topics for p in t.partitions]
         forgotten = [(keyed(f), p) for f in (req.forgotten_topics_data or []) for p in f.partitions]
         try:
@@ -137,7 +137,7 @@ def apis(broker) -> list[Api]:
         except FetchSessionError as e:
             return R(error_code=e.code, session_id=0, responses=[])
         if session is not None:
-            wanted = [(k, p, e.fetch_offset, e.max_bytes, *(e.extra or (-1, -1, -1, -1)))
+            wanted = [(k, p, e.fetch_offset, e.max_bytes, *(e.extra or (-1, -1, -1)))
                       for (k, p), e in session.partitions.items()]
         else:
             wanted = requested
@@ -146,26 +146,20 @@ def apis(broker) -> list[Api]:
         max_bytes = min(req.max_bytes if req.max_bytes > 0 else 2**31 - 1, fetch_max_bytes)
         min_bytes = max(min(req.min_bytes, max_bytes), 1)
         waiters = broker.fetch_waiters
-        first_hws = None
         while True:
             results, total, names, leaders, urgent = read_partitions(wanted, req, version, follower,
                                                                      max_bytes, header.listener_name)
-            if follower is not None:
-                # A follower learns the leader's high watermark only from answers: one that
-                # moved while this fetch waited is worth an answer of its own.
-                hws = [pd.high_watermark for _, _, pd in results]
-                first_hws = hws if first_hws is None else first_hws
-                urgent = urgent or hws != first_hws
             remaining = deadline - loop.time()
             failed = any(pd.error_code for _, _, pd in results)
             if total >= min_bytes or remaining <= 0 or failed or urgent:
                 return respond(results, session, incremental, version, leaders)
-            waiter = waiters.wait(names)
+            replica = follower is not None
+            waiter = waiters.wait(names, replica)
             timer = loop.call_later(remaining, _complete, waiter)
             try:
                 await waiter
             finally:
                 timer.cancel()
-                waiters.forget(names, waiter)
+                waiters.forget(names, waiter, replica)
 
     return [Api(1, 4, 18, handle_fetch)]

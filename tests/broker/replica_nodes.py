@@ -196,7 +196,7 @@ class Node:
     def fetch_request(self, fetch_offset: int, replica_id: int = -1, last_fetched_epoch: int = -1,
                       current_leader_epoch: int = -1, max_wait_ms: int = 0, min_bytes: int = 1,
                       replica_epoch: int | None = None, log_start_offset: int = 0, partition: int = 0,
-                      max_bytes: int = 1 << 20):
+                      max_bytes: int = 1 << 20, high_watermark: int = 2**63 - 1):
         R = M.FetchRequest
         if replica_epoch is None:
             replica_epoch = broker_epoch(replica_id) if replica_id >= 0 else -1
@@ -207,7 +207,8 @@ class Node:
                  topics=[R.FetchTopic(topic=TOPIC, topic_id=TOPIC_ID, partitions=[R.FetchPartition(
                      partition=partition, current_leader_epoch=current_leader_epoch,
                      fetch_offset=fetch_offset, last_fetched_epoch=last_fetched_epoch,
-                     log_start_offset=log_start_offset, partition_max_bytes=1 << 20)])],
+                     log_start_offset=log_start_offset, partition_max_bytes=1 << 20,
+                     high_watermark=high_watermark)])],
                  forgotten_topics_data=[], rack_id="")
 
     async def fetch(self, fetch_offset: int, version: int = 16, **kw):

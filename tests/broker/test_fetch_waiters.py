@@ -52,3 +52,20 @@ def test_a_fetch_whose_waiter_was_already_completed_is_not_completed_twice():
         w.notify(("t", 1))  # the same future under the second key: no InvalidStateError
         assert fut.done()
     run(main())
+
+
+def test_a_high_watermark_move_wakes_consumer_fetches_and_not_replica_fetches():
+    async def main():
+        w = FetchWaiters()
+        consumer = w.wait([("t", 0)])
+        replica = w.wait([("t", 0)], replica=True)
+        w.notify(("t", 0), replicas=False)  # the high watermark moved
+        assert consumer.done() and not replica.done()
+        w.notify(("t", 0))  # records were appended
+        assert replica.done()
+        later = w.wait([("t", 0)], replica=True)
+        w.notify_all()  # a metadata change
+        assert later.done()
+        w.forget([("t", 0)], later, replica=True)
+        assert len(w) == 0
+    run(main())

@@ -170,19 +170,42 @@ def test_a_follower_replicates_byte_for_byte_and_commits_acks_all(tmp_path):
     run(main())
 
 
-def test_followers_learn_a_new_high_watermark_without_waiting_out_their_fetches(tmp_path):
+def test_a_high_watermark_move_does_not_answer_a_waiting_follower_fetch_as_in_kafka(tmp_path):
+    """KAFKA-9952: a follower learns the high watermark with its next records (or at its
+    max wait), not from an answer of its own: its own fetch that moves the high watermark
+    waits, a fetch already waiting is not woken, and v18's high_watermark saying the follower
+    lags answers nothing early either (KIP-1166 is KRaft's). A consumer's waiting fetch is
+    answered by the move."""
     async def main():
         cluster = Cluster()
         cluster.create_topic(replicas=(1, 2, 3))
         leader = Node(tmp_path, 1, cluster)
         await leader.produce(10, acks=1)
         parked = asyncio.ensure_future(leader.replica_fetch(2, 10, last_fetched_epoch=0, max_wait_ms=5000))
+        consumer = asyncio.ensure_future(leader.fetch(0, max_wait_ms=5000))
         await settle()
-        assert not parked.done(), "no data and no news for replica 2 yet"
-        # Replica 3's fetch moves the HW: it is answered at once, and so is replica 2's.
-        pd = await asyncio.wait_for(leader.replica_fetch(3, 10, last_fetched_epoch=0, max_wait_ms=5000), 1)
-        assert pd.high_watermark == 10
-        assert (await asyncio.wait_for(parked, 1)).high_watermark == 10
+        moving = asyncio.ensure_future(leader.replica_fetch(3, 10, last_fetched_epoch=0, max_wait_ms=5000,
+                                                            version=18, high_watermark=0))
+        await settle()
+        assert leader.log().high_watermark == 10  # replica 3's fetch moved it
+        pd, _ = await asyncio.wait_for(consumer, 1)
+        assert (pd.high_watermark, offsets_of(pd)) == (10, [(0, 9)])
+        assert not parked.done() and not moving.done()
+        await leader.produce(5, acks=1)  # the next records carry the high watermark
+        for fetch in (parked, moving):
+            pd = await asyncio.wait_for(fetch, 1)
+            assert (pd.high_watermark, offsets_of(pd)) == (10, [(10, 14)])
+    run(main())
+
+
+def test_a_follower_learns_the_high_watermark_at_its_max_wait_when_no_records_come(tmp_path):
+    async def main():
+        cluster = Cluster()
+        cluster.create_topic(replicas=(1, 2))
+        leader = Node(tmp_path, 1, cluster)
+        await leader.produce(10, acks=1)
+        pd = await asyncio.wait_for(leader.replica_fetch(2, 10, last_fetched_epoch=0, max_wait_ms=50), 1)
+        assert leader.log().high_watermark == 10 and (pd.high_watermark, offsets_of(pd)) == (10, [])
     run(main())
 
 
