@@ -24,6 +24,7 @@ Events (plain frozen dataclasses, fields in this order; ``records`` are ``(offse
 | FinalRead  | topic, partition, records, end_offset                     | a full read from the log start to |
 |            |                                                           | end_offset (the high watermark)   |
 | ReplicaLog | broker, topic, partition, in_isr, high_watermark, records | one replica's segment files       |
+|            | [, producer_epochs]                                       | (and its batches' producer epochs)|
 | Committed  | group, topic, partition, offset                           | a committed group offset          |
 | LogEnd     | topic, partition, offset                                  | the log end consumers see         |
 
@@ -137,6 +138,9 @@ class ReplicaLog:
     in_isr: bool
     high_watermark: int  # records below it are committed and checked; those at or above are not
     records: list[tuple[int, str]]
+    # (first offset, producer id, producer epoch) wherever the batches' producer changes: what
+    # a duplicate's copies were written under (its ``producer_epochs``, below)
+    producer_epochs: list[tuple[int, int, int]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -191,6 +195,8 @@ def from_json(items: list[dict]) -> list:
         cls = EVENTS[fields.pop("type")]
         if "records" in fields:
             fields["records"] = [(int(o), v) for o, v in fields["records"]]
+        if "producer_epochs" in fields:
+            fields["producer_epochs"] = [tuple(run) for run in fields["producer_epochs"]]
         out.append(cls(**fields))
     return out
 
@@ -231,6 +237,7 @@ class _Reads:
             defaultdict(lambda: defaultdict(list))
         # (tp, offset) -> value -> where it was read ("final", "poll <consumer>", "broker <id>")
         self.at: dict[tuple[TopicPartition, int], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+        self.epoch_runs: dict[TopicPartition, list[tuple[int, int, int]]] = {}
         for e in history:
             if isinstance(e, FinalRead):
                 tp = (e.topic, e.partition)
@@ -246,9 +253,18 @@ class _Reads:
                 for offset, value in e.records:
                     if offset < e.high_watermark:
                         self.at[((e.topic, e.partition), offset)][value].add(f"broker {e.broker}")
+                if e.producer_epochs:
+                    self.epoch_runs.setdefault((e.topic, e.partition), sorted(e.producer_epochs))
         for positions in self.final_positions.values():
             for offsets in positions.values():
                 offsets.sort()
+
+    def producer_epoch(self, tp: TopicPartition, offset: int) -> int | None:
+        """The producer epoch of the batch holding ``offset``, as the first replica log of the
+        partition that says recorded it (None: no replica log says)."""
+        runs = self.epoch_runs.get(tp)
+        i = bisect_right(runs, (offset, float("inf"))) - 1 if runs else -1
+        return runs[i][2] if i >= 0 else None
 
     def everywhere(self) -> dict[str, set[tuple[TopicPartition, int]]]:
         """Value -> every (partition, offset) any read found it at."""
@@ -336,7 +352,14 @@ def _check_reads(reads: _Reads, out: _Examples) -> None:
                 "values": {v: sorted(where) for v, where in sorted(values.items())}})
     for value, positions in sorted(reads.everywhere().items()):
         if len(positions) > 1:
-            out.add("duplicate", {"value": value, "positions": _positions(positions)})
+            example = {"value": value, "positions": _positions(positions)}
+            epochs = [reads.producer_epoch(tp, offset) for tp, offset in sorted(positions)]
+            if any(e is not None for e in epochs):
+                # One producer epoch: the broker's idempotence let a retry in. Several: the
+                # client bumped its epoch and sent the value again, a new sequence the broker
+                # cannot match (Kafka stores it twice as well).
+                example["producer_epochs"] = epochs
+            out.add("duplicate", example)
 
 
 def _positions(positions: set[tuple[TopicPartition, int]]) -> list[list]:

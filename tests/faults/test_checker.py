@@ -136,6 +136,21 @@ def test_duplicate_value_at_two_offsets():
     assert result.examples["duplicate"] == [{"value": "p1-0", "positions": [[T, 0, 1], [T, 0, 5]]}]
 
 
+def test_a_duplicate_names_the_producer_epochs_its_copies_were_written_under():
+    """A second copy under a newer producer epoch is the client's re-send after bumping its
+    epoch (the broker's idempotence covers one epoch); under the same epoch it is the broker's."""
+    log = LOG + ["p1-0"]
+    history = [e for e in clean() if not isinstance(e, (FinalRead, ReplicaLog))]
+    history += [final(0, log)]
+    history += [ReplicaLog(b, T, 0, True, len(log), list(enumerate(log)), [(0, 7, 0), (5, 7, 1)])
+                for b in (1, 2, 3)]
+    result = check(history)
+    assert not result.ok and anomalies(result) == {"duplicate"}
+    assert result.examples["duplicate"] == [{"value": "p1-0", "positions": [[T, 0, 1], [T, 0, 5]],
+                                             "producer_epochs": [0, 1]}]
+    assert check(loads(dumps(history))).examples == result.examples
+
+
 def test_duplicate_value_in_two_partitions():
     history = clean() + polls("assign", 1, [(0, "p0-0")]) + [final(1, ["p0-0"])]
     assert anomalies(check(history)) == {"duplicate"}

@@ -152,6 +152,15 @@ def _committed(bootstrap: str, topic: str, partitions: int) -> list:
         consumer.close()
 
 
+def _producer_epochs(stored: list) -> list[tuple[int, int, int]]:
+    """(first offset, producer id, producer epoch) at each change of them along a replica's log."""
+    runs: list[tuple[int, int, int]] = []
+    for r in stored:
+        if not runs or runs[-1][1:] != (r.producer_id, r.producer_epoch):
+            runs.append((r.offset, r.producer_id, r.producer_epoch))
+    return runs
+
+
 def _replicas(cluster: ReplicatedCluster, topic: str, partitions: int, bootstrap: str) -> list:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-hw", "logger": log})
     out = []
@@ -160,12 +169,13 @@ def _replicas(cluster: ReplicatedCluster, topic: str, partitions: int, bootstrap
             _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
             isr = cluster.isr_of(topic, p)
             for b in sorted(cluster.brokers):
-                held = [(r.offset, r.value.decode()) for r in cluster.replica_records(b, topic, p)
+                stored = cluster.replica_records(b, topic, p)
+                held = [(r.offset, r.value.decode()) for r in stored
                         if r.value is not None and r.value != PROBE]
                 # an ISR member holds everything below the leader's high watermark; another replica
                 # only what its own checkpoint says was committed when it last wrote it
                 own = high if b in isr else min(high, cluster.checkpointed_high_watermark(b, topic, p) or 0)
-                out.append(C.ReplicaLog(b, topic, p, b in isr, own, held))
+                out.append(C.ReplicaLog(b, topic, p, b in isr, own, held, _producer_epochs(stored)))
     finally:
         consumer.close()
     return out

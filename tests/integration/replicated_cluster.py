@@ -90,6 +90,7 @@ class StoredRecord:
     producer_id: int
     sequence: int  # -1 for a non-idempotent batch
     leader_epoch: int  # the batch's partitionLeaderEpoch
+    producer_epoch: int = -1  # the batch's producerEpoch
 
 
 def read_partition_dir(partition_dir: str, start_offset: int = 0,
@@ -109,7 +110,7 @@ def read_partition_dir(partition_dir: str, start_offset: int = 0,
             if header.base_sequence < 0:
                 sequence = -1
             out.append(StoredRecord(r.offset, r.key, r.value, header.producer_id, sequence,
-                                    header.partition_leader_epoch))
+                                    header.partition_leader_epoch, header.producer_epoch))
     return out
 
 
