@@ -173,6 +173,12 @@ def render_replication(rep: dict) -> list[str]:
             lines.append(f"| {e['rate']:,} msg/s | {label} | {_fig(s['p50_ms'], '.2f')} | "
                          f"{_fig(s['p99_ms'], '.2f')} | {_fig(s['p999_ms'], '.2f')} | "
                          f"{_fig(s['cpu_s'], '.2f')} |")
+    if rep.get("rtt"):
+        figures = ", ".join(f"{c['when']} p50 {c['rtt_100b_p50_us']:.0f} µs, "
+                            f"p99 {c['rtt_100b_p99_us']:.0f} µs" for c in rep["rtt"])
+        lines += ["", f"100 B loopback round trip on this box (bench.e2e.ceilings): {figures}. An acks=all "
+                  "produce at RF=3 makes four such hops between processes (produce, the followers' "
+                  "fetch answers, their next fetches, the answer)."]
     lines += [
         "",
         "An acks=all produce does not hold its connection while it waits for replication (Kafka's "

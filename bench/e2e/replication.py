@@ -306,12 +306,15 @@ def run(quick: bool, reps: int, log: Callable[[str], None] = print, trials: int 
                     "load_before": machine_load(), "throughput": [], "latency": [], "failover": {}}
     log(f"replication: load before {report['load_before']['uptime']}")
     report["page_cache"] = [{"when": "before", **ceilings.page_cache_writes(1.0)}]
+    # The box's own 100-byte loopback round trip: the floor under every latency figure below.
+    report["rtt"] = [{"when": "before", **ceilings.rtt_100b(1.0)}]
     with ReplicatedCluster() as cluster:
         for w in throughput_workloads(quick):
             report["throughput"].append(throughput(cluster, w, records_for(w, quick), reps, log))
         report["page_cache"].append({"when": "after the throughput rounds",
                                      **ceilings.page_cache_writes(1.0)})
         report["latency"].append(latency(cluster, LATENCY_RATE, 3.0 if quick else 5.0, reps, log))
+        report["rtt"].append({"when": "after the latency rounds", **ceilings.rtt_100b(1.0)})
         report["failover"]["kill9"] = leader_failover(cluster, "kill9", trials, rng, log)
         report["failover"]["sigterm"] = leader_failover(cluster, "sigterm", trials, rng, log)
         report["failover"]["controller"] = controller_failover(cluster, trials, rng, log)

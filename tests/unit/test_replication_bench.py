@@ -153,6 +153,18 @@ def test_the_throughput_table_splits_the_brokers_cpu_and_shows_the_producers():
     assert "GB/s (bench.e2e.ceilings): before 0.50 / 10.00." in text
 
 
+def test_the_latency_table_comes_with_the_boxs_loopback_round_trip():
+    rep = _replication_part([0.4], [0.3])
+    rep["rtt"] = [{"when": "before", "rtt_100b_p50_us": 140.0, "rtt_100b_p99_us": 600.4},
+                  {"when": "after the latency rounds", "rtt_100b_p50_us": 90.0, "rtt_100b_p99_us": 300.0}]
+    report = _skeleton(rep)
+    report["targets"] = targets(report)
+    assert ("100 B loopback round trip on this box (bench.e2e.ceilings): before p50 140 µs, p99 600 µs, "
+            "after the latency rounds p50 90 µs, p99 300 µs.") in render_markdown(report)
+    del rep["rtt"]
+    assert "loopback round trip on this box" not in render_markdown(report)
+
+
 def test_a_ceiling_an_older_report_did_not_measure_gets_no_row():
     old = {"when": "before", "memcpy_gb_s": 12.0, "loopback_tcp_gb_s": 2.0, "sendfile_gb_s": 1.5,
            "fsync_per_s": 400.0, "fsync_p99_ms": 20.0, "rtt_100b_p50_us": 19.0, "rtt_100b_p99_us": 27.0}
