@@ -56,8 +56,8 @@ the highest both speak in 12..18; 16 when the leader's ApiVersions gives no answ
 | last_fetched_epoch             | epoch of our last record, for the leader's divergence check |
 | log_start_offset               | ours (the leader's low watermark for DeleteRecords)         |
 | partition_max_bytes            | replica.fetch.max.bytes                                     |
-| high_watermark (v18)           | ours (KIP-1166's field; a partition leader answers no sooner|
-|                                | for it: the HW comes with the next records, KAFKA-9952)    |
+| high_watermark (v18)           | ours (KIP-1166's field, which only KRaft acts on: a         |
+|                                | partition leader sends its HW with the next records)        |
 """
 from __future__ import annotations
 
