@@ -260,8 +260,8 @@ class _Reads:
                 offsets.sort()
 
     def producer_epoch(self, tp: TopicPartition, offset: int) -> int | None:
-        """The producer epoch of the batch holding ``offset``, as the first replica log of the
-        partition that says recorded it (None: no replica log says)."""
+        """The producer epoch of the batch holding ``offset``, as recorded by the partition's
+        first replica log that has them (None: none has)."""
         runs = self.epoch_runs.get(tp)
         i = bisect_right(runs, (offset, float("inf"))) - 1 if runs else -1
         return runs[i][2] if i >= 0 else None
