@@ -19,9 +19,12 @@ what a failed write left torn.
 
 Periodic tasks: retention, isr-expiration every replica.lag.time.max.ms / 2, the HW checkpoint
 every replica.high.watermark.checkpoint.interval.ms (and at shutdown), recovery point and log
-start checkpoints, flushes, producer id expiration every producer.id.expiration.check.interval.ms
-(and once the logs are loaded). Stopping closes the listeners, the group coordinator, the replica
-fetchers and the AlterPartition manager, the metadata follower, then the logs.
+start checkpoints (these three written and fsynced in a worker thread, broker/checkpoints.py,
+so a slow disk never stalls the loop), flushes, producer id expiration every
+producer.id.expiration.check.interval.ms (and once the logs are loaded). Once started, the
+heap it has so far is frozen out of the garbage collector's full collections
+(protocol.net.freeze_startup_heap). Stopping closes the listeners, the group coordinator, the
+replica fetchers and the AlterPartition manager, the metadata follower, then the logs.
 
 ``run(config)`` takes the parsed configuration from the ``strom`` command.
 """
@@ -29,23 +32,25 @@ from __future__ import annotations
 
 import asyncio
 import faulthandler
+import inspect
 import logging
 import os
 import signal
 import sys
 import time
 
+from broker.checkpoints import write_off_loop
 from broker.fetch_waiters import FetchWaiters
 from broker.groups.runtime import GroupCoordinatorRuntime
 from broker.handlers import admin, fetch, groups, metadata, offsets, produce
 from broker.metadata_follower import MetadataFollower
 from engine.log_dir_failure import KafkaStorageError, LogDirFailureChannel
-from engine.manager import LogManager
+from engine.manager import LOG_START_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_CHECKPOINT, LogManager
 from metadata.image import MetadataImage
 from protocol import messages as M
 from protocol.dispatch import Dispatcher
 from protocol.errors import Error
-from protocol.net import Server
+from protocol.net import Server, freeze_startup_heap
 from raft.settings import driver_config
 from replication.alter_partition import ALTER_PARTITION_KEY, ALTER_PARTITION_VERSION, AlterPartitionManager
 from replication.fetcher import FetcherConfig, ReplicaFetcherManager
@@ -180,13 +185,13 @@ class Broker:
             loop.create_task(self._every(self.config["log.retention.check.interval.ms"],
                                          self.logs.cleanup_logs)),
             loop.create_task(self._every(self.config["replica.high.watermark.checkpoint.interval.ms"],
-                                         self.logs.checkpoint_high_watermarks)),
+                                         lambda: write_off_loop(self.logs, REPLICATION_CHECKPOINT))),
             loop.create_task(self._every(self.config["replica.lag.time.max.ms"] // 2,
                                          self.replicas.maybe_shrink_isr)),
             loop.create_task(self._every(self.config["log.flush.offset.checkpoint.interval.ms"],
-                                         self.logs.checkpoint_recovery_points)),
+                                         lambda: write_off_loop(self.logs, RECOVERY_POINT_CHECKPOINT))),
             loop.create_task(self._every(self.config["log.flush.start.offset.checkpoint.interval.ms"],
-                                         self.logs.checkpoint_log_start_offsets)),
+                                         lambda: write_off_loop(self.logs, LOG_START_CHECKPOINT))),
             loop.create_task(self._every(flush_check_ms(self.config),
                                          lambda: self.logs.flush_dirty_logs(_now_ms()))),
             loop.create_task(self._every(self.config["producer.id.expiration.check.interval.ms"],
@@ -216,10 +221,14 @@ class Broker:
             _halt()
 
     async def _every(self, interval_ms: int, fn) -> None:
+        """Call ``fn`` every ``interval_ms``; if it returns an awaitable, the next interval begins
+        once that is done."""
         while True:
             await asyncio.sleep(min(interval_ms, 2**31) / 1000)
             try:
-                fn()
+                done = fn()
+                if inspect.isawaitable(done):
+                    await done
             except KafkaStorageError:
                 pass  # the log dir failure channel has said so, and handles it
             except Exception:
@@ -271,6 +280,7 @@ async def serve(config, cluster_id: str) -> None:
         if starting.done():
             starting.result()  # a failed start raises here
             log.info("broker %d started", config.node_id)
+            freeze_startup_heap()
             metadata = broker.follower.raft.task
             await asyncio.wait([stopping, metadata], return_when=asyncio.FIRST_COMPLETED)
             if metadata.done() and not metadata.cancelled() and metadata.exception() is not None:

@@ -18,7 +18,7 @@ from engine.checkpoint import uuid_from_str
 from engine.config import LogConfig
 from engine.manager import read_meta_properties
 from protocol.dispatch import Dispatcher
-from protocol.net import Server
+from protocol.net import Server, freeze_startup_heap
 from raft import wire
 from raft.driver import RaftDriver
 from raft.engine_log import METADATA_LOG_CONFIG, EngineRaftLog
@@ -69,6 +69,7 @@ async def serve(config, cluster_id: str, ready=None) -> None:
         loop.add_signal_handler(sig, stop.set)
     if ready is not None:
         ready()
+    freeze_startup_heap()
     stopping = loop.create_task(stop.wait())
     try:
         await asyncio.wait([stopping, raft.task], return_when=asyncio.FIRST_COMPLETED)

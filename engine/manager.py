@@ -23,6 +23,7 @@ import logging
 import os
 import shutil
 import uuid
+from collections.abc import Iterator
 
 from engine.checkpoint import (
     new_uuid,
@@ -48,6 +49,12 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
+# What each offset checkpoint records of a log.
+_CHECKPOINTED = {
+    REPLICATION_CHECKPOINT: lambda lg: lg.high_watermark,
+    RECOVERY_POINT_CHECKPOINT: lambda lg: lg.recovery_point,
+    LOG_START_CHECKPOINT: lambda lg: lg.log_start_offset,
+}
 DELETE_SUFFIX = "-delete"
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
 
@@ -221,22 +228,32 @@ class LogManager:
         return sum(log_.remove_expired_producers(now_ms, expiration_ms) for log_ in self.logs.values())
 
     def checkpoint_high_watermarks(self) -> None:
-        self._checkpoint(REPLICATION_CHECKPOINT, lambda lg: lg.high_watermark)
+        self.checkpoint(REPLICATION_CHECKPOINT)
 
     def checkpoint_recovery_points(self) -> None:
-        self._checkpoint(RECOVERY_POINT_CHECKPOINT, lambda lg: lg.recovery_point)
+        self.checkpoint(RECOVERY_POINT_CHECKPOINT)
 
     def checkpoint_log_start_offsets(self) -> None:
-        self._checkpoint(LOG_START_CHECKPOINT, lambda lg: lg.log_start_offset)
+        self.checkpoint(LOG_START_CHECKPOINT)
+
+    def checkpoint(self, name: str) -> None:
+        """Write the offset checkpoint ``name`` of every online log dir, here and now (the
+        broker's periodic writes go through broker/checkpoints.py, off its event loop)."""
+        for d, path, offsets in self.checkpoint_contents(name):
+            with self.failure_channel.guard(d, f"writing {name}"):
+                write_offset_checkpoint(path, offsets)
+
+    def checkpoint_contents(self, name: str) -> Iterator[tuple[str, str, dict[TopicPartition, int]]]:
+        """(log dir, file, offsets) of the offset checkpoint ``name`` of each online log dir, one
+        dir at a time, each as its logs stand when it is reached; a dir taken offline is left
+        as it is (Kafka checkpoints its live log dirs)."""
+        value = _CHECKPOINTED[name]
+        for d in self.log_dirs:
+            if not self.failure_channel.is_offline(d):
+                yield d, os.path.join(d, name), {tp: value(lg) for tp, lg in self._logs_in(d).items()}
 
     def _logs_in(self, d: str) -> dict[TopicPartition, Log]:
         return {tp: lg for tp, lg in self.logs.items() if os.path.dirname(lg.dir) == d}
-
-    def _checkpoint(self, name: str, value) -> None:
-        for d in self.log_dirs:
-            offsets = {tp: value(lg) for tp, lg in self._logs_in(d).items()}
-            with self.failure_channel.guard(d, f"writing {name}"):
-                write_offset_checkpoint(os.path.join(d, name), offsets)
 
     def previous_broker_epoch(self) -> int:
         """The broker epoch of the last clean shutdown if every log dir had one and they agree

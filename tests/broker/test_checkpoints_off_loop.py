@@ -1,0 +1,142 @@
+"""The broker's periodic offset checkpoints (replication-offset-checkpoint every
+replica.high.watermark.checkpoint.interval.ms, the recovery points and log start offsets every
+minute) are written, fsynced and renamed in a worker thread, as Kafka's kafka-scheduler thread
+writes them, so a slow disk never stalls the event loop that answers produce and fetch requests.
+The faults here are a slow disk (fsync that takes 0.3 s) and a failing one (fsync raising EIO)."""
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import threading
+import time
+
+import pytest
+
+from broker.checkpoints import write_off_loop
+from engine.checkpoint import read_offset_checkpoint
+from engine.log_dir_failure import KafkaStorageError, LogDirFailureChannel
+from engine.manager import LOG_START_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_CHECKPOINT, LogManager
+from tests.broker.replica_nodes import records
+
+SLOW_FSYNC_S = 0.3
+
+
+@pytest.fixture
+def logs(tmp_path):
+    reports: list[tuple[str, str]] = []
+    manager = LogManager([str(tmp_path / "data")], cluster_id="c", node_id=1,
+                         failure_channel=LogDirFailureChannel(lambda d, m: reports.append((d, m))))
+    manager.startup()
+    manager.reports = reports
+    log = manager.get_or_create_log("t", 0)
+    log.append_as_leader(records(7), 0)
+    log.update_high_watermark(5)
+    yield manager
+    manager.shutdown()
+
+
+@pytest.fixture
+def slow_disk(monkeypatch):
+    """fsync takes SLOW_FSYNC_S; records the thread of each call."""
+    real = os.fsync
+    threads: list[threading.Thread] = []
+
+    def fsync(fd):
+        threads.append(threading.current_thread())
+        time.sleep(SLOW_FSYNC_S)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return threads
+
+
+async def _ticks_while(coro) -> tuple[list[float], float]:
+    """Run ``coro`` while a task ticks every 10 ms: the gaps between ticks, and how long it took."""
+    loop = asyncio.get_running_loop()
+    stamps: list[float] = []
+
+    async def tick():
+        while True:
+            stamps.append(loop.time())
+            await asyncio.sleep(0.01)
+
+    ticker = loop.create_task(tick())
+    await asyncio.sleep(0.02)
+    t0 = loop.time()
+    await coro
+    took = loop.time() - t0
+    ticker.cancel()
+    return [b - a for a, b in zip(stamps, stamps[1:])], took
+
+
+def test_the_high_watermark_checkpoint_fsyncs_off_the_event_loop(logs, slow_disk):
+    gaps, took = asyncio.run(_ticks_while(write_off_loop(logs, REPLICATION_CHECKPOINT)))
+    assert took >= 2 * SLOW_FSYNC_S, "the file and its directory are both fsynced"
+    assert slow_disk and all(t is not threading.main_thread() for t in slow_disk)
+    assert max(gaps) < SLOW_FSYNC_S, f"the loop stalled {max(gaps):.3f} s"
+    d = logs.log_dirs[0]
+    assert read_offset_checkpoint(os.path.join(d, REPLICATION_CHECKPOINT)) == {("t", 0): 5}
+    assert not os.path.exists(os.path.join(d, REPLICATION_CHECKPOINT + ".tmp"))
+
+
+def test_each_checkpoint_writes_what_its_offsets_were_when_it_began(logs):
+    log = logs.get_log("t", 0)
+    log.maybe_increment_log_start_offset(2)
+    log.flush()
+
+    async def write_all():
+        for name in (REPLICATION_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, LOG_START_CHECKPOINT):
+            await write_off_loop(logs, name)
+
+    asyncio.run(write_all())
+    d = logs.log_dirs[0]
+    assert read_offset_checkpoint(os.path.join(d, REPLICATION_CHECKPOINT)) == {("t", 0): 5}
+    assert read_offset_checkpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT)) == {("t", 0): 7}
+    assert read_offset_checkpoint(os.path.join(d, LOG_START_CHECKPOINT)) == {("t", 0): 2}
+
+
+def test_a_cancelled_checkpoint_ends_only_once_its_write_is_done(logs, slow_disk):
+    """Stopping the broker cancels the periodic task, then writes the checkpoints once more at
+    shutdown: the thread's write must be over by then, or the two would share the .tmp file."""
+    d = logs.log_dirs[0]
+    path = os.path.join(d, REPLICATION_CHECKPOINT)
+
+    async def cancel_midway():
+        task = asyncio.get_running_loop().create_task(write_off_loop(logs, REPLICATION_CHECKPOINT))
+        await asyncio.sleep(SLOW_FSYNC_S / 3)
+        assert slow_disk, "the write has begun"
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return os.path.exists(path + ".tmp"), read_offset_checkpoint(path)
+
+    tmp_left, written = asyncio.run(cancel_midway())
+    assert not tmp_left and written == {("t", 0): 5}
+
+
+def test_a_checkpoint_whose_fsync_fails_takes_the_dir_offline_from_the_loop(logs, monkeypatch):
+    caller: list[threading.Thread] = []
+    channel = logs.failure_channel
+    real_add = channel.maybe_add_offline_log_dir
+
+    def add(*args):
+        caller.append(threading.current_thread())
+        return real_add(*args)
+
+    def fsync(fd):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(channel, "maybe_add_offline_log_dir", add)
+    monkeypatch.setattr(os, "fsync", fsync)
+    with pytest.raises(KafkaStorageError):
+        asyncio.run(write_off_loop(logs, REPLICATION_CHECKPOINT))
+    d = logs.log_dirs[0]
+    assert caller == [threading.main_thread()], "the failure channel is the loop's, never a thread's"
+    assert [r[0] for r in logs.reports] == [d]
+    assert "writing replication-offset-checkpoint" in logs.reports[0][1]
+    assert "Input/output error" in logs.reports[0][1]
+    monkeypatch.undo()
+    # An offline dir is written no more (Kafka checkpoints its live log dirs only).
+    asyncio.run(write_off_loop(logs, REPLICATION_CHECKPOINT))
+    assert not os.path.exists(os.path.join(d, REPLICATION_CHECKPOINT))
