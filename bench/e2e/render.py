@@ -179,6 +179,10 @@ def render_replication(rep: dict) -> list[str]:
         lines += ["", f"100 B loopback round trip on this box (bench.e2e.ceilings): {figures}. An acks=all "
                   "produce at RF=3 makes four such hops between processes (produce, the followers' "
                   "fetch answers, their next fetches, the answer)."]
+        poll = rep["load_before"].get("guest_halt_poll_ns")
+        if poll is not None:
+            lines[-1] += (f" The VM's idle vCPUs poll {poll:,} ns before they halt (guest_halt_poll_ns; "
+                          "at 0 each wake-up of an idle one goes through the host).")
     lines += [
         "",
         "An acks=all produce does not hold its connection while it waits for replication (Kafka's "

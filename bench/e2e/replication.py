@@ -80,7 +80,22 @@ def machine_load() -> dict:
     except (OSError, subprocess.SubprocessError):
         uptime = ""
     return {"uptime": uptime, "loadavg": [round(x, 2) for x in os.getloadavg()],
-            "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+            "date": time.strftime("%Y-%m-%d %H:%M:%S"), "guest_halt_poll_ns": guest_halt_poll_ns()}
+
+
+HALT_POLL = "/sys/module/haltpoll/parameters/guest_halt_poll_ns"
+
+
+def guest_halt_poll_ns(path: str = HALT_POLL) -> int | None:
+    """How long an idle vCPU of this VM polls before it halts (Linux's cpuidle-haltpoll; None on
+    a machine without it). At 0 every idle vCPU halts at once, and waking it is a trip through the
+    host: measured 2026-11-27 on this box, the 100 B loopback round trip was p50 110-140 µs at 0 and
+    21-26 µs at the kernel's default of 200,000."""
+    try:
+        with open(path) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
 
 
 def broker_pids(cluster: ReplicatedCluster) -> list[int]:

@@ -161,8 +161,20 @@ def test_the_latency_table_comes_with_the_boxs_loopback_round_trip():
     report["targets"] = targets(report)
     assert ("100 B loopback round trip on this box (bench.e2e.ceilings): before p50 140 µs, p99 600 µs, "
             "after the latency rounds p50 90 µs, p99 300 µs.") in render_markdown(report)
+    assert "guest_halt_poll_ns" not in render_markdown(report), "not measured: not said"
+    rep["load_before"] = {**rep["load_before"], "guest_halt_poll_ns": 0}
+    assert "The VM's idle vCPUs poll 0 ns before they halt (guest_halt_poll_ns;" in render_markdown(report)
     del rep["rtt"]
     assert "loopback round trip on this box" not in render_markdown(report)
+
+
+def test_the_halt_poll_setting_is_read_when_the_machine_has_one(tmp_path):
+    setting = tmp_path / "guest_halt_poll_ns"
+    setting.write_text("200000\n")
+    assert replication.guest_halt_poll_ns(str(setting)) == 200000
+    assert replication.guest_halt_poll_ns(str(tmp_path / "absent")) is None
+    setting.write_text("not a number\n")
+    assert replication.guest_halt_poll_ns(str(setting)) is None
 
 
 def test_a_ceiling_an_older_report_did_not_measure_gets_no_row():
