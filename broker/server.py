@@ -19,8 +19,9 @@ what a failed write left torn.
 
 Periodic tasks: retention, isr-expiration every replica.lag.time.max.ms / 2, the HW checkpoint
 every replica.high.watermark.checkpoint.interval.ms (and at shutdown), recovery point and log
-start checkpoints (these three written and fsynced in a worker thread, broker/checkpoints.py,
-so a slow disk never stalls the loop), flushes, producer id expiration every
+start checkpoints, the flush of what a log rolled away from within a second of the roll
+(these fsynced in a worker thread, broker/off_loop.py, so a slow disk never stalls the loop),
+the flush.ms flushes, producer id expiration every
 producer.id.expiration.check.interval.ms (and once the logs are loaded). Once started, the
 heap it has so far is frozen out of the garbage collector's full collections
 (protocol.net.freeze_startup_heap). Stopping closes the listeners, the group coordinator, the
@@ -39,11 +40,11 @@ import signal
 import sys
 import time
 
-from broker.checkpoints import write_off_loop
 from broker.fetch_waiters import FetchWaiters
 from broker.groups.runtime import GroupCoordinatorRuntime
 from broker.handlers import admin, fetch, groups, metadata, offsets, produce
 from broker.metadata_follower import MetadataFollower
+from broker.off_loop import flush_rolled_off_loop, write_off_loop
 from engine.log_dir_failure import KafkaStorageError, LogDirFailureChannel
 from engine.manager import LOG_START_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_CHECKPOINT, LogManager
 from metadata.image import MetadataImage
@@ -194,6 +195,8 @@ class Broker:
                                          lambda: write_off_loop(self.logs, LOG_START_CHECKPOINT))),
             loop.create_task(self._every(flush_check_ms(self.config),
                                          lambda: self.logs.flush_dirty_logs(_now_ms()))),
+            loop.create_task(self._every(ROLLED_FLUSH_CHECK_MS,
+                                         lambda: flush_rolled_off_loop(self.logs, _now_ms))),
             loop.create_task(self._every(self.config["producer.id.expiration.check.interval.ms"],
                                          self.remove_expired_producers)),
         ]
@@ -302,6 +305,11 @@ async def serve(config, cluster_id: str) -> None:
             raise
         faulthandler.cancel_dump_traceback_later()
         log.info("broker %d stopped", config.node_id)
+
+
+# How often the logs that rolled are flushed up to the roll (Kafka schedules that flush at
+# once on its scheduler thread; here a second at most passes).
+ROLLED_FLUSH_CHECK_MS = 1000
 
 
 def flush_check_ms(config) -> int:

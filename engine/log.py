@@ -15,6 +15,12 @@ Invariants:
     segments are contiguous in offsets; the last one is the active segment
     the leader-epoch cache covers [log_start_offset, log_end_offset)
 
+A roll leaves the segments before the new one to be flushed (``flush_wanted``), as Kafka's
+roll schedules flushUptoOffsetExclusive on its scheduler thread: ``flush_plan`` opens what that
+takes (fds of its own), a worker thread runs it (``FlushPlan.run``), and ``flushed`` moves the
+recovery point, unless the log was truncated meanwhile. So after a crash recovery scans from
+the last flushed roll on, not the whole log since the last clean shutdown.
+
 Times are milliseconds passed in by the caller (``now_ms``); the log keeps no clock.
 """
 from __future__ import annotations
@@ -107,6 +113,40 @@ class FetchDataInfo:
         return 0 if self.records is None else self.records.size
 
 
+@dataclass(eq=False)
+class FlushPlan:
+    """Flushing a log up to ``upto`` (exclusive), opened on the log's thread for a worker
+    thread: duplicates of the segment files' fds, the segments' index files, and the
+    partition directory (a segment was created in it since the last flush). Its own fds, so
+    the log may close or delete those segments while it runs."""
+
+    upto: int
+    generation: int  # the log's truncations when it was made: ``flushed`` drops a stale plan
+    data_fds: list[int]
+    index_fds: list[int]
+    dir_fd: int | None
+
+    def fds(self) -> list[int]:
+        return self.data_fds + self.index_fds + ([] if self.dir_fd is None else [self.dir_fd])
+
+    def run(self) -> None:
+        """fsync it all (in a worker thread); every fd is closed, whatever happens."""
+        try:
+            for fd in self.data_fds:
+                os.fsync(fd)
+            for fd in self.index_fds:
+                os.fdatasync(fd)
+            if self.dir_fd is not None:
+                os.fsync(self.dir_fd)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        fds, self.data_fds, self.index_fds, self.dir_fd = self.fds(), [], [], None
+        for fd in fds:
+            os.close(fd)
+
+
 class Log:
     def __init__(
         self,
@@ -158,6 +198,8 @@ class Log:
             self.leader_epoch_cache.flush()  # recovery assigned epochs without flushing
         self.unflushed_messages = 0
         self.last_flush_ms = _now_ms()
+        self.flush_wanted = 0  # a roll's: flush up to here, off the caller's thread (flush_plan)
+        self._truncations = 0  # a FlushPlan made before a truncation is void (flushed)
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._bound_cache: tuple[tuple[int, int], int | None] | None = None
 
@@ -357,6 +399,7 @@ class Log:
         )
         self.segments.append(segment)
         self._bases.append(segment.base_offset)
+        self.flush_wanted = max(self.flush_wanted, segment.base_offset)
         return segment
 
     # ---- reads ---------------------------------------------------------------------------
@@ -493,6 +536,7 @@ class Log:
             self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
             return False
         self._bound_cache = None
+        self._truncations += 1
         if offset < self.active_segment.base_offset and offset < self.segments[0].base_offset:
             self.truncate_fully_and_start_at(offset)
             return True
@@ -515,6 +559,8 @@ class Log:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment and restart the log empty at ``offset``."""
         self._bound_cache = None
+        self._truncations += 1
+        self.flush_wanted = offset
         for segment in self.segments:
             segment.close_and_delete()
         self.segments = [LogSegment(self.dir, offset, self.config.index_interval_bytes,
@@ -547,6 +593,41 @@ class Log:
         """flush.ms policy (flush.messages is checked on append)."""
         if now_ms - self.last_flush_ms >= self.config.flush_ms:
             self.flush(now_ms=now_ms)
+
+    @storage_operation("flushing")
+    def flush_plan(self, offset: int) -> FlushPlan | None:
+        """What flushing up to ``offset`` (exclusive; at most the log end offset) takes, for a
+        worker thread (Kafka's LocalLog.flush: the segments from the recovery point on, and the
+        directory when a segment was created since); None when the recovery point is there."""
+        offset = min(offset, self.log_end_offset)
+        if offset <= self.recovery_point:
+            return None
+        plan = FlushPlan(offset, self._truncations, [], [], None)
+        try:
+            for segment in self.segments[self._segment_index(self.recovery_point):]:
+                if segment.base_offset >= offset:
+                    break
+                plan.data_fds.append(os.dup(segment.fd))
+                for index in (segment.offset_index, segment.time_index):
+                    plan.index_fds.append(os.open(index.path, os.O_RDONLY | os.O_CLOEXEC))
+                if segment.base_offset >= self.recovery_point and plan.dir_fd is None:
+                    plan.dir_fd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except BaseException:
+            plan.close()
+            raise
+        return plan
+
+    def flushed(self, plan: FlushPlan, now_ms: int) -> None:
+        """``plan`` ran: the recovery point moves up to it (Kafka's markFlushed), unless the
+        log was truncated since it was made, or has been flushed further meanwhile."""
+        if plan.generation != self._truncations:
+            return
+        offset = min(plan.upto, self.log_end_offset)
+        if offset > self.recovery_point:
+            self.recovery_point = offset
+            self.last_flush_ms = now_ms
+            if offset == self.log_end_offset:
+                self.unflushed_messages = 0
 
     # ---- retention -----------------------------------------------------------------------
 
@@ -645,6 +726,6 @@ def _last_seq(first_seq: int, delta: int) -> int:
 
 
 __all__ = [
-    "Log", "LogAppendInfo", "FetchDataInfo", "FETCH_LOG_END", "FETCH_HIGH_WATERMARK",
+    "FlushPlan", "Log", "LogAppendInfo", "FetchDataInfo", "FETCH_LOG_END", "FETCH_HIGH_WATERMARK",
     "FETCH_TXN_COMMITTED", "TIMESTAMP_LOG_APPEND_TIME",
 ]

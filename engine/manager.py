@@ -238,7 +238,7 @@ class LogManager:
 
     def checkpoint(self, name: str) -> None:
         """Write the offset checkpoint ``name`` of every online log dir, here and now (the
-        broker's periodic writes go through broker/checkpoints.py, off its event loop)."""
+        broker's periodic writes go through broker/off_loop.py, off its event loop)."""
         for d, path, offsets in self.checkpoint_contents(name):
             with self.failure_channel.guard(d, f"writing {name}"):
                 write_offset_checkpoint(path, offsets)

@@ -1,8 +1,9 @@
-"""The broker's periodic offset checkpoints (replication-offset-checkpoint every
+"""The broker's waits on the disk run in a worker thread, as Kafka's run on its kafka-scheduler
+thread, so a slow disk never stalls the event loop that answers produce and fetch requests: the
+periodic offset checkpoints (replication-offset-checkpoint every
 replica.high.watermark.checkpoint.interval.ms, the recovery points and log start offsets every
-minute) are written, fsynced and renamed in a worker thread, as Kafka's kafka-scheduler thread
-writes them, so a slow disk never stalls the event loop that answers produce and fetch requests.
-The faults here are a slow disk (fsync that takes 0.3 s) and a failing one (fsync raising EIO)."""
+minute) and the flush of what a log rolled away from, which moves its recovery point. The faults
+here are a slow disk (fsync that takes 0.3 s) and a failing one (fsync raising EIO)."""
 from __future__ import annotations
 
 import asyncio
@@ -13,8 +14,9 @@ import time
 
 import pytest
 
-from broker.checkpoints import write_off_loop
+from broker.off_loop import flush_rolled_off_loop, write_off_loop
 from engine.checkpoint import read_offset_checkpoint
+from engine.config import LogConfig
 from engine.log_dir_failure import KafkaStorageError, LogDirFailureChannel
 from engine.manager import LOG_START_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_CHECKPOINT, LogManager
 from tests.broker.replica_nodes import records
@@ -140,3 +142,52 @@ def test_a_checkpoint_whose_fsync_fails_takes_the_dir_offline_from_the_loop(logs
     # An offline dir is written no more (Kafka checkpoints its live log dirs only).
     asyncio.run(write_off_loop(logs, REPLICATION_CHECKPOINT))
     assert not os.path.exists(os.path.join(d, REPLICATION_CHECKPOINT))
+
+
+# ---- flushing what a roll left behind -----------------------------------------------------------
+
+
+def _rolled(logs: LogManager):
+    log = logs.get_or_create_log("r", 0, LogConfig(segment_bytes=500))
+    for _ in range(12):
+        log.append_as_leader(records(7), 0)
+    assert len(log.segments) >= 3 and log.recovery_point == 0
+    return log
+
+
+def test_a_rolled_log_is_flushed_off_the_event_loop_and_its_recovery_point_follows(logs, slow_disk):
+    log = _rolled(logs)
+    slow_disk.clear()  # creating the log wrote its partition.metadata
+    moved = []
+
+    async def flush():
+        moved.append(await flush_rolled_off_loop(logs))
+
+    gaps, took = asyncio.run(_ticks_while(flush()))
+    assert moved == [1], "the log that rolled; the other never did"
+    assert log.recovery_point == log.active_segment.base_offset
+    assert logs.get_log("t", 0).recovery_point == 0
+    assert took >= SLOW_FSYNC_S and all(t is not threading.main_thread() for t in slow_disk)
+    assert max(gaps) < SLOW_FSYNC_S, f"the loop stalled {max(gaps):.3f} s"
+    assert asyncio.run(flush_rolled_off_loop(logs)) == 0, "flushed up to its roll already"
+
+
+def test_a_failed_flush_takes_the_dir_offline_from_the_loop_and_keeps_the_recovery_point(logs, monkeypatch):
+    log = _rolled(logs)
+    caller: list[threading.Thread] = []
+    channel = logs.failure_channel
+    real_add = channel.maybe_add_offline_log_dir
+
+    def add(*args):
+        caller.append(threading.current_thread())
+        return real_add(*args)
+
+    def fsync(fd):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(channel, "maybe_add_offline_log_dir", add)
+    monkeypatch.setattr(os, "fsync", fsync)
+    assert asyncio.run(flush_rolled_off_loop(logs)) == 0
+    assert caller == [threading.main_thread()]
+    assert log.recovery_point == 0
+    assert "flushing r-0" in logs.reports[0][1] and "Input/output error" in logs.reports[0][1]

@@ -1,0 +1,80 @@
+"""The broker's waits on the disk, kept off its event loop: the periodic offset checkpoints
+and the flushes of rolled segments.
+
+Every replica.high.watermark.checkpoint.interval.ms (5 s) the broker writes each log dir's
+replication-offset-checkpoint, and every minute its recovery-point-offset-checkpoint and
+log-start-offset-checkpoint (engine/checkpoint.py: a .tmp file, fsync, rename, fsync of the
+directory). When a log rolls, the segments before the new one are fsynced and the recovery
+point moves to it (engine/log.py, ``Log.flush_plan``), as Kafka's roll schedules
+flushUptoOffsetExclusive: recovery after a crash then starts at the last roll. An fsync takes
+a millisecond on a quiet disk, tens of milliseconds on a busy one, and seconds for a gigabyte
+segment just written; on the event loop each would stall every produce and fetch the broker
+is answering, so they run in a worker thread, as Kafka's run on its kafka-scheduler thread.
+
+What crosses to the thread is made on the loop and owned by the thread from then on: a fresh
+dict of offsets and a path, or a FlushPlan with file descriptors of its own. What comes back
+is the thread's OSError, if any, which the loop hands to the log dir failure channel (its
+handler takes partitions offline and is the loop's alone), and a flushed plan, which the log
+takes back on the loop (``Log.flushed``). One write or flush at a time. Cancelled (the broker
+stopping), a job ends only once the write under way is done: the shutdown then flushes and
+writes the same files from the loop, and two writers would share a checkpoint's .tmp file.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from engine.checkpoint import write_offset_checkpoint
+from engine.log_dir_failure import KafkaStorageError
+from engine.manager import LogManager
+
+
+async def _in_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` in the loop's worker threads; a cancel waits for it to end, then raises."""
+    done = asyncio.get_running_loop().run_in_executor(None, fn, *args)
+    try:
+        return await asyncio.shield(done)
+    except asyncio.CancelledError:
+        await asyncio.wait([done])
+        raise
+
+
+async def write_off_loop(logs: LogManager, name: str) -> None:
+    """Write the offset checkpoint ``name`` (engine/manager.py) of every online log dir, each
+    with the offsets its logs have as its turn comes. A write that fails takes its dir offline
+    and raises KafkaStorageError, as ``LogManager.checkpoint`` does."""
+    for log_dir, path, offsets in logs.checkpoint_contents(name):
+        try:
+            await _in_thread(write_offset_checkpoint, path, offsets)
+        except OSError as e:
+            raise logs.failure_channel.maybe_add_offline_log_dir(log_dir, f"writing {name}", e) from e
+
+
+async def flush_rolled_off_loop(logs: LogManager, now_ms: Callable[[], int] | None = None) -> int:
+    """Flush every log of an online dir up to its last roll (``Log.flush_wanted``) and move its
+    recovery point there; how many logs moved. A log whose flush fails takes its dir offline;
+    the others go on."""
+    clock = now_ms or (lambda: int(time.time() * 1000))
+    moved = 0
+    for log_ in list(logs.logs.values()):
+        if log_.flush_wanted <= log_.recovery_point or logs.failure_channel.is_offline(log_.parent_dir):
+            continue
+        try:
+            plan = log_.flush_plan(log_.flush_wanted)
+        except KafkaStorageError:
+            continue  # its dir is offline now: the failure channel has said so
+        if plan is None:
+            continue
+        try:
+            await _in_thread(plan.run)
+        except OSError as e:
+            logs.failure_channel.maybe_add_offline_log_dir(
+                log_.parent_dir, f"flushing {os.path.basename(log_.dir)}", e)
+            continue
+        before = log_.recovery_point
+        log_.flushed(plan, clock())
+        moved += log_.recovery_point > before
+    return moved
