@@ -166,6 +166,8 @@ class Log:
         self.parent_dir = log_dir_of(directory)
         self.failure_channel = failure_channel or LogDirFailureChannel()
         self.config = config or LogConfig()
+        self.flush_wanted = 0  # a roll's: flush up to here, off the caller's thread (flush_plan)
+        self._truncations = 0  # a FlushPlan made before a truncation is void (flushed)
         parsed = parse_partition_dir(os.path.basename(os.path.normpath(directory)))
         self.topic, self.partition = parsed if parsed else ("", 0)
         self.topic_id = topic_id
@@ -198,8 +200,6 @@ class Log:
             self.leader_epoch_cache.flush()  # recovery assigned epochs without flushing
         self.unflushed_messages = 0
         self.last_flush_ms = _now_ms()
-        self.flush_wanted = 0  # a roll's: flush up to here, off the caller's thread (flush_plan)
-        self._truncations = 0  # a FlushPlan made before a truncation is void (flushed)
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._bound_cache: tuple[tuple[int, int], int | None] | None = None
 
