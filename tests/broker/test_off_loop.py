@@ -117,20 +117,31 @@ def test_a_cancelled_checkpoint_ends_only_once_its_write_is_done(logs, slow_disk
     assert not tmp_left and written == {("t", 0): 5}
 
 
-def test_a_checkpoint_whose_fsync_fails_takes_the_dir_offline_from_the_loop(logs, monkeypatch):
-    caller: list[threading.Thread] = []
-    channel = logs.failure_channel
-    real_add = channel.maybe_add_offline_log_dir
+@pytest.fixture
+def failing_disk(logs, monkeypatch):
+    """Call it and fsync raises EIO from then on; it returns the threads that report a dir
+    offline to the failure channel."""
+    def fail() -> list[threading.Thread]:
+        caller: list[threading.Thread] = []
+        channel = logs.failure_channel
+        real_add = channel.maybe_add_offline_log_dir
 
-    def add(*args):
-        caller.append(threading.current_thread())
-        return real_add(*args)
+        def add(*args):
+            caller.append(threading.current_thread())
+            return real_add(*args)
 
-    def fsync(fd):
-        raise OSError(errno.EIO, "Input/output error")
+        def fsync(fd):
+            raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(channel, "maybe_add_offline_log_dir", add)
-    monkeypatch.setattr(os, "fsync", fsync)
+        monkeypatch.setattr(channel, "maybe_add_offline_log_dir", add)
+        monkeypatch.setattr(os, "fsync", fsync)
+        return caller
+
+    return fail
+
+
+def test_a_checkpoint_whose_fsync_fails_takes_the_dir_offline_from_the_loop(logs, failing_disk, monkeypatch):
+    caller = failing_disk()
     with pytest.raises(KafkaStorageError):
         asyncio.run(write_off_loop(logs, REPLICATION_CHECKPOINT))
     d = logs.log_dirs[0]
@@ -172,21 +183,9 @@ def test_a_rolled_log_is_flushed_off_the_event_loop_and_its_recovery_point_follo
     assert asyncio.run(flush_rolled_off_loop(logs)) == 0, "flushed up to its roll already"
 
 
-def test_a_failed_flush_takes_the_dir_offline_from_the_loop_and_keeps_the_recovery_point(logs, monkeypatch):
+def test_a_failed_flush_takes_the_dir_offline_from_the_loop_and_keeps_the_recovery_point(logs, failing_disk):
     log = _rolled(logs)
-    caller: list[threading.Thread] = []
-    channel = logs.failure_channel
-    real_add = channel.maybe_add_offline_log_dir
-
-    def add(*args):
-        caller.append(threading.current_thread())
-        return real_add(*args)
-
-    def fsync(fd):
-        raise OSError(errno.EIO, "Input/output error")
-
-    monkeypatch.setattr(channel, "maybe_add_offline_log_dir", add)
-    monkeypatch.setattr(os, "fsync", fsync)
+    caller = failing_disk()
     assert asyncio.run(flush_rolled_off_loop(logs)) == 0
     assert caller == [threading.main_thread()]
     assert log.recovery_point == 0

@@ -9,19 +9,12 @@ from __future__ import annotations
 import os
 import threading
 
-from engine.config import LogConfig
 from engine.log import Log
-from tests.engine.batches import BASE_TS, producer_batch
-from tests.engine.test_recovery import abandon
-
-NOW = BASE_TS + 1000
-CONFIG = LogConfig(segment_bytes=6000, index_interval_bytes=500)
+from tests.engine.test_recovery import CONFIG, NOW, abandon, build
 
 
-def rolled_log(path: str, batches: int = 20) -> Log:
-    log = Log(path, CONFIG)
-    for i in range(batches):
-        log.append_as_leader(producer_batch(8, tag=i), 0, NOW)
+def rolled_log(path: str) -> Log:
+    log = build(path, batches=20)
     assert len(log.segments) >= 3
     return log
 
