@@ -54,27 +54,34 @@ async def write_off_loop(logs: LogManager, name: str) -> None:
 
 
 async def flush_rolled_off_loop(logs: LogManager, now_ms: Callable[[], int] | None = None) -> int:
-    """Flush every log of an online dir up to its last roll (``Log.flush_wanted``) and move its
-    recovery point there; how many logs moved. A log whose flush fails takes its dir offline;
-    the others go on."""
+    """Flush every log that rolled since the last call (``LogManager.take_rolled``) up to its
+    last roll (``Log.flush_wanted``) and move its recovery point there; how many moved. A log
+    whose flush fails takes its dir offline; the others go on. Cancelled, the logs not done
+    yet are handed back for the next call."""
     clock = now_ms or (lambda: int(time.time() * 1000))
+    rolled = logs.take_rolled()
     moved = 0
-    for log_ in list(logs.logs.values()):
-        if log_.flush_wanted <= log_.recovery_point or logs.failure_channel.is_offline(log_.parent_dir):
-            continue
-        try:
-            plan = log_.flush_plan(log_.flush_wanted)
-        except KafkaStorageError:
-            continue  # its dir is offline now: the failure channel has said so
-        if plan is None:
-            continue
-        try:
-            await _in_thread(plan.run)
-        except OSError as e:
-            logs.failure_channel.maybe_add_offline_log_dir(
-                log_.parent_dir, f"flushing {os.path.basename(log_.dir)}", e)
-            continue
-        before = log_.recovery_point
-        log_.flushed(plan, clock())
-        moved += log_.recovery_point > before
+    try:
+        while rolled:
+            log_ = rolled[-1]
+            if logs.failure_channel.is_offline(log_.parent_dir):
+                rolled.pop()
+                continue
+            try:
+                plan = log_.flush_plan(log_.flush_wanted)
+            except KafkaStorageError:
+                plan = None  # its dir is offline now: the failure channel has said so
+            if plan is not None:
+                try:
+                    await _in_thread(plan.run)
+                except OSError as e:
+                    logs.failure_channel.maybe_add_offline_log_dir(
+                        log_.parent_dir, f"flushing {os.path.basename(log_.dir)}", e)
+                else:
+                    before = log_.recovery_point
+                    log_.flushed(plan, clock())
+                    moved += log_.recovery_point > before
+            rolled.pop()
+    finally:
+        logs.rolled_again(rolled)
     return moved

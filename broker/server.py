@@ -307,8 +307,9 @@ async def serve(config, cluster_id: str) -> None:
         log.info("broker %d stopped", config.node_id)
 
 
-# How often the logs that rolled are flushed up to the roll (Kafka schedules that flush at
-# once on its scheduler thread; here a second at most passes).
+# How often the logs that rolled since are flushed up to the roll (Kafka schedules that flush
+# at once on its scheduler thread; here a second at most passes). Only those logs are looked
+# at (LogManager.take_rolled), however many the broker has.
 ROLLED_FLUSH_CHECK_MS = 1000
 
 

@@ -30,6 +30,7 @@ import os
 import shutil
 import time
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from engine.config import LogConfig
@@ -167,6 +168,7 @@ class Log:
         self.failure_channel = failure_channel or LogDirFailureChannel()
         self.config = config or LogConfig()
         self.flush_wanted = 0  # a roll's: flush up to here, off the caller's thread (flush_plan)
+        self.on_roll: Callable[[Log], None] | None = None  # told of every roll (LogManager)
         self._truncations = 0  # a FlushPlan made before a truncation is void (flushed)
         parsed = parse_partition_dir(os.path.basename(os.path.normpath(directory)))
         self.topic, self.partition = parsed if parsed else ("", 0)
@@ -400,6 +402,8 @@ class Log:
         self.segments.append(segment)
         self._bases.append(segment.base_offset)
         self.flush_wanted = max(self.flush_wanted, segment.base_offset)
+        if self.on_roll is not None:
+            self.on_roll(self)
         return segment
 
     # ---- reads ---------------------------------------------------------------------------

@@ -96,6 +96,7 @@ class LogManager:
         self.cluster_id = cluster_id
         self.node_id = node_id
         self.logs: dict[TopicPartition, Log] = {}
+        self._rolled: set[Log] = set()  # rolled since take_rolled: their flush is due
         self._locks: list[int] = []
         self.had_clean_shutdown: dict[str, bool] = {}
         self.clean_shutdown_epochs: dict[str, int] = {}  # brokerEpoch of the marker, -1 if none
@@ -169,10 +170,21 @@ class LogManager:
                 topic_id=read_partition_metadata(os.path.join(path, PARTITION_METADATA)),
                 failure_channel=self.failure_channel,
             )
+            self.logs[tp].on_roll = self._rolled.add
         if clean:
             os.unlink(marker)
 
     # ---- partitions ----------------------------------------------------------------------
+
+    def take_rolled(self) -> list[Log]:
+        """The logs that rolled since the last call and are still served (their flush up to
+        the roll is due: broker/off_loop.py); ``rolled_again`` hands back any not done."""
+        rolled = [lg for lg in self._rolled if self.logs.get((lg.topic, lg.partition)) is lg]
+        self._rolled.clear()
+        return rolled
+
+    def rolled_again(self, logs: list[Log]) -> None:
+        self._rolled.update(logs)
 
     def get_log(self, topic: str, partition: int) -> Log | None:
         return self.logs.get((topic, partition))
@@ -192,6 +204,7 @@ class LogManager:
                 write_partition_metadata(os.path.join(path, PARTITION_METADATA), topic_id)
             log_ = Log(path, config or self.default_config, topic_id=topic_id,
                        failure_channel=self.failure_channel)
+        log_.on_roll = self._rolled.add
         self.logs[(topic, partition)] = log_
         return log_
 

@@ -181,6 +181,28 @@ def test_a_rolled_log_is_flushed_off_the_event_loop_and_its_recovery_point_follo
     assert took >= SLOW_FSYNC_S and all(t is not threading.main_thread() for t in slow_disk)
     assert max(gaps) < SLOW_FSYNC_S, f"the loop stalled {max(gaps):.3f} s"
     assert asyncio.run(flush_rolled_off_loop(logs)) == 0, "flushed up to its roll already"
+    assert logs.take_rolled() == []
+
+
+def test_a_cancelled_flush_ends_once_its_fsyncs_are_done_and_hands_its_log_back(logs, slow_disk):
+    log = _rolled(logs)
+    slow_disk.clear()
+
+    async def cancel_midway():
+        task = asyncio.get_running_loop().create_task(flush_rolled_off_loop(logs))
+        await asyncio.sleep(SLOW_FSYNC_S / 3)
+        assert slow_disk, "the flush has begun"
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return len(slow_disk)
+
+    fsyncs = asyncio.run(cancel_midway())
+    time.sleep(2 * SLOW_FSYNC_S)
+    assert fsyncs == len(slow_disk), "no fsync of it runs on after the job ended"
+    assert log.recovery_point == 0
+    assert asyncio.run(flush_rolled_off_loop(logs)) == 1, "the next round flushes it"
+    assert log.recovery_point == log.active_segment.base_offset
 
 
 def test_a_failed_flush_takes_the_dir_offline_from_the_loop_and_keeps_the_recovery_point(logs, failing_disk):

@@ -87,6 +87,26 @@ def test_delete_log_removes_the_directory(tmp_path):
     manager.shutdown()
 
 
+def test_take_rolled_names_each_log_that_rolled_once_and_never_a_deleted_one(tmp_path):
+    """The broker flushes up to a roll only the logs that rolled (broker/off_loop.py), so a
+    broker of many partitions does not look at every log every second."""
+    format_log_dir(str(tmp_path / "d"), "c", 1)
+    manager = LogManager([str(tmp_path / "d")], LogConfig(segment_bytes=2000))
+    manager.startup()
+    rolling, quiet, gone = (manager.get_or_create_log(t, 0) for t in ("rolling", "quiet", "gone"))
+    for _ in range(6):
+        rolling.append_as_leader(producer_batch(3), 0, NOW)
+        gone.append_as_leader(producer_batch(3), 0, NOW)
+    quiet.append_as_leader(producer_batch(1), 0, NOW)
+    assert len(rolling.segments) > 1 and len(gone.segments) > 1 and len(quiet.segments) == 1
+    manager.delete_log("gone", 0)
+    assert manager.take_rolled() == [rolling]
+    assert manager.take_rolled() == [], "taken once"
+    manager.rolled_again([rolling])
+    assert manager.take_rolled() == [rolling], "handed back by a flush that did not finish"
+    manager.shutdown()
+
+
 def test_log_start_offsets_are_checkpointed(tmp_path):
     format_log_dir(str(tmp_path / "d"), "c", 1)
     manager = LogManager([str(tmp_path / "d")], LogConfig(segment_bytes=2000))
