@@ -494,7 +494,6 @@ class Server:
         await asyncio.gather(*self._accepting, *tasks, return_exceptions=True)
 
 
-
 def freeze_startup_heap() -> None:
     """Move what is alive once a broker or controller has started (its modules, codecs, logs
     and metadata: tens of thousands of objects) out of the cyclic garbage collector's reach.
