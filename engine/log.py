@@ -44,7 +44,8 @@ from engine.errors import (
 )
 from engine.log_dir_failure import LogDirFailureChannel, log_dir_of, storage_operation
 from engine.producer_state import ProducerStateManager
-from engine.reader import file_name, iter_file_batches, parse_partition_dir
+from engine.producer_state import last_sequence as _last_seq
+from engine.reader import file_name, iter_file_chunks, parse_partition_dir
 from engine.recovery import load_log
 from engine.segment import FileSlice, LogSegment
 from ext.batch import (
@@ -56,7 +57,6 @@ from ext.batch import (
     TIMESTAMP_LOG_APPEND_TIME,
     BatchSummary,
     assign_offsets,
-    read_header,
     recompress,
     scan,
 )
@@ -341,15 +341,11 @@ class Log:
                 self.producer_state.update(pid, epoch, seq, _last_seq(seq, last - base), base, last, max_ts)
 
     def _rebuild_producer_state(self) -> None:
-        """Replay the batch headers of the whole log (producer snapshots would bound this)."""
+        """Replay the producer batches of the whole log from its batch headers, scanned in C a
+        chunk at a time (producer snapshots would bound this to the last segments)."""
         self.producer_state.truncate()
-        for segment in self.segments:
-            for _, data in iter_file_batches(segment.fd, 0, segment.size):
-                h = read_header(data)
-                if h.producer_id >= 0 and not h.is_control:
-                    self.producer_state.update(h.producer_id, h.producer_epoch, h.base_sequence,
-                                               h.last_sequence, h.base_offset, h.last_offset,
-                                               h.max_timestamp)
+        self.producer_state.replay(summary for segment in self.segments
+                                   for _, _, summary in iter_file_chunks(segment.fd, 0, segment.size))
 
     def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
         """Forget the producers idle for ``expiration_ms`` (producer.id.expiration.ms), as
@@ -723,10 +719,6 @@ class Log:
 
     def segment_files(self) -> list[str]:
         return [file_name(s.base_offset, ".log") for s in self.segments]
-
-
-def _last_seq(first_seq: int, delta: int) -> int:
-    return (first_seq + delta) % 2**31 if first_seq >= 0 else -1
 
 
 __all__ = [

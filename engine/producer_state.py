@@ -27,17 +27,22 @@ transaction; Strom has no transactions yet, so no producer is exempt. Forgetting
 bounds this state, and what it costs: a retry of a batch written before the expiry is no
 longer recognised as a duplicate.
 
-Sequences wrap at 2**31. The state is rebuilt after a restart from the batch headers in
-the log (no records are decoded); Kafka's producer snapshot files, which bound that scan,
-are not written yet.
+Sequences wrap at 2**31. The state is rebuilt after a restart, and after a truncation, from
+the batch headers in the log (no records are decoded): ``replay`` takes the C scans of the
+segments chunk by chunk and keeps per producer only what the rules above leave (the newest
+epoch's last five batches), so Python makes no call per batch. Kafka's producer snapshot
+files, which bound that scan to the segments after the last snapshot, are not written yet.
 """
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 BATCHES_KEPT = 5
 INT_MAX = 2**31 - 1
+_CONTROL = 0x20  # batch attributes: a control batch (transaction markers) is no producer's write
 
 
 class ProducerFencedError(Exception):
@@ -73,6 +78,11 @@ class ProducerEntry:
 
 def _next_seq(seq: int) -> int:
     return 0 if seq == INT_MAX else seq + 1
+
+
+def last_sequence(first_seq: int, delta: int) -> int:
+    """The last sequence of a batch of ``delta`` + 1 records from ``first_seq`` (-1: none)."""
+    return (first_seq + delta) % 2**31 if first_seq >= 0 else -1
 
 
 class ProducerStateManager:
@@ -115,6 +125,38 @@ class ProducerStateManager:
             return
         entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset))
         entry.last_timestamp = max_timestamp
+
+    def replay(self, summaries: Iterable[Any]) -> None:
+        """``update`` for every producer batch of ``summaries`` (ext.batch.BatchSummary scans of
+        the log, in log order), in one pass: each producer keeps a plain tail of its newest
+        epoch's last batches until the end, when its entry is made."""
+        tails: dict[int, list] = {}  # producer id -> [epoch, deque of batch tuples, max timestamp]
+        for summary in summaries:
+            for pid, epoch, seq, base, last, attributes, max_ts in zip(
+                summary.producer_ids, summary.producer_epochs, summary.base_sequences,
+                summary.base_offsets, summary.last_offsets, summary.attributes, summary.max_timestamps,
+            ):
+                if pid < 0 or attributes & _CONTROL:
+                    continue
+                tail = tails.get(pid)
+                if tail is None:
+                    entry = self.producers.get(pid)
+                    tail = tails[pid] = [-1, deque(maxlen=BATCHES_KEPT), -1] if entry is None else [
+                        entry.epoch, deque(((b.first_seq, b.last_seq - b.first_seq, b.first_offset,
+                                             b.last_offset) for b in entry.batches), maxlen=BATCHES_KEPT),
+                        entry.last_timestamp]
+                if epoch > tail[0]:
+                    tail[0] = epoch
+                    tail[1].clear()
+                elif epoch < tail[0]:
+                    continue
+                tail[1].append((seq, last - base, base, last))
+                tail[2] = max_ts
+        for pid, (epoch, batches, max_ts) in tails.items():
+            entry = self.producers[pid] = ProducerEntry(epoch)
+            entry.batches.extend(BatchMetadata(seq, last_sequence(seq, delta), first, last)
+                                 for seq, delta, first, last in batches)
+            entry.last_timestamp = max_ts
 
     def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> list[int]:
         """Forget every producer whose last batch's max timestamp is ``expiration_ms`` or more

@@ -17,7 +17,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ext.batch import LOG_OVERHEAD, BatchHeader, decode_records, read_header, scan
+from ext.batch import LOG_OVERHEAD, BatchHeader, BatchSummary, decode_records, read_header, scan
 from ext.errors import CorruptRecordError
 
 LOG_SUFFIX = ".log"
@@ -218,10 +218,12 @@ def _last_offset_delta_in(buf: bytes, position: int) -> int:
     return _LAST_OFFSET_DELTA.unpack_from(buf, position + _LAST_OFFSET_DELTA_POS)[0]
 
 
-def iter_file_batches(
+def iter_file_chunks(
     fd: int, start: int, end: int, chunk_size: int = _READ_CHUNK, check_crc: bool = False
-) -> Iterator[tuple[int, memoryview]]:
-    """(position, batch bytes) for each whole batch in [start, end) of a segment file.
+) -> Iterator[tuple[int, bytes, BatchSummary]]:
+    """(file position, chunk, the chunk's scan) for the whole batches in [start, end) of a
+    segment file, read a chunk at a time; the scan covers the chunk's whole batches (a batch
+    cut by the chunk starts the next one).
 
     Raises CorruptRecordError (with the file position) for a bad batch; a batch cut off
     by ``end`` (a torn tail, or a writer mid-append) ends the iteration quietly."""
@@ -242,10 +244,19 @@ def iter_file_batches(
             raise CorruptRecordError(
                 f"corrupt batch at position {pos}: {summary.error}", pos
             )
+        yield pos, chunk, summary
+        pos += summary.valid_bytes  # a batch cut by the chunk is read again whole
+
+
+def iter_file_batches(
+    fd: int, start: int, end: int, chunk_size: int = _READ_CHUNK, check_crc: bool = False
+) -> Iterator[tuple[int, memoryview]]:
+    """(position, batch bytes) for each whole batch in [start, end) of a segment file, with
+    ``iter_file_chunks``' rules."""
+    for pos, chunk, summary in iter_file_chunks(fd, start, end, chunk_size, check_crc):
         view = memoryview(chunk)
         for p, size in zip(summary.positions, summary.sizes):
             yield pos + p, view[p:p + size]
-        pos += summary.valid_bytes  # a batch cut by the chunk is read again whole
 
 
 class PartitionReader:
