@@ -1,5 +1,5 @@
-"""The broker's waits on the disk, kept off its event loop: the periodic offset checkpoints
-and the flushes of rolled segments.
+"""The broker's waits on the disk, kept off its event loop: the periodic offset checkpoints,
+the flushes of rolled segments and those a topic's flush.ms asks for.
 
 Every replica.high.watermark.checkpoint.interval.ms (5 s) the broker writes each log dir's
 replication-offset-checkpoint, and every minute its recovery-point-offset-checkpoint and
@@ -53,35 +53,57 @@ async def write_off_loop(logs: LogManager, name: str) -> None:
             raise logs.failure_channel.maybe_add_offline_log_dir(log_dir, f"writing {name}", e) from e
 
 
+async def _flush(logs: LogManager, log_: Any, upto: int, clock: Callable[[], int]) -> bool:
+    """Flush ``log_`` up to ``upto`` in a worker thread, then move its recovery point on the
+    loop; whether it moved. A flush that fails takes the log's dir offline."""
+    try:
+        plan = log_.flush_plan(upto)
+    except KafkaStorageError:
+        return False  # its dir is offline now: the failure channel has said so
+    if plan is None:
+        return False
+    try:
+        await _in_thread(plan.run)
+    except OSError as e:
+        logs.failure_channel.maybe_add_offline_log_dir(
+            log_.parent_dir, f"flushing {os.path.basename(log_.dir)}", e)
+        return False
+    before = log_.recovery_point
+    log_.flushed(plan, clock())
+    return log_.recovery_point > before
+
+
 async def flush_rolled_off_loop(logs: LogManager, now_ms: Callable[[], int] | None = None) -> int:
     """Flush every log that rolled since the last call (``LogManager.take_rolled``) up to its
     last roll (``Log.flush_wanted``) and move its recovery point there; how many moved. A log
     whose flush fails takes its dir offline; the others go on. Cancelled, the logs not done
     yet are handed back for the next call."""
-    clock = now_ms or (lambda: int(time.time() * 1000))
+    clock = now_ms or _wall_clock_ms
     rolled = logs.take_rolled()
     moved = 0
     try:
         while rolled:
             log_ = rolled[-1]
-            if logs.failure_channel.is_offline(log_.parent_dir):
-                rolled.pop()
-                continue
-            try:
-                plan = log_.flush_plan(log_.flush_wanted)
-            except KafkaStorageError:
-                plan = None  # its dir is offline now: the failure channel has said so
-            if plan is not None:
-                try:
-                    await _in_thread(plan.run)
-                except OSError as e:
-                    logs.failure_channel.maybe_add_offline_log_dir(
-                        log_.parent_dir, f"flushing {os.path.basename(log_.dir)}", e)
-                else:
-                    before = log_.recovery_point
-                    log_.flushed(plan, clock())
-                    moved += log_.recovery_point > before
+            if not logs.failure_channel.is_offline(log_.parent_dir):
+                moved += await _flush(logs, log_, log_.flush_wanted, clock)
             rolled.pop()
     finally:
         logs.rolled_again(rolled)
     return moved
+
+
+async def flush_dirty_off_loop(logs: LogManager, now_ms: Callable[[], int] | None = None) -> int:
+    """Flush every log its flush.ms says is due (``LogManager.due_for_flush``) up to its log
+    end offset, as Kafka's scheduler does every log.flush.scheduler.interval.ms; how many
+    recovery points moved. flush.messages is not this: an append that reaches it flushes at
+    once, on the loop, as in Kafka."""
+    clock = now_ms or _wall_clock_ms
+    moved = 0
+    for log_ in logs.due_for_flush(clock()):
+        if not logs.failure_channel.is_offline(log_.parent_dir):
+            moved += await _flush(logs, log_, log_.log_end_offset, clock)
+    return moved
+
+
+def _wall_clock_ms() -> int:
+    return int(time.time() * 1000)

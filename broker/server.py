@@ -19,9 +19,9 @@ what a failed write left torn.
 
 Periodic tasks: retention, isr-expiration every replica.lag.time.max.ms / 2, the HW checkpoint
 every replica.high.watermark.checkpoint.interval.ms (and at shutdown), recovery point and log
-start checkpoints, the flush of what a log rolled away from within a second of the roll
-(these fsynced in a worker thread, broker/off_loop.py, so a slow disk never stalls the loop),
-the flush.ms flushes, producer id expiration every
+start checkpoints, the flush of what a log rolled away from within a second of the roll, the
+flush.ms flushes (these fsynced in a worker thread, broker/off_loop.py, so a slow disk never
+stalls the loop), producer id expiration every
 producer.id.expiration.check.interval.ms (and once the logs are loaded). Once started, the
 heap it has so far is frozen out of the garbage collector's full collections
 (protocol.net.freeze_startup_heap). Stopping closes the listeners, the group coordinator, the
@@ -44,7 +44,7 @@ from broker.fetch_waiters import FetchWaiters
 from broker.groups.runtime import GroupCoordinatorRuntime
 from broker.handlers import admin, fetch, groups, metadata, offsets, produce
 from broker.metadata_follower import MetadataFollower
-from broker.off_loop import flush_rolled_off_loop, write_off_loop
+from broker.off_loop import flush_dirty_off_loop, flush_rolled_off_loop, write_off_loop
 from engine.log_dir_failure import KafkaStorageError, LogDirFailureChannel
 from engine.manager import LOG_START_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_CHECKPOINT, LogManager
 from metadata.image import MetadataImage
@@ -194,7 +194,7 @@ class Broker:
             loop.create_task(self._every(self.config["log.flush.start.offset.checkpoint.interval.ms"],
                                          lambda: write_off_loop(self.logs, LOG_START_CHECKPOINT))),
             loop.create_task(self._every(flush_check_ms(self.config),
-                                         lambda: self.logs.flush_dirty_logs(_now_ms()))),
+                                         lambda: flush_dirty_off_loop(self.logs, _now_ms))),
             loop.create_task(self._every(ROLLED_FLUSH_CHECK_MS,
                                          lambda: flush_rolled_off_loop(self.logs, _now_ms))),
             loop.create_task(self._every(self.config["producer.id.expiration.check.interval.ms"],

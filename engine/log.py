@@ -589,11 +589,6 @@ class Log:
         self.unflushed_messages = 0
         self.last_flush_ms = _now_ms() if now_ms is None else now_ms
 
-    def maybe_flush(self, now_ms: int) -> None:
-        """flush.ms policy (flush.messages is checked on append)."""
-        if now_ms - self.last_flush_ms >= self.config.flush_ms:
-            self.flush(now_ms=now_ms)
-
     @storage_operation("flushing")
     def flush_plan(self, offset: int) -> FlushPlan | None:
         """What flushing up to ``offset`` (exclusive; at most the log end offset) takes, for a

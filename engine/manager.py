@@ -231,9 +231,12 @@ class LogManager:
             log_.delete_pending_segments(now_ms)
         return deleted
 
-    def flush_dirty_logs(self, now_ms: int) -> None:
-        for log_ in self.logs.values():
-            log_.maybe_flush(now_ms)
+    def due_for_flush(self, now_ms: int) -> list[Log]:
+        """The logs a flush.ms asks to flush now (Kafka's flushDirtyLogs): something written
+        past the recovery point, and flush.ms passed since the last flush."""
+        return [log_ for log_ in self.logs.values()
+                if log_.log_end_offset > log_.recovery_point
+                and now_ms - log_.last_flush_ms >= log_.config.flush_ms]
 
     def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
         """One producer.id.expiration.ms pass over every log, leader or follower (Kafka's

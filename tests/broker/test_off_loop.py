@@ -2,7 +2,8 @@
 thread, so a slow disk never stalls the event loop that answers produce and fetch requests: the
 periodic offset checkpoints (replication-offset-checkpoint every
 replica.high.watermark.checkpoint.interval.ms, the recovery points and log start offsets every
-minute) and the flush of what a log rolled away from, which moves its recovery point. The faults
+minute), the flush of what a log rolled away from, which moves its recovery point, and the
+flushes a topic's flush.ms asks for. The faults
 here are a slow disk (fsync that takes 0.3 s) and a failing one (fsync raising EIO)."""
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import time
 
 import pytest
 
-from broker.off_loop import flush_rolled_off_loop, write_off_loop
+from broker.off_loop import flush_dirty_off_loop, flush_rolled_off_loop, write_off_loop
 from engine.checkpoint import read_offset_checkpoint
 from engine.config import LogConfig
 from engine.log_dir_failure import KafkaStorageError, LogDirFailureChannel
@@ -212,3 +213,40 @@ def test_a_failed_flush_takes_the_dir_offline_from_the_loop_and_keeps_the_recove
     assert caller == [threading.main_thread()]
     assert log.recovery_point == 0
     assert "flushing r-0" in logs.reports[0][1] and "Input/output error" in logs.reports[0][1]
+
+
+# ---- flush.ms ---------------------------------------------------------------------------------
+
+
+def test_flush_ms_flushes_off_the_event_loop_up_to_the_log_end(logs, slow_disk):
+    timed = logs.get_or_create_log("f", 0, LogConfig(flush_ms=1000))
+    timed.append_as_leader(records(5), 0)
+    slow_disk.clear()
+    now = timed.last_flush_ms
+    assert asyncio.run(flush_dirty_off_loop(logs, lambda: now + 999)) == 0, "not due yet"
+    assert not slow_disk
+    moved = []
+
+    async def flush():
+        moved.append(await flush_dirty_off_loop(logs, lambda: now + 1000))
+
+    gaps, took = asyncio.run(_ticks_while(flush()))
+    assert moved == [1], "only the log with a flush.ms: the other keeps Kafka's default (never)"
+    assert timed.recovery_point == timed.log_end_offset == 5
+    assert timed.last_flush_ms == now + 1000 and timed.unflushed_messages == 0
+    assert logs.get_log("t", 0).recovery_point == 0
+    assert took >= SLOW_FSYNC_S and all(t is not threading.main_thread() for t in slow_disk)
+    assert max(gaps) < SLOW_FSYNC_S, f"the loop stalled {max(gaps):.3f} s"
+    slow_disk.clear()
+    assert asyncio.run(flush_dirty_off_loop(logs, lambda: now + 5000)) == 0, "nothing new to flush"
+    assert not slow_disk
+
+
+def test_a_failed_flush_ms_flush_takes_the_dir_offline_from_the_loop(logs, failing_disk):
+    timed = logs.get_or_create_log("f", 0, LogConfig(flush_ms=0))
+    timed.append_as_leader(records(5), 0)
+    caller = failing_disk()
+    assert asyncio.run(flush_dirty_off_loop(logs, lambda: timed.last_flush_ms + 1)) == 0
+    assert caller == [threading.main_thread()]
+    assert timed.recovery_point == 0
+    assert "flushing f-0" in logs.reports[0][1]
