@@ -25,12 +25,13 @@ Times are milliseconds passed in by the caller (``now_ms``); the log keeps no cl
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
 import time
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from engine.config import LogConfig
@@ -43,9 +44,9 @@ from engine.errors import (
     UnexpectedAppendOffsetError,
 )
 from engine.log_dir_failure import LogDirFailureChannel, log_dir_of, storage_operation
-from engine.producer_state import ProducerStateManager
+from engine.producer_state import SNAPSHOT_SUFFIX, CorruptSnapshotError, ProducerStateManager
 from engine.producer_state import last_sequence as _last_seq
-from engine.reader import file_name, iter_file_chunks, parse_partition_dir
+from engine.reader import base_offset_of, file_name, iter_file_chunks, parse_partition_dir
 from engine.recovery import load_log
 from engine.segment import FileSlice, LogSegment
 from ext.batch import (
@@ -197,7 +198,7 @@ class Log:
         hw = self.log_start_offset if high_watermark is None else high_watermark
         self.high_watermark = min(max(hw, self.log_start_offset), self.log_end_offset)
         self.producer_state = ProducerStateManager()
-        self._rebuild_producer_state()
+        self._load_producer_state()
         if self.leader_epoch_cache.entries() != checkpointed_epochs:
             self.leader_epoch_cache.flush()  # recovery assigned epochs without flushing
         self.unflushed_messages = 0
@@ -340,12 +341,82 @@ class Log:
             if pid >= 0 and not attributes & 0x20:
                 self.producer_state.update(pid, epoch, seq, _last_seq(seq, last - base), base, last, max_ts)
 
+    def _load_producer_state(self) -> None:
+        """Producer state from the newest snapshot at or below the log end offset (and above
+        the log start), then the batches after it; from every batch when there is none.
+        Snapshots outside that range, and corrupt ones, are deleted (Kafka's loadProducerState
+        and truncateAndReload)."""
+        for offset in reversed(self._snapshot_offsets()):
+            path = self._snapshot_path(offset)
+            if offset > self.log_end_offset or offset <= self.log_start_offset:
+                _unlink(path)
+                continue
+            try:
+                with open(path, "rb") as f:
+                    data = f.read()
+                starts = self._positions_from(offset)
+                self.producer_state.load_snapshot(data)
+            except CorruptSnapshotError as e:
+                log.warning("%s: producer snapshot not used, deleting it: %s", path, e)
+                _unlink(path)
+                continue
+            self.producer_state.replay(self._summaries(starts))
+            return
+        self._rebuild_producer_state()
+
     def _rebuild_producer_state(self) -> None:
         """Replay the producer batches of the whole log from its batch headers, scanned in C a
-        chunk at a time (producer snapshots would bound this to the last segments)."""
+        chunk at a time."""
         self.producer_state.truncate()
-        self.producer_state.replay(summary for segment in self.segments
-                                   for _, _, summary in iter_file_chunks(segment.fd, 0, segment.size))
+        self.producer_state.replay(self._summaries([(segment, 0) for segment in self.segments]))
+
+    @staticmethod
+    def _summaries(starts: list[tuple[LogSegment, int]]) -> Iterator[BatchSummary]:
+        return (summary for segment, position in starts
+                for _, _, summary in iter_file_chunks(segment.fd, position, segment.size))
+
+    def _positions_from(self, offset: int) -> list[tuple[LogSegment, int]]:
+        """(segment, file position) of where the batches from ``offset`` on begin, per segment;
+        CorruptSnapshotError when ``offset`` falls inside a batch (no snapshot is taken there)."""
+        starts = []
+        for i, segment in enumerate(self.segments):
+            end = self.segments[i + 1].base_offset if i + 1 < len(self.segments) else self.log_end_offset
+            if end <= offset:
+                continue
+            if segment.base_offset >= offset:
+                starts.append((segment, 0))
+                continue
+            found = segment.translate_offset(offset)
+            if found is None or found.base_offset != offset:
+                raise CorruptSnapshotError(f"offset {offset} is not where a batch of the log begins")
+            starts.append((segment, found.position))
+        return starts
+
+    def _snapshot_offsets(self) -> list[int]:
+        width = 20 + len(SNAPSHOT_SUFFIX)
+        return sorted(base_offset_of(name) for name in os.listdir(self.dir)
+                      if name.endswith(SNAPSHOT_SUFFIX) and len(name) == width and name[:20].isdigit())
+
+    def _snapshot_path(self, offset: int) -> str:
+        return os.path.join(self.dir, file_name(offset, SNAPSHOT_SUFFIX))
+
+    def _take_snapshot(self, sync: bool) -> None:
+        """Write the producer state at the log end offset (Kafka's takeSnapshot): through a
+        .tmp file and a rename, fsynced when ``sync``."""
+        if self.log_end_offset <= self.log_start_offset:
+            return  # nothing below it: the state there is the empty one
+        path = self._snapshot_path(self.log_end_offset)
+        with open(path + ".tmp", "wb") as f:
+            f.write(self.producer_state.snapshot())
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(path + ".tmp", path)
+
+    def _drop_snapshots(self, keep: Callable[[int], bool]) -> None:
+        for offset in self._snapshot_offsets():
+            if not keep(offset):
+                _unlink(self._snapshot_path(offset))
 
     def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
         """Forget the producers idle for ``expiration_ms`` (producer.id.expiration.ms), as
@@ -397,6 +468,7 @@ class Log:
         )
         self.segments.append(segment)
         self._bases.append(segment.base_offset)
+        self._take_snapshot(sync=False)  # the roll flush makes it durable with the segments
         self.flush_wanted = max(self.flush_wanted, segment.base_offset)
         if self.on_roll is not None:
             self.on_roll(self)
@@ -552,7 +624,9 @@ class Log:
         self.high_watermark = min(self.high_watermark, end)
         self.recovery_point = min(self.recovery_point, end)
         self.leader_epoch_cache.truncate_from_end(end)
-        self._rebuild_producer_state()
+        self._drop_snapshots(lambda offset: offset <= end)
+        self.producer_state.truncate()
+        self._load_producer_state()
         return True
 
     @storage_operation("truncating")
@@ -567,6 +641,7 @@ class Log:
                                     self.config.segment_index_bytes, create=True)]
         self._bases = [offset]
         self.leader_epoch_cache.clear()
+        self._drop_snapshots(lambda offset: False)
         if hasattr(self, "producer_state"):
             self.producer_state.truncate()
         self.log_start_offset = self.log_end_offset = self.high_watermark = offset
@@ -678,6 +753,7 @@ class Log:
             self._pending_deletes.append((due, segment))
         self._bases = [s.base_offset for s in self.segments]
         new_start = self.segments[0].base_offset
+        self._drop_snapshots(lambda offset: offset >= new_start)
         if new_start > self.log_start_offset:
             self.log_start_offset = new_start
             self.high_watermark = max(self.high_watermark, new_start)
@@ -701,19 +777,28 @@ class Log:
     # ---- lifecycle -----------------------------------------------------------------------
 
     @storage_operation("closing")
-    def close(self) -> None:
+    def close(self, snapshot: bool = True) -> None:
+        """Close the files, leaving a producer snapshot at the log end unless told not to (a
+        log about to be deleted)."""
         self.delete_pending_segments(force=True)
         self.leader_epoch_cache.flush()
+        if snapshot:
+            self._take_snapshot(sync=True)
         for segment in self.segments:
             segment.close()
 
     def delete(self) -> None:
         """Close and remove the whole directory."""
-        self.close()
+        self.close(snapshot=False)
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def segment_files(self) -> list[str]:
         return [file_name(s.base_offset, ".log") for s in self.segments]
+
+
+def _unlink(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
 
 
 __all__ = [

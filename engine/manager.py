@@ -214,7 +214,7 @@ class LogManager:
         log_ = self.logs.pop((topic, partition), None)
         if log_ is None:
             return False
-        log_.close()
+        log_.close(snapshot=False)
         doomed = f"{log_.dir}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
         with self.failure_channel.guard(log_.parent_dir, f"deleting {topic}-{partition}"):
             os.rename(log_.dir, doomed)

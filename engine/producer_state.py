@@ -27,22 +27,41 @@ transaction; Strom has no transactions yet, so no producer is exempt. Forgetting
 bounds this state, and what it costs: a retry of a batch written before the expiry is no
 longer recognised as a duplicate.
 
-Sequences wrap at 2**31. The state is rebuilt after a restart, and after a truncation, from
-the batch headers in the log (no records are decoded): ``replay`` takes the C scans of the
-segments chunk by chunk and keeps per producer only what the rules above leave (the newest
-epoch's last five batches), so Python makes no call per batch. Kafka's producer snapshot
-files, which bound that scan to the segments after the last snapshot, are not written yet.
+Sequences wrap at 2**31. After a restart or a truncation the state comes from the newest
+snapshot at or below the log end, then the batch headers after it (no records are decoded):
+``replay`` takes the C scans of the segments chunk by chunk and keeps per producer only what
+the rules above leave (the newest epoch's last five batches), so Python makes no call per
+batch.
+
+Snapshots are Kafka's files (``<20-digit offset>.snapshot``, the ProducerSnapshot v1 layout:
+int16 version, uint32 CRC32C of everything after it, int32 count, then per entry producer id
+int64, epoch int16, last sequence int32, last offset int64, offset delta int32, timestamp
+int64, coordinator epoch int32, current transaction's first offset int64). The log writes one
+at each roll and at its log end when it closes (engine/log.py). Kafka writes one entry per
+producer, its last batch, and keeps the last entry of a producer id when it reads one; Strom
+writes a producer's remembered batches oldest first, so Kafka reads the newest and Strom gets
+all five back: a retry of any of them after a restart is still recognised.
 """
 from __future__ import annotations
 
+import struct
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ext.crc import crc32c
+
 BATCHES_KEPT = 5
 INT_MAX = 2**31 - 1
 _CONTROL = 0x20  # batch attributes: a control batch (transaction markers) is no producer's write
+
+SNAPSHOT_SUFFIX = ".snapshot"
+SNAPSHOT_VERSION = 1
+_SNAPSHOT_HEAD = struct.Struct(">hI")  # version, CRC32C of what follows
+_SNAPSHOT_COUNT = struct.Struct(">i")
+_SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
+_CRC_FROM = _SNAPSHOT_HEAD.size
 
 
 class ProducerFencedError(Exception):
@@ -55,6 +74,10 @@ class OutOfOrderSequenceError(Exception):
 
 class UnknownProducerIdError(Exception):
     pass
+
+
+class CorruptSnapshotError(Exception):
+    """A producer snapshot file that fails its version, length or CRC check."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +180,45 @@ class ProducerStateManager:
             entry.batches.extend(BatchMetadata(seq, last_sequence(seq, delta), first, last)
                                  for seq, delta, first, last in batches)
             entry.last_timestamp = max_ts
+
+    def snapshot(self) -> bytes:
+        """The producer state as a snapshot file's bytes (see the module docstring)."""
+        pack = _SNAPSHOT_ENTRY.pack
+        rows = []
+        for pid, entry in self.producers.items():
+            if not entry.batches:
+                rows.append(pack(pid, entry.epoch, -1, -1, 0, entry.last_timestamp, -1, -1))
+            for b in entry.batches:
+                rows.append(pack(pid, entry.epoch, b.last_seq, b.last_offset, b.last_offset - b.first_offset,
+                                 entry.last_timestamp, -1, -1))
+        body = _SNAPSHOT_COUNT.pack(len(rows)) + b"".join(rows)
+        return _SNAPSHOT_HEAD.pack(SNAPSHOT_VERSION, crc32c(body)) + body
+
+    def load_snapshot(self, data: bytes) -> None:
+        """Replace the state with a snapshot file's; CorruptSnapshotError (state untouched) when
+        the file fails its checks."""
+        if len(data) < _CRC_FROM + _SNAPSHOT_COUNT.size:
+            raise CorruptSnapshotError(f"{len(data)} bytes: shorter than a snapshot's header")
+        version, crc = _SNAPSHOT_HEAD.unpack_from(data, 0)
+        if version != SNAPSHOT_VERSION:
+            raise CorruptSnapshotError(f"unknown snapshot version {version}")
+        (count,) = _SNAPSHOT_COUNT.unpack_from(data, _CRC_FROM)
+        if count < 0 or len(data) != _CRC_FROM + _SNAPSHOT_COUNT.size + count * _SNAPSHOT_ENTRY.size:
+            raise CorruptSnapshotError(f"{len(data)} bytes do not hold {count} entries")
+        computed = crc32c(memoryview(data)[_CRC_FROM:])
+        if computed != crc:
+            raise CorruptSnapshotError(f"CRC {crc:#010x} stored, {computed:#010x} computed")
+        producers: dict[int, ProducerEntry] = {}
+        for pid, epoch, last_seq, last_offset, delta, timestamp, _, _ in _SNAPSHOT_ENTRY.iter_unpack(
+                memoryview(data)[_CRC_FROM + _SNAPSHOT_COUNT.size:]):
+            entry = producers.get(pid)
+            if entry is None or entry.epoch != epoch:
+                entry = producers[pid] = ProducerEntry(epoch)
+            if last_offset >= 0:
+                first_seq = (last_seq - delta) % 2**31 if last_seq >= 0 else -1
+                entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset - delta, last_offset))
+            entry.last_timestamp = timestamp
+        self.producers = producers
 
     def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> list[int]:
         """Forget every producer whose last batch's max timestamp is ``expiration_ms`` or more

@@ -58,6 +58,9 @@ TRIAL_BROKER_CONFIG = {
     "group.initial.rebalance.delay.ms": "0",
 }
 TRIAL_CONTROLLER_CONFIG = {"broker.session.timeout.ms": "4000", "broker.heartbeat.interval.ms": "500"}
+# Small segments: every partition rolls every few seconds, so the roll's flush, its producer
+# snapshot and recovery from the last roll all meet every kind of fault.
+TRIAL_TOPIC_CONFIG = {"segment.bytes": "16384"}
 
 
 @dataclass
@@ -214,7 +217,7 @@ def run_trial(seed: int, kinds: list[str] | None = None, length_s: float = 30.0,
                 disks.enter_context(own_disk(broker.metadata_dir, BROKER_DISK_KIB))
         with cluster:
             bootstrap = ",".join(b.bootstrap for b in cluster.brokers.values())
-            cluster.create_topic(TOPIC, PARTITIONS)
+            cluster.create_topic(TOPIC, PARTITIONS, configs=TRIAL_TOPIC_CONFIG)
             nemesis = Nemesis(cluster, net, TOPIC, PARTITIONS)
             workload = Workload(bootstrap, TOPIC, PARTITIONS, producers, rate).start()
             # every start and every heal in time order (a process fault may ride on a network one)
