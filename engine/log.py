@@ -468,7 +468,8 @@ class Log:
         )
         self.segments.append(segment)
         self._bases.append(segment.base_offset)
-        self._take_snapshot(sync=False)  # the roll flush makes it durable with the segments
+        # Not fsynced: one a crash tore fails its checks and an older one, or the log, is used.
+        self._take_snapshot(sync=False)
         self.flush_wanted = max(self.flush_wanted, segment.base_offset)
         if self.on_roll is not None:
             self.on_roll(self)
