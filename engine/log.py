@@ -118,25 +118,27 @@ class FetchDataInfo:
 @dataclass(eq=False)
 class FlushPlan:
     """Flushing a log up to ``upto`` (exclusive), opened on the log's thread for a worker
-    thread: duplicates of the segment files' fds, the segments' index files, and the
-    partition directory (a segment was created in it since the last flush). Its own fds, so
-    the log may close or delete those segments while it runs."""
+    thread: duplicates of the segment files' fds, the segments' index files, the producer
+    snapshots the rolls wrote, and the partition directory (a segment was created in it since
+    the last flush). Its own fds, so the log may close or delete those files while it runs."""
 
     upto: int
     generation: int  # the log's truncations when it was made: ``flushed`` drops a stale plan
     data_fds: list[int]
     index_fds: list[int]
+    snapshot_fds: list[int]
     dir_fd: int | None
 
     def fds(self) -> list[int]:
-        return self.data_fds + self.index_fds + ([] if self.dir_fd is None else [self.dir_fd])
+        directory = [] if self.dir_fd is None else [self.dir_fd]
+        return self.data_fds + self.index_fds + self.snapshot_fds + directory
 
     def run(self) -> None:
         """fsync it all (in a worker thread); every fd is closed, whatever happens."""
         try:
             for fd in self.data_fds:
                 os.fsync(fd)
-            for fd in self.index_fds:
+            for fd in self.index_fds + self.snapshot_fds:
                 os.fdatasync(fd)
             if self.dir_fd is not None:
                 os.fsync(self.dir_fd)
@@ -144,7 +146,7 @@ class FlushPlan:
             self.close()
 
     def close(self) -> None:
-        fds, self.data_fds, self.index_fds, self.dir_fd = self.fds(), [], [], None
+        fds, self.data_fds, self.index_fds, self.snapshot_fds, self.dir_fd = self.fds(), [], [], [], None
         for fd in fds:
             os.close(fd)
 
@@ -468,8 +470,7 @@ class Log:
         )
         self.segments.append(segment)
         self._bases.append(segment.base_offset)
-        # Not fsynced: one a crash tore fails its checks and an older one, or the log, is used.
-        self._take_snapshot(sync=False)
+        self._take_snapshot(sync=False)  # fsynced with the segments by the roll's flush plan
         self.flush_wanted = max(self.flush_wanted, segment.base_offset)
         if self.on_roll is not None:
             self.on_roll(self)
@@ -673,7 +674,7 @@ class Log:
         offset = min(offset, self.log_end_offset)
         if offset <= self.recovery_point:
             return None
-        plan = FlushPlan(offset, self._truncations, [], [], None)
+        plan = FlushPlan(offset, self._truncations, [], [], [], None)
         try:
             for segment in self.segments[self._segment_index(self.recovery_point):]:
                 if segment.base_offset >= offset:
@@ -683,6 +684,11 @@ class Log:
                     plan.index_fds.append(os.open(index.path, os.O_RDONLY | os.O_CLOEXEC))
                 if segment.base_offset >= self.recovery_point and plan.dir_fd is None:
                     plan.dir_fd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            for snapshot in self._snapshot_offsets():
+                if self.recovery_point < snapshot <= offset:
+                    with contextlib.suppress(FileNotFoundError):
+                        path = self._snapshot_path(snapshot)
+                        plan.snapshot_fds.append(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
         except BaseException:
             plan.close()
             raise

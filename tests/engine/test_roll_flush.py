@@ -42,7 +42,12 @@ def test_a_plan_holds_its_own_descriptors_and_closes_them_all(tmp_path):
     plan = log.flush_plan(log.flush_wanted)
     rolled = [s for s in log.segments if s.base_offset < log.flush_wanted]
     fds = plan.fds()
-    assert len(fds) == 3 * len(rolled) + 1, "each rolled segment's log and two indexes, and the dir"
+    snapshots = sorted(name for name in os.listdir(log.dir) if name.endswith(".snapshot"))
+    assert len(snapshots) == len(rolled), "each roll wrote the producer snapshot at its new segment"
+    assert len(fds) == 4 * len(rolled) + 1, \
+        "each rolled segment's log and two indexes, the producer snapshot of each roll, and the dir"
+    opened = sorted(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")) for fd in plan.snapshot_fds)
+    assert opened == snapshots
     assert not {s.fd for s in log.segments} & set(fds)
     log.close()  # the log closes its files while the plan is under way: the plan's stay open
     plan.run()
