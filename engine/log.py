@@ -627,7 +627,6 @@ class Log:
         self.recovery_point = min(self.recovery_point, end)
         self.leader_epoch_cache.truncate_from_end(end)
         self._drop_snapshots(lambda offset: offset <= end)
-        self.producer_state.truncate()
         self._load_producer_state()
         return True
 

@@ -23,7 +23,7 @@ import engine.log as engine_log
 from engine.config import LogConfig
 from engine.log import Log
 from ext.crc import crc32c
-from tests.engine.test_producer_state_rebuild import follower_batch, state, write_history
+from tests.engine.test_producer_state_rebuild import follower_batch, history_log, state, write_history
 from tests.engine.test_recovery import abandon
 
 ENTRY = struct.Struct(">qhiqiqiq")  # Kafka's ProducerSnapshot v1 ProducerEntry
@@ -80,8 +80,7 @@ def test_a_closed_log_leaves_a_kafka_snapshot_at_its_log_end(tmp_path):
 
 def test_a_clean_reopen_loads_the_snapshot_and_scans_nothing(tmp_path, monkeypatch):
     path = str(tmp_path / "t-0")
-    log = Log(path, LogConfig(segment_bytes=4096))
-    write_history(log, random.Random(1), 300)
+    log = history_log(path, 1, 300)
     live = state(log)
     log.close()
     counter = ScanCounter(monkeypatch)
@@ -97,8 +96,7 @@ def reopened_end(path: str) -> int:
 
 def test_a_roll_snapshots_at_the_new_segment_and_a_crash_replays_only_what_follows(tmp_path, monkeypatch):
     path = str(tmp_path / "t-0")
-    log = Log(path, LogConfig(segment_bytes=4096))
-    write_history(log, random.Random(2), 300)
+    log = history_log(path, 2, 300)
     bases = [s.base_offset for s in log.segments]
     assert len(bases) > 4
     assert snapshots(path) == bases[1:], "one at each roll"
@@ -131,8 +129,7 @@ def test_a_truncation_reloads_from_the_snapshot_below_the_cut_and_drops_those_ab
 
 def test_a_corrupt_snapshot_is_deleted_and_an_older_one_used(tmp_path):
     path = str(tmp_path / "t-0")
-    log = Log(path, LogConfig(segment_bytes=4096))
-    write_history(log, random.Random(4), 300)
+    log = history_log(path, 4, 300)
     live = state(log)
     abandon(log)
     newest = os.path.join(path, f"{snapshots(path)[-1]:020d}.snapshot")
@@ -150,8 +147,7 @@ def test_a_corrupt_snapshot_is_deleted_and_an_older_one_used(tmp_path):
 
 def test_a_torn_snapshot_is_not_trusted(tmp_path):
     path = str(tmp_path / "t-0")
-    log = Log(path, LogConfig())
-    write_history(log, random.Random(5), 100)
+    log = history_log(path, 5, 100, LogConfig())
     live = state(log)
     log.close()
     only = os.path.join(path, f"{snapshots(path)[-1]:020d}.snapshot")
@@ -164,8 +160,7 @@ def test_a_torn_snapshot_is_not_trusted(tmp_path):
 
 def test_snapshots_above_the_recovered_log_end_are_dropped(tmp_path):
     path = str(tmp_path / "t-0")
-    log = Log(path, LogConfig(segment_bytes=4096))
-    write_history(log, random.Random(6), 300)
+    log = history_log(path, 6, 300)
     bases = [s.base_offset for s in log.segments]
     abandon(log)
     # The last segment is lost; the one before it is cut to nothing.
@@ -183,8 +178,7 @@ def test_snapshots_above_the_recovered_log_end_are_dropped(tmp_path):
 def test_retention_drops_the_snapshots_below_the_first_segment(tmp_path):
     path = str(tmp_path / "t-0")
     config = LogConfig(segment_bytes=4096, retention_bytes=8192, file_delete_delay_ms=0)
-    log = Log(path, config)
-    write_history(log, random.Random(7), 300)
+    log = history_log(path, 7, 300, config)
     log.update_high_watermark(log.log_end_offset)
     assert log.delete_old_segments() > 0
     first = log.segments[0].base_offset
@@ -194,8 +188,7 @@ def test_retention_drops_the_snapshots_below_the_first_segment(tmp_path):
 
 def test_a_log_restarted_at_a_new_start_drops_every_snapshot(tmp_path):
     path = str(tmp_path / "t-0")
-    log = Log(path, LogConfig(segment_bytes=4096))
-    write_history(log, random.Random(8), 200)
+    log = history_log(path, 8, 200)
     assert snapshots(path)
     log.truncate_fully_and_start_at(log.log_end_offset + 100)
     assert snapshots(path) == []

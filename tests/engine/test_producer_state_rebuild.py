@@ -58,10 +58,17 @@ def write_history(log: Log, rng: random.Random, batches: int) -> None:
         log.append_as_follower(buf, BASE_TS)
 
 
+def history_log(path: str, seed: int, batches: int, config: LogConfig | None = None) -> Log:
+    """A log at ``path`` (4 KiB segments unless ``config`` says otherwise) holding
+    ``write_history`` of ``seed``."""
+    log = Log(path, config or LogConfig(segment_bytes=4096))
+    write_history(log, random.Random(seed), batches)
+    return log
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_rebuild_finds_the_state_the_appends_left(tmp_path, seed):
-    log = Log(str(tmp_path / "t-0"), LogConfig(segment_bytes=4096))
-    write_history(log, random.Random(seed), 400)
+    log = history_log(str(tmp_path / "t-0"), seed, 400)
     assert len(log.segments) > 3
     live = state(log)
     assert live  # producers were seen
@@ -72,8 +79,7 @@ def test_rebuild_finds_the_state_the_appends_left(tmp_path, seed):
 
 def test_reopened_log_has_the_producer_state_it_had(tmp_path):
     path = str(tmp_path / "t-0")
-    log = Log(path, LogConfig(segment_bytes=4096))
-    write_history(log, random.Random(99), 300)
+    log = history_log(path, 99, 300)
     live = state(log)
     log.close()
     reopened = Log(path, LogConfig(segment_bytes=4096), recovery_point=0, had_clean_shutdown=False)
