@@ -10,7 +10,9 @@ field cannot hold) closes that connection with one log line; it never escapes to
 connection's task.
 
 A handler may answer ``Deferred(awaitable)``: its part that must keep the connection's order
-is done (a produce has appended) and the rest only waits (for replication). The connection
+is done (a produce has appended) and the rest only waits (for replication). An asyncio Future
+that a callback completes (an acks=all produce's, from the call that moves the high watermark)
+is encoded from its done callback; any other awaitable gets a task. The connection
 then handles its next requests while it waits, and sends the answers in request order
 (protocol/net.py). Kafka's broker holds the connection until the answer; an acks=all
 producer pipelining small requests would otherwise wait a replication round trip per
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -134,7 +137,13 @@ class Dispatcher:
                           messages.API_NAMES[header.api_key], version)
             return None
         if isinstance(response, Deferred):
-            return Deferred(asyncio.get_running_loop().create_task(self._finish(header, response.response)))
+            pending = response.response
+            loop = asyncio.get_running_loop()
+            if isinstance(pending, asyncio.Future):  # answered by a callback: no task
+                parts = loop.create_future()
+                pending.add_done_callback(functools.partial(self._finished, header, parts))
+                return Deferred(parts)
+            return Deferred(loop.create_task(self._finish(header, pending)))
         if response is None:
             return []
         return _encode(header, response)
@@ -149,6 +158,23 @@ class Dispatcher:
         if response is None:
             return []
         return _encode(header, response)
+
+    @staticmethod
+    def _finished(header: RequestHeader, parts: asyncio.Future, body: asyncio.Future) -> None:
+        """``_finish`` for a handler's future: ``parts`` gets the encoded answer (None: close)."""
+        if parts.done():  # the connection closed meanwhile
+            return
+        if body.cancelled():
+            parts.set_result(None)
+            return
+        error = body.exception()
+        if error is not None:
+            log.error("%s v%d handler failed; closing the connection",
+                      messages.API_NAMES[header.api_key], header.api_version, exc_info=error)
+            parts.set_result(None)
+            return
+        response = body.result()
+        parts.set_result([] if response is None else _encode(header, response))
 
     def _unsupported(self, header: RequestHeader) -> list | None:
         codec = messages.RESPONSES[header.api_key]

@@ -9,6 +9,7 @@
     decode_fetch_request(version, buf, pos)          Fetch request body, v4-18
     encode_fetch_request(version, corr_id, client_id, body)
                                                      whole Fetch request frame, v4-18
+    read_request_header(reader, listener_name, make) a request header (every request)
     frame_buffer(size)                               an unzeroed bytearray for a frame
 
 This module is the one callers import. Produce and Metadata are here; the Fetch functions
@@ -49,9 +50,10 @@ Rules kept from the generic codec that are easy to miss:
 """
 from cpython.bytearray cimport PyByteArray_FromStringAndSize
 from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint64_t
 
-from protocol.wire cimport (Cursor, Frame, Out, TagDefault, _check_version, _decode_body,
+from protocol.wire cimport (Cursor, Frame, Out, TagDefault, _bad_utf8, _check_version, _decode_body,
                            _field, _need, _new, _put_array_length, _put_int32_array,
                            _put_node_endpoints_tags, _put_string, _put_uuid, _read_array_length,
                            _read_array_length_nn, _read_string_nn,
@@ -60,6 +62,7 @@ from protocol.wire cimport (Cursor, Frame, Out, TagDefault, _check_version, _dec
                            skip_tagged_fields)
 
 from protocol import messages
+from protocol.types import ProtocolError
 from protocol.fastfetch_request import (FETCH_REQUEST_VERSIONS, decode_fetch_request,
                                         encode_fetch_request)
 from protocol.fastfetch_response import (FETCH_VERSIONS, decode_fetch_response,
@@ -69,7 +72,7 @@ __all__ = ["PRODUCE_VERSIONS", "PRODUCE_RESPONSE_VERSIONS", "METADATA_VERSIONS",
            "FETCH_VERSIONS", "FETCH_REQUEST_VERSIONS", "decode_produce_request",
            "encode_produce_response", "encode_metadata_response", "encode_fetch_response",
            "decode_fetch_response", "decode_fetch_request", "encode_fetch_request",
-           "frame_buffer"]
+           "read_request_header", "frame_buffer"]
 
 # ---- struct classes and their defaults (what the generic codec builds and compares) -------
 
@@ -103,6 +106,55 @@ def frame_buffer(Py_ssize_t size):
     return PyByteArray_FromStringAndSize(NULL, size)
 
 
+
+
+# ---- request headers -----------------------------------------------------------------------
+#
+# api_key int16, api_version int16, correlation_id int32, client_id (int16 length, -1 = null,
+# even in header v2), then in header v2 (a flexible request version) a tag section. An API key
+# the schemas do not know still parses, as header v1.
+
+cdef dict _FLEXIBLE = {key: (codec.message.flexible.lo, codec.message.flexible.hi)
+                       for key, codec in messages.REQUESTS.items()
+                       if codec.message.flexible is not None}
+
+
+def read_request_header(object reader, object listener_name, object make):
+    """protocol.headers.read_request_header: the header at a Reader's pos, which it leaves
+    where the body begins; returns make(api_key, api_version, correlation_id, client_id,
+    header_version, listener_name)."""
+    api_key, api_version, correlation_id, client_id, header_version = _decode_body(
+        _decode_header, 0, reader, 0)
+    return make(api_key, api_version, correlation_id, client_id, header_version, listener_name)
+
+
+cdef object _decode_header(int unused, object view, Cursor* cursor):
+    cdef Cursor c = cursor[0]
+    cdef int16_t api_key, api_version, n
+    cdef int32_t correlation_id
+    read_i16(&c, &api_key)
+    read_i16(&c, &api_version)
+    read_i32(&c, &correlation_id)
+    read_i16(&c, &n)
+    if n < -1:
+        raise ProtocolError(f"negative client id length {n}")
+    cdef object client_id = None
+    cdef Py_ssize_t at
+    if n >= 0:
+        _need(&c, n)
+        at = c.pos
+        c.pos += n
+        try:
+            client_id = PyUnicode_DecodeUTF8(<const char*>c.data + at, n, NULL)
+        except UnicodeDecodeError:
+            _bad_utf8(at)
+    flexible = _FLEXIBLE.get(api_key)
+    cdef int header_version = 1
+    if flexible is not None and flexible[0] <= api_version <= flexible[1]:
+        skip_tagged_fields(&c)
+        header_version = 2
+    cursor[0] = c
+    return (api_key, api_version, correlation_id, client_id, header_version)
 
 
 def decode_produce_request(int version, object buf, Py_ssize_t pos=0):

@@ -11,8 +11,8 @@ when its version is flexible (else v1); a response uses v1 when flexible (else v
 ApiVersions responses, which always use v0 so that a client can read the error of a
 version it does not know.
 
-The hot messages (Produce requests and responses, Fetch requests and responses, Metadata
-responses) go through hand-tuned Cython (protocol/fastcodec.pyx and the modules it gathers),
+Request headers and the hot messages (Produce requests and responses, Fetch requests and
+responses, Metadata responses) go through hand-tuned Cython (protocol/fastcodec.pyx and the modules it gathers),
 byte-identical to the generic codec. Not building it is not an error, but it is not silent
 either: FAST_CODEC says which path is live, a warning is logged at import, and
 tests/protocol/test_fastcodec.py fails when the extension is missing.
@@ -20,7 +20,7 @@ tests/protocol/test_fastcodec.py fails when the extension is missing.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from protocol import messages
 from protocol.types import ProtocolError, Reader, Writer
@@ -48,8 +48,7 @@ FAST_RESPONSE_DECODERS = {1: fastcodec.decode_fetch_response} if FAST_CODEC else
 API_VERSIONS_KEY = 18
 
 
-@dataclass(frozen=True)
-class RequestHeader:
+class RequestHeader(NamedTuple):
     api_key: int
     api_version: int
     correlation_id: int
@@ -65,6 +64,13 @@ def read_request_header(r: Reader, listener_name: str | None = None) -> RequestH
     """Reads the header; the body follows at r.pos. Unknown API keys and versions still
     parse (so that UNSUPPORTED_VERSION can be answered with the right correlation id).
     ``listener_name``: where the request came on (see RequestHeader)."""
+    if fastcodec is not None:
+        return fastcodec.read_request_header(r, listener_name, RequestHeader)
+    return read_request_header_generic(r, listener_name)
+
+
+def read_request_header_generic(r: Reader, listener_name: str | None = None) -> RequestHeader:
+    """read_request_header through the generic Reader only (the reference for fastcodec)."""
     api_key = r.int16()
     api_version = r.int16()
     correlation_id = r.int32()

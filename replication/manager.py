@@ -111,37 +111,104 @@ def _wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _set_done(waiter: asyncio.Future) -> None:
+def _set_done(waiter: asyncio.Future, result: Any = None) -> None:
     if not waiter.done():
-        waiter.set_result(None)
+        waiter.set_result(result)
 
 
-async def _all_done(futures: list[asyncio.Future], timeout_s: float) -> None:
-    """Wait until every future is done or ``timeout_s`` passed (asyncio.wait's ALL_COMPLETED
-    without its per-call set, coroutine checks and per-future callback bookkeeping: every
-    acks=all produce waits here)."""
-    left = sum(1 for fut in futures if not fut.done())
-    if not left:
-        return
-    loop = asyncio.get_running_loop()
-    waiter = loop.create_future()
+class CommitWait:
+    """One ``when_committed`` call's wait: its answers, one purgatory waiter (a _Slot) per
+    partition that waits, the timeout's timer, and what to call once every slot is answered."""
 
-    def one_done(_: asyncio.Future) -> None:
-        nonlocal left
-        left -= 1
-        if not left:
-            _set_done(waiter)
+    __slots__ = ("purgatory", "answers", "on_done", "slots", "left", "timer")
 
-    for fut in futures:
-        if not fut.done():
-            fut.add_done_callback(one_done)
-    timer = loop.call_later(timeout_s, _set_done, waiter)
+    def __init__(self, purgatory: AcksPurgatory, answers: list[int],
+                 on_done: Callable[[list[int]], None]) -> None:
+        self.purgatory = purgatory
+        self.answers = answers
+        self.on_done: Callable[[list[int]], None] | None = on_done
+        self.slots: list[_Slot] = []
+        self.left = 0
+        self.timer: asyncio.TimerHandle | None = None
+
+    def slot(self, index: int, key: TopicPartition) -> _Slot:
+        slot = _Slot(self, index, key)
+        self.slots.append(slot)
+        self.left += 1
+        return slot
+
+    def answered(self, index: int, code: int) -> None:
+        self.answers[index] = code
+        self.left -= 1
+        if not self.left:
+            self._finish()
+
+    def expire(self) -> None:
+        """The request's timeout: what still waits is REQUEST_TIMED_OUT."""
+        self.timer = None
+        self._forget(errors.REQUEST_TIMED_OUT)
+        self._finish()
+
+    def cancel(self) -> None:
+        """The caller stopped waiting: leave the purgatory and never call ``on_done``."""
+        self.on_done = None
+        self._forget(errors.REQUEST_TIMED_OUT)
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def _forget(self, code: int) -> None:
+        for slot in self.slots:
+            if not slot.answered:
+                slot.answered = True
+                self.answers[slot.index] = code
+                self.purgatory.forget(slot.key, slot)
+        self.left = 0
+
+    def _finish(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        on_done, self.on_done = self.on_done, None
+        if on_done is not None:
+            on_done(self.answers)
+
+
+class _Slot:
+    """A partition's place in the purgatory for a CommitWait: answered like a future (done,
+    set_result, cancel), without the loop hop a future's callbacks take."""
+
+    __slots__ = ("wait", "index", "key", "answered")
+
+    def __init__(self, wait: CommitWait, index: int, key: TopicPartition) -> None:
+        self.wait = wait
+        self.index = index
+        self.key = key
+        self.answered = False
+
+    def done(self) -> bool:
+        return self.answered
+
+    def set_result(self, code: int) -> None:
+        if not self.answered:
+            self.answered = True
+            self.wait.answered(self.index, code)
+
+    def cancel(self) -> bool:
+        if self.answered:
+            return False
+        self.answered = True
+        return True
+
+
+async def _until(done: asyncio.Future, wait: CommitWait | None) -> Any:
+    """``done``'s result; a cancelled caller cancels ``wait``."""
     try:
-        await waiter
-    finally:
-        timer.cancel()
-        for fut in futures:
-            fut.remove_done_callback(one_done)
+        return await done
+    except asyncio.CancelledError:
+        if wait is not None:
+            wait.cancel()
+        raise
 
 
 @dataclass
@@ -493,19 +560,43 @@ class ReplicaManager:
                               timeout_ms: int) -> None:
         """acks=-1 for ``append_records_locally``'s results: each successful one's error
         becomes what ``wait_committed`` answers."""
+        done = asyncio.get_running_loop().create_future()
+        wait = self.when_replicated(entries, results, timeout_ms, lambda: _set_done(done))
+        await _until(done, wait)
+
+    def when_replicated(self, entries: list[tuple[str, int, Any]], results: list[AppendResult],
+                        timeout_ms: int, on_done: Callable[[], None]) -> CommitWait | None:
+        """``wait_replicated`` without a task: ``on_done()`` is called once each successful
+        result's error is what ``wait_committed`` answers (at once, before this returns, when
+        nothing has to wait). Returns the wait (None when nothing waited), to cancel."""
         waits = [((topic, index), result.required_offset)
                  for (topic, index, _), result in zip(entries, results) if not result.error]
-        answers = iter(await self.wait_committed(waits, timeout_ms))
-        for result in results:
-            if not result.error:
-                result.error = next(answers)
+
+        def committed(answers: list[int]) -> None:
+            answered = iter(answers)
+            for result in results:
+                if not result.error:
+                    result.error = next(answered)
+            on_done()
+
+        return self.when_committed(waits, timeout_ms, committed)
 
     async def wait_committed(self, appended: list[tuple[TopicPartition, int]], timeout_ms: int) -> list[int]:
         """acks=all for appends already made: for each (partition, required offset), NONE once
         the high watermark reached it, NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER,
         or REQUEST_TIMED_OUT after ``timeout_ms``."""
+        done = asyncio.get_running_loop().create_future()
+        wait = self.when_committed(appended, timeout_ms, lambda answers: _set_done(done, answers))
+        return await _until(done, wait)
+
+    def when_committed(self, appended: list[tuple[TopicPartition, int]], timeout_ms: int,
+                       on_done: Callable[[list[int]], None]) -> CommitWait | None:
+        """``wait_committed`` without a task (every acks=all produce waits here): ``on_done``
+        gets the answers once each is known, from inside the call that moved the last high
+        watermark it waited for, from the timeout's timer, or at once, before this returns,
+        when none has to wait. Returns the wait (None when nothing waited), to cancel."""
         answers: list[int] = []
-        parked = []
+        parked: list[tuple[int, TopicPartition, int]] = []
         for i, (tp, required) in enumerate(appended):
             partition = self.partitions.get(tp)
             if partition is None:
@@ -514,20 +605,20 @@ class ReplicaManager:
             done, error = partition.check_enough_replicas_reach_offset(required)
             answers.append(error)
             if not done and not error:
-                parked.append((i, tp, self.purgatory.watch(tp, required)))
+                parked.append((i, tp, required))
         if not parked:
-            return answers
-        try:
-            if timeout_ms > 0:
-                await _all_done([fut for _, _, fut in parked], timeout_ms / 1000)
-        finally:
-            for i, tp, fut in parked:
-                if fut.done() and not fut.cancelled():
-                    answers[i] = fut.result()
-                else:
-                    self.purgatory.forget(tp, fut)
-                    answers[i] = errors.REQUEST_TIMED_OUT
-        return answers
+            on_done(answers)
+            return None
+        if timeout_ms <= 0:
+            for i, _, _ in parked:
+                answers[i] = errors.REQUEST_TIMED_OUT
+            on_done(answers)
+            return None
+        wait = CommitWait(self.purgatory, answers, on_done)
+        for i, tp, required in parked:
+            self.purgatory.park(tp, required, wait.slot(i, tp))
+        wait.timer = asyncio.get_running_loop().call_later(timeout_ms / 1000, wait.expire)
+        return wait
 
     # ---- reads --------------------------------------------------------------------------------
 
@@ -547,10 +638,11 @@ class ReplicaManager:
     def read_for_follower(self, topic: str, index: int, replica_id: int, broker_epoch: int,
                           current_leader_epoch: int, fetch_offset: int, last_fetched_epoch: int,
                           log_start_offset: int, max_bytes: int, min_one_message: bool = True,
-                          now_ms: int | None = None) -> ReadResult:
+                          now_ms: int | None = None, update_fetch_state: bool = True) -> ReadResult:
         """A follower's fetch: a diverging epoch instead of records when its last fetched epoch
         ends earlier in our log; else records up to our log end offset, after which its fetch
-        offset counts as its log end offset (ISR expansion, high watermark)."""
+        offset counts as its log end offset (ISR expansion, high watermark). A read of a fetch
+        that waited (``update_fetch_state`` False) records nothing: its arrival did."""
         tp = (topic, index)
         partition = self.partitions.get(tp)
         if partition is None:
@@ -571,6 +663,10 @@ class ReplicaManager:
         leader_end = log_.log_end_offset
         result = self._read_into(ReadResult(), log_, fetch_offset, max_bytes, FETCH_LOG_END, min_one_message)
         if result.error:
+            return result
+        if not update_fetch_state:  # a read after a wait: the fetch was recorded on arrival
+            result.high_watermark = result.last_stable_offset = log_.high_watermark
+            result.log_start_offset = log_.log_start_offset
             return result
         now = self.clock() if now_ms is None else now_ms
         try:

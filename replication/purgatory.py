@@ -30,13 +30,24 @@ import asyncio
 import heapq
 import itertools
 from collections.abc import Callable, Hashable
+from typing import Protocol
 
 from replication import errors
 
 
+class Waiter(Protocol):
+    """What the purgatory answers: an asyncio.Future, or a waiter with the same three calls."""
+
+    def done(self) -> bool: ...
+
+    def set_result(self, code: int) -> None: ...
+
+    def cancel(self) -> bool: ...
+
+
 class AcksPurgatory:
     def __init__(self) -> None:
-        self._waiting: dict[Hashable, list[tuple[int, int, asyncio.Future]]] = {}
+        self._waiting: dict[Hashable, list[tuple[int, int, Waiter]]] = {}
         self._stale: dict[Hashable, int] = {}  # forgotten futures still in a heap
         self._sequence = itertools.count()
 
@@ -44,8 +55,15 @@ class AcksPurgatory:
         """A future answered with an error code (NONE on success) once the high watermark of
         ``key`` reaches ``required_offset``, or the partition is failed."""
         fut = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._waiting.setdefault(key, []), (required_offset, next(self._sequence), fut))
+        self.park(key, required_offset, fut)
         return fut
+
+    def park(self, key: Hashable, required_offset: int, waiter: Waiter) -> None:
+        """``watch`` with a waiter of the caller's: anything with a future's ``done()``,
+        ``set_result(code)`` and ``cancel()``. Its ``set_result`` runs inside the call that
+        moved the high watermark, so a waiter that is not a future answers with no hop
+        through the event loop (ReplicaManager.when_committed)."""
+        heapq.heappush(self._waiting.setdefault(key, []), (required_offset, next(self._sequence), waiter))
 
     def complete_up_to(self, key: Hashable, high_watermark: int, verdict: Callable[[int], int]) -> int:
         """Answer the waiters of ``key`` whose required offset is <= ``high_watermark``, in
@@ -78,7 +96,7 @@ class AcksPurgatory:
         for key in list(self._waiting):
             self.fail_partition(key, error)
 
-    def forget(self, key: Hashable, fut: asyncio.Future) -> None:
+    def forget(self, key: Hashable, fut: Waiter) -> None:
         """The request stopped waiting (its timeout, or it was cancelled)."""
         if not fut.done():
             fut.cancel()

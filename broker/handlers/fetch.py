@@ -49,10 +49,12 @@ def apis(broker) -> list[Api]:
     fetch_max_bytes = broker.config["fetch.max.bytes"]
     R = M.FetchResponse
 
-    def read_partitions(wanted, req, version, follower, budget, listener):
+    def read_partitions(wanted, req, version, follower, budget, listener, first):
         """[(key, partition, PartitionData)] for the wanted entries (``budget`` bytes in all), the
         bytes read, the (topic name, partition) pairs read, the leaders to name, and whether to
-        answer without waiting (a diverging epoch)."""
+        answer without waiting (a diverging epoch). A follower's fetch state is recorded on the
+        ``first`` read of its request only: a read after a wait answers the same fetch (Kafka's
+        DelayedFetch reads with updateFetchState off)."""
         total = 0
         out, names, leaders = [], [], {}
         urgent = False
@@ -73,7 +75,7 @@ def apis(broker) -> list[Api]:
             else:
                 res = replicas.read_for_follower(name, index, follower[0], follower[1], current_epoch,
                                                  fetch_offset, last_epoch, log_start, part_bytes,
-                                                 min_one_message=total == 0)
+                                                 min_one_message=total == 0, update_fetch_state=first)
             pd.error_code = res.error
             pd.high_watermark = res.high_watermark
             pd.last_stable_offset = res.last_stable_offset
@@ -146,9 +148,11 @@ def apis(broker) -> list[Api]:
         max_bytes = min(req.max_bytes if req.max_bytes > 0 else 2**31 - 1, fetch_max_bytes)
         min_bytes = max(min(req.min_bytes, max_bytes), 1)
         waiters = broker.fetch_waiters
+        first = True
         while True:
             results, total, names, leaders, urgent = read_partitions(wanted, req, version, follower,
-                                                                     max_bytes, header.listener_name)
+                                                                     max_bytes, header.listener_name, first)
+            first = False
             remaining = deadline - loop.time()
             failed = any(pd.error_code for _, _, pd in results)
             if total >= min_bytes or remaining <= 0 or failed or urgent:

@@ -14,6 +14,8 @@ v10+), so the producer moves at once.
 """
 from __future__ import annotations
 
+import asyncio
+
 from ext.batch import COMPRESSION_ZSTD, LOG_OVERHEAD, MAGIC
 from protocol import messages as M
 from protocol.dispatch import Api, Deferred
@@ -115,13 +117,21 @@ def apis(broker) -> list[Api]:
             # connection's next requests in (protocol/dispatch.py, Deferred). It keeps no view
             # of the request frame: the listener's memory pool (queued.max.request.bytes) has
             # counted that frame free since this handler returned, so it must really be free.
+            # The answer is made from inside the call that moves the high watermark (or the
+            # timeout's timer): no task per produce.
             entries = [(name, index, None) for name, index, _ in entries]
-            return Deferred(answer_when_replicated(header, responses, entries, slots, results,
-                                                   req.timeout_ms))
-        return answer(header, responses, entries, slots, results)
+            body = asyncio.get_running_loop().create_future()
 
-    async def answer_when_replicated(header, responses, entries, slots, results, timeout_ms):
-        await replicas.wait_replicated(entries, results, timeout_ms)
+            def replicated() -> None:
+                if body.done():
+                    return
+                try:
+                    body.set_result(answer(header, responses, entries, slots, results))
+                except Exception as e:  # the Dispatcher logs it and closes the connection
+                    body.set_exception(e)
+
+            replicas.when_replicated(entries, results, req.timeout_ms, replicated)
+            return Deferred(body)
         return answer(header, responses, entries, slots, results)
 
     def answer(header, responses, entries, slots, results):

@@ -198,6 +198,28 @@ def test_a_high_watermark_move_does_not_answer_a_waiting_follower_fetch_as_in_ka
     run(main())
 
 
+def test_a_follower_fetch_that_waited_is_recorded_once_at_its_arrival_as_in_kafka(tmp_path):
+    """Kafka's DelayedFetch reads with updateFetchState off: the follower's fetch state (its log
+    end, fetch time, the leader's log end at the fetch) is what the fetch found on arrival, not
+    what the read that answers it after the wait finds."""
+    async def main():
+        cluster = Cluster()
+        cluster.create_topic(replicas=(1, 2, 3))
+        leader = Node(tmp_path, 1, cluster)
+        await leader.produce(10, acks=1)
+        arrived = leader.clock.now
+        parked = asyncio.ensure_future(leader.replica_fetch(2, 10, last_fetched_epoch=0, max_wait_ms=5000))
+        await settle()
+        leader.clock.now += 1000
+        await leader.produce(5, acks=1)
+        pd = await asyncio.wait_for(parked, 1)
+        assert offsets_of(pd) == [(10, 14)]
+        state = leader.partition().remote_replicas[2].state
+        assert (state.log_end_offset, state.last_fetch_time_ms, state.last_fetch_leader_log_end_offset,
+                state.last_caught_up_time_ms) == (10, arrived, 10, arrived)
+    run(main())
+
+
 def test_a_follower_learns_the_high_watermark_at_its_max_wait_when_no_records_come(tmp_path):
     async def main():
         cluster = Cluster()

@@ -495,3 +495,63 @@ def test_frame_buffer_is_a_writable_bytearray_of_the_size_asked_and_refuses_a_ne
     assert frame_buffer(0) == bytearray()
     with pytest.raises(ValueError, match="negative"):
         frame_buffer(-1)
+
+
+# ---- request headers ----------------------------------------------------------------------
+
+def _header_outcome(read, frame: bytes, start: int = 0, end: int | None = None):
+    r = Reader(bytearray(frame), start, end)
+    try:
+        return read(r, "LISTENER"), r.pos
+    except ProtocolError:
+        return "ProtocolError"
+
+
+def _header_frames(rng: random.Random) -> list[bytes]:
+    frames = []
+    for api_key in (0, 1, 3, 18, 60, 32767, -1):
+        for api_version in (0, 3, 9, 12, 13):
+            w = Writer()
+            w.int16(api_key)
+            w.int16(api_version)
+            w.int32(rng.randrange(-2**31, 2**31))
+            client = rng.choice([None, "", "rdkafka", "kłient-ü", "x" * 300])
+            if client is None:
+                w.int16(-1)
+            else:
+                w.int16(len(client.encode()))
+                w.raw(client.encode())
+            tags = rng.choice([[], [(0, b"")], [(1, b"ab"), (7, bytes(200))]])
+            w.uvarint(len(tags))
+            for tag, value in tags:
+                w.uvarint(tag)
+                w.uvarint(len(value))
+                w.raw(value)
+            w.raw(bytes(rng.randrange(0, 20)))  # the body
+            frames.append(bytes(w.buf))
+    return frames
+
+
+def test_request_headers_read_as_the_generic_reader_reads_them():
+    """Every API key (unknown ones too), flexible or not, null, empty and non-ASCII client
+    ids, tag sections; then every truncation and random corruption: the same header and
+    position, or a ProtocolError from both."""
+    rng = random.Random(1)
+    fast = headers.read_request_header
+    generic = headers.read_request_header_generic
+    for frame in _header_frames(rng):
+        expected = _header_outcome(generic, frame)
+        assert expected != "ProtocolError"
+        assert _header_outcome(fast, frame) == expected
+        assert _header_outcome(fast, b"\x00" * 3 + frame, 3) == _header_outcome(generic, b"\x00" * 3 + frame, 3)
+        for cut in range(len(frame)):
+            assert _header_outcome(fast, frame, 0, cut) == _header_outcome(generic, frame, 0, cut), (frame, cut)
+        for _ in range(30):
+            bad = bytearray(frame)
+            bad[rng.randrange(min(len(bad), 16))] = rng.randrange(256)
+            assert _header_outcome(fast, bytes(bad)) == _header_outcome(generic, bytes(bad)), bytes(bad)
+    bad_utf8 = b"\x00\x00\x00\x09\x00\x00\x00\x01\x00\x02\xff\xfe"
+    assert _header_outcome(fast, bad_utf8) == _header_outcome(generic, bad_utf8)
+    assert _header_outcome(fast, bad_utf8) == "ProtocolError"
+    with pytest.raises(ProtocolError, match="negative client id length -2"):
+        fast(Reader(b"\x00\x00\x00\x09\x00\x00\x00\x01\xff\xfe"))

@@ -205,3 +205,91 @@ def test_a_pending_isr_change_survives_metadata_changes_of_other_partitions(tmp_
         node.replicas.handle_alter_partition_result(TOPIC_ID, 0, sent, Error.NONE, committed)
         assert node.log().high_watermark == 10
     run(main())
+
+
+def test_an_acks_all_wait_is_answered_inside_the_follower_fetch_that_commits_it(tmp_path):
+    """when_committed: the answer comes from the call that moves the high watermark, with no
+    turn of the event loop in between (every acks=all produce waits here)."""
+    async def main():
+        cluster = Cluster()
+        cluster.create_topic(replicas=(1, 2, 3))
+        node = Node(tmp_path, 1, cluster)
+        await node.produce(10, acks=1)
+        answers = []
+        wait = node.replicas.when_committed([(TP, 10)], 5000, answers.append)
+        assert wait is not None and answers == [] and node.replicas.purgatory.waiting(TP) == [10]
+        node.replicas.read_for_follower(TOPIC, 0, 2, 102, 0, 10, 0, 0, 1 << 20)
+        assert answers == []  # one follower of three: the ISR is not there yet
+        node.replicas.read_for_follower(TOPIC, 0, 3, 103, 0, 10, 0, 0, 1 << 20)
+        assert answers == [[Error.NONE]] and node.replicas.purgatory.waiting(TP) == []
+        assert wait.timer is None  # its timeout is cancelled with the answer
+    run(main())
+
+
+def test_an_acks_all_wait_answers_at_once_what_need_not_wait(tmp_path):
+    async def main():
+        cluster = Cluster()
+        cluster.create_topic(replicas=(1, 2, 3))
+        node = Node(tmp_path, 1, cluster)
+        answers = []
+        missing = ("other", 0)
+        assert node.replicas.when_committed([(TP, 0), (missing, 5)], 5000, answers.append) is None
+        assert answers == [[Error.NONE, Error.NOT_LEADER_OR_FOLLOWER]]
+        await node.produce(10, acks=1)
+        assert node.replicas.when_committed([(TP, 10)], 0, answers.append) is None  # timeout 0
+        assert answers[-1] == [Error.REQUEST_TIMED_OUT] and node.replicas.purgatory.waiting(TP) == []
+    run(main())
+
+
+def test_an_acks_all_wait_times_out_per_partition_and_leaves_the_purgatory(tmp_path):
+    async def main():
+        cluster = Cluster()
+        cluster.create_topic(replicas=(1, 2, 3), partitions=2)
+        node = Node(tmp_path, 1, cluster)
+        await node.produce(10, acks=1)
+        await node.produce(10, acks=1, partition=1)
+        node.replicas.read_for_follower(TOPIC, 1, 2, 102, 0, 10, 0, 0, 1 << 20)
+        node.replicas.read_for_follower(TOPIC, 1, 3, 103, 0, 9, 0, 0, 1 << 20)
+        answers = []
+        node.replicas.when_committed([(TP, 10), ((TOPIC, 1), 10)], 50, answers.append)
+        node.replicas.read_for_follower(TOPIC, 1, 3, 103, 0, 10, 0, 0, 1 << 20)  # partition 1 commits
+        assert answers == []
+        await asyncio.sleep(0.2)
+        assert answers == [[Error.REQUEST_TIMED_OUT, Error.NONE]]
+        assert node.replicas.purgatory.waiting(TP) == []
+    run(main())
+
+
+def test_a_cancelled_acks_all_wait_is_never_answered_and_leaves_the_purgatory(tmp_path):
+    async def main():
+        cluster = Cluster()
+        cluster.create_topic(replicas=(1, 2, 3))
+        node = Node(tmp_path, 1, cluster)
+        await node.produce(10, acks=1)
+        answers = []
+        wait = node.replicas.when_committed([(TP, 10)], 50, answers.append)
+        waiter = asyncio.ensure_future(node.replicas.wait_committed([(TP, 10)], 5000))
+        await settle()
+        waiter.cancel()  # the awaiting caller's cancellation cancels its wait
+        wait.cancel()
+        await settle()
+        assert node.replicas.purgatory.waiting(TP) == []
+        await asyncio.sleep(0.1)  # past the timeout: the cancelled wait's timer is gone too
+        for replica in (2, 3):
+            node.replicas.read_for_follower(TOPIC, 0, replica, 100 + replica, 0, 10, 0, 0, 1 << 20)
+        assert answers == [] and waiter.cancelled()
+    run(main())
+
+
+def test_an_acks_all_wait_on_a_partition_that_loses_its_leadership_is_answered_so(tmp_path):
+    async def main():
+        cluster = Cluster()
+        cluster.create_topic(replicas=(1, 2, 3))
+        node = Node(tmp_path, 1, cluster)
+        await node.produce(10, acks=1)
+        answers = []
+        node.replicas.when_committed([(TP, 10)], 5000, answers.append)
+        cluster.change(leader=2)
+        node.sync()
+        assert answers == [[Error.NOT_LEADER_OR_FOLLOWER]]
+    run(main())
