@@ -15,7 +15,7 @@ import re
 import struct
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ext.batch import LOG_OVERHEAD, BatchHeader, BatchSummary, decode_records, read_header, scan
 from ext.errors import CorruptRecordError
@@ -62,8 +62,7 @@ def segment_base_offsets(partition_dir: str) -> list[int]:
     )
 
 
-@dataclass(frozen=True)
-class BatchPosition:
+class BatchPosition(NamedTuple):
     position: int
     base_offset: int
     last_offset: int

@@ -37,6 +37,7 @@ from ext.epoch import LeaderEpochCache
 from ext.index import OffsetIndex, TimeIndex
 
 INT_MAX = 2**31 - 1
+RECENT_STARTS = 64  # appends whose start a segment remembers (LogSegment._starts)
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,9 @@ class LogSegment:
         self.rolling_based_timestamp: int | None = None
         self.created_ms = int(time.time() * 1000) if created_ms is None else created_ms
         self.closed = False
+        # Where the last RECENT_STARTS appends began, by offset: a follower or a consumer at the
+        # log end fetches from exactly there, and is found without an index lookup and a scan.
+        self._starts: dict[int, BatchPosition] = {}
 
     # ---- appends -------------------------------------------------------------------------
 
@@ -112,6 +116,11 @@ class LogSegment:
         if start == 0:
             self.rolling_based_timestamp = summary.max_timestamps[0]
         self.size = start + summary.valid_bytes
+        starts = self._starts
+        if len(starts) >= RECENT_STARTS:
+            del starts[next(iter(starts))]
+        first = summary.base_offsets[0]
+        starts[first] = BatchPosition(start, first, summary.last_offsets[0], summary.sizes[0])
         return start
 
     def _undo_append(self, start: int, first_offset: int, before: tuple[int, int, int]) -> None:
@@ -179,7 +188,7 @@ class LogSegment:
         """Whole batches from the one holding ``start_offset``, at most ``max_size`` bytes
         (at least the first batch with min_one_message), none at or past ``max_position``."""
         limit = self.size if max_position is None else min(max_position, self.size)
-        first = self.translate_offset(start_offset)
+        first = self._starts.get(start_offset) or self.translate_offset(start_offset)
         if first is None or first.position >= limit:
             return None
         available = limit - first.position
@@ -237,6 +246,7 @@ class LogSegment:
         (``epoch_cache`` was loaded from its checkpoint, which every append writes before its
         batches, fsynced): each batch carries the epoch the cache gives its offset. Otherwise
         epochs above the cache's latest are taken from the batches, as Kafka does."""
+        self._starts.clear()
         self.offset_index.truncate()
         self.time_index.truncate()
         self.resize_indexes(self.max_index_size)
@@ -283,6 +293,7 @@ class LogSegment:
         found = self.translate_offset(offset)
         if found is None:
             return 0
+        self._starts.clear()
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         removed = self.size - found.position

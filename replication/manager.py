@@ -87,7 +87,7 @@ from replication.errors import NotLeaderOrFollower, ReplicationError
 from replication.fetcher import FollowerPartition
 from replication.isr import NO_LEADER, RECOVERED, LeaderAndIsr, PartitionRegistration
 from replication.partition import Outcome, Partition
-from replication.purgatory import AcksPurgatory
+from replication.purgatory import AcksPurgatory, Deadlines
 
 log = logging.getLogger("strom.replication")
 
@@ -118,18 +118,20 @@ def _set_done(waiter: asyncio.Future, result: Any = None) -> None:
 
 class CommitWait:
     """One ``when_committed`` call's wait: its answers, one purgatory waiter (a _Slot) per
-    partition that waits, the timeout's timer, and what to call once every slot is answered."""
+    partition that waits, and what to call once every slot is answered. Its timeout is in
+    the ReplicaManager's Deadlines (``finished`` once answered or cancelled)."""
 
-    __slots__ = ("purgatory", "answers", "on_done", "slots", "left", "timer")
+    __slots__ = ("purgatory", "deadlines", "answers", "on_done", "slots", "left", "finished")
 
-    def __init__(self, purgatory: AcksPurgatory, answers: list[int],
+    def __init__(self, purgatory: AcksPurgatory, deadlines: Deadlines, answers: list[int],
                  on_done: Callable[[list[int]], None]) -> None:
         self.purgatory = purgatory
+        self.deadlines = deadlines
         self.answers = answers
         self.on_done: Callable[[list[int]], None] | None = on_done
         self.slots: list[_Slot] = []
         self.left = 0
-        self.timer: asyncio.TimerHandle | None = None
+        self.finished = False
 
     def slot(self, index: int, key: TopicPartition) -> _Slot:
         slot = _Slot(self, index, key)
@@ -144,8 +146,9 @@ class CommitWait:
             self._finish()
 
     def expire(self) -> None:
-        """The request's timeout: what still waits is REQUEST_TIMED_OUT."""
-        self.timer = None
+        """The request's timeout (its deadline left the Deadlines): what still waits is
+        REQUEST_TIMED_OUT."""
+        self.finished = True
         self._forget(errors.REQUEST_TIMED_OUT)
         self._finish()
 
@@ -153,9 +156,7 @@ class CommitWait:
         """The caller stopped waiting: leave the purgatory and never call ``on_done``."""
         self.on_done = None
         self._forget(errors.REQUEST_TIMED_OUT)
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
+        self._finish()
 
     def _forget(self, code: int) -> None:
         for slot in self.slots:
@@ -166,9 +167,9 @@ class CommitWait:
         self.left = 0
 
     def _finish(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
+        if not self.finished:
+            self.finished = True
+            self.deadlines.finished()
         on_done, self.on_done = self.on_done, None
         if on_done is not None:
             on_done(self.answers)
@@ -264,6 +265,7 @@ class ReplicaManager:
         self.clock = clock
         self.brokers = ImageBrokers(listener_name)
         self.purgatory = AcksPurgatory()
+        self.deadlines = Deadlines()  # the purgatory's timeouts
         self.partitions: dict[TopicPartition, Partition] = {}
         self.topic_ids: dict[TopicPartition, bytes] = {}
         self.fetchers: Any = None  # ReplicaFetcherManager, set by the broker
@@ -614,10 +616,10 @@ class ReplicaManager:
                 answers[i] = errors.REQUEST_TIMED_OUT
             on_done(answers)
             return None
-        wait = CommitWait(self.purgatory, answers, on_done)
+        wait = CommitWait(self.purgatory, self.deadlines, answers, on_done)
         for i, tp, required in parked:
             self.purgatory.park(tp, required, wait.slot(i, tp))
-        wait.timer = asyncio.get_running_loop().call_later(timeout_ms / 1000, wait.expire)
+        self.deadlines.add(timeout_ms / 1000, wait)
         return wait
 
     # ---- reads --------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ import asyncio
 import heapq
 import itertools
 from collections.abc import Callable, Hashable
-from typing import Protocol
+from typing import Any, Protocol
 
 from replication import errors
 
@@ -123,3 +123,63 @@ class AcksPurgatory:
 
     def __len__(self) -> int:
         return sum(1 for heap in self._waiting.values() for _, _, fut in heap if not fut.done())
+
+
+class Deadlines:
+    """The timeouts of the requests waiting in the purgatory, on one event-loop timer (Kafka's
+    purgatory has its timing wheel): a heap of (deadline, arrival sequence, wait) with the
+    timer armed for the earliest. A wait answered before its deadline stays in the heap until
+    it surfaces (``finished`` counts it), or until such waits are most of the heap, which is
+    then swept. A wait offers ``finished`` (answered: skip it) and ``expire()``.
+
+    Every acks=all produce has a timeout: one loop timer each (a TimerHandle made, pushed on
+    the loop's heap, cancelled, swept from it) cost more than its whole purgatory entry."""
+
+    SWEEP_MIN = 64  # no sweep below this many entries
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, Any]] = []
+        self._sequence = itertools.count()
+        self._finished = 0  # answered waits still in the heap
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
+
+    def add(self, timeout_s: float, wait: Any) -> None:
+        """Call ``wait.expire()`` in ``timeout_s`` unless it is ``finished`` by then."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        heapq.heappush(self._heap, (deadline, next(self._sequence), wait))
+        if self._timer is None or deadline < self._timer_at:
+            self._arm(loop, deadline)
+
+    def finished(self) -> None:
+        """A wait in the heap was answered before its deadline."""
+        self._finished += 1
+        heap = self._heap
+        if self._finished * 2 > len(heap) >= self.SWEEP_MIN:
+            heap[:] = [entry for entry in heap if not entry[2].finished]
+            heapq.heapify(heap)
+            self._finished = 0
+
+    def __len__(self) -> int:
+        """Waits still to expire."""
+        return len(self._heap) - self._finished
+
+    def _arm(self, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = loop.call_at(deadline, self._fire, loop)
+        self._timer_at = deadline
+
+    def _fire(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._timer = None
+        heap = self._heap
+        now = loop.time()
+        while heap and heap[0][0] <= now:
+            wait = heapq.heappop(heap)[2]
+            if wait.finished:
+                self._finished -= 1
+            else:
+                wait.expire()
+        if heap:
+            self._arm(loop, heap[0][0])

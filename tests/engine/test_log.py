@@ -94,6 +94,38 @@ def test_read_from_any_offset_starts_at_the_batch_holding_it(tmp_path, target):
     assert first.base_offset <= target <= first.last_offset
 
 
+def test_a_read_from_where_a_recent_append_began_needs_no_index_lookup_or_scan(tmp_path, monkeypatch):
+    """A follower (or a consumer at the log end) fetches from where an append began: the
+    segment remembers the last appends' starts. The read is the one a scan finds, and a
+    truncation forgets them, so a start that was cut off is never served from memory."""
+    import engine.segment
+    log = Log(str(tmp_path / "t-0"), LogConfig(index_interval_bytes=200))
+    appends = [log.append_as_leader(producer_batch(10, tag=i) + producer_batch(3, tag=i), 0, NOW)
+               for i in range(80)]
+    starts = [info.first_offset for info in appends]
+    scanned = {start: log.read(start, 1 << 20).records for start in starts}
+    real_search = engine.segment.search_for_offset
+    searches = []
+    monkeypatch.setattr(engine.segment, "search_for_offset",
+                        lambda *a: searches.append(a) or real_search(*a))
+    remembered = starts[-engine.segment.RECENT_STARTS:]
+    for start in remembered:
+        records = log.read(start, 1 << 20).records
+        assert (records.position, records.size) == (scanned[start].position, scanned[start].size)
+    assert searches == []
+    assert log.read(starts[0], 1 << 20).records.position == scanned[starts[0]].position
+    assert len(searches) == 1  # an older start is found by a scan, as before
+    log.truncate_to(starts[-3])
+    assert log.log_end_offset == starts[-3]
+    assert not log.active_segment._starts  # forgotten: the bytes at those positions will differ
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(starts[-2], 1 << 20)
+    again = log.append_as_leader(producer_batch(7, tag=99), 0, NOW)
+    assert again.first_offset == starts[-3]
+    data = log.read(starts[-3], 1 << 20).records.read()
+    assert offsets_in(data) == list(range(starts[-3], starts[-3] + 7))
+
+
 def test_read_returns_whole_batches_within_max_bytes(tmp_path):
     log = Log(str(tmp_path / "t-0"))
     size = len(producer_batch(10))

@@ -222,7 +222,7 @@ def test_an_acks_all_wait_is_answered_inside_the_follower_fetch_that_commits_it(
         assert answers == []  # one follower of three: the ISR is not there yet
         node.replicas.read_for_follower(TOPIC, 0, 3, 103, 0, 10, 0, 0, 1 << 20)
         assert answers == [[Error.NONE]] and node.replicas.purgatory.waiting(TP) == []
-        assert wait.timer is None  # its timeout is cancelled with the answer
+        assert wait.finished and len(node.replicas.deadlines) == 0  # its timeout is done with
     run(main())
 
 

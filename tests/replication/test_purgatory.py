@@ -2,7 +2,7 @@
 import asyncio
 
 from replication import errors
-from replication.purgatory import AcksPurgatory
+from replication.purgatory import AcksPurgatory, Deadlines
 
 TP = ("t", 0)
 
@@ -81,4 +81,51 @@ def test_waiters_for_the_same_offset_are_answered_in_arrival_order():
         p.complete_up_to(TP, 7, ok)
         await asyncio.sleep(0)
         assert order == ["a", "b", "c"]
+    run(main())
+
+
+class Wait:
+    def __init__(self, name, log):
+        self.name, self.log, self.finished = name, log, False
+
+    def expire(self):
+        self.finished = True
+        self.log.append(self.name)
+
+
+def loop_timers() -> int:
+    return sum(1 for handle in asyncio.get_running_loop()._scheduled if not handle.cancelled())
+
+
+def test_deadlines_expire_in_deadline_order_on_one_loop_timer_and_skip_finished_waits():
+    async def main():
+        d, log = Deadlines(), []
+        before = loop_timers()
+        waits = {name: Wait(name, log) for name in "abcd"}
+        d.add(0.06, waits["a"])
+        d.add(0.02, waits["b"])  # earlier than the armed timer: re-armed for it
+        d.add(0.04, waits["c"])
+        d.add(0.03, waits["d"])
+        assert loop_timers() == before + 1 and len(d) == 4
+        waits["d"].finished = True  # answered before its deadline
+        d.finished()
+        assert len(d) == 3
+        await asyncio.sleep(0.1)
+        assert log == ["b", "c", "a"] and len(d) == 0 and loop_timers() == before
+    run(main())
+
+
+def test_deadlines_sweep_answered_waits_once_they_are_most_of_the_heap():
+    async def main():
+        d, log = Deadlines(), []
+        waits = [Wait(i, log) for i in range(200)]
+        for w in waits:
+            d.add(30, w)
+        for w in waits[:150]:
+            w.finished = True
+            d.finished()
+        assert len(d) == 50 and len(d._heap) <= 101  # swept past half, not 200 kept
+        d.add(0.01, Wait("soon", log))  # earlier than every deadline left: the timer moves to it
+        await asyncio.sleep(0.05)
+        assert log == ["soon"] and len(d) == 50
     run(main())
