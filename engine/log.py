@@ -33,6 +33,7 @@ import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from engine.config import LogConfig
 from engine.errors import (
@@ -90,8 +91,7 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-@dataclass(frozen=True)
-class LogAppendInfo:
+class LogAppendInfo(NamedTuple):
     first_offset: int
     last_offset: int
     max_timestamp: int
@@ -102,8 +102,7 @@ class LogAppendInfo:
     valid_bytes: int
 
 
-@dataclass(frozen=True)
-class FetchDataInfo:
+class FetchDataInfo(NamedTuple):
     """What a read found: the slice to send (None when there is nothing) and where it starts."""
 
     fetch_offset: int

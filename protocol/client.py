@@ -101,6 +101,11 @@ async def _connected_socket(loop: asyncio.AbstractEventLoop, host: str, port: in
     raise errors[0] if errors else OSError(f"no address for {host}")
 
 
+def _time_out(fut: asyncio.Future, timeout: float) -> None:
+    if not fut.done():
+        fut.set_exception(TimeoutError(f"no answer in {timeout:g} s"))
+
+
 class KafkaConnection(asyncio.BufferedProtocol):
     """One connection to ``host:port``. It connects once: a caller that wants to reconnect
     makes a new one (losing a connection fails its requests, which must be resent anyway)."""
@@ -139,15 +144,23 @@ class KafkaConnection(asyncio.BufferedProtocol):
             raise ConnectionError(f"not connected to {self.host}:{self.port}")
         correlation_id = next(self._ids) & 0x7FFFFFFF
         frame = encode_request(api_key, version, correlation_id, self.client_id, body)
-        fut = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
         self._pending[correlation_id] = fut
+        # The timeout fails the answer's future: a timer, not asyncio.timeout's per-call
+        # cancel scope (a replica fetcher sends thousands of requests a second).
+        timer = loop.call_later(timeout, _time_out, fut, timeout)
         try:
             self._transport.write(frame)
-            async with asyncio.timeout(timeout):
-                if not self._writable.is_set():  # the peer reads slower than we write
-                    await self._writable.wait()
-                frame = await fut
+            if not self._writable.is_set():  # the peer reads slower than we write
+                writable = loop.create_task(self._writable.wait())
+                try:
+                    await asyncio.wait({writable, fut}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    writable.cancel()
+            frame = await fut
         finally:
+            timer.cancel()
             self._pending.pop(correlation_id, None)  # timed out or cancelled: drop its answer
         r = Reader(memoryview(frame).toreadonly())
         read_response_header(r, api_key, version)

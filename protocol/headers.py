@@ -12,10 +12,10 @@ ApiVersions responses, which always use v0 so that a client can read the error o
 version it does not know.
 
 Request headers and the hot messages (Produce requests and responses, Fetch requests and
-responses, Metadata responses) go through hand-tuned Cython (protocol/fastcodec.pyx and the modules it gathers),
-byte-identical to the generic codec. Not building it is not an error, but it is not silent
-either: FAST_CODEC says which path is live, a warning is logged at import, and
-tests/protocol/test_fastcodec.py fails when the extension is missing.
+responses, Metadata responses) go through hand-tuned Cython (protocol/fastcodec.pyx and the
+modules it gathers), byte-identical to the generic codec. Not building it is not an error,
+but it is not silent either: FAST_CODEC says which path is live, a warning is logged at
+import, and tests/protocol/test_fastcodec.py fails when the extension is missing.
 """
 from __future__ import annotations
 

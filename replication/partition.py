@@ -44,7 +44,7 @@ State (read-only outside):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from replication import errors
 from replication.errors import NotEnoughReplicas, NotLeaderOrFollower
@@ -91,8 +91,7 @@ class Outcome:
     low_watermark_moved: bool = False  # a follower reported a new log start offset
 
 
-@dataclass(frozen=True)
-class FollowerFetchCheck:
+class FollowerFetchCheck(NamedTuple):
     error: int = errors.NONE
     diverging_epoch: tuple[int, int] | None = None
 

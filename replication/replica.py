@@ -26,15 +26,14 @@ ReplicaState (immutable; replaced on every update):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from replication.errors import StaleBrokerEpoch
 
 __all__ = ["Replica", "ReplicaState", "StaleBrokerEpoch"]
 
 
-@dataclass(frozen=True)
-class ReplicaState:
+class ReplicaState(NamedTuple):
     log_start_offset: int = -1
     log_end_offset: int = -1
     last_fetch_leader_log_end_offset: int = -1
