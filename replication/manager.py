@@ -26,6 +26,8 @@ The narrow interface (the handlers see nothing else of a partition):
 |                         | NOT_LEADER_OR_FOLLOWER when leadership is lost meanwhile)          |
 | append_local            | the same append, answered at once (acks 0/1, the group coordinator)|
 | wait_committed (async)  | acks=all for appends already made (their required offsets)         |
+| when_committed,         | the same without a task: a callback gets the answers from inside   |
+| when_replicated         | the call that moves the HW (a produce's answer is made there)      |
 | read                    | consumers: leader only, current leader epoch checked, never at or  |
 |                         | past the HW                                                        |
 | read_for_follower       | replica fetch: divergence check, read up to the LEO, then record   |
@@ -172,7 +174,10 @@ class CommitWait:
             self.deadlines.finished()
         on_done, self.on_done = self.on_done, None
         if on_done is not None:
-            on_done(self.answers)
+            try:
+                on_done(self.answers)
+            except Exception:  # it runs inside whatever moved the HW: that call goes on
+                log.exception("an acks=all answer failed")
 
 
 class _Slot:

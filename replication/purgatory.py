@@ -18,8 +18,11 @@ The other ways out:
 | the request's timeout_ms expired          | the request, then ``forget`` | REQUEST_TIMED_OUT |
 | the broker stops                          | fail_all           | the given code            |
 
-Per partition the waiters are a heap of (required offset, arrival sequence, future); the
-sequence keeps waiters of equal offset in arrival order. Invariants: a future is answered at most
+Per partition the waiters are a heap of (required offset, arrival sequence, waiter); the
+sequence keeps waiters of equal offset in arrival order. A waiter is a future (``watch``) or
+anything answered like one (``park``: ReplicaManager.when_committed's slots, answered inside the
+call that moved the high watermark, with no loop hop). The requests' timeouts are kept apart,
+in ``Deadlines``: one heap and one event-loop timer for all of them. Invariants: a future is answered at most
 once (answered and forgotten futures are skipped when they surface, and swept once they are more
 than half of a heap); a heap holds no waiter whose required offset is <= the last high watermark
 it was completed at.

@@ -207,20 +207,33 @@ def test_a_pending_isr_change_survives_metadata_changes_of_other_partitions(tmp_
     run(main())
 
 
+async def leader_of_ten(tmp_path, partitions: int = 1) -> Node:
+    """Broker 1 leading ``partitions`` partitions of replicas 1-3, each holding offsets 0-9 that no
+    follower has fetched yet."""
+    cluster = Cluster()
+    cluster.create_topic(replicas=(1, 2, 3), partitions=partitions)
+    node = Node(tmp_path, 1, cluster)
+    for partition in range(partitions):
+        await node.produce(10, acks=1, partition=partition)
+    return node
+
+
+def fetched(node: Node, replica: int, offset: int, partition: int = 0) -> None:
+    """Follower ``replica`` fetches from ``offset`` (so its log ends there)."""
+    node.replicas.read_for_follower(TOPIC, partition, replica, 100 + replica, 0, offset, 0, 0, 1 << 20)
+
+
 def test_an_acks_all_wait_is_answered_inside_the_follower_fetch_that_commits_it(tmp_path):
     """when_committed: the answer comes from the call that moves the high watermark, with no
     turn of the event loop in between (every acks=all produce waits here)."""
     async def main():
-        cluster = Cluster()
-        cluster.create_topic(replicas=(1, 2, 3))
-        node = Node(tmp_path, 1, cluster)
-        await node.produce(10, acks=1)
+        node = await leader_of_ten(tmp_path)
         answers = []
         wait = node.replicas.when_committed([(TP, 10)], 5000, answers.append)
         assert wait is not None and answers == [] and node.replicas.purgatory.waiting(TP) == [10]
-        node.replicas.read_for_follower(TOPIC, 0, 2, 102, 0, 10, 0, 0, 1 << 20)
+        fetched(node, 2, 10)
         assert answers == []  # one follower of three: the ISR is not there yet
-        node.replicas.read_for_follower(TOPIC, 0, 3, 103, 0, 10, 0, 0, 1 << 20)
+        fetched(node, 3, 10)
         assert answers == [[Error.NONE]] and node.replicas.purgatory.waiting(TP) == []
         assert wait.finished and len(node.replicas.deadlines) == 0  # its timeout is done with
     run(main())
@@ -228,14 +241,11 @@ def test_an_acks_all_wait_is_answered_inside_the_follower_fetch_that_commits_it(
 
 def test_an_acks_all_wait_answers_at_once_what_need_not_wait(tmp_path):
     async def main():
-        cluster = Cluster()
-        cluster.create_topic(replicas=(1, 2, 3))
-        node = Node(tmp_path, 1, cluster)
+        node = await leader_of_ten(tmp_path)
         answers = []
         missing = ("other", 0)
         assert node.replicas.when_committed([(TP, 0), (missing, 5)], 5000, answers.append) is None
         assert answers == [[Error.NONE, Error.NOT_LEADER_OR_FOLLOWER]]
-        await node.produce(10, acks=1)
         assert node.replicas.when_committed([(TP, 10)], 0, answers.append) is None  # timeout 0
         assert answers[-1] == [Error.REQUEST_TIMED_OUT] and node.replicas.purgatory.waiting(TP) == []
     run(main())
@@ -243,16 +253,12 @@ def test_an_acks_all_wait_answers_at_once_what_need_not_wait(tmp_path):
 
 def test_an_acks_all_wait_times_out_per_partition_and_leaves_the_purgatory(tmp_path):
     async def main():
-        cluster = Cluster()
-        cluster.create_topic(replicas=(1, 2, 3), partitions=2)
-        node = Node(tmp_path, 1, cluster)
-        await node.produce(10, acks=1)
-        await node.produce(10, acks=1, partition=1)
-        node.replicas.read_for_follower(TOPIC, 1, 2, 102, 0, 10, 0, 0, 1 << 20)
-        node.replicas.read_for_follower(TOPIC, 1, 3, 103, 0, 9, 0, 0, 1 << 20)
+        node = await leader_of_ten(tmp_path, partitions=2)
+        fetched(node, 2, 10, partition=1)
+        fetched(node, 3, 9, partition=1)
         answers = []
         node.replicas.when_committed([(TP, 10), ((TOPIC, 1), 10)], 50, answers.append)
-        node.replicas.read_for_follower(TOPIC, 1, 3, 103, 0, 10, 0, 0, 1 << 20)  # partition 1 commits
+        fetched(node, 3, 10, partition=1)  # partition 1 commits
         assert answers == []
         await asyncio.sleep(0.2)
         assert answers == [[Error.REQUEST_TIMED_OUT, Error.NONE]]
@@ -262,10 +268,7 @@ def test_an_acks_all_wait_times_out_per_partition_and_leaves_the_purgatory(tmp_p
 
 def test_a_cancelled_acks_all_wait_is_never_answered_and_leaves_the_purgatory(tmp_path):
     async def main():
-        cluster = Cluster()
-        cluster.create_topic(replicas=(1, 2, 3))
-        node = Node(tmp_path, 1, cluster)
-        await node.produce(10, acks=1)
+        node = await leader_of_ten(tmp_path)
         answers = []
         wait = node.replicas.when_committed([(TP, 10)], 50, answers.append)
         waiter = asyncio.ensure_future(node.replicas.wait_committed([(TP, 10)], 5000))
@@ -273,23 +276,20 @@ def test_a_cancelled_acks_all_wait_is_never_answered_and_leaves_the_purgatory(tm
         waiter.cancel()  # the awaiting caller's cancellation cancels its wait
         wait.cancel()
         await settle()
-        assert node.replicas.purgatory.waiting(TP) == []
-        await asyncio.sleep(0.1)  # past the timeout: the cancelled wait's timer is gone too
+        assert node.replicas.purgatory.waiting(TP) == [] and len(node.replicas.deadlines) == 0
+        await asyncio.sleep(0.1)  # past the timeout: nothing is answered
         for replica in (2, 3):
-            node.replicas.read_for_follower(TOPIC, 0, replica, 100 + replica, 0, 10, 0, 0, 1 << 20)
+            fetched(node, replica, 10)
         assert answers == [] and waiter.cancelled()
     run(main())
 
 
 def test_an_acks_all_wait_on_a_partition_that_loses_its_leadership_is_answered_so(tmp_path):
     async def main():
-        cluster = Cluster()
-        cluster.create_topic(replicas=(1, 2, 3))
-        node = Node(tmp_path, 1, cluster)
-        await node.produce(10, acks=1)
+        node = await leader_of_ten(tmp_path)
         answers = []
         node.replicas.when_committed([(TP, 10)], 5000, answers.append)
-        cluster.change(leader=2)
+        node.cluster.change(leader=2)
         node.sync()
         assert answers == [[Error.NOT_LEADER_OR_FOLLOWER]]
     run(main())
