@@ -792,6 +792,12 @@ class Log:
         for segment in self.segments:
             segment.close()
 
+    def close_handlers(self) -> None:
+        """Close the files without writing anything: no flush, no snapshot, no checkpoint (a
+        log of a failed log dir at shutdown, as Kafka's closeHandlers)."""
+        for segment in self.segments:
+            segment.close_handlers()
+
     def delete(self) -> None:
         """Close and remove the whole directory."""
         self.close(snapshot=False)

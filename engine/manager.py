@@ -38,7 +38,7 @@ from engine.checkpoint import (
 from engine.config import LogConfig
 from engine.errors import LogDirError
 from engine.log import PARTITION_METADATA, Log
-from engine.log_dir_failure import LogDirFailureChannel
+from engine.log_dir_failure import KafkaStorageError, LogDirFailureChannel
 from engine.reader import parse_partition_dir
 
 log = logging.getLogger(__name__)
@@ -263,10 +263,13 @@ class LogManager:
         """(log dir, file, offsets) of the offset checkpoint ``name`` of each online log dir, one
         dir at a time, each as its logs stand when it is reached; a dir taken offline is left
         as it is (Kafka checkpoints its live log dirs)."""
-        value = _CHECKPOINTED[name]
         for d in self.log_dirs:
             if not self.failure_channel.is_offline(d):
-                yield d, os.path.join(d, name), {tp: value(lg) for tp, lg in self._logs_in(d).items()}
+                yield d, *self._checkpoint_of(d, name)
+
+    def _checkpoint_of(self, d: str, name: str) -> tuple[str, dict[TopicPartition, int]]:
+        value = _CHECKPOINTED[name]
+        return os.path.join(d, name), {tp: value(lg) for tp, lg in self._logs_in(d).items()}
 
     def _logs_in(self, d: str) -> dict[TopicPartition, Log]:
         return {tp: lg for tp, lg in self.logs.items() if os.path.dirname(lg.dir) == d}
@@ -283,17 +286,30 @@ class LogManager:
     # ---- shutdown ------------------------------------------------------------------------
 
     def shutdown(self, broker_epoch: int = -1) -> None:
-        for log_ in self.logs.values():
-            log_.flush()
-        self.checkpoint_high_watermarks()
-        self.checkpoint_recovery_points()
-        self.checkpoint_log_start_offsets()
-        for log_ in self.logs.values():
-            log_.close()
-        self.logs.clear()
+        """Kafka's LogManager.shutdown, one log dir at a time: a live dir's logs are flushed,
+        its checkpoints written, its logs closed, then its clean-shutdown marker written. A dir
+        that is offline, or fails on the way (it goes offline), gets nothing more written: its
+        files are closed as they stand and, with no marker, recovered at the next start. It
+        does not keep the other dirs from a clean shutdown."""
+        marker = json.dumps({"version": 0, "brokerEpoch": broker_epoch}).encode()
         for d in self.log_dirs:
-            marker = json.dumps({"version": 0, "brokerEpoch": broker_epoch}).encode()
-            write_atomically(os.path.join(d, CLEAN_SHUTDOWN_FILE), marker)
+            logs = self._logs_in(d).values()
+            if not self.failure_channel.is_offline(d):
+                try:
+                    with self.failure_channel.guard(d, "shutting down"):
+                        for log_ in logs:
+                            log_.flush()
+                        for name in _CHECKPOINTED:
+                            write_offset_checkpoint(*self._checkpoint_of(d, name))
+                        for log_ in logs:
+                            log_.close()
+                        write_atomically(os.path.join(d, CLEAN_SHUTDOWN_FILE), marker)
+                    continue
+                except KafkaStorageError:
+                    pass  # offline now, and said so: closed below as an offline dir
+            for log_ in logs:
+                log_.close_handlers()
+        self.logs.clear()
         for fd in self._locks:
             os.close(fd)
         self._locks.clear()

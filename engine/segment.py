@@ -342,6 +342,19 @@ class LogSegment:
         self.time_index.close()
         os.close(self.fd)
 
+    def close_handlers(self) -> None:
+        """Close the files without writing to them (a failed log dir; Kafka's closeHandlers):
+        the indexes keep their preallocated size, which recovery expects after a crash."""
+        if self.closed:
+            return
+        self.closed = True
+        for close in (self.offset_index.close_handler, self.time_index.close_handler,
+                      lambda: os.close(self.fd)):
+            try:
+                close()
+            except OSError:
+                pass
+
     def mark_deleted(self) -> None:
         """Rename every file to ``*.deleted``; the fd stays open for in-flight reads until
         ``close_and_delete`` runs after file.delete.delay.ms."""

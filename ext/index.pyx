@@ -359,6 +359,17 @@ cdef class _Index:
             os.close(self._fd)
             self._fd = -1
 
+    def close_handler(self):
+        """Unmap and close without trimming or writing anything (Kafka's closeHandler: a log
+        dir that failed is left as it stands); a second close does nothing."""
+        if self._fd < 0:
+            return
+        try:
+            self._unmap()
+        finally:
+            os.close(self._fd)
+            self._fd = -1
+
     def rename(self, new_path):
         new_path = os.fspath(new_path)
         os.replace(self.path, new_path)

@@ -77,6 +77,61 @@ def test_partitions_spread_over_dirs_and_survive_clean_restart(tmp_path):
     again.shutdown()
 
 
+def two_dirs_with_logs(tmp_path) -> tuple[LogManager, list[str]]:
+    dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    for d in dirs:
+        format_log_dir(d, "c", 1)
+    manager = LogManager(dirs)
+    manager.startup()
+    for p in range(4):
+        log = manager.get_or_create_log("orders", p)
+        log.append_as_leader(producer_batch(5), 0, NOW)
+        log.update_high_watermark(5)
+    return manager, dirs
+
+
+def test_shutdown_leaves_an_offline_log_dir_unmarked_and_finishes_the_others(tmp_path):
+    """Kafka's LogManager.shutdown works on its live log dirs only: a dir that went offline
+    while serving gets no flush, no checkpoint and no clean-shutdown marker (its logs must be
+    recovered at the next start), and does not stop the others' clean shutdown."""
+    manager, (a, b) = two_dirs_with_logs(tmp_path)
+    offline_hw = os.path.join(b, "replication-offset-checkpoint")
+    before = os.path.getmtime(offline_hw) if os.path.exists(offline_hw) else None
+    manager.failure_channel.maybe_add_offline_log_dir(b, "a test", OSError(5, "Input/output error"))
+    manager.shutdown()
+    assert os.path.exists(os.path.join(a, CLEAN_SHUTDOWN_FILE))
+    assert set(read_offset_checkpoint(os.path.join(a, "replication-offset-checkpoint")).values()) == {5}
+    assert not os.path.exists(os.path.join(b, CLEAN_SHUTDOWN_FILE))
+    assert (os.path.getmtime(offline_hw) if os.path.exists(offline_hw) else None) == before
+    again = LogManager([a, b])  # the locks were released
+    again.startup()
+    assert again.had_clean_shutdown == {a: True, b: False}
+    assert sorted(log.log_end_offset for log in again.logs.values()) == [5, 5, 5, 5]
+    again.shutdown()
+
+
+def test_a_log_dir_failing_during_shutdown_goes_offline_unmarked_and_the_others_finish(tmp_path, monkeypatch):
+    manager, (a, b) = two_dirs_with_logs(tmp_path)
+    from engine.log import Log
+    real_flush = Log.flush
+
+    def flush(self, *args, **kwargs):
+        if self.parent_dir == b:
+            raise OSError(5, "Input/output error")
+        return real_flush(self, *args, **kwargs)
+
+    monkeypatch.setattr(Log, "flush", flush)
+    manager.shutdown()
+    assert manager.failure_channel.is_offline(b) and not manager.failure_channel.is_offline(a)
+    assert os.path.exists(os.path.join(a, CLEAN_SHUTDOWN_FILE))
+    assert not os.path.exists(os.path.join(b, CLEAN_SHUTDOWN_FILE))
+    assert not manager.logs
+    again = LogManager([a, b])
+    again.startup()
+    assert again.had_clean_shutdown == {a: True, b: False}
+    again.shutdown()
+
+
 def test_delete_log_removes_the_directory(tmp_path):
     format_log_dir(str(tmp_path / "d"), "c", 1)
     manager = LogManager([str(tmp_path / "d")])
