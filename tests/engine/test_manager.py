@@ -48,12 +48,17 @@ def test_a_log_dir_is_locked_by_one_manager(tmp_path):
     first.shutdown()
 
 
-def test_partitions_spread_over_dirs_and_survive_clean_restart(tmp_path):
+def started_on_two_dirs(tmp_path) -> tuple[LogManager, list[str]]:
     dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
     for d in dirs:
         format_log_dir(d, "c", 1)
     manager = LogManager(dirs)
     manager.startup()
+    return manager, dirs
+
+
+def test_partitions_spread_over_dirs_and_survive_clean_restart(tmp_path):
+    manager, dirs = started_on_two_dirs(tmp_path)
     for p in range(4):
         log = manager.get_or_create_log("orders", p, topic_id="AAAAAAAAAAAAAAAAAAAAAQ")
         log.append_as_leader(producer_batch(5 + p), 0, NOW)
@@ -78,11 +83,7 @@ def test_partitions_spread_over_dirs_and_survive_clean_restart(tmp_path):
 
 
 def two_dirs_with_logs(tmp_path) -> tuple[LogManager, list[str]]:
-    dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
-    for d in dirs:
-        format_log_dir(d, "c", 1)
-    manager = LogManager(dirs)
-    manager.startup()
+    manager, dirs = started_on_two_dirs(tmp_path)
     for p in range(4):
         log = manager.get_or_create_log("orders", p)
         log.append_as_leader(producer_batch(5), 0, NOW)
