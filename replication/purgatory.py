@@ -20,12 +20,13 @@ The other ways out:
 
 Per partition the waiters are a heap of (required offset, arrival sequence, waiter); the
 sequence keeps waiters of equal offset in arrival order. A waiter is a future (``watch``) or
-anything answered like one (``park``: ReplicaManager.when_committed's slots, answered inside the
-call that moved the high watermark, with no loop hop). The requests' timeouts are kept apart,
-in ``Deadlines``: one heap and one event-loop timer for all of them. Invariants: a future is answered at most
-once (answered and forgotten futures are skipped when they surface, and swept once they are more
-than half of a heap); a heap holds no waiter whose required offset is <= the last high watermark
-it was completed at.
+anything answered like one (``park``: ReplicaManager.when_committed's slots, answered inside
+the call that moved the high watermark, with no loop hop). The requests' timeouts are kept
+apart, in ``Deadlines``: one heap and one event-loop timer for all of them.
+
+Invariants: a waiter is answered at most once (answered and forgotten waiters are skipped when
+they surface, and swept once they are more than half of a heap); a heap holds no waiter whose
+required offset is <= the last high watermark it was completed at.
 """
 from __future__ import annotations
 
@@ -135,8 +136,9 @@ class Deadlines:
     it surfaces (``finished`` counts it), or until such waits are most of the heap, which is
     then swept. A wait offers ``finished`` (answered: skip it) and ``expire()``.
 
-    Every acks=all produce has a timeout: one loop timer each (a TimerHandle made, pushed on
-    the loop's heap, cancelled, swept from it) cost more than its whole purgatory entry."""
+    Every acks=all produce has a timeout. With one loop timer each (a TimerHandle made, pushed
+    on the loop's heap, cancelled, swept from it), the timer was about two fifths of what
+    parking a produce cost (``when_committed`` profiled on a leader under load)."""
 
     SWEEP_MIN = 64  # no sweep below this many entries
 
