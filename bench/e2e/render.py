@@ -164,15 +164,20 @@ def render_replication(rep: dict) -> list[str]:
         "",
         "### Produce latency (100 B, 1 partition, linger.ms=0; produce() to its delivery report)",
         "",
-        "| rate | topic, acks | p50 ms | p99 ms | p99.9 ms | brokers' CPU s |",
-        "|---|---|---|---|---|---|",
     ]
+    # The host's steal during each round, where the report measured it (older ones did not).
+    steal = any("steal_cores" in e[name] for e in rep["latency"] for name in e["labels"])
+    lines += ["| rate | topic, acks | p50 ms | p99 ms | p99.9 ms | brokers' CPU s |"
+              + (" host steal, cores |" if steal else ""),
+              "|---|---|---|---|---|---|" + ("---|" if steal else "")]
     for e in rep["latency"]:
         for name, label in e["labels"].items():
             s = e[name]
-            lines.append(f"| {e['rate']:,} msg/s | {label} | {_fig(s['p50_ms'], '.2f')} | "
-                         f"{_fig(s['p99_ms'], '.2f')} | {_fig(s['p999_ms'], '.2f')} | "
-                         f"{_fig(s['cpu_s'], '.2f')} |")
+            row = (f"| {e['rate']:,} msg/s | {label} | {_fig(s['p50_ms'], '.2f')} | "
+                   f"{_fig(s['p99_ms'], '.2f')} | {_fig(s['p999_ms'], '.2f')} | {_fig(s['cpu_s'], '.2f')} |")
+            if steal:
+                row += f" {_fig(s['steal_cores'], '.2f')} |" if "steal_cores" in s else " |"
+            lines.append(row)
     if rep.get("rtt"):
         figures = ", ".join(f"{c['when']} p50 {c['rtt_100b_p50_us']:.0f} µs, "
                             f"p99 {c['rtt_100b_p99_us']:.0f} µs" for c in rep["rtt"])

@@ -1,5 +1,7 @@
 """The replication benchmark's measuring rules (bench/e2e/failover.py), its targets and its
 section of the report (bench/e2e/replication.py, bench/e2e/render.py), on made-up figures."""
+import os
+
 import pytest
 
 from bench.e2e import replication
@@ -166,6 +168,28 @@ def test_the_latency_table_comes_with_the_boxs_loopback_round_trip():
     assert "The VM's idle vCPUs poll 0 ns before they halt (guest_halt_poll_ns;" in render_markdown(report)
     del rep["rtt"]
     assert "loopback round trip on this box" not in render_markdown(report)
+
+
+def test_the_latency_table_shows_the_hosts_steal_when_the_report_measured_it():
+    rep = _replication_part([0.4], [0.3])
+    report = _skeleton(rep)
+    report["targets"] = targets(report)
+    assert "host steal" not in render_markdown(report), "an older report: no column"
+    for variant in ("rf3", "rf1"):
+        rep["latency"][0][variant] = {**rep["latency"][0][variant], "steal_cores": _stat(0.12, 0.03, 0.43)}
+    text = render_markdown(report)
+    assert "| p99.9 ms | brokers' CPU s | host steal, cores |" in text
+    assert "| 4.00 (4.00–4.00) | 1.00 (1.00–1.00) | 0.12 (0.03–0.43) |" in text
+
+
+def test_the_hosts_steal_is_read_from_proc_stat(tmp_path):
+    stat = tmp_path / "stat"
+    hz = os.sysconf("SC_CLK_TCK")
+    stat.write_text(f"cpu  1987755 0 395348 3354888 23816 0 60935 {12 * hz} 0 0\ncpu0 1 2 3\n")
+    assert replication.host_steal_s(str(stat)) == 12.0
+    stat.write_text("cpu  1 2 3\n")  # a kernel without the column
+    assert replication.host_steal_s(str(stat)) is None
+    assert replication.host_steal_s(str(tmp_path / "absent")) is None
 
 
 def test_the_halt_poll_setting_is_read_when_the_machine_has_one(tmp_path):
