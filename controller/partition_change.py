@@ -4,9 +4,13 @@ Theory of operation. Every change to a partition (a broker fenced or shutting do
 AlterPartition from the leader, a preferred or unclean election, a broker coming back to a
 partition with no leader) is expressed as targets over the current PartitionState: the
 target ISR, the election kind, the target leader recovery state, the replicas known to have
-shut down uncleanly. ``PartitionChange.build()`` then derives, in Kafka's order
+shut down uncleanly, the target replicas with those being added and removed by a
+reassignment (KIP-455). ``PartitionChange.build()`` then derives, in Kafka's order
 (PartitionChangeBuilder):
 
+0. a reassignment in progress completes once the target ISR, without the replicas being
+   removed, holds every replica that stays: the assignment becomes the target, the removed
+   replicas leave the ISR, adding and removing are cleared;
 1. the ELR (KIP-966, when eligible.leader.replicas.version >= 1): while the target ISR is
    below min.insync.replicas the high watermark cannot advance (strict min ISR), so every
    replica that leaves the ISR still holds everything below it and is *eligible*; the ELR is
@@ -22,14 +26,16 @@ shut down uncleanly. ``PartitionChange.build()`` then derives, in Kafka's order
    becomes the only ISR member; an unclean or recovery leader becomes the only ISR member
    and the partition RECOVERING;
 3. the ISR (it may be empty only with ELR), the last known leader (set when the ISR first
-   empties, cleared once the partition has a leader), the leader recovery state.
+   empties, cleared once the partition has a leader), the leader recovery state;
+4. the assignment (replicas, adding, removing). A replica that leaves it bumps the leader
+   epoch even when the leader stays, so whatever the removed replica still sends is fenced.
 
 A change that changes nothing is no record at all. Replaying the record (PartitionState.merge)
 bumps the leader epoch when the leader field is set and the partition epoch always.
 
 Invariants of the result: the ISR is a subset of the replicas and contains the leader (or
-is empty with no leader); the ELR and the ISR do not overlap; a leader is acceptable, or
-was the leader before and is acceptable still.
+is empty with no leader); the ELR is a subset of the replicas and does not overlap the ISR;
+a leader is acceptable, or was the leader before and is acceptable still.
 """
 from __future__ import annotations
 
@@ -60,6 +66,8 @@ class PartitionChange:
         self.election = Election.ONLINE
         self.target_isr = list(partition.isr)
         self.target_replicas = list(partition.replicas)
+        self.target_adding = list(partition.adding_replicas)
+        self.target_removing = list(partition.removing_replicas)
         self.target_elr = list(partition.elr)
         self.target_last_known_elr = list(partition.last_known_elr)
         self.target_leader_recovery_state = partition.leader_recovery_state
@@ -69,6 +77,18 @@ class PartitionChange:
     # ---- targets -----------------------------------------------------------------------
     def set_target_isr(self, isr: Iterable[int]) -> PartitionChange:
         self.target_isr = list(isr)
+        return self
+
+    def set_target_replicas(self, replicas: Iterable[int]) -> PartitionChange:
+        self.target_replicas = list(replicas)
+        return self
+
+    def set_target_adding(self, replicas: Iterable[int]) -> PartitionChange:
+        self.target_adding = list(replicas)
+        return self
+
+    def set_target_removing(self, replicas: Iterable[int]) -> PartitionChange:
+        self.target_removing = list(replicas)
         return self
 
     def set_election(self, election: Election) -> PartitionChange:
@@ -132,17 +152,39 @@ class PartitionChange:
     def build(self) -> M.PartitionChangeRecord | None:
         p = self.partition
         record = M.PartitionChangeRecord(topic_id=self.topic_id, partition_id=self.partition_id)
+        self._complete_reassignment_if_needed()
         self._populate_target_elr()
         self._try_election(record)
+        if record.leader == NO_LEADER_CHANGE and not set(p.replicas) <= set(self.target_replicas):
+            # A replica leaves the assignment: a new leader epoch fences what it may still send.
+            record.leader = p.leader
         self._update_record_elr(record)
         if record.isr is None and (self.target_isr or self.elr_enabled) and self.target_isr != p.isr:
             record.isr = list(self.target_isr)
         self._update_last_known_leader(record)
         if self.target_replicas and self.target_replicas != p.replicas:
             record.replicas = list(self.target_replicas)
+        if self.target_removing != p.removing_replicas:
+            record.removing_replicas = list(self.target_removing)
+        if self.target_adding != p.adding_replicas:
+            record.adding_replicas = list(self.target_adding)
         if self.target_leader_recovery_state != p.leader_recovery_state:
             record.leader_recovery_state = self.target_leader_recovery_state
         return None if _is_no_op(record) else record
+
+    def _complete_reassignment_if_needed(self) -> None:
+        """A reassignment completes once the target ISR, without the replicas being removed,
+        holds every replica that stays (PartitionReassignmentReplicas.maybeCompleteReassignment):
+        the assignment becomes the target and the removed replicas leave the ISR."""
+        removing, adding = self.target_removing, self.target_adding
+        if not removing and not adding:
+            return
+        isr = [r for r in self.target_isr if r not in removing]
+        replicas = [r for r in self.target_replicas if r not in removing]
+        if not isr or not replicas or not set(replicas) <= set(isr):
+            return
+        self.target_isr, self.target_replicas = isr, replicas
+        self.target_removing, self.target_adding = [], []
 
     def _populate_target_elr(self) -> None:
         if not self.elr_enabled:
@@ -151,7 +193,8 @@ class PartitionChange:
             self.target_elr, self.target_last_known_elr = [], []
             return
         isr = set(self.target_isr)
-        candidates = set(self.target_elr) | set(self.partition.isr)
+        assigned = set(self.target_replicas)
+        candidates = (set(self.target_elr) | set(self.partition.isr)) & assigned
         self.target_elr = sorted(r for r in candidates
                                  if r not in isr and r not in self.unclean_shutdown_replicas)
         candidates |= set(self.target_last_known_elr)

@@ -17,12 +17,37 @@ same broker. Fewer usable brokers than the replication factor is INVALID_REPLICA
 """
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
 
 class InvalidReplicationFactor(Exception):
     """The replication factor cannot be met; the message is Kafka's."""
+
+
+class InvalidReplicaAssignment(Exception):
+    """A replica list given by hand (CreateTopics, CreatePartitions, a reassignment) is not
+    valid; the message is Kafka's."""
+
+
+def check_manual_assignment(registered: Collection[int], replicas: list[int], rf: int | None = None) -> None:
+    """Kafka's validateManualPartitionAssignment: not empty, every broker registered (fenced
+    ones too), none twice, and ``rf`` replicas when the topic's other partitions fix it."""
+    if not replicas:
+        raise InvalidReplicaAssignment("The manual partition assignment includes an empty replica list.")
+    for b in sorted(replicas):
+        if b not in registered:
+            raise InvalidReplicaAssignment("The manual partition assignment "
+                                           f"includes broker {b}, but no such broker is registered.")
+    if len(set(replicas)) != len(replicas):
+        dup = next(b for b in replicas if replicas.count(b) > 1)
+        raise InvalidReplicaAssignment("The manual partition assignment "
+                                       f"includes the broker {dup} more than once.")
+    if rf is not None and len(replicas) != rf:
+        raise InvalidReplicaAssignment(
+            f"The manual partition assignment includes a partition with {len(replicas)} replica(s), "
+            f"but this is not consistent with previous partitions, which have {rf} replica(s).")
 
 
 @dataclass(frozen=True)

@@ -212,6 +212,8 @@ class QuorumController:
             Api(37, 0, 3, self._write(self.handle_create_partitions, _results_error)),
             Api(43, 0, 2, self._write(self.handle_elect_leaders, _top_error)),
             Api(44, 0, 1, self._write(self.handle_incremental_alter_configs, _responses_error)),
+            Api(45, 0, 0, self._write(self.handle_alter_partition_reassignments, _top_error)),
+            Api(46, 0, 0, self._write(self.handle_list_partition_reassignments, _top_error)),
             Api(56, 2, 3, self._write(self.handle_alter_partition, _top_error)),
             Api(62, 0, 4, self._write(self.handle_broker_registration, _top_error)),
             Api(63, 0, 1, self._heard_from(self._write(self.handle_broker_heartbeat, _top_error))),
@@ -324,6 +326,13 @@ class QuorumController:
 
     async def handle_elect_leaders(self, header: RequestHeader, req) -> Any:
         return await self._apply(self.replication.elect_leaders(self.state, req, header.api_version))
+
+    async def handle_alter_partition_reassignments(self, header: RequestHeader, req) -> Any:
+        return await self._apply(self.replication.alter_partition_reassignments(self.state, req))
+
+    async def handle_list_partition_reassignments(self, header: RequestHeader, req) -> Any:
+        """A read, answered by the active controller from what it has committed."""
+        return self.replication.list_partition_reassignments(self.state, req)
 
     # ---- topics --------------------------------------------------------------------------
     async def handle_create_topics(self, header: RequestHeader, req) -> Any:
@@ -468,7 +477,8 @@ TOO_LARGE = "Unable to perform excessively large batch operation."
 
 
 def _top_error(api_key: int, req, code: int = Error.NOT_CONTROLLER, message: str | None = None) -> Any:
-    response = {43: M.ElectLeadersResponse, 56: M.AlterPartitionResponse,
+    response = {43: M.ElectLeadersResponse, 45: M.AlterPartitionReassignmentsResponse,
+                46: M.ListPartitionReassignmentsResponse, 56: M.AlterPartitionResponse,
                 62: M.BrokerRegistrationResponse, 63: M.BrokerHeartbeatResponse,
                 67: M.AllocateProducerIdsResponse}[api_key]
     return response(error_code=code)

@@ -17,6 +17,12 @@ not one of the brokers being removed by the change at hand.
   (``recovery_election``).
 - AlterPartition is validated as Kafka's controller does (``alter_partition``), then the
   leader's proposal is the target ISR of one PartitionChange.
+- AlterPartitionReassignments (KIP-455): the target replicas are validated as a manual
+  assignment; the partition then holds target + the replicas being removed, with
+  adding_replicas and removing_replicas set, until a change finds every target replica in the
+  ISR and completes it (partition_change, step 0). A cancel reverts to the original replicas
+  and takes the added ones out of the ISR; when that empties the ISR it is an unclean election,
+  refused unless the topic allows one. ListPartitionReassignments reads what is in progress.
 - ElectLeaders (PREFERRED, UNCLEAN), the periodic preferred-leader rebalance
   (auto.leader.rebalance.enable) and the unclean election of leaderless partitions whose
   topic allows it.
@@ -32,6 +38,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from controller.partition_change import Election, PartitionChange
+from controller.placement import InvalidReplicaAssignment, check_manual_assignment
 from controller.result import ControllerResult
 from engine.config import LogConfig
 from engine.errors import ConfigError
@@ -223,6 +230,86 @@ class ReplicationControl:
                 return Error.INELIGIBLE_REPLICA
         return Error.NONE
 
+    # ---- AlterPartitionReassignments (key 45), ListPartitionReassignments (key 46) -----------
+    def alter_partition_reassignments(self, image: MetadataImage, req) -> ControllerResult:
+        R = M.AlterPartitionReassignmentsResponse
+        P = R.ReassignableTopicResponse.ReassignablePartitionResponse
+        records: list[Any] = []
+        response = R(error_code=Error.NONE)
+        for t in req.topics:
+            result = R.ReassignableTopicResponse(name=t.name)
+            response.responses.append(result)
+            for target in t.partitions:
+                try:
+                    record = self._reassign(image, t.name, target.partition_index, target.replicas)
+                except _Refused as e:
+                    result.partitions.append(P(partition_index=target.partition_index, error_code=e.code,
+                                               error_message=e.message))
+                    continue
+                if record is not None:
+                    records.append(record)
+                result.partitions.append(P(partition_index=target.partition_index, error_code=Error.NONE))
+        return ControllerResult(records, response)
+
+    def _reassign(self, image: MetadataImage, name: str, index: int, replicas: list[int] | None) -> Any:
+        topic = image.topics.get(name)
+        p = topic.partitions.get(index) if topic is not None else None
+        if p is None:
+            raise _Refused(Error.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {name}:{index}.")
+        ref = (name, topic.topic_id, index, p)
+        if replicas is None:
+            return self._cancel_reassignment(image, ref)
+        try:
+            check_manual_assignment(image.brokers, replicas)
+        except InvalidReplicaAssignment as e:
+            raise _Refused(Error.INVALID_REPLICA_ASSIGNMENT, str(e)) from None
+        removing = sorted(set(p.replicas) - set(replicas))
+        builder = self.change(image, ref)
+        builder.set_target_replicas(list(replicas) + removing)
+        builder.set_target_removing(removing)
+        builder.set_target_adding(sorted(set(replicas) - set(p.replicas)))
+        return builder.build()
+
+    def _cancel_reassignment(self, image: MetadataImage, ref: PartitionRef) -> Any:
+        """Kafka's PartitionReassignmentRevert: the original replicas back, the added ones out
+        of the ISR; an ISR left empty takes the first original replica, uncleanly."""
+        name, _, index, p = ref
+        if not p.adding_replicas and not p.removing_replicas:
+            raise _Refused(Error.NO_REASSIGNMENT_IN_PROGRESS,
+                           "No partition reassignment is in progress for this topic or partition.")
+        replicas = [r for r in p.replicas if r not in p.adding_replicas]
+        isr = [r for r in p.isr if r not in p.adding_replicas]
+        builder = self.change(image, ref)
+        if self.unclean_allowed(image, name):
+            builder.set_election(Election.UNCLEAN)
+        if not isr:
+            if not self.unclean_allowed(image, name):
+                raise _Refused(Error.INVALID_REPLICA_ASSIGNMENT, f"Unable to revert partition assignment for "
+                               f"{name}:{index} because it would require an unclean leader election.")
+            isr = replicas[:1]
+            # It may lack what the ISR held: it leads as an unclean leader does (KIP-704).
+            builder.set_target_leader_recovery_state(RECOVERING)
+        builder.set_target_isr(isr).set_target_replicas(replicas).set_target_removing([]).set_target_adding([])
+        return builder.build()
+
+    def list_partition_reassignments(self, image: MetadataImage, req) -> Any:
+        R = M.ListPartitionReassignmentsResponse
+        T = R.OngoingTopicReassignment
+        if req.topics is None:
+            wanted = [(name, sorted(image.topics[name].partitions)) for name in sorted(image.topics)]
+        else:
+            wanted = [(t.name, t.partition_indexes) for t in req.topics if t.name in image.topics]
+        response = R(error_code=Error.NONE)
+        for name, indexes in wanted:
+            parts = image.topics[name].partitions
+            moving = [(i, parts[i]) for i in indexes
+                      if i in parts and (parts[i].adding_replicas or parts[i].removing_replicas)]
+            if moving:
+                response.topics.append(T(name=name, partitions=[T.OngoingPartitionReassignment(
+                    partition_index=i, replicas=list(p.replicas), adding_replicas=list(p.adding_replicas),
+                    removing_replicas=list(p.removing_replicas)) for i, p in moving]))
+        return response
+
     # ---- ElectLeaders (key 43) -------------------------------------------------------------
     def elect_leaders(self, image: MetadataImage, req, version: int) -> ControllerResult:
         R = M.ElectLeadersResponse
@@ -314,6 +401,13 @@ class ReplicationControl:
             if record is not None:
                 records.append(record)
         return records
+
+
+class _Refused(Exception):
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
 
 
 def partitions(image: MetadataImage) -> Iterator[PartitionRef]:

@@ -28,7 +28,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from controller.placement import InvalidReplicationFactor, StripedReplicaPlacer, UsableBroker
+from controller.placement import (
+    InvalidReplicaAssignment,
+    InvalidReplicationFactor,
+    StripedReplicaPlacer,
+    UsableBroker,
+    check_manual_assignment,
+)
 from controller.result import ControllerResult
 from engine.config import TOPIC_CONFIGS, LogConfig
 from engine.errors import ConfigError
@@ -163,21 +169,10 @@ class TopicControl:
 
     @staticmethod
     def _validate_manual_assignment(image: MetadataImage, replicas: list[int], rf: int) -> None:
-        if not replicas:
-            raise TopicError(Error.INVALID_REPLICA_ASSIGNMENT,
-                             "The manual partition assignment includes an empty replica list.")
-        for b in sorted(replicas):
-            if b not in image.brokers:
-                raise TopicError(Error.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment "
-                                 f"includes broker {b}, but no such broker is registered.")
-        if len(set(replicas)) != len(replicas):
-            dup = next(b for b in replicas if replicas.count(b) > 1)
-            raise TopicError(Error.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment "
-                             f"includes the broker {dup} more than once.")
-        if len(replicas) != rf:
-            raise TopicError(Error.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment "
-                             f"includes a partition with {len(replicas)} replica(s), but this is not "
-                             f"consistent with previous partitions, which have {rf} replica(s).")
+        try:
+            check_manual_assignment(image.brokers, replicas, rf)
+        except InvalidReplicaAssignment as e:
+            raise TopicError(Error.INVALID_REPLICA_ASSIGNMENT, str(e)) from None
 
     @staticmethod
     def _partition_record(image: MetadataImage, topic_id: bytes, index: int,

@@ -128,17 +128,36 @@ def apis(broker) -> list[Api]:
                 out.error_message = f"unsupported resource type {res.resource_type}"
         return R(results=results)
 
-    async def handle_elect_leaders(header, req):
+    async def forward_partition_changes(header, req, failed, partition_results):
+        """Forward; once the controller changed any partition, wait for this broker's image to
+        show it, so the client's next request here sees it."""
         response = await forward(header, req)
         if response is None:
-            return _all_failed(M.ElectLeadersResponse, req, Error.REQUEST_TIMED_OUT)
-        if any(p.error_code == Error.NONE for r in response.replica_election_results
-               for p in r.partition_result):
+            return failed()
+        if any(p.error_code == Error.NONE for p in partition_results(response)):
             await broker.follower.wait_for_change(0.5)
+        return response
+
+    async def handle_elect_leaders(header, req):
+        return await forward_partition_changes(
+            header, req, lambda: _all_failed(M.ElectLeadersResponse, req, Error.REQUEST_TIMED_OUT),
+            lambda r: (p for t in r.replica_election_results for p in t.partition_result))
+
+    async def handle_alter_partition_reassignments(header, req):
+        return await forward_partition_changes(
+            header, req, lambda: M.AlterPartitionReassignmentsResponse(error_code=Error.REQUEST_TIMED_OUT),
+            lambda r: (p for t in r.responses for p in t.partitions))
+
+    async def handle_list_partition_reassignments(header, req):
+        response = await forward(header, req)
+        if response is None:
+            return M.ListPartitionReassignmentsResponse(error_code=Error.REQUEST_TIMED_OUT)
         return response
 
     return [
         Api(43, 0, 2, handle_elect_leaders),
+        Api(45, 0, 0, handle_alter_partition_reassignments),
+        Api(46, 0, 0, handle_list_partition_reassignments),
         Api(19, 2, 7, handle_create_topics),
         Api(20, 1, 6, handle_delete_topics),
         Api(37, 0, 3, handle_create_partitions),

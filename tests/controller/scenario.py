@@ -164,6 +164,28 @@ class Scenario:
             return response.error_code
         return response.topics[0].partitions[0]
 
+    # ---- reassignments -----------------------------------------------------------------
+    def reassign(self, topic: str, targets: dict[int, list[int] | None]) -> dict[int, tuple[int, str | None]]:
+        """AlterPartitionReassignments of ``topic``'s partitions (None cancels); partition ->
+        (error code, error message)."""
+        R = M.AlterPartitionReassignmentsRequest
+        T = R.ReassignableTopic
+        req = R(topics=[T(name=topic, partitions=[T.ReassignablePartition(partition_index=i, replicas=r)
+                                                  for i, r in targets.items()])])
+        response = self.apply(self.replication.alter_partition_reassignments(self.image, req))
+        assert response.error_code == Error.NONE
+        return {p.partition_index: (p.error_code, p.error_message) for p in response.responses[0].partitions}
+
+    def reassignments(self, topics: dict[str, list[int]] | None = None) -> dict:
+        """ListPartitionReassignments: (topic, partition) -> (replicas, adding, removing)."""
+        R = M.ListPartitionReassignmentsRequest
+        req = R(topics=None if topics is None else [
+            R.ListPartitionReassignmentsTopics(name=t, partition_indexes=ps) for t, ps in topics.items()])
+        response = self.replication.list_partition_reassignments(self.image, req)
+        assert response.error_code == Error.NONE
+        return {(t.name, p.partition_index): (p.replicas, p.adding_replicas, p.removing_replicas)
+                for t in response.topics for p in t.partitions}
+
 
 def leader_changes(records: list) -> dict[int, int]:
     """partition id -> new leader, for the PartitionChangeRecords that set one."""

@@ -525,3 +525,73 @@ def test_a_broker_killed_with_the_active_controller_is_fenced_without_waiting_ou
               f"its leaderships moved after {moved:.3f} s")
         survivors = set(BROKERS) - {victim}
         assert c.wait_for_metadata_agreement().unfenced >= survivors, "a live broker was fenced"
+
+
+def test_reassignment_moves_a_partition_off_its_leader_while_acks_all_writes_go_on(cluster):
+    """kafkajs's alterPartitionReassignments (KIP-455) moves an RF=2 partition off its leader to the
+    third broker under an idempotent acks=all writer: the new replica catches up and joins the ISR,
+    the reassignment completes with a new leader, the old replica's log is deleted, and every
+    acknowledged record is on both new replicas exactly once and in order."""
+    from tests.integration.clients import kafkajs
+
+    topic = "reassign"
+    cluster.create_topic(topic, 1, 2, {"min.insync.replicas": "1"})
+    writer = Writer(cluster, topic, 1, rate_per_s=500).start()
+    try:
+        time.sleep(1.0)
+        info = cluster.partition(topic, 0)
+        leader = info.leader
+        stays = next(b for b in info.replicas if b != leader)
+        added = next(b for b in BROKERS if b not in info.replicas)
+        old_dir = cluster.partition_dir(leader, topic, 0)
+        assert os.path.isdir(old_dir)
+        kafkajs.reassign(cluster.bootstrap, topic, {0: [added, stays]})
+
+        def moved(views):
+            return all(v is not None and any(p.topic == topic and p.replicas == (added, stays)
+                                             and set(p.isr) == {added, stays} and p.leader in (added, stays)
+                                             for p in v.partitions) for v in views.values())
+        cluster.wait_until(f"{topic}: replicas not moved to {[added, stays]}", moved, 60)
+        assert kafkajs.list_reassignments(cluster.bootstrap, topic) == {}
+        time.sleep(0.5)
+    finally:
+        writer.stop()
+    deadline = time.monotonic() + 30
+    while os.path.isdir(old_dir) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not os.path.isdir(old_dir), "the removed replica's log is deleted"
+    assert writer.acks.count() > 500
+    cluster.assert_all_acknowledged(writer.acks, brokers=(added, stays))
+
+
+def test_cancelled_reassignment_returns_to_the_original_replicas(cluster):
+    """kafka-python's admin client: a reassignment to a broker that is down stays in progress
+    (ListPartitionReassignments shows it); cancelling it (replicas None) restores the original
+    assignment and ISR."""
+    from kafka import TopicPartition
+    from kafka.admin import KafkaAdminClient
+
+    topic = "reassign-cancel"
+    cluster.create_topic(topic, 1, 2, {"min.insync.replicas": "1"})
+    original = cluster.partition(topic, 0).replicas
+    added = next(b for b in BROKERS if b not in original)
+    cluster.kill9(added)
+    cluster.wait_until(f"broker {added} still listed", lambda views: all(
+        v is None or added not in v.unfenced for v in views.values()), 30)  # clients ask a live one
+    tp = TopicPartition(topic, 0)
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=30000)
+    try:
+        assert admin.alter_partition_reassignments({tp: [added, original[0]]}) == {tp: None}
+        ongoing = admin.list_partition_reassignments([tp])
+        assert ongoing == {tp: {"replicas": [added, original[0], original[1]], "adding_replicas": [added],
+                                "removing_replicas": [original[1]]}}
+        assert admin.alter_partition_reassignments({tp: None}) == {tp: None}
+        cluster.wait_until(f"{topic}: not back to {original}", lambda views: all(
+            v is None or any(p.topic == topic and p.replicas == original for p in v.partitions)
+            for v in views.values()), 30)
+        assert admin.list_partition_reassignments([tp]) == {}
+        errors = admin.alter_partition_reassignments({tp: None})
+        assert errors[tp].errno == 85  # NO_REASSIGNMENT_IN_PROGRESS
+    finally:
+        admin.close()
+    assert set(cluster.isr_of(topic, 0)) == set(original)

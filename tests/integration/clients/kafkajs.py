@@ -116,6 +116,17 @@ def delete_topic(bootstrap, topic, timeout=30.0):
     call("delete_topic", bootstrap, timeout, topic=topic)
 
 
+def reassign(bootstrap, topic, replicas: dict[int, list[int]], timeout=30.0):
+    """AlterPartitionReassignments of ``topic``: partition -> target replicas."""
+    call("reassign", bootstrap, timeout, topic=topic, replicas={str(p): r for p, r in replicas.items()})
+
+
+def list_reassignments(bootstrap, topic, timeout=30.0) -> dict[int, tuple[list, list, list]]:
+    """partition -> (replicas, adding, removing) of ``topic``'s reassignments in progress."""
+    result = call("list_reassignments", bootstrap, timeout, topic=topic)
+    return {int(p): tuple(row) for p, row in result.items()}
+
+
 MEMBER_LIFETIME_S = 600.0  # a member process exits by itself after this long
 
 

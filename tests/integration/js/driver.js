@@ -4,7 +4,7 @@
 // Input: one JSON command as argv[2], or on stdin when argv[2] is absent:
 //   {"op": "produce" | "consume_assign" | "consume_group" | "create_topic" |
 //          "describe_topic" | "describe_replicas" | "describe_topic_config" | "alter_topic_config" |
-//          "delete_topic",
+//          "delete_topic" | "reassign" | "list_reassignments",
 //    "bootstrap": "127.0.0.1:9092[,127.0.0.1:9093...]", "topic": "t", "timeout": 30, ...op arguments}
 // Keys, values and header values travel as base64 (null stays null).
 // Output: the last stdout line is {"ok": true, "result": ...} or {"ok": false, "error": "..."};
@@ -247,6 +247,24 @@ const OPS = {
       resources: [{ type: ConfigResourceTypes.TOPIC, name: cmd.topic, configEntries: configEntries(cmd.config) }],
     });
     return null;
+  }),
+  // cmd.replicas: {partition: [broker ids]} (kafkajs cannot cancel one: no null replicas)
+  reassign: (cmd) => withAdmin(cmd, async (admin) => {
+    const partitionAssignment = Object.entries(cmd.replicas).map(([p, replicas]) => ({ partition: Number(p), replicas }));
+    await admin.alterPartitionReassignments({
+      topics: [{ topic: cmd.topic, partitionAssignment }], timeout: Math.round(cmd.timeout * 1000),
+    });
+    return null;
+  }),
+  // {partition: [replicas, addingReplicas, removingReplicas]} of the reassignments in progress
+  list_reassignments: (cmd) => withAdmin(cmd, async (admin) => {
+    const res = await admin.listPartitionReassignments({ timeout: Math.round(cmd.timeout * 1000) });
+    const out = {};
+    for (const t of res.topics) {
+      if (t.name !== cmd.topic) continue;
+      for (const p of t.partitions) out[p.partition] = [p.replicas, p.addingReplicas, p.removingReplicas];
+    }
+    return out;
   }),
   delete_topic: (cmd) => withAdmin(cmd, async (admin) => {
     await admin.deleteTopics({ topics: [cmd.topic], timeout: Math.round(cmd.timeout * 1000) });
