@@ -595,3 +595,43 @@ def test_cancelled_reassignment_returns_to_the_original_replicas(cluster):
     finally:
         admin.close()
     assert set(cluster.isr_of(topic, 0)) == set(original)
+
+
+def test_reassignment_survives_a_kill_9_of_the_leader_it_removes_and_loses_nothing(cluster):
+    """The leader being moved off is killed with kill -9 right after the reassignment starts,
+    while the replica being added is stopped (SIGSTOP) so that it has not caught up: the
+    remaining ISR member leads, the new replica catches up from it and completes the
+    reassignment, and the killed broker, restarted, is no longer a replica and deletes its copy.
+    Every acknowledged record is on both new replicas exactly once and in order."""
+    from tests.integration.clients import kafkajs
+
+    topic = "reassign-kill"
+    cluster.create_topic(topic, 1, 2, {"min.insync.replicas": "1"})
+    writer = Writer(cluster, topic, 1, rate_per_s=500).start()
+    try:
+        time.sleep(1.0)
+        info = cluster.partition(topic, 0)
+        leader = info.leader
+        stays = next(b for b in info.replicas if b != leader)
+        added = next(b for b in BROKERS if b not in info.replicas)
+        cluster.pause(added)  # so that it cannot catch up before the kill
+        kafkajs.reassign(cluster.bootstrap, topic, {0: [added, stays]})
+        cluster.kill9(leader)
+        assert cluster.partition(topic, 0, on=stays).replicas == (added, stays, leader)
+        cluster.resume(added)
+
+        def moved(views):
+            return all(v is None or any(p.topic == topic and p.replicas == (added, stays)
+                                        and set(p.isr) == {added, stays} for p in v.partitions)
+                       for v in views.values())
+        cluster.wait_until(f"{topic}: replicas not moved to {[added, stays]}", moved, 60)
+        cluster.restart(leader)
+        time.sleep(0.5)
+    finally:
+        writer.stop()
+    old_dir = cluster.partition_dir(leader, topic, 0)
+    deadline = time.monotonic() + 30
+    while os.path.isdir(old_dir) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not os.path.isdir(old_dir), "the restarted broker is no longer a replica and deletes its copy"
+    cluster.assert_all_acknowledged(writer.acks, brokers=(added, stays))
