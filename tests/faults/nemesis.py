@@ -34,6 +34,10 @@ cluster's: controllers 1-3, brokers 4-6.
 | disk-full          | a broker's log dir (its own tmpfs in such a trial) filled to the last    |
 |                    | byte: it must halt with exit code 1 (a log dir failure) within           |
 |                    | HALT_WAIT_S; the filler is deleted and the broker restarted              |
+| reassign           | not a fault but an operator's move that faults may hit: one replica of a |
+|                    | partition reassigned away (kafka-python's alter_partition_reassignments; |
+|                    | its broker deletes its copy, a removed leader hands over), then the      |
+|                    | original replicas back, the returning one re-replicating from empty      |
 
 The schedule is a pure function of the seed, the kinds and the length; injecting it depends on
 the cluster's state at the time (which broker leads, which controller is active), and each
@@ -59,7 +63,7 @@ from tests.storage import tmpfs
 
 KINDS = ("kill", "kill-leader", "kill-controller", "kill-two", "pause", "partition", "isolate-leader",
          "isolate-controller", "bridge", "one-way", "loss", "latency", "torn-write", "corrupt", "wipe",
-         "disk-full")
+         "disk-full", "reassign")
 PROCESS_KINDS = {"kill", "kill-leader", "kill-controller", "kill-two", "pause", "torn-write", "corrupt",
                  "wipe", "disk-full"}
 BROKER_DISK_KIB = 128 * 1024  # a broker's log dir in a trial with disk-full faults: its own tmpfs
@@ -71,8 +75,10 @@ LATENCY_S = (0.05, 0.3)  # a slow link's delay each way, plus up to as much agai
 QUIET_S = (1.0, 3.0)
 DURATION_S = {"pause": (6.0, 8.0), "kill": (1.0, 4.0), "kill-leader": (1.0, 4.0),
               "kill-controller": (1.0, 4.0), "kill-two": (2.0, 5.0), "torn-write": (1.0, 2.0),
-              "corrupt": (1.0, 2.0), "wipe": (1.0, 2.0), "disk-full": (2.0, 4.0)}
+              "corrupt": (1.0, 2.0), "wipe": (1.0, 2.0), "disk-full": (2.0, 4.0), "reassign": (2.0, 5.0)}
 NETWORK_DURATION_S = (4.0, 8.0)
+REASSIGN_TIMEOUT_MS = 10_000  # an AlterPartitionReassignments request's
+REASSIGN_TRIES = 5  # moving the replicas back, a second apart (faults may be on)
 
 
 @dataclass
@@ -124,6 +130,7 @@ class Nemesis:
         self.stopped: set[int] = set()  # nodes the schedule has stopped and not restarted
         self.paused: set[int] = set()
         self.proxies: list[DelayProxy] = []
+        self.moved: dict[int, tuple[int, list[int]]] = {}  # reassign fault's choice -> (partition, replicas)
 
     # ---- state ---------------------------------------------------------------------------------
     @property
@@ -250,6 +257,19 @@ class Nemesis:
             fault.targets = self.nodes
             fault.detail = f"p={LOSS_PROBABILITY}"
             self.net.loss(LOSS_PROBABILITY)
+        elif kind == "reassign":
+            partition = rng.randrange(self.partitions)
+            try:
+                replicas = list(self.cluster.partition(self.topic, partition).replicas)
+            except (AssertionError, AttributeError, KeyError, ValueError, OSError):
+                fault.detail = f"partition {partition}: replicas unknown, nothing moved"
+                return
+            removed = rng.choice(replicas)
+            target = [r for r in replicas if r != removed]
+            fault.targets = [removed]
+            self.moved[fault.choice] = (partition, replicas)
+            answer = self._reassign(partition, target)
+            fault.detail = f"partition {partition}: {replicas} -> {target}: {answer}"
         else:
             raise ValueError(f"unknown fault kind {kind!r}")
 
@@ -260,8 +280,44 @@ class Nemesis:
         self.cluster.paused.discard(node_id)
         self.stopped.add(node_id)
 
+    def _reassign(self, partition: int, replicas: list[int]) -> str:
+        """AlterPartitionReassignments through kafka-python's admin client, as an operator would
+        send it, bootstrapped from the brokers the schedule has not stopped: the partition's
+        error name, or why the request got no answer."""
+        from kafka import TopicPartition
+        from kafka.admin import KafkaAdminClient
+
+        up = [b for b in sorted(self.cluster.brokers) if b not in self.stopped and b not in self.paused]
+        tp = TopicPartition(self.topic, partition)
+        try:
+            admin = KafkaAdminClient(bootstrap_servers=[self.cluster.brokers[b].bootstrap for b in up],
+                                     request_timeout_ms=REASSIGN_TIMEOUT_MS, bootstrap_timeout_ms=5000)
+        except Exception as e:  # noqa: BLE001 -- any failure is the answer, reported in the detail
+            return f"no admin client ({type(e).__name__})"
+        try:
+            error = admin.alter_partition_reassignments({tp: replicas}).get(tp, "no answer")
+            return "NONE" if error is None else getattr(error, "__name__", str(error))
+        except Exception as e:  # noqa: BLE001
+            return type(e).__name__
+        finally:
+            admin.close()
+
+    def _move_back(self, fault: Fault) -> None:
+        moved = self.moved.pop(fault.choice, None)
+        if moved is None:
+            return
+        partition, replicas = moved
+        for _ in range(REASSIGN_TRIES):
+            answer = self._reassign(partition, replicas)
+            if answer == "NONE":
+                break
+            time.sleep(1.0)
+        fault.detail += f"; back to {replicas}: {answer}"
+
     def heal(self, fault: Fault) -> None:
-        if fault.kind == "disk-full":
+        if fault.kind == "reassign":
+            self._move_back(fault)
+        elif fault.kind == "disk-full":
             filler = os.path.join(self.cluster.log_dir(fault.targets[0]), FILLER)
             if os.path.exists(filler):
                 os.unlink(filler)

@@ -15,10 +15,11 @@ WHY_NOT = available()
 pytestmark = pytest.mark.skipif(WHY_NOT is not None,
                                 reason=f"fault trials need network namespaces: {WHY_NOT}")
 
-# (seed, kinds, seconds of faults): together every kind of the nemesis. The second kills a leader
-# while a partition is on, the third the active controller while a link is slow.
+# (seed, kinds, seconds of faults): together every kind of the nemesis. The first tears a broker's
+# segment while a partition is being reassigned, the second kills a leader while a partition is on,
+# the third the active controller while a link is slow.
 SHORT_TRIALS = [
-    (1, ["kill", "kill-two", "pause", "torn-write", "corrupt", "wipe"], 36.0),
+    (8, ["kill", "kill-two", "pause", "torn-write", "corrupt", "wipe", "reassign"], 36.0),
     (6, ["partition", "isolate-leader", "isolate-controller", "bridge", "kill-leader"], 34.0),
     (3, ["one-way", "loss", "latency", "kill-controller", "disk-full"], 36.0),
 ]
