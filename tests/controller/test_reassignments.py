@@ -4,6 +4,10 @@ them. A reassignment first adds the target replicas (replicas = target + the one
 removed, adding_replicas and removing_replicas set), then completes in whichever change first
 finds every target replica in the ISR: replicas = target, the removed ones out of the ISR, a
 new leader if the old one was removed, and a leader epoch bump when a replica leaves."""
+import random
+
+import pytest
+
 from protocol import messages as M
 from protocol.errors import Error
 from tests.controller.scenario import Scenario
@@ -186,3 +190,101 @@ def test_fencing_the_leader_during_a_reassignment_elects_from_the_isr_and_the_re
     p = s.partition("t")
     assert (p.replicas, p.isr, p.adding_replicas, p.removing_replicas, p.leader) == ([2, 3, 4], [2, 3, 4],
                                                                                     [], [], 2)
+
+
+# ---- seeded walks -----------------------------------------------------------------------------
+WALK_SEEDS = 1000  # 3,000 seeds of 60 steps ran clean on 2026-11-27
+WALK_STEPS = 40
+WALK_BROKERS = 5
+
+
+def _walk_step(s: Scenario, rng, targets: dict) -> list[int]:
+    """One random operation of an operator, a leader or the clock on topic "w"; the ISR a leader
+    proposed, if that was it."""
+    index = rng.randrange(2)
+    p = s.partition("w", index).copy()
+    op = rng.random()
+    if op < 0.3:
+        size = rng.randint(1, 4)
+        target = rng.sample(range(1, WALK_BROKERS + 1), size)
+        if rng.random() < 0.05:
+            target[-1] = 9  # never registered
+        code, _ = s.reassign("w", {index: target})[index]
+        if code == Error.NONE:
+            after = s.partition("w", index)
+            if after.adding_replicas or after.removing_replicas:
+                targets[index] = (target, after.copy())
+            else:  # nothing to wait for (a reorder, a removal in sync, the current list): done
+                targets.pop(index, None)
+                assert after.replicas == target
+        else:
+            assert code == Error.INVALID_REPLICA_ASSIGNMENT and 9 in target
+    elif op < 0.4:
+        code, _ = s.reassign("w", {index: None})[index]
+        in_progress = bool(p.adding_replicas or p.removing_replicas)
+        assert (code == Error.NO_REASSIGNMENT_IN_PROGRESS) == (not in_progress)
+        if code == Error.NONE:
+            targets.pop(index, None)
+            after = s.partition("w", index)
+            assert after.replicas == [r for r in p.replicas if r not in p.adding_replicas]
+            assert not after.adding_replicas and not after.removing_replicas
+    elif op < 0.75 and p.leader > 0:
+        others = [r for r in p.replicas if r != p.leader and not s.fenced(r)]
+        isr = [p.leader] + rng.sample(others, rng.randint(0, len(others)))
+        s.alter_partition(p.leader, "w", index, isr)
+        return isr
+    elif op < 0.87:
+        victim = rng.randrange(1, WALK_BROKERS + 1)
+        s.advance(10_000)
+        s.heartbeat_all(skip=(victim,))
+        s.tick()
+    else:
+        for b in range(1, WALK_BROKERS + 1):
+            if s.fenced(b):
+                s.register(b, new_incarnation=True)
+                s.heartbeat(b)
+    return []
+
+
+def _check_walk_step(before, after, targets: dict, index: int, proposed: list[int]) -> None:
+    """The partition's invariants after every step, and what a change from ``before`` may do
+    (``proposed``: the ISR its leader proposed in the step, which it vouches for)."""
+    p = after
+    assert len(set(p.replicas)) == len(p.replicas) and p.replicas
+    assert set(p.isr) <= set(p.replicas), "the ISR is within the assignment"
+    assert p.leader == -1 or p.leader in p.isr, "the leader is in the ISR"
+    assert set(p.adding_replicas) <= set(p.replicas) and set(p.removing_replicas) <= set(p.replicas)
+    assert not set(p.adding_replicas) & set(p.removing_replicas)
+    assert set(p.elr) <= set(p.replicas) and not set(p.elr) & set(p.isr)
+    assert p.partition_epoch >= before.partition_epoch and p.leader_epoch >= before.leader_epoch
+    if set(before.replicas) - set(p.replicas) or p.leader != before.leader:
+        assert p.leader_epoch > before.leader_epoch, "a replica left or the leader moved: a new leader epoch"
+    if p.leader not in (-1, before.leader):
+        assert p.leader in set(before.isr) | set(before.elr) | set(proposed), "clean elections only"
+    if p.adding_replicas or p.removing_replicas:
+        target = targets.get(index)
+        if target is not None:
+            assert p.replicas == target[0] + sorted(set(p.replicas) - set(target[0]))
+    elif (before.adding_replicas or before.removing_replicas) and index in targets:
+        target = targets.pop(index)[0]  # completed (a cancel pops its target itself)
+        assert p.replicas == target, "a completed reassignment leaves exactly the target"
+        assert set(target) <= set(p.isr), "completed only with every target in sync"
+
+
+@pytest.mark.parametrize("chunk", range(3))
+def test_seeded_walks_keep_every_reassignment_invariant(chunk):
+    """Random reassignments, cancels, ISR changes from the leader, fencing and restarts of brokers
+    over two partitions, with the invariants checked after every step (WALK_SEEDS seeds)."""
+    for seed in range(chunk, WALK_SEEDS, 3):
+        rng = random.Random(seed)
+        s = Scenario(brokers=WALK_BROKERS, seed=seed, min_isr=2)
+        s.create_topic("w", assignments={0: [1, 2, 3], 1: [3, 4, 5]})
+        targets: dict = {}
+        for step in range(WALK_STEPS):
+            before = [s.partition("w", i).copy() for i in range(2)]
+            try:
+                proposed = _walk_step(s, rng, targets)
+                for i in range(2):
+                    _check_walk_step(before[i], s.partition("w", i), targets, i, proposed)
+            except AssertionError as e:
+                raise AssertionError(f"seed {seed}, step {step}: {e}") from e
