@@ -60,7 +60,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from engine.checkpoint import uuid_to_str
 from engine.errors import (
@@ -244,6 +244,14 @@ class OffsetResult:
     offset: int = -1
     timestamp: int = -1
     leader_epoch: int = -1
+
+
+class ProducerView(NamedTuple):
+    """An idempotent producer's state in a leader's log (DescribeProducers)."""
+    producer_id: int
+    epoch: int
+    last_sequence: int
+    last_timestamp: int
 
 
 class ReplicaManager:
@@ -775,6 +783,15 @@ class ReplicaManager:
         self.on_changed(topic, index)  # followers' long polls answer with the new log start
         return errors.NONE, log_.log_start_offset
 
+    def active_producers(self, topic: str, index: int) -> tuple[int, list[ProducerView]]:
+        """(error, the idempotent producers with state in the leader's log), for DescribeProducers:
+        leader only, as Kafka's Partition.activeProducerState."""
+        partition, error = self._leader((topic, index))
+        if partition is None:
+            return error, []
+        return errors.NONE, [ProducerView(pid, entry.epoch, entry.last_seq, entry.last_timestamp)
+                             for pid, entry in sorted(partition.log.producer_state.producers.items())]
+
     def low_watermark(self, topic: str, index: int) -> tuple[int, int]:
         """(error, low watermark) of a partition led here (Partition.low_watermark)."""
         partition, error = self._leader((topic, index))
@@ -783,4 +800,4 @@ class ReplicaManager:
         return errors.NONE, partition.low_watermark()
 
 
-__all__ = ["AppendResult", "OffsetResult", "ReadResult", "ReplicaManager"]
+__all__ = ["AppendResult", "OffsetResult", "ProducerView", "ReadResult", "ReplicaManager"]

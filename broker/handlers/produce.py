@@ -11,6 +11,9 @@ the connection (the answer is Deferred: the client's next requests are appended 
 one meanwhile, and answers keep their order). NOT_LEADER_OR_FOLLOWER carries the current
 leader and, in node_endpoints, its endpoint on the listener the request came on (KIP-951,
 v10+), so the producer moves at once.
+
+InitProducerId hands out idempotent producer ids (the controller allocates blocks of them);
+DescribeProducers shows the state a partition's leader keeps for each.
 """
 from __future__ import annotations
 
@@ -175,4 +178,24 @@ def apis(broker) -> list[Api]:
             return R(error_code=Error.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1)
         return R(error_code=Error.NONE, producer_id=producer_id, producer_epoch=0)
 
-    return [Api(0, 3, 12, handle_produce), Api(22, 0, 5, handle_init_producer_id)]
+    async def handle_describe_producers(header, req):
+        """The idempotent producers each partition's leader keeps state for (Kafka's
+        DescribeProducers): NOT_LEADER_OR_FOLLOWER on any other replica. Transactions are not
+        served, so there is no coordinator epoch and no open transaction."""
+        R = M.DescribeProducersResponse
+        topics = []
+        for t in req.topics:
+            partitions = []
+            for index in t.partition_indexes:
+                error, producers = broker.replicas.active_producers(t.name, index)
+                partitions.append(R.TopicResponse.PartitionResponse(
+                    partition_index=index, error_code=error, active_producers=[
+                        R.TopicResponse.PartitionResponse.ProducerState(
+                            producer_id=p.producer_id, producer_epoch=p.epoch, last_sequence=p.last_sequence,
+                            last_timestamp=p.last_timestamp, coordinator_epoch=-1)
+                        for p in producers]))
+            topics.append(R.TopicResponse(name=t.name, partitions=partitions))
+        return R(topics=topics)
+
+    return [Api(0, 3, 12, handle_produce), Api(22, 0, 5, handle_init_producer_id),
+            Api(61, 0, 0, handle_describe_producers)]

@@ -4,7 +4,7 @@ import asyncio
 
 from protocol import messages as M
 from protocol.errors import Error
-from tests.broker.replica_nodes import TOPIC, Cluster, Node, endpoint_port, records, settle
+from tests.broker.replica_nodes import BASE_TS, TOPIC, Cluster, Node, endpoint_port, records, settle
 
 
 def run(coro):
@@ -252,4 +252,43 @@ def test_a_partial_batch_after_the_first_is_trimmed_as_kafkas_batch_iterator_sto
         assert await produce(one[:-1]) == Error.INVALID_RECORD
         assert await produce(one[:16]) == Error.INVALID_RECORD
         assert leader.log().log_end_offset == 9, "nothing more written"
+    run(main())
+
+
+async def describe_producers(node: Node, partitions=(0,), topic: str = TOPIC):
+    R = M.DescribeProducersRequest
+    request = R(topics=[R.TopicRequest(name=topic, partition_indexes=list(partitions))])
+    response = await node.call(61, 0, request)
+    return {p.partition_index: p for t in response.topics for p in t.partitions}
+
+
+def test_describe_producers_shows_the_leaders_idempotent_producer_state(tmp_path):
+    async def main():
+        cluster = Cluster(brokers=(1,))
+        cluster.create_topic(replicas=(1,))
+        leader = Node(tmp_path, 1, cluster)
+        idempotent = {"producer_id": 7, "producer_epoch": 2}
+        assert (await leader.produce(5, acks=1, base_sequence=0, **idempotent)).error_code == 0
+        later = BASE_TS + 100
+        assert (await leader.produce(3, acks=1, base_sequence=5, ts=later, **idempotent)).error_code == 0
+        assert (await leader.produce(2, acks=1)).error_code == 0  # not idempotent: no producer state
+        answer = (await describe_producers(leader))[0]
+        assert (answer.error_code, answer.error_message) == (Error.NONE, None)
+        [p] = answer.active_producers
+        assert (p.producer_id, p.producer_epoch, p.last_sequence) == (7, 2, 7)
+        assert p.last_timestamp == BASE_TS + 102, "the last batch's max timestamp"
+        assert (p.coordinator_epoch, p.current_txn_start_offset) == (-1, -1), "no transactions"
+    run(main())
+
+
+def test_describe_producers_is_answered_by_the_leader_only(tmp_path):
+    async def main():
+        cluster = Cluster(brokers=(1, 2))
+        cluster.create_topic(replicas=(1, 2), leader=1)
+        follower = Node(tmp_path, 2, cluster)
+        answers = await describe_producers(follower, partitions=(0, 9))
+        assert answers[0].error_code == Error.NOT_LEADER_OR_FOLLOWER and answers[0].active_producers == []
+        assert answers[9].error_code == Error.UNKNOWN_TOPIC_OR_PARTITION
+        unknown = await describe_producers(follower, topic="nope")
+        assert unknown[0].error_code == Error.UNKNOWN_TOPIC_OR_PARTITION
     run(main())

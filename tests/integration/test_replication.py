@@ -635,3 +635,38 @@ def test_reassignment_survives_a_kill_9_of_the_leader_it_removes_and_loses_nothi
         time.sleep(0.1)
     assert not os.path.isdir(old_dir), "the restarted broker is no longer a replica and deletes its copy"
     cluster.assert_all_acknowledged(writer.acks, brokers=(added, stays))
+
+
+def test_describe_producers_shows_the_same_idempotent_state_on_the_leader_after_a_failover(cluster):
+    """Idempotent producer state is rebuilt on followers from the replicated batches: kafka-python's
+    describe_producers (DescribeProducers) gives the leader's state for an idempotent
+    confluent-kafka producer, and after the leader's kill -9 the new leader reports the same
+    producer id, epoch and last sequence; a follower asked directly answers NOT_LEADER_OR_FOLLOWER."""
+    from kafka import TopicPartition
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import NotLeaderForPartitionError
+
+    topic = "producers"
+    cluster.create_topic(topic, 1, 3, {"min.insync.replicas": "2"})
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True,
+                                         "acks": "all", "linger.ms": 0})
+    for i in range(50):
+        producer.produce(topic, f"v{i}".encode(), partition=0)
+        producer.poll(0)
+    assert producer.flush(30) == 0
+    tp = TopicPartition(topic, 0)
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=30000)
+    try:
+        [before] = admin.describe_producers([tp])[tp].active_producers
+        assert before.last_sequence == 49 and before.coordinator_epoch == -1
+        leader = cluster.leader_of(topic, 0)
+        follower = next(b for b in BROKERS if b != leader)
+        with pytest.raises(NotLeaderForPartitionError):  # NOT_LEADER_OR_FOLLOWER
+            admin.describe_producers([tp], broker_id=follower)
+        cluster.kill9(leader)
+        new_leader = cluster.wait_for_leader(topic, 0, exclude=[leader]).leader
+        [after] = admin.describe_producers([tp], broker_id=new_leader)[tp].active_producers
+        assert (after.producer_id, after.producer_epoch, after.last_sequence) == (
+            before.producer_id, before.producer_epoch, before.last_sequence)
+    finally:
+        admin.close()
