@@ -527,6 +527,37 @@ def test_a_broker_killed_with_the_active_controller_is_fenced_without_waiting_ou
         assert c.wait_for_metadata_agreement().unfenced >= survivors, "a live broker was fenced"
 
 
+def rf2_topic_under_writer(cluster: ReplicatedCluster, topic: str) -> Writer:
+    """A topic of one RF=2 partition (min.insync.replicas 1), a writer on it for a second."""
+    cluster.create_topic(topic, 1, 2, {"min.insync.replicas": "1"})
+    writer = Writer(cluster, topic, 1, rate_per_s=500).start()
+    time.sleep(1.0)
+    return writer
+
+
+def rf2_roles(cluster: ReplicatedCluster, topic: str) -> tuple[int, int, int]:
+    """(leader, the other replica, the broker that is not a replica) of an RF=2 partition 0."""
+    info = cluster.partition(topic, 0)
+    return (info.leader, next(b for b in info.replicas if b != info.leader),
+            next(b for b in BROKERS if b not in info.replicas))
+
+
+def wait_for_replicas(cluster: ReplicatedCluster, topic: str, replicas: tuple[int, ...]) -> None:
+    """Until every live broker shows partition 0 on exactly ``replicas``, all of them in sync."""
+    def moved(views):
+        return all(v is None or any(p.topic == topic and p.replicas == replicas
+                                    and set(p.isr) == set(replicas) for p in v.partitions)
+                   for v in views.values())
+    cluster.wait_until(f"{topic}: replicas not moved to {list(replicas)}", moved, 60)
+
+
+def wait_for_no_dir(path: str, timeout: float = 30) -> bool:
+    deadline = time.monotonic() + timeout
+    while os.path.isdir(path) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not os.path.isdir(path)
+
+
 def test_reassignment_moves_a_partition_off_its_leader_while_acks_all_writes_go_on(cluster):
     """kafkajs's alterPartitionReassignments (KIP-455) moves an RF=2 partition off its leader to the
     third broker under an idempotent acks=all writer: the new replica catches up and joins the ISR,
@@ -535,31 +566,19 @@ def test_reassignment_moves_a_partition_off_its_leader_while_acks_all_writes_go_
     from tests.integration.clients import kafkajs
 
     topic = "reassign"
-    cluster.create_topic(topic, 1, 2, {"min.insync.replicas": "1"})
-    writer = Writer(cluster, topic, 1, rate_per_s=500).start()
+    writer = rf2_topic_under_writer(cluster, topic)
     try:
-        time.sleep(1.0)
-        info = cluster.partition(topic, 0)
-        leader = info.leader
-        stays = next(b for b in info.replicas if b != leader)
-        added = next(b for b in BROKERS if b not in info.replicas)
+        leader, stays, added = rf2_roles(cluster, topic)
         old_dir = cluster.partition_dir(leader, topic, 0)
         assert os.path.isdir(old_dir)
         kafkajs.reassign(cluster.bootstrap, topic, {0: [added, stays]})
-
-        def moved(views):
-            return all(v is not None and any(p.topic == topic and p.replicas == (added, stays)
-                                             and set(p.isr) == {added, stays} and p.leader in (added, stays)
-                                             for p in v.partitions) for v in views.values())
-        cluster.wait_until(f"{topic}: replicas not moved to {[added, stays]}", moved, 60)
+        wait_for_replicas(cluster, topic, (added, stays))
+        assert cluster.leader_of(topic, 0) in (added, stays)
         assert kafkajs.list_reassignments(cluster.bootstrap, topic) == {}
         time.sleep(0.5)
     finally:
         writer.stop()
-    deadline = time.monotonic() + 30
-    while os.path.isdir(old_dir) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not os.path.isdir(old_dir), "the removed replica's log is deleted"
+    assert wait_for_no_dir(old_dir), "the removed replica's log is deleted"
     assert writer.acks.count() > 500
     cluster.assert_all_acknowledged(writer.acks, brokers=(added, stays))
 
@@ -606,34 +625,21 @@ def test_reassignment_survives_a_kill_9_of_the_leader_it_removes_and_loses_nothi
     from tests.integration.clients import kafkajs
 
     topic = "reassign-kill"
-    cluster.create_topic(topic, 1, 2, {"min.insync.replicas": "1"})
-    writer = Writer(cluster, topic, 1, rate_per_s=500).start()
+    writer = rf2_topic_under_writer(cluster, topic)
     try:
-        time.sleep(1.0)
-        info = cluster.partition(topic, 0)
-        leader = info.leader
-        stays = next(b for b in info.replicas if b != leader)
-        added = next(b for b in BROKERS if b not in info.replicas)
+        leader, stays, added = rf2_roles(cluster, topic)
         cluster.pause(added)  # so that it cannot catch up before the kill
         kafkajs.reassign(cluster.bootstrap, topic, {0: [added, stays]})
         cluster.kill9(leader)
         assert cluster.partition(topic, 0, on=stays).replicas == (added, stays, leader)
         cluster.resume(added)
-
-        def moved(views):
-            return all(v is None or any(p.topic == topic and p.replicas == (added, stays)
-                                        and set(p.isr) == {added, stays} for p in v.partitions)
-                       for v in views.values())
-        cluster.wait_until(f"{topic}: replicas not moved to {[added, stays]}", moved, 60)
+        wait_for_replicas(cluster, topic, (added, stays))
         cluster.restart(leader)
         time.sleep(0.5)
     finally:
         writer.stop()
-    old_dir = cluster.partition_dir(leader, topic, 0)
-    deadline = time.monotonic() + 30
-    while os.path.isdir(old_dir) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not os.path.isdir(old_dir), "the restarted broker is no longer a replica and deletes its copy"
+    assert wait_for_no_dir(cluster.partition_dir(leader, topic, 0)), \
+        "the restarted broker is no longer a replica and deletes its copy"
     cluster.assert_all_acknowledged(writer.acks, brokers=(added, stays))
 
 
