@@ -111,6 +111,7 @@ PROPERTIES: dict[str, tuple[str, Any]] = {
     "log.roll.hours": (INT, 168),
     "fetch.max.bytes": (INT, 57671680),
     "max.incremental.fetch.session.cache.slots": (INT, 1000),
+    "max.request.partition.size.limit": (INT, 2000),
     "queued.max.requests": (INT, 500),
     "request.timeout.ms": (INT, 30000),
     "broker.rack": (STRING, None),
@@ -319,7 +320,8 @@ class ServerConfig:
             if not listener_names - set(controller_names):
                 raise ConfigError("listeners", "a broker needs a listener that is not a controller listener")
         for name in ("num.partitions", "default.replication.factor", "offsets.topic.num.partitions",
-                     "controller.socket.timeout.ms", "num.replica.fetchers"):
+                     "controller.socket.timeout.ms", "num.replica.fetchers",
+                     "max.request.partition.size.limit"):
             if self.values[name] < 1:
                 raise ConfigError(name, "must be at least 1")
         if self.values["socket.request.max.bytes"] < 1:

@@ -91,7 +91,62 @@ def apis(broker) -> list[Api]:
         return R(error_code=Error.NONE, cluster_id=broker.cluster_id, controller_id=broker.node_id,
                  brokers=brokers(broker, R.DescribeClusterBroker, client_listener(broker, header)))
 
-    return [Api(3, 0, 12, handle_metadata), Api(60, 0, 1, handle_describe_cluster)]
+    async def handle_describe_topic_partitions(header, req):
+        """KIP-966's view of partitions (Kafka's DescribeTopicPartitionsRequestHandler): topics in
+        name order from the cursor's, at most response_partition_limit partitions (capped by
+        max.request.partition.size.limit) and a next_cursor where they stop. No topics asked:
+        every topic, unknown ones left out; named ones that do not exist answer
+        UNKNOWN_TOPIC_OR_PARTITION (or INVALID_TOPIC_EXCEPTION for a name that cannot be one)."""
+        R = M.DescribeTopicPartitionsResponse
+        T = R.DescribeTopicPartitionsResponseTopic
+        image = broker.image
+        listener = client_listener(broker, header)
+        cursor = req.cursor
+        everything = not req.topics
+        wanted = image.topics if everything else {t.name for t in req.topics}
+        names = sorted(n for n in wanted if n >= (cursor.topic_name if cursor is not None else ""))
+        outside = cursor is not None and not everything and cursor.topic_name not in names
+        if cursor is not None and (cursor.partition_index < 0 or outside):
+            # Kafka refuses the whole request: a cursor must point into the topics asked for.
+            return R(topics=[T(error_code=Error.INVALID_REQUEST, name=t.name) for t in req.topics])
+        limit = broker.config["max.request.partition.size.limit"]
+        remaining = max(min(limit, req.response_partition_limit), 1)
+        topics, next_cursor = [], None
+        for name in names:
+            if remaining == 0:
+                next_cursor = R.Cursor(topic_name=name, partition_index=0)
+                break
+            topic = image.topics.get(name)
+            if topic is None:
+                if not everything:
+                    code = (Error.INVALID_TOPIC_EXCEPTION if topic_name_error(name)
+                            else Error.UNKNOWN_TOPIC_OR_PARTITION)
+                    topics.append(T(error_code=code, name=name, is_internal=name in INTERNAL_TOPICS))
+                continue
+            start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
+            end = min(len(topic.partitions), start + remaining)
+            partitions = [_described_partition(broker, R, index, topic.partitions[index], listener)
+                          for index in range(start, end) if index in topic.partitions]
+            topics.append(T(error_code=Error.NONE, name=name, topic_id=topic.topic_id,
+                            is_internal=name in INTERNAL_TOPICS, partitions=partitions))
+            if end < len(topic.partitions):
+                next_cursor = R.Cursor(topic_name=name, partition_index=end)
+                break
+            remaining -= len(partitions)
+        return R(topics=topics, next_cursor=next_cursor)
+
+    return [Api(3, 0, 12, handle_metadata), Api(60, 0, 1, handle_describe_cluster),
+            Api(75, 0, 0, handle_describe_topic_partitions)]
+
+
+def _described_partition(broker, R, index: int, p, listener: str):
+    """DescribeTopicPartitions' entry: Metadata's (leader -1 without a live leader on this
+    listener, the error left NONE as Kafka leaves it) with the ELR and the last known ELR."""
+    m = partition_metadata(broker, M.MetadataResponse, index, p, listener, 12)
+    return R.DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition(
+        error_code=Error.NONE, partition_index=index, leader_id=m.leader_id, leader_epoch=m.leader_epoch,
+        replica_nodes=m.replica_nodes, isr_nodes=m.isr_nodes, eligible_leader_replicas=list(p.elr),
+        last_known_elr=list(p.last_known_elr), offline_replicas=m.offline_replicas)
 
 
 def client_listener(broker, header) -> str:

@@ -250,7 +250,8 @@ class Node:
     def metadata_broker(self):
         """What the Metadata handler sees of the broker."""
         return SimpleNamespace(image=self.cluster.image, listener_name=LISTENER, config={
-            "auto.create.topics.enable": False}, pending_auto_create=set(), cluster_id="test-cluster",
+            "auto.create.topics.enable": False, "max.request.partition.size.limit": 2000},
+            pending_auto_create=set(), cluster_id="test-cluster",
             node_id=self.node_id, replicas=self.replicas, fetch_waiters=self.waiters)
 
     async def metadata(self, version: int = 12, listener_name: str | None = None):
@@ -258,6 +259,17 @@ class Node:
         R = M.MetadataRequest
         request = R(topics=None, allow_auto_topic_creation=False)
         header = RequestHeader(3, version, 1, "test", 2 if version >= 9 else 1, listener_name)
+        return await resolve(await api.fn(header, request))
+
+    async def describe_topic_partitions(self, topics=(), limit: int = 2000, cursor=None,
+                                        listener_name: str | None = None):
+        """DescribeTopicPartitions of ``topics`` (none: all); ``cursor`` (topic, partition)."""
+        api = {a.key: a for a in metadata.apis(self.metadata_broker())}[75]
+        R = M.DescribeTopicPartitionsRequest
+        at = None if cursor is None else R.Cursor(topic_name=cursor[0], partition_index=cursor[1])
+        request = R(topics=[R.TopicRequest(name=t) for t in topics], response_partition_limit=limit,
+                    cursor=at)
+        header = RequestHeader(75, 0, 1, "test", 2, listener_name)
         return await resolve(await api.fn(header, request))
 
     async def describe_cluster(self, listener_name: str | None = None):

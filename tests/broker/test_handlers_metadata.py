@@ -2,8 +2,9 @@
 (broker/handlers/metadata.py)."""
 import asyncio
 
+from protocol import messages as M
 from protocol.errors import Error
-from tests.broker.replica_nodes import Cluster, Node
+from tests.broker.replica_nodes import TOPIC, TOPIC_ID, Cluster, Node
 
 
 def run(coro):
@@ -105,4 +106,63 @@ def test_an_answer_naming_a_gone_leader_waits_no_longer_than_the_hold(tmp_path):
         p = (await asyncio.wait_for(node.metadata(), GONE_LEADER_HOLD_S + 1)).topics[0].partitions[0]
         assert loop.time() - started >= GONE_LEADER_HOLD_S * 0.9
         assert (p.error_code, p.leader_id) == (Error.LEADER_NOT_AVAILABLE, -1)
+    run(main())
+
+
+def test_describe_topic_partitions_adds_the_elr_and_last_known_elr_to_the_metadata_view(tmp_path):
+    async def main():
+        cluster = Cluster(brokers=(1, 2, 3))
+        cluster.create_topic(replicas=(1, 2, 3))
+        cluster.fence(3)
+        cluster.replay(M.PartitionChangeRecord(partition_id=0, topic_id=TOPIC_ID, isr=[1], leader=-2,
+                                               eligible_leader_replicas=[2], last_known_elr=[3]))
+        node = Node(tmp_path, 1, cluster)
+        response = await node.describe_topic_partitions([TOPIC])
+        [t] = response.topics
+        assert (t.error_code, t.name, t.topic_id, t.is_internal) == (Error.NONE, TOPIC, TOPIC_ID, False)
+        [p] = t.partitions
+        assert (p.error_code, p.partition_index, p.leader_id, p.leader_epoch) == (Error.NONE, 0, 1, 0)
+        assert (p.replica_nodes, p.isr_nodes, p.offline_replicas) == ([1, 2, 3], [1], [3])
+        assert (p.eligible_leader_replicas, p.last_known_elr) == ([2], [3])
+        assert response.next_cursor is None
+    run(main())
+
+
+def test_describe_topic_partitions_pages_by_the_partition_limit_with_a_cursor(tmp_path):
+    async def main():
+        cluster = Cluster(brokers=(1,))
+        cluster.create_topic(replicas=(1,), partitions=3, name="a", topic_id=bytes([1]) * 16)
+        cluster.create_topic(replicas=(1,), partitions=2, name="b", topic_id=bytes([2]) * 16)
+        node = Node(tmp_path, 1, cluster)
+        seen, cursor = [], None
+        while True:
+            response = await node.describe_topic_partitions(limit=2, cursor=cursor)
+            seen += [(t.name, p.partition_index) for t in response.topics for p in t.partitions]
+            if response.next_cursor is None:
+                break
+            cursor = (response.next_cursor.topic_name, response.next_cursor.partition_index)
+        assert seen == [("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 1)]
+        first = await node.describe_topic_partitions(limit=2)
+        assert (first.next_cursor.topic_name, first.next_cursor.partition_index) == ("a", 2)
+        after_a = await node.describe_topic_partitions(limit=3)
+        assert (after_a.next_cursor.topic_name, after_a.next_cursor.partition_index) == ("b", 0), \
+            "a topic filled exactly: the cursor points at the start of the next"
+    run(main())
+
+
+def test_describe_topic_partitions_names_unknown_topics_and_refuses_a_cursor_outside_the_list(tmp_path):
+    async def main():
+        cluster = Cluster(brokers=(1,))
+        cluster.create_topic(replicas=(1,))
+        node = Node(tmp_path, 1, cluster)
+        response = await node.describe_topic_partitions([TOPIC, "nope", "bad topic!"])
+        codes = {t.name: t.error_code for t in response.topics}
+        assert codes == {TOPIC: Error.NONE, "nope": Error.UNKNOWN_TOPIC_OR_PARTITION,
+                         "bad topic!": Error.INVALID_TOPIC_EXCEPTION}
+        everything = await node.describe_topic_partitions()
+        assert [t.name for t in everything.topics] == [TOPIC], "listing all topics names no unknown one"
+        refused = await node.describe_topic_partitions([TOPIC], cursor=("other", 0))
+        assert [(t.name, t.error_code) for t in refused.topics] == [(TOPIC, Error.INVALID_REQUEST)]
+        negative = await node.describe_topic_partitions([TOPIC], cursor=(TOPIC, -1))
+        assert [t.error_code for t in negative.topics] == [Error.INVALID_REQUEST]
     run(main())

@@ -316,6 +316,18 @@ def test_two_replicas_down_refuse_acks_all_but_take_acks_1_and_lose_nothing(clus
     for b in down:
         cluster.kill9(b)
     cluster.wait_for_isr(topic, 0, {survivor}, timeout=30)
+    # KIP-966 through kafka-python's describe_topic_partitions (DescribeTopicPartitions): the
+    # replicas that left the ISR below min.insync.replicas are eligible leader replicas.
+    from kafka.admin import KafkaAdminClient
+    admin = KafkaAdminClient(bootstrap_servers=cluster.brokers[survivor].bootstrap, request_timeout_ms=30000)
+    try:
+        [described] = admin.describe_topic_partitions([topic])["topics"]
+    finally:
+        admin.close()
+    [p] = described["partitions"]
+    assert (p["leader_id"], p["isr_nodes"]) == (survivor, [survivor])
+    assert p["eligible_leader_replicas"] and set(p["eligible_leader_replicas"]) <= set(down), p
+    assert sorted(p["offline_replicas"]) == sorted(down)
     assert produce_one(cluster, topic, 0, b"all", "all") == "NOT_ENOUGH_REPLICAS"
     assert produce_one(cluster, topic, 0, b"one", "1") is None
     for b in down:
