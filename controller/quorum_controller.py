@@ -212,7 +212,7 @@ class QuorumController:
             Api(37, 0, 3, self._write(self.handle_create_partitions, _results_error)),
             Api(43, 0, 2, self._write(self.handle_elect_leaders, _top_error)),
             Api(44, 0, 1, self._write(self.handle_incremental_alter_configs, _responses_error)),
-            Api(45, 0, 0, self._write(self.handle_alter_partition_reassignments, _top_error)),
+            Api(45, 0, 1, self._write(self.handle_alter_partition_reassignments, _top_error)),
             Api(46, 0, 0, self._write(self.handle_list_partition_reassignments, _top_error)),
             Api(56, 2, 3, self._write(self.handle_alter_partition, _top_error)),
             Api(62, 0, 4, self._write(self.handle_broker_registration, _top_error)),

@@ -18,11 +18,13 @@ not one of the brokers being removed by the change at hand.
 - AlterPartition is validated as Kafka's controller does (``alter_partition``), then the
   leader's proposal is the target ISR of one PartitionChange.
 - AlterPartitionReassignments (KIP-455): the target replicas are validated as a manual
-  assignment; the partition then holds target + the replicas being removed, with
-  adding_replicas and removing_replicas set, until a change finds every target replica in the
-  ISR and completes it (partition_change, step 0). A cancel reverts to the original replicas
-  and takes the added ones out of the ISR; when that empties the ISR it is an unclean election,
-  refused unless the topic allows one. ListPartitionReassignments reads what is in progress.
+  assignment (and, when the request does not allow a replication factor change, KIP-860, as
+  long as the replica set the partition is headed for); the partition then holds target +
+  the replicas being removed, with adding_replicas and removing_replicas set, until a change
+  finds every target replica in the ISR and completes it (partition_change, step 0). A cancel
+  reverts to the original replicas and takes the added ones out of the ISR; when that empties
+  the ISR it is an unclean election, refused unless the topic allows one.
+  ListPartitionReassignments reads what is in progress.
 - ElectLeaders (PREFERRED, UNCLEAN), the periodic preferred-leader rebalance
   (auto.leader.rebalance.enable) and the unclean election of leaderless partitions whose
   topic allows it.
@@ -235,23 +237,28 @@ class ReplicationControl:
         R = M.AlterPartitionReassignmentsResponse
         P = R.ReassignableTopicResponse.ReassignablePartitionResponse
         records: list[Any] = []
-        response = R(error_code=Error.NONE)
+        allow_rf_change = req.allow_replication_factor_change
+        response = R(error_code=Error.NONE, error_message=None,
+                     allow_replication_factor_change=allow_rf_change)
         for t in req.topics:
             result = R.ReassignableTopicResponse(name=t.name)
             response.responses.append(result)
             for target in t.partitions:
                 try:
-                    record = self._reassign(image, t.name, target.partition_index, target.replicas)
+                    record = self._reassign(image, t.name, target.partition_index, target.replicas,
+                                            allow_rf_change)
                 except _Refused as e:
                     result.partitions.append(P(partition_index=target.partition_index, error_code=e.code,
                                                error_message=e.message))
                     continue
                 if record is not None:
                     records.append(record)
-                result.partitions.append(P(partition_index=target.partition_index, error_code=Error.NONE))
+                result.partitions.append(P(partition_index=target.partition_index, error_code=Error.NONE,
+                                           error_message=None))
         return ControllerResult(records, response)
 
-    def _reassign(self, image: MetadataImage, name: str, index: int, replicas: list[int] | None) -> Any:
+    def _reassign(self, image: MetadataImage, name: str, index: int, replicas: list[int] | None,
+                  allow_rf_change: bool = True) -> Any:
         topic = image.topics.get(name)
         p = topic.partitions.get(index) if topic is not None else None
         if p is None:
@@ -263,6 +270,10 @@ class ReplicationControl:
             check_manual_assignment(image.brokers, replicas)
         except InvalidReplicaAssignment as e:
             raise _Refused(Error.INVALID_REPLICA_ASSIGNMENT, str(e)) from None
+        heading = [r for r in p.replicas if r not in p.removing_replicas]  # where it is going now
+        if not allow_rf_change and len(replicas) != len(heading):
+            raise _Refused(Error.INVALID_REPLICATION_FACTOR,
+                           f"The replication factor is changed from {len(heading)} to {len(replicas)}")
         removing = sorted(set(p.replicas) - set(replicas))
         builder = self.change(image, ref)
         builder.set_target_replicas(list(replicas) + removing)
@@ -299,7 +310,7 @@ class ReplicationControl:
             wanted = [(name, sorted(image.topics[name].partitions)) for name in sorted(image.topics)]
         else:
             wanted = [(t.name, t.partition_indexes) for t in req.topics if t.name in image.topics]
-        response = R(error_code=Error.NONE)
+        response = R(error_code=Error.NONE, error_message=None)
         for name, indexes in wanted:
             parts = image.topics[name].partitions
             moving = [(i, parts[i]) for i in indexes

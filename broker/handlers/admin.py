@@ -156,7 +156,7 @@ def apis(broker) -> list[Api]:
 
     return [
         Api(43, 0, 2, handle_elect_leaders),
-        Api(45, 0, 0, handle_alter_partition_reassignments),
+        Api(45, 0, 1, handle_alter_partition_reassignments),
         Api(46, 0, 0, handle_list_partition_reassignments),
         Api(19, 2, 7, handle_create_topics),
         Api(20, 1, 6, handle_delete_topics),

@@ -165,13 +165,14 @@ class Scenario:
         return response.topics[0].partitions[0]
 
     # ---- reassignments -----------------------------------------------------------------
-    def reassign(self, topic: str, targets: dict[int, list[int] | None]) -> dict[int, tuple[int, str | None]]:
+    def reassign(self, topic: str, targets: dict[int, list[int] | None],
+                 allow_rf_change: bool = True) -> dict[int, tuple[int, str | None]]:
         """AlterPartitionReassignments of ``topic``'s partitions (None cancels); partition ->
         (error code, error message)."""
         R = M.AlterPartitionReassignmentsRequest
         T = R.ReassignableTopic
-        req = R(topics=[T(name=topic, partitions=[T.ReassignablePartition(partition_index=i, replicas=r)
-                                                  for i, r in targets.items()])])
+        req = R(allow_replication_factor_change=allow_rf_change, topics=[T(name=topic, partitions=[
+            T.ReassignablePartition(partition_index=i, replicas=r) for i, r in targets.items()])])
         response = self.apply(self.replication.alter_partition_reassignments(self.image, req))
         assert response.error_code == Error.NONE
         return {p.partition_index: (p.error_code, p.error_message) for p in response.responses[0].partitions}

@@ -288,3 +288,19 @@ def test_seeded_walks_keep_every_reassignment_invariant(chunk):
                     _check_walk_step(before[i], s.partition("w", i), targets, i, proposed)
             except AssertionError as e:
                 raise AssertionError(f"seed {seed}, step {step}: {e}") from e
+
+
+def test_a_request_that_does_not_allow_a_replication_factor_change_refuses_another_size():
+    """KIP-860: the size compared is the replica set the partition is headed for."""
+    s = Scenario(brokers=5)
+    topic(s)
+    code, message = s.reassign("t", {0: [1, 2]}, allow_rf_change=False)[0]
+    assert code == Error.INVALID_REPLICATION_FACTOR
+    assert message == "The replication factor is changed from 3 to 2"
+    assert s.reassign("t", {0: [2, 3, 4]}, allow_rf_change=False) == {0: (Error.NONE, None)}
+    assert s.partition("t").replicas == [2, 3, 4, 1], "in progress: headed for 3 replicas"
+    assert s.reassign("t", {0: [3, 4, 5]}, allow_rf_change=False) == {0: (Error.NONE, None)}
+    grown = s.reassign("t", {0: [3, 4, 5, 1]}, allow_rf_change=False)
+    assert grown[0][0] == Error.INVALID_REPLICATION_FACTOR
+    cancelled = s.reassign("t", {0: None}, allow_rf_change=False)
+    assert cancelled == {0: (Error.NONE, None)}, "a cancel has no target to measure"

@@ -50,12 +50,12 @@ from kafka.protocol import metadata as kp_metadata  # noqa: E402
 from kafka.protocol import producer as kp_producer  # noqa: E402
 from kafka.protocol.api_data import ApiData  # noqa: E402
 
-SCHEMA_FILES = ["produce_fetch", "metadata", "groups", "admin", "transactions"]
+SCHEMA_FILES = ["produce_fetch", "metadata", "groups", "admin", "transactions", "reassignments"]
 
 EXPECTED = {
     "produce_fetch": ["Produce", "Fetch", "ListOffsets", "OffsetForLeaderEpoch", "DeleteRecords",
                       "InitProducerId"],
-    "metadata": ["ApiVersions", "Metadata", "DescribeCluster"],
+    "metadata": ["ApiVersions", "Metadata", "DescribeCluster", "DescribeTopicPartitions"],
     "groups": ["FindCoordinator", "JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup",
                "OffsetCommit", "OffsetFetch", "DescribeGroups", "ListGroups", "DeleteGroups",
                "ConsumerProtocolSubscription", "ConsumerProtocolAssignment"],
@@ -64,6 +64,7 @@ EXPECTED = {
     "transactions": ["AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn", "TxnOffsetCommit",
                      "WriteTxnMarkers", "DescribeProducers", "DescribeTransactions",
                      "ListTransactions"],
+    "reassignments": ["AlterPartitionReassignments", "ListPartitionReassignments"],
 }
 
 INT32_MIN = -(2**31)
