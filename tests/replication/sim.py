@@ -18,6 +18,14 @@ at the end every fault is healed, the partition must converge (one leader, full 
 logs, HW = LEO) and every acks=all record must be in the final log exactly once, in order. A
 failure raises SimulationFailure naming the seed and a one-line replay command.
 
+With spare brokers (``--spares N``: registered, not replicas at first) an operator reassigns
+the partition about every REASSIGN_EVERY_MS: one replica of the set it is headed for swapped
+for a broker outside it (a spare, or one being removed: a move back). The model controller
+completes a reassignment as Kafka's does; a broker that replays that it is no longer a replica
+answers what waits NOT_LEADER_OR_FOLLOWER and deletes its log, and one added again starts from
+an empty log. Convergence then also needs the reassignment completed and every removed replica
+empty.
+
 | invariant                                   | how it is checked                                    |
 |---------------------------------------------|------------------------------------------------------|
 | HW never decreases                          | per broker and incarnation; a restart starts from    |
@@ -117,6 +125,7 @@ PROFILES = (
     Faults(stall_every_ms=150, partition_every_ms=250, crash_every_ms=700),
 )
 FETCH_MAX_ENTRIES = (2, 5, 50)
+REASSIGN_EVERY_MS = 300  # mean time between reassignments, in runs with spare brokers
 
 
 @dataclass(frozen=True)
@@ -139,7 +148,7 @@ class SimConfig:
 
 class Simulation:
     def __init__(self, seed: int, replicas: int = 3, faults: Faults | None = None,
-                 config: SimConfig | None = None) -> None:
+                 config: SimConfig | None = None, spares: int = 0) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
         self.faults = faults or PROFILES[seed % len(PROFILES)]
@@ -156,8 +165,12 @@ class Simulation:
         if config is not None:
             self.replay += (f" --min-isr {config.min_insync_replicas}"
                             f" --fetch-max-entries {config.fetch_max_entries}")
+        if spares:
+            self.replay += f" --spares {spares}"
         ids = tuple(range(1, replicas + 1))
-        self.controller = ModelController(ids, self.config.session_timeout_ms)
+        spare_ids = tuple(range(replicas + 1, replicas + spares + 1))
+        self.controller = ModelController(ids, self.config.session_timeout_ms, spare_ids)
+        ids += spare_ids
         self.brokers = {i: Broker(self, i) for i in ids}
         self.metadata_delay = {i: self.rng.randint(2, 25) for i in ids}
         self.checker = Checker(self)
@@ -210,8 +223,10 @@ class Simulation:
         self.at(cfg.flush_every_ms, "flush")
         self.at(20, "session_check")
         self.at(5, "produce")
+        spares = len(self.brokers) > len(self.controller.registration.replicas)
+        reassign_every = REASSIGN_EVERY_MS if spares else 0
         for kind, every in (("crash", f.crash_every_ms), ("partition", f.partition_every_ms),
-                            ("stall", f.stall_every_ms)):
+                            ("stall", f.stall_every_ms), ("reassign", reassign_every)):
             if every:
                 self.at(self.rng.randrange(2 * every), kind)
         self.at(duration_ms, "heal_all")
@@ -394,7 +409,7 @@ class Simulation:
         if error == errors.NONE:
             self.checker.on_acked(broker, waiter.producer, waiter.values, waiter.first_offset,
                                   waiter.leader_epoch)
-            if len(broker.partition.partition_state.isr) < len(self.brokers):
+            if len(broker.partition.partition_state.isr) < len(broker.partition.assignment):
                 self.stats["acks=all acknowledged by a shrunk ISR"] += len(waiter.values)
         else:
             self.stats[f"acks=all {errors.NAMES[error]}"] += 1
@@ -488,6 +503,21 @@ class Simulation:
         broker.stalled_until = self.now + self.rng.randint(lag + 20, 3 * lag)
         self.stats["stalls"] += 1
 
+    def _on_reassign(self) -> None:
+        """An operator moves one replica: from the replicas the partition is headed for, one is
+        swapped for a broker outside them (a spare, or one being removed: a move back)."""
+        if self.healing:
+            return
+        self.at(self.now + self.rng.randrange(2 * REASSIGN_EVERY_MS), "reassign")
+        heading = list(self.controller.heading)
+        outside = [b for b in sorted(self.brokers) if b not in heading]
+        target = heading[:]
+        target[self.rng.randrange(len(target))] = self.rng.choice(outside)
+        self.rng.shuffle(target)
+        self.controller.reassign(tuple(target))
+        self.stats["reassignments"] += 1
+        self._publish()
+
     def _on_heal_all(self) -> None:
         """End of the faulty part: heal the network, end stalls, restart everyone, stop producing."""
         self.healing = True
@@ -503,7 +533,8 @@ class Simulation:
 
     def _converged(self) -> bool:
         reg = self.controller.registration
-        if reg.leader < 0 or set(reg.isr) != set(reg.replicas) or any(self.producers.values()):
+        if (reg.leader < 0 or set(reg.isr) != set(reg.replicas) or any(self.producers.values())
+                or self.controller.removing or self.controller.adding):
             return False
         leader = self.brokers[reg.leader]
         p = leader.partition
@@ -514,9 +545,13 @@ class Simulation:
         end = leader.log.log_end_offset
         for broker in self.brokers.values():
             state = self.controller.brokers[broker.id]
-            if (not broker.up or broker.waiters or state.fenced or state.incarnation != broker.incarnation
-                    or broker.log.log_end_offset != end
-                    or (end and broker.hashes[end - 1] != leader.hashes[end - 1])):
+            if not broker.up or broker.waiters or state.fenced or state.incarnation != broker.incarnation:
+                return False
+            if broker.id not in reg.replicas:
+                if broker.hosting or broker.log.log_end_offset:  # a removed replica deletes its log
+                    return False
+            elif (broker.log.log_end_offset != end
+                  or (end and broker.hashes[end - 1] != leader.hashes[end - 1])):
                 return False
         return True
 
@@ -534,7 +569,8 @@ class Simulation:
         reg = self.controller.registration
         stats = {**self.stats, **{k: v for k, v in self.controller.changes.items() if v}}
         details = ", ".join(f"{v} {k}" for k, v in sorted(stats.items()))
-        return (f"seed {self.seed}: {self.events} events, leader epoch {reg.leader_epoch}, partition epoch "
+        return (f"seed {self.seed}: {self.events} events, replicas {list(reg.replicas)}, leader epoch "
+                f"{reg.leader_epoch}, partition epoch "
                 f"{reg.partition_epoch}, {self.checker.acked_count} acks=all records acknowledged of "
                 f"{sum(v for k, v in self.produced.items() if k != 'a1')}, final log "
                 f"{self.brokers[reg.leader].log.log_end_offset if reg.leader > 0 else '?'}; {details}")
@@ -545,6 +581,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--seeds", type=int, default=1, help="run seed .. seed + SEEDS - 1")
     parser.add_argument("--replicas", type=int, default=3)
+    parser.add_argument("--spares", type=int, default=0,
+                        help="brokers that are not replicas at first; with any, reassignments move replicas")
     parser.add_argument("--duration-ms", type=int, default=2000)
     parser.add_argument("--profile", type=int, help="fault profile (index into PROFILES); default: by seed")
     parser.add_argument("--no-faults", action="store_true")
@@ -567,7 +605,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     failures = 0
     for seed in range(args.seed, args.seed + args.seeds):
-        sim = Simulation(seed, args.replicas, faults, config)
+        sim = Simulation(seed, args.replicas, faults, config, args.spares)
         try:
             sim.run(args.duration_ms)
         except SimulationFailure as failure:

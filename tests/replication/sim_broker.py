@@ -163,6 +163,7 @@ class Broker:
         self.lost_unflushed = False  # crashed losing its tail; the controller has not re-registered it
         self.shutting_down = False
         self.partition: Partition | None = None
+        self.hosting = True  # a replica of the partition (else its log is deleted, as Kafka's)
         self.published = False
         self.fetcher: Fetcher | None = None
         self.parked: dict[int, tuple[FetchRequest, int, tuple[int, int]]] = {}
@@ -190,9 +191,7 @@ class Broker:
         self.up = True
         self.incarnation += 1
         self.shutting_down = False
-        self.partition = Partition("sim", 0, self.id, self.log, self.image,
-                                   replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
-                                   min_insync_replicas=self.config.min_insync_replicas)
+        self.partition = self._new_partition()
         self.published = False
         self.fetcher = None
         self.parked = {}
@@ -209,6 +208,11 @@ class Broker:
             self.send_registration(now)
         else:
             self.maybe_publish(now)
+
+    def _new_partition(self) -> Partition:
+        return Partition("sim", 0, self.id, self.log, self.image,
+                         replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
+                         min_insync_replicas=self.config.min_insync_replicas)
 
     def stop(self, lossy: bool) -> list[Waiter]:
         """A hard kill (lossy: unflushed records and the in-memory HW are lost) or the end of a clean
@@ -276,6 +280,13 @@ class Broker:
     def apply_registration(self, now: int, reg: PartitionRegistration) -> None:
         """ReplicaManager.applyDelta for our one partition: make_leader or make_follower, then
         (re)start or stop the fetcher when the leader epoch moved."""
+        if self.id not in reg.replicas:
+            if self.hosting:
+                self._delete_partition(now)
+            return
+        if not self.hosting:  # a replica again: from an empty log, as a new partition
+            self.hosting = True
+            self.partition = self._new_partition()
         p = self.partition
         was_leader = p.is_leader
         if reg.leader == self.id:
@@ -289,6 +300,22 @@ class Broker:
             if outcome.leader_epoch_changed or self.fetcher is None:
                 self.start_fetcher(now)
         self.process(now, outcome)
+
+    def _delete_partition(self, now: int) -> None:
+        """No longer a replica (a reassignment moved it away): what waits is answered
+        NOT_LEADER_OR_FOLLOWER, the fetcher stops, and the log is deleted."""
+        if self.partition.is_leader:
+            self.answer_parked(now, force_error=True)
+        waiters, self.waiters = self.waiters, []
+        for waiter in waiters:
+            self.sim.on_produce_completed(self, waiter, errors.NOT_LEADER_OR_FOLLOWER)
+        self.fetcher = None
+        self.ap_queued = self.ap_inflight = None
+        self.hosting = False
+        self.log = SimLog()
+        self.partition = self._new_partition()
+        self.sim.checker.on_log_deleted(self)
+        self.sim.stats["logs deleted"] += 1
 
     # -- follower: the replica fetcher -----------------------------------------------------------------
 

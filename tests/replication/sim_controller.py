@@ -13,6 +13,14 @@ Metadata log entries:
 | ("broker", broker_id, BrokerLiveness)    | RegisterBrokerRecord / BrokerRegistrationChangeRecord |
 | ("partition", PartitionRegistration)     | PartitionRecord / PartitionChangeRecord               |
 
+Brokers may be registered without being replicas (spares). A reassignment (KIP-455, as
+controller/replication_control.py and partition_change.py do it) makes the replicas the target
+followed by the replicas being removed (``removing``; ``adding`` the ones new to it), and
+completes in the first change whose ISR, without the removed replicas, holds every replica that
+stays: the replicas become the target, the removed ones leave the ISR, a removed leader hands
+over, and a replica leaving bumps the leader epoch. A broker that is no longer a replica deletes
+its log when it replays that.
+
 Broker state (``BrokerState``):
 
 | field                  | meaning                                                              |
@@ -67,12 +75,15 @@ class BrokerState:
 
 
 class ModelController:
-    def __init__(self, replicas: tuple[int, ...], session_timeout_ms: int) -> None:
+    def __init__(self, replicas: tuple[int, ...], session_timeout_ms: int,
+                 spares: tuple[int, ...] = ()) -> None:
         self.session_timeout_ms = session_timeout_ms
         self.log: list[tuple] = []
         self.next_broker_epoch = 100
         self.brokers: dict[int, BrokerState] = {}
-        for broker_id in replicas:
+        self.removing: tuple[int, ...] = ()  # a reassignment in progress: replicas leaving
+        self.adding: tuple[int, ...] = ()  # and replicas joining
+        for broker_id in replicas + spares:
             self.brokers[broker_id] = BrokerState(self._new_epoch(), incarnation=1)
             self.log.append(("broker", broker_id, self.brokers[broker_id].liveness()))
         self.registration = PartitionRegistration(replicas, replicas, replicas[0], 0, 0)
@@ -80,7 +91,8 @@ class ModelController:
         for state in self.brokers.values():
             state.registered_at = len(self.log)
         self.changes = {"fenced": 0, "unfenced": 0, "unclean registrations": 0, "elections": 0,
-                        "offline": 0, "isr changes": 0, "controlled shutdowns": 0}
+                        "offline": 0, "isr changes": 0, "controlled shutdowns": 0, "reassignments": 0,
+                        "reassignments completed": 0}
         self.alter_errors: dict[str, int] = {}
 
     def _new_epoch(self) -> int:
@@ -92,33 +104,59 @@ class ModelController:
 
     # -- PartitionChangeBuilder ----------------------------------------------------------------------
 
-    def _change(self, target_isr: tuple[int, ...], removed: int = NO_LEADER, added: int = NO_LEADER) -> bool:
-        """Commit a change towards ``target_isr``; ``removed`` is never an acceptable leader,
-        ``added`` always is (it is being unfenced). True if a record was written."""
+    def _change(self, target_isr: tuple[int, ...], removed: int = NO_LEADER, added: int = NO_LEADER,
+                replicas: tuple[int, ...] | None = None) -> bool:
+        """Commit a change towards ``target_isr`` (and ``replicas``); ``removed`` is never an
+        acceptable leader, ``added`` always is (it is being unfenced). True if a record was written."""
         reg = self.registration
+        replicas = reg.replicas if replicas is None else replicas
+        target = set(target_isr)
+        isr = reg.isr if not target_isr else tuple(r for r in replicas if r in target)
+        if target_isr and (self.removing or self.adding):
+            staying = tuple(r for r in replicas if r not in self.removing)
+            in_sync = tuple(r for r in isr if r not in self.removing)
+            if in_sync and staying and set(staying) <= set(in_sync):  # the reassignment completes
+                replicas, isr, target = staying, in_sync, set(in_sync)
+                self.removing = self.adding = ()
+                self.changes["reassignments completed"] += 1
 
         def acceptable(r: int) -> bool:
             return r != removed and (r == added or (r in self.brokers and self.brokers[r].active))
 
         def valid(r: int) -> bool:
-            return r in target_isr and acceptable(r)
+            return r in target and acceptable(r)
 
         if valid(reg.leader):
             leader = reg.leader
         else:
-            leader = next((r for r in reg.replicas if valid(r)), NO_LEADER)
-        isr = reg.isr if not target_isr else tuple(r for r in reg.replicas if r in target_isr)
-        if leader == reg.leader and isr == reg.isr:
+            leader = next((r for r in replicas if valid(r)), NO_LEADER)
+        if leader == reg.leader and isr == reg.isr and replicas == reg.replicas:
             return False
-        leader_epoch = reg.leader_epoch + (1 if leader != reg.leader else 0)
+        # A new leader, or a replica leaving the assignment, is a new leader epoch.
+        bump = leader != reg.leader or not set(reg.replicas) <= set(replicas)
         if leader != reg.leader:
             self.changes["elections" if leader != NO_LEADER else "offline"] += 1
         if isr != reg.isr:
             self.changes["isr changes"] += 1
-        self.registration = replace(reg, isr=isr, leader=leader, leader_epoch=leader_epoch,
+        self.registration = replace(reg, replicas=replicas, isr=isr, leader=leader,
+                                    leader_epoch=reg.leader_epoch + (1 if bump else 0),
                                     partition_epoch=reg.partition_epoch + 1)
         self.log.append(("partition", self.registration))
         return True
+
+    def reassign(self, target: tuple[int, ...]) -> bool:
+        """AlterPartitionReassignments to ``target`` (registered brokers, none twice): the
+        replicas become target + the ones being removed, completed at once when the ISR allows."""
+        reg = self.registration
+        self.removing = tuple(sorted(set(reg.replicas) - set(target)))
+        self.adding = tuple(sorted(set(target) - set(reg.replicas)))
+        self.changes["reassignments"] += 1
+        return self._change(reg.isr, replicas=tuple(target) + self.removing)
+
+    @property
+    def heading(self) -> tuple[int, ...]:
+        """The replicas the partition is headed for (its replicas when nothing is moving)."""
+        return tuple(r for r in self.registration.replicas if r not in self.removing)
 
     def _remove_from_isr(self, broker_id: int) -> None:
         reg = self.registration
@@ -192,7 +230,9 @@ class ModelController:
         if error:
             return errors.NONE, error, None
         if set(proposal.isr) != set(self.registration.isr):
-            self._change(tuple(proposal.isr))  # the leader stays: it is in the ISR and eligible
+            self._change(tuple(proposal.isr))  # the leader stays, unless the change completed a
+            if self.registration.leader != broker_id:  # reassignment that removed it
+                return errors.NONE, errors.NEW_LEADER_ELECTED, None
         reg = self.registration
         result = LeaderAndIsr.build(reg.leader, reg.leader_epoch, [(r, -1) for r in reg.isr],
                                     reg.leader_recovery_state, reg.partition_epoch)

@@ -56,6 +56,14 @@ class Checker:
         if reg.leader != previous.leader and reg.leader_epoch <= previous.leader_epoch:
             self.fail(f"{where}: leader {previous.leader} -> {reg.leader} without a new leader epoch")
 
+    def on_log_deleted(self, broker) -> None:
+        """The broker is no longer a replica and deleted its log: its HW and epochs start over
+        (a later replica of it starts from an empty log and a later registration)."""
+        broker.hashes = []
+        broker.last_hw = 0
+        broker.last_epochs = (-1, -1)
+        broker.checked_key = None
+
     def on_broker_replay(self, broker, previous: PartitionRegistration | None,
                          reg: PartitionRegistration) -> None:
         self._check_registration(reg, previous, f"broker {broker.id} replay")
