@@ -39,6 +39,8 @@ The narrow interface (the handlers see nothing else of a partition):
 | low_watermark           | log start among live replicas) reaches it                          |
 | current_leader,         | KIP-951 hints from the image: who leads now, and where             |
 | leader_node             | (on the listener the request came on)                              |
+| active_producers        | DescribeProducers: the leader's idempotent producer state          |
+| describe_log_dirs       | DescribeLogDirs: each log dir, its partitions' sizes and lags      |
 
 Periodic work, called by the broker: ``maybe_shrink_isr`` (replica.lag.time.max.ms / 2); the HW
 checkpoint is the LogManager's (replication-offset-checkpoint).
@@ -57,6 +59,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -244,6 +247,16 @@ class OffsetResult:
     offset: int = -1
     timestamp: int = -1
     leader_epoch: int = -1
+
+
+class LogDirView(NamedTuple):
+    """One log dir for DescribeLogDirs: (topic, partition, size in bytes, offset lag) of the
+    partitions asked for, and the file system's total and usable bytes."""
+    log_dir: str
+    error: int
+    partitions: list[tuple[str, int, int, int]]
+    total_bytes: int = -1
+    usable_bytes: int = -1
 
 
 class ProducerView(NamedTuple):
@@ -792,6 +805,28 @@ class ReplicaManager:
         return errors.NONE, [ProducerView(pid, entry.epoch, entry.last_seq, entry.last_timestamp)
                              for pid, entry in sorted(partition.log.producer_state.producers.items())]
 
+    def describe_log_dirs(self, wanted: set[TopicPartition] | None = None) -> list[LogDirView]:
+        """Kafka's ReplicaManager.describeLogDirs: every log dir, with the size of each wanted
+        partition's log (None: all) and its offset lag (max(HW - LEO, 0): no future logs
+        here); an offline dir, or one whose file system cannot be read, answers
+        KAFKA_STORAGE_ERROR and nothing more."""
+        out = []
+        for d in self.logs.log_dirs:
+            if self.failure_channel.is_offline(d):
+                out.append(LogDirView(d, Error.KAFKA_STORAGE_ERROR, []))
+                continue
+            try:
+                fs = os.statvfs(d)
+            except OSError:
+                out.append(LogDirView(d, Error.KAFKA_STORAGE_ERROR, []))
+                continue
+            partitions = [(tp[0], tp[1], lg.size_in_bytes, max(lg.high_watermark - lg.log_end_offset, 0))
+                          for tp, lg in sorted(self.logs.logs.items())
+                          if os.path.dirname(lg.dir) == d and (wanted is None or tp in wanted)]
+            out.append(LogDirView(d, errors.NONE, partitions, fs.f_blocks * fs.f_frsize,
+                                  fs.f_bavail * fs.f_frsize))
+        return out
+
     def low_watermark(self, topic: str, index: int) -> tuple[int, int]:
         """(error, low watermark) of a partition led here (Partition.low_watermark)."""
         partition, error = self._leader((topic, index))
@@ -800,4 +835,4 @@ class ReplicaManager:
         return errors.NONE, partition.low_watermark()
 
 
-__all__ = ["AppendResult", "OffsetResult", "ProducerView", "ReadResult", "ReplicaManager"]
+__all__ = ["AppendResult", "LogDirView", "OffsetResult", "ProducerView", "ReadResult", "ReplicaManager"]

@@ -1,6 +1,7 @@
 """Topic administration. Changes go to the controller (the broker forwards the request as
 the client sent it) and the broker answers once its own metadata image shows the change,
-so the client's next request here already sees it. DescribeConfigs is answered locally."""
+so the client's next request here already sees it. DescribeConfigs and DescribeLogDirs are
+answered locally."""
 from __future__ import annotations
 
 from broker.handlers.metadata import wait_for_topics
@@ -154,7 +155,26 @@ def apis(broker) -> list[Api]:
             return M.ListPartitionReassignmentsResponse(error_code=Error.REQUEST_TIMED_OUT)
         return response
 
+    async def handle_describe_log_dirs(header, req):
+        """This broker's log dirs (Kafka's ReplicaManager.describeLogDirs): topics null asks for
+        every partition."""
+        R = M.DescribeLogDirsResponse
+        T = R.DescribeLogDirsResult.DescribeLogDirsTopic
+        wanted = None if req.topics is None else {(t.topic, p) for t in req.topics for p in t.partitions}
+        results = []
+        for view in broker.replicas.describe_log_dirs(wanted):
+            topics: dict[str, list] = {}
+            for topic, index, size, lag in view.partitions:
+                topics.setdefault(topic, []).append(T.DescribeLogDirsPartition(
+                    partition_index=index, partition_size=size, offset_lag=lag, is_future_key=False))
+            results.append(R.DescribeLogDirsResult(
+                error_code=view.error, log_dir=view.log_dir, total_bytes=view.total_bytes,
+                usable_bytes=view.usable_bytes,
+                topics=[T(name=name, partitions=parts) for name, parts in topics.items()]))
+        return R(error_code=Error.NONE, results=results)
+
     return [
+        Api(35, 1, 5, handle_describe_log_dirs),
         Api(43, 0, 2, handle_elect_leaders),
         Api(45, 0, 1, handle_alter_partition_reassignments),
         Api(46, 0, 0, handle_list_partition_reassignments),

@@ -593,6 +593,19 @@ def test_reassignment_moves_a_partition_off_its_leader_while_acks_all_writes_go_
     assert wait_for_no_dir(old_dir), "the removed replica's log is deleted"
     assert writer.acks.count() > 500
     cluster.assert_all_acknowledged(writer.acks, brokers=(added, stays))
+    # What an operator checks after a move: each broker's log dirs (kafka-python's
+    # describe_log_dirs, DescribeLogDirs) list the partition where it now is, and only there.
+    from kafka.admin import KafkaAdminClient
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=30000)
+    try:
+        answers = admin.describe_log_dirs({topic: [0]}, brokers=list(BROKERS))
+    finally:
+        admin.close()
+    sizes = {a["broker"]: [p["partition_size"] for d in a["log_dirs"] if d["error_code"] == 0
+                           for t in d["topics"] if t["name"] == topic for p in t["partitions"]]
+             for a in answers}
+    assert sizes[leader] == [], "the removed replica's broker no longer lists it"
+    assert len(sizes[added]) == 1 and len(sizes[stays]) == 1 and sizes[added][0] > 0, sizes
 
 
 def test_cancelled_reassignment_returns_to_the_original_replicas(cluster):
