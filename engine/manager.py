@@ -196,7 +196,7 @@ class LogManager:
             return existing
         if parse_partition_dir(f"{topic}-{partition}") is None:
             raise ValueError(f"invalid topic name {topic!r}")
-        d = min(self.log_dirs, key=lambda x: len(self._logs_in(x)))
+        d = min(self.log_dirs, key=lambda x: len(self.logs_in(x)))
         path = os.path.join(d, f"{topic}-{partition}")
         with self.failure_channel.guard(d, f"creating {topic}-{partition}"):
             os.makedirs(path, exist_ok=True)
@@ -269,9 +269,10 @@ class LogManager:
 
     def _checkpoint_of(self, d: str, name: str) -> tuple[str, dict[TopicPartition, int]]:
         value = _CHECKPOINTED[name]
-        return os.path.join(d, name), {tp: value(lg) for tp, lg in self._logs_in(d).items()}
+        return os.path.join(d, name), {tp: value(lg) for tp, lg in self.logs_in(d).items()}
 
-    def _logs_in(self, d: str) -> dict[TopicPartition, Log]:
+    def logs_in(self, d: str) -> dict[TopicPartition, Log]:
+        """The logs of log dir ``d``."""
         return {tp: lg for tp, lg in self.logs.items() if os.path.dirname(lg.dir) == d}
 
     def previous_broker_epoch(self) -> int:
@@ -293,7 +294,7 @@ class LogManager:
         does not keep the other dirs from a clean shutdown."""
         marker = json.dumps({"version": 0, "brokerEpoch": broker_epoch}).encode()
         for d in self.log_dirs:
-            logs = self._logs_in(d).values()
+            logs = self.logs_in(d).values()
             if not self.failure_channel.is_offline(d):
                 try:
                     with self.failure_channel.guard(d, "shutting down"):

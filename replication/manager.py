@@ -821,8 +821,8 @@ class ReplicaManager:
                 out.append(LogDirView(d, Error.KAFKA_STORAGE_ERROR, []))
                 continue
             partitions = [(tp[0], tp[1], lg.size_in_bytes, max(lg.high_watermark - lg.log_end_offset, 0))
-                          for tp, lg in sorted(self.logs.logs.items())
-                          if os.path.dirname(lg.dir) == d and (wanted is None or tp in wanted)]
+                          for tp, lg in sorted(self.logs.logs_in(d).items())
+                          if wanted is None or tp in wanted]
             out.append(LogDirView(d, errors.NONE, partitions, fs.f_blocks * fs.f_frsize,
                                   fs.f_bavail * fs.f_frsize))
         return out
