@@ -190,13 +190,12 @@ def test_probe_refuses_metadata_versions_it_cannot_write(fake_broker):
         probe_ready("127.0.0.1", broker.port)
 
 
+@pytest.mark.timeout(60)  # a wait_ready that ignored its deadline would hang here until this
 def test_wait_ready_is_bounded_when_nothing_listens():
     (port,) = free_ports(1)
     import time
-    start = time.monotonic()
     with pytest.raises(NodeError, match="not ready"):
         wait_ready("127.0.0.1", port, 1, time.monotonic() + 0.5)
-    assert time.monotonic() - start < 5
 
 
 def test_wait_ready_succeeds_against_the_fake_broker(fake_broker):

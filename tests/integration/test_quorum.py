@@ -12,19 +12,31 @@ import pytest
 from tests.integration.quorum_cluster import CLUSTER_ID, ControllerQuorum, _meta_directory_id
 
 TRIALS = 20
-# A killed leader's followers see its connections close and canvass at once (tens of ms here);
-# waiting out fetch.timeout.ms instead would take 1.5-2 s (its last Fetch answer is at most
-# fetch.max.wait.ms = 500 ms old), so this bound tells the two apart with margin to spare.
-FAILOVER_LIMIT_S = 1.2
+# A killed leader's followers see its connections close and canvass at once (tens of ms here;
+# bench/test_bench_raft.py's test_raft_failover measures the spread). With fetch.timeout.ms at a
+# minute, a follower that waited it out instead could not elect anyone within FAILOVER_WAIT_S:
+# the bound is a timeout, far above the failover it waits for, and tells the two paths apart.
+LONG_FETCH_TIMEOUT = {"controller.quorum.fetch.timeout.ms": "60000"}
+FAILOVER_WAIT_S = 20
+REJOIN_WAIT_S = 45
 
 
-@pytest.fixture
-def quorum():
-    q = ControllerQuorum(3).start()
+def _started(extra=None):
+    q = ControllerQuorum(3, extra=extra).start()
     try:
         yield q
     finally:
         q.close()
+
+
+@pytest.fixture
+def quorum():
+    yield from _started()
+
+
+@pytest.fixture
+def quorum_without_fetch_timeouts():
+    yield from _started(LONG_FETCH_TIMEOUT)
 
 
 def quorum_cli(q: ControllerQuorum, *args: str):
@@ -56,7 +68,9 @@ def test_three_controllers_elect_a_leader_and_describe_matches_the_live_state(qu
     assert [r[-1] for r in rows].count("Leader") == 1
 
 
-def test_kill9_of_the_leader_yields_a_new_leader_that_commits_before_a_fetch_timeout_every_time(quorum):
+def test_kill9_of_the_leader_yields_a_new_leader_that_commits_without_a_fetch_timeout_every_time(
+        quorum_without_fetch_timeouts):
+    quorum = quorum_without_fetch_timeouts
     failovers = []
     for trial in range(TRIALS):
         old = quorum.wait_for_leader()
@@ -64,21 +78,18 @@ def test_kill9_of_the_leader_yields_a_new_leader_that_commits_before_a_fetch_tim
         killed.kill9()
         started = time.monotonic()
         new = quorum.wait_for(
-            lambda v, old=old: v.leader_epoch > old.leader_epoch and v.committed_own_epoch(), 15,
-            f"trial {trial}: no new leader committed after killing {old.leader_id}")
+            lambda v, old=old: v.leader_epoch > old.leader_epoch and v.committed_own_epoch(), FAILOVER_WAIT_S,
+            f"trial {trial}: no new leader committed after killing {old.leader_id} (fetch.timeout.ms 60 s)")
         failovers.append(time.monotonic() - started)
         assert new.leader_id != old.leader_id
         assert new.high_watermark >= old.high_watermark
         # The killed controller restarts on the same directory and rejoins as a voter.
         killed.start()
         quorum.wait_for(lambda v, k=killed.node_id: any(
-            r.replica_id == k and r.log_end_offset >= v.high_watermark for r in v.voters), 15,
+            r.replica_id == k and r.log_end_offset >= v.high_watermark for r in v.voters), REJOIN_WAIT_S,
             f"trial {trial}: controller {killed.node_id} did not rejoin")
     print(f"failover s over {TRIALS} kills: min {min(failovers):.3f} median "
           f"{statistics.median(failovers):.3f} max {max(failovers):.3f}")
-    slow = [round(f, 2) for f in failovers if f > FAILOVER_LIMIT_S]
-    everything = sorted(round(f, 2) for f in failovers)
-    assert not slow, f"failovers over {FAILOVER_LIMIT_S} s: {slow} of {everything}"
 
 
 def test_a_controller_whose_directory_was_wiped_is_an_observer_until_it_is_added(quorum):

@@ -9,6 +9,7 @@ servers and drivers itself.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 
@@ -139,12 +140,17 @@ def run(coro, timeout: float = 20.0):
     return asyncio.run(bounded())
 
 
+# A fetch timeout no wait in the hand-over below comes near: a successor is elected only
+# because the leader resigned, not because its followers gave up on it.
+NO_FETCH_TIMEOUT = dataclasses.replace(CONFIG, fetch_timeout_ms=60_000)
+
+
 @pytest.mark.timeout(40)
 def test_three_voters_elect_replicate_and_hand_over(caplog):
     caplog.set_level(logging.INFO, logger="strom.raft")
 
     async def scenario():
-        nodes, _ = await start_voters()
+        nodes, _ = await start_voters(quorum=NO_FETCH_TIMEOUT)
         try:
             leader = await elected(nodes)
             leader_id, epoch = leader.driver.leader_and_epoch()
@@ -165,14 +171,11 @@ def test_three_voters_elect_replicate_and_hand_over(caplog):
             pending_offset = leader.driver.append([b"maybe"])
             pending = asyncio.ensure_future(leader.driver.wait_committed(pending_offset + 10, 10))
             await asyncio.sleep(0)
-            started = asyncio.get_running_loop().time()
             await leader.stop()
             with pytest.raises(NotLeaderError):
                 await pending
             rest = [n for n in nodes if n is not leader]
-            successor = await elected(rest, 3)
-            elapsed = asyncio.get_running_loop().time() - started
-            assert elapsed < CONFIG.fetch_timeout_ms / 1000 + 1.0
+            successor = await elected(rest, 10)
             new_id, new_epoch = successor.driver.leader_and_epoch()
             assert new_id == successor.node_id and new_epoch > epoch
             with pytest.raises(NotLeaderError):
