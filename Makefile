@@ -58,6 +58,13 @@ soak: setup
 	$(PYTHON) -m tests.faults.soak --trials $(or $(TRIALS),100) --length $(or $(LENGTH),60) \
 		--seed $(or $(SEED),1000) --out $(or $(OUT),soak-report)
 
+# mypy over the pure cores (which: [tool.mypy] in pyproject.toml), the stub of the message
+# classes checked against the schemas first (python -m protocol.stubgen rewrites it).
+.PHONY: typecheck
+typecheck: setup
+	$(PYTHON) -m protocol.stubgen --check
+	$(PYTHON) -m mypy
+
 # The live fuzz of a node's listeners (tests/fuzz/live.py): FRAMES mutated frames (1,000,000).
 .PHONY: fuzz
 fuzz: setup

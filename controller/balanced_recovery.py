@@ -189,4 +189,4 @@ class BalancedRecovery:
 def _ref(image: MetadataImage, key: tuple[str, int]) -> PartitionRef | None:
     topic = image.topics.get(key[0])
     p = topic.partitions.get(key[1]) if topic is not None else None
-    return (key[0], topic.topic_id, key[1], p) if p is not None else None
+    return (key[0], topic.topic_id, key[1], p) if topic is not None and p is not None else None

@@ -134,6 +134,7 @@ class ClusterControl:
             rack=req.rack, fenced=True)
         records: list[Any] = [record]
         if same_incarnation:  # the same process again: nothing of it was lost
+            assert existing is not None
             record.broker_epoch = existing.broker_epoch
             record.fenced = existing.fenced
             record.in_controlled_shutdown = existing.in_controlled_shutdown

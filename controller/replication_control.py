@@ -175,6 +175,7 @@ class ReplicationControl:
                     result.partitions.append(R.TopicData.PartitionData(
                         partition_index=pd.partition_index, error_code=error))
                     continue
+                assert p is not None  # _validate_alter_partition refuses a missing partition
                 ref = (topic.name, topic.topic_id, pd.partition_index, p)
                 builder = self.change(image, ref)
                 if self.unclean_allowed(image, topic.name):
@@ -263,6 +264,7 @@ class ReplicationControl:
         p = topic.partitions.get(index) if topic is not None else None
         if p is None:
             raise _Refused(Error.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {name}:{index}.")
+        assert topic is not None
         ref = (name, topic.topic_id, index, p)
         if replicas is None:
             return self._cancel_reassignment(image, ref)
@@ -354,6 +356,7 @@ class ReplicationControl:
         p = topic.partitions.get(index) if topic is not None else None
         if p is None:
             return Error.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {name}-{index}"
+        assert topic is not None
         preferred = p.replicas[0] if p.replicas else NO_LEADER
         if election_type == ELECTION_PREFERRED and p.leader == preferred:
             return Error.ELECTION_NOT_NEEDED, None

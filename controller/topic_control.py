@@ -79,7 +79,7 @@ class TopicControl:
     # ---- CreateTopics (key 19) -------------------------------------------------------------
     def create_topics(self, image: MetadataImage, req) -> ControllerResult:
         R = M.CreateTopicsResponse
-        results, records, seen = [], [], set()
+        results, records, seen = [], [], set[str]()
         too_many = self._partitions_requested(req.topics) > MAX_PARTITIONS_PER_REQUEST
         for t in req.topics:
             result = R.CreatableTopicResult(name=t.name)
@@ -197,7 +197,8 @@ class TopicControl:
                 for name, topic_id in zip(names, ids)]))
         results, records, deleting = [], [], set()
         for name, topic_id in zip(names, ids):
-            topic = image.topics.get(name) if name else image.topics_by_id.get(topic_id)
+            topic = (image.topics.get(name) if name
+                     else image.topics_by_id.get(topic_id) if topic_id is not None else None)
             result = R.DeletableTopicResult(name=name, topic_id=topic_id or bytes(16))
             if topic is None:
                 result.error_code = Error.UNKNOWN_TOPIC_OR_PARTITION if name else Error.UNKNOWN_TOPIC_ID

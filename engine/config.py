@@ -100,7 +100,8 @@ class _Spec:
                 raise ConfigError(name, f"expected an integer, got {raw!r}") from None
             if value == self.also:
                 return value
-            if self.also is not None and not self.minimum <= value <= self.maximum:
+            if (self.also is not None and self.minimum is not None and self.maximum is not None
+                    and not self.minimum <= value <= self.maximum):
                 raise ConfigError(name, f"must be between {self.minimum} and {self.maximum} "
                                         f"or equal to {self.also}, got {value}")
             if self.minimum is not None and value < self.minimum:

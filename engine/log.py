@@ -243,11 +243,12 @@ class Log:
         if origin == ORIGIN_CLIENT:
             self._check_producers(summary)
         codec = TARGET_CODECS.get(self.config.compression_type)
+        written: bytes | bytearray | memoryview = buf
         if codec is not None:
-            buf, summary = self._maybe_recompress(buf, summary, codec, now_ms)
+            written, summary = self._maybe_recompress(buf, summary, codec, now_ms)
         if leader_epoch >= 0:
             self.leader_epoch_cache.assign(leader_epoch, summary.first_offset)
-        return self._append(buf, summary, now_ms, append_time)
+        return self._append(written, summary, now_ms, append_time)
 
     @storage_operation("appending (as follower) to")
     def append_as_follower(self, buf: bytes | bytearray | memoryview,

@@ -263,7 +263,7 @@ class LogSegment:
                 if contiguous and header.base_offset != previous + 1:
                     break
                 epoch = header.partition_leader_epoch
-                if checkpointed_epochs and epoch >= 0:
+                if checkpointed_epochs and epoch_cache is not None and epoch >= 0:
                     # By its last offset: the cache's first entry may start inside the batch
                     # the log start offset cuts; batches wholly below it have no entry left.
                     expected = epoch_cache.epoch_for_offset(header.last_offset)
@@ -348,7 +348,9 @@ class LogSegment:
         if self.closed:
             return
         self.closed = True
-        for close in (self.offset_index.close_handler, self.time_index.close_handler,
+        # close_handler is missing from ext/index.pyi
+        for close in (self.offset_index.close_handler,  # type: ignore[attr-defined]
+                      self.time_index.close_handler,  # type: ignore[attr-defined]
                       lambda: os.close(self.fd)):
             try:
                 close()

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import messages as m
+from .core_view import CoreView
 from .errors import RaftInvariantError
 from .log import Entry
 from .quorum_state import Follower, Leader, ReplicaState
@@ -28,7 +29,7 @@ class ParkedFetch:
     deadline_ms: int
 
 
-class FetchHandlers:
+class FetchHandlers(CoreView):
     def _append_as_leader(self, now_ms: int, s: Leader, values: list) -> int:
         """Append values in this epoch; returns the offset of the first."""
         base = self.log.end_offset().offset

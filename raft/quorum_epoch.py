@@ -10,10 +10,11 @@ so the most caught-up voter is the first to canvass.
 from __future__ import annotations
 
 from . import messages as m
+from .core_view import CoreView
 from .quorum_state import Follower, Leader, Resigned
 
 
-class QuorumEpochHandlers:
+class QuorumEpochHandlers(CoreView):
     def handle_begin_quorum_epoch_request(self, now_ms: int, source: int,
                                         req: m.BeginQuorumEpochRequest) -> None:
         q = self.quorum
@@ -45,6 +46,7 @@ class QuorumEpochHandlers:
 
     def _send_end_quorum_epoch(self, now_ms: int) -> None:
         s = self.quorum.state
+        assert isinstance(s, Resigned)
         for voter in sorted(s.unacked_voters):
             self._send(voter, m.EndQuorumEpochRequest(self.local_id, s.epoch, s.preferred_successors))
         s.end_quorum_deadline_ms = now_ms + self.config.request_timeout_ms

@@ -32,9 +32,13 @@ endpoint we know -> Follower; otherwise Unattached (keeping the vote).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .messages import NO_LEADER
 from .voters import VoterSet
+
+if TYPE_CHECKING:
+    from .log import OffsetAndEpoch
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +169,7 @@ class Follower:
     voted_id: int = NO_LEADER
     has_fetched: bool = False  # a fetch from this leader succeeded: no more pre-votes granted
     fetch_in_flight_until_ms: int | None = None  # one in-flight Fetch, resent after the timeout
-    snapshot_id: object = None  # OffsetAndEpoch being downloaded with FetchSnapshot, if any
+    snapshot_id: OffsetAndEpoch | None = None  # being downloaded with FetchSnapshot, if any
     snapshot_position: int = 0
     name = "Follower"
 

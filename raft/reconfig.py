@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from . import messages as m
+from .core_view import CoreView
 from .quorum_state import Leader, ReplicaState
 from .voters import Voter, VoterSet
 
@@ -64,7 +65,7 @@ class QuorumDescription:
     voter_set: VoterSet
 
 
-class VoterChangeHandlers:
+class VoterChangeHandlers(CoreView):
     # ---- requests --------------------------------------------------------------------------------
     def handle_add_voter_request(self, now_ms: int, client, req: m.AddVoterRequest) -> None:
         error = self._voter_change_refusal()
@@ -129,7 +130,7 @@ class VoterChangeHandlers:
         self._append_voter_set(self.voter_set.adding(voter))
 
     # ---- progress --------------------------------------------------------------------------------
-    def _voter_change_refusal(self) -> tuple[int, str] | None:
+    def _voter_change_refusal(self) -> tuple[int, str | None] | None:
         s = self.quorum.state
         if not isinstance(s, Leader):
             return m.NOT_LEADER_OR_FOLLOWER, None
@@ -142,9 +143,10 @@ class VoterChangeHandlers:
         return None
 
     def _append_voter_set(self, voters: VoterSet) -> None:
-        p = self._pending_change
+        p, s = self._pending_change, self.quorum.state
+        assert p is not None and isinstance(s, Leader)
         p.stage = "committing"
-        p.offset = self._append_as_leader(self._now, self.quorum.state, [voters])
+        p.offset = self._append_as_leader(self._now, s, [voters])
         if not p.ack_when_committed:
             self._answer_client(p.client, m.NONE, None)
             p.client = None

@@ -112,7 +112,7 @@ def build_control_record(value: Any) -> tuple[bytes, bytes]:
 def parse_control_record(key: bytes | None, value: bytes | None) -> Any:
     """The value of a control record: LeaderChange, KRaftVersion, VoterSet, SnapshotHeader or
     SnapshotFooter. ValueError for another control type (transaction markers) or a malformed one."""
-    control_type = decode_control_key(key)
+    control_type = decode_control_key(key)  # type: ignore[arg-type]  # it refuses None too
     if value is None or len(value) < 2:
         raise ValueError(f"control record of type {control_type} without a value")
     if control_type == CONTROL_LEADER_CHANGE:
@@ -191,8 +191,8 @@ def build_batches(entries: list[Entry], now_ms: int, max_batch_bytes: int = MAX_
                 if size > max_batch_bytes:
                     break
                 j += 1
-            records = [(None, bytes(e.value), (), now_ms) for e in entries[i:j]]
-            batches.append(build_batch(records, base_offset=first.offset, partition_leader_epoch=first.epoch))
+            data = [(None, bytes(e.value), (), now_ms) for e in entries[i:j]]
+            batches.append(build_batch(data, base_offset=first.offset, partition_leader_epoch=first.epoch))
         else:
             if (isinstance(first.value, KRaftVersion) and j < n and _continues(first, entries[j])
                     and isinstance(entries[j].value, VoterSet)):

@@ -13,14 +13,16 @@ has (SNAPSHOT_NOT_FOUND) sends the follower back to Fetch, which names the newer
 from __future__ import annotations
 
 from . import messages as m
+from .core_view import CoreView
 from .errors import RaftInvariantError
 from .quorum_state import Follower, Leader
 
 FETCH_SNAPSHOT_MAX_BYTES = 1 << 20
 
 
-class SnapshotHandlers:
+class SnapshotHandlers(CoreView):
     def _build_fetch_snapshot(self, s: Follower) -> m.FetchSnapshotRequest:
+        assert s.snapshot_id is not None  # sent only while a snapshot is being fetched
         return m.FetchSnapshotRequest(self.local_id, s.epoch, s.snapshot_id, s.snapshot_position,
                                       FETCH_SNAPSHOT_MAX_BYTES, self.directory_id)
 

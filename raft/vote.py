@@ -18,14 +18,17 @@ from __future__ import annotations
 from dataclasses import replace
 
 from . import messages as m
+from .core_view import CoreView
 from .log import LeaderChange
-from .quorum_state import Candidate, Follower, Prospective, Unattached
+from .quorum_state import Candidate, Follower, Leader, Prospective, Unattached
 from .voters import KRaftVersion
 
 
-class VoteHandlers:
+class VoteHandlers(CoreView):
     def _send_vote_requests(self, pre_vote: bool) -> None:
-        for voter in self.quorum.state.election.unrecorded():
+        s = self.quorum.state
+        assert isinstance(s, (Prospective, Candidate))
+        for voter in s.election.unrecorded():
             self._send_vote_request(voter, pre_vote)
 
     def _send_vote_request(self, voter: int, pre_vote: bool) -> None:
@@ -139,8 +142,9 @@ class VoteHandlers:
             return
         self.quorum.become_leader(now_ms, self.log.end_offset().offset)
         leader = self.quorum.state
+        assert isinstance(leader, Leader)
         voters = tuple(sorted(self.quorum.voters))
-        values = [LeaderChange(self.local_id, voters)]
+        values: list[object] = [LeaderChange(self.local_id, voters)]
         voter_set = self.voter_set
         me = voter_set.get(self.local_id)
         if self.kraft_version >= 1 and me is not None and self._endpoints and me.endpoints != self._endpoints:

@@ -40,6 +40,7 @@ LeaderAndIsr (an AlterPartition proposal, and the controller's answer):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 RECOVERED = 0
 RECOVERING = 1
@@ -80,7 +81,7 @@ class LeaderAndIsr:
 class CommittedPartitionState:
     isr: frozenset[int]
     leader_recovery_state: int = RECOVERED
-    is_inflight: bool = field(default=False, init=False)
+    is_inflight: Literal[False] = field(default=False, init=False)
 
     @property
     def maximal_isr(self) -> frozenset[int]:
@@ -107,7 +108,7 @@ class PendingExpandIsr(_Pending):
     new_in_sync_replica_id: int
     sent: LeaderAndIsr
     last_committed_state: CommittedPartitionState
-    is_inflight: bool = field(default=True, init=False)
+    is_inflight: Literal[True] = field(default=True, init=False)
 
     @property
     def maximal_isr(self) -> frozenset[int]:
@@ -120,7 +121,7 @@ class PendingShrinkIsr(_Pending):
     outgoing_replica_ids: frozenset[int]
     sent: LeaderAndIsr
     last_committed_state: CommittedPartitionState
-    is_inflight: bool = field(default=True, init=False)
+    is_inflight: Literal[True] = field(default=True, init=False)
 
     @property
     def maximal_isr(self) -> frozenset[int]:
@@ -138,7 +139,7 @@ class PendingLeaderRecovery(_Pending):
 
     sent: LeaderAndIsr
     last_committed_state: CommittedPartitionState
-    is_inflight: bool = field(default=True, init=False)
+    is_inflight: Literal[True] = field(default=True, init=False)
 
     @property
     def maximal_isr(self) -> frozenset[int]:
