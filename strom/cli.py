@@ -12,9 +12,8 @@
         127.0.0.1 under one supervisor (strom/cluster.py); prints bootstrap.servers and a status
         line per process as it changes; Ctrl-C stops the brokers, then the controllers.
     strom start --config FILE
-        Run the node's roles (a combined node runs controller and broker as processes).
-    strom controller|broker --config FILE
-        Run one role in this process.
+        Run the node's roles: a node with one role runs it in this process, a combined node
+        (process.roles=broker,controller) runs each role as a process of its own.
     strom topics create|list|describe|delete --bootstrap-server HOST:PORT [--topic T] ...
         Topic administration over the Kafka protocol.
     strom quorum --bootstrap-controller HOST:PORT[,...] describe --status | --replication [--human-readable]
@@ -25,28 +24,35 @@
     strom demo [--dir DIR] [--records N] [--record-size B]
         Write a partition log in Kafka's format, kill the writer with SIGKILL halfway
         through a second run, recover the log and read every record back.
-    strom dump-log PATH
+    strom dump-log PATH [--records]
         Print the batches of a segment file (or every segment of a partition directory).
+
+Not in the help, not for users: ``strom controller|broker --config FILE`` runs one role in
+this process; it is what ``strom start`` (for a combined node) and ``strom cluster up`` spawn.
+The demo's killed writer is ``python -m strom.demo`` (strom/demo.py).
 """
 from __future__ import annotations
 
 import argparse
 import logging
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 
 from engine.errors import StorageError
 
+# What `strom --help` lists, in its order; WORKER_COMMANDS run too but are left out of it.
+COMMANDS = ("run", "cluster", "format", "start", "topics", "quorum", "demo", "dump-log")
+WORKER_COMMANDS = ("controller", "broker")
 
-def main(argv: list[str] | None = None) -> int:
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="strom", description="Strom: a Kafka-compatible streaming platform"
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, title="commands",
+                                metavar="{" + ",".join(COMMANDS) + "}")
     run = sub.add_parser("run", help="run a one-node cluster on 127.0.0.1")
     run.add_argument("--port", type=int, default=9092)
     run.add_argument("--dir", help="data directory (default: a new temporary one)")
@@ -74,9 +80,13 @@ def main(argv: list[str] | None = None) -> int:
                      help="bootstrap no voters: a static quorum from controller.quorum.voters, or "
                           "(without it) a controller that waits for `strom quorum add-controller`")
     fmt.add_argument("--ignore-formatted", action="store_true")
-    for role in ("start", "controller", "broker"):
-        p = sub.add_parser(role, help=f"run the node's {'roles' if role == 'start' else role}")
-        p.add_argument("--config", required=True)
+    start = sub.add_parser("start", help="run the node's roles (process.roles in --config)")
+    start.add_argument("--config", required=True)
+    # The processes `start` and `cluster up` spawn, one role each: not in the help (no help=).
+    for role in WORKER_COMMANDS:
+        worker = sub.add_parser(role, description=f"Run the node's {role} role in this process (what "
+                                                  "`strom start` and `strom cluster up` spawn).")
+        worker.add_argument("--config", required=True)
     topics = sub.add_parser("topics", help="create, list, describe or delete topics")
     topics.add_argument("action", choices=["create", "list", "describe", "delete"])
     topics.add_argument("--bootstrap-server", default="127.0.0.1:9092")
@@ -92,11 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     dump = sub.add_parser("dump-log", help="print the batches of a segment or partition directory")
     dump.add_argument("path")
     dump.add_argument("--records", action="store_true", help="print every record too")
-    writer = sub.add_parser("_demo-writer", help=argparse.SUPPRESS)
-    writer.add_argument("dir")
-    writer.add_argument("records", type=int)
-    writer.add_argument("record_size", type=int)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         if args.command == "run":
@@ -137,100 +147,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "quorum":
             return run_quorum(args)
         if args.command == "demo":
+            from strom.demo import run_demo
+
             return run_demo(args.dir, args.records, args.record_size)
         if args.command == "dump-log":
             return dump_log(args.path, args.records)
-        if args.command == "_demo-writer":
-            return demo_writer(args.dir, args.records, args.record_size)
     except KeyboardInterrupt:
         return 130
     except (OSError, ValueError, StorageError, RuntimeError) as e:
         print(f"strom: {e}", file=sys.stderr)
         return 1
     return 2
-
-
-def _batches(count: int, record_size: int, per_batch: int = 1000):
-    from ext.batch import build_batch
-
-    value = b"v" * record_size
-    template = None
-    now = int(time.time() * 1000)
-    for start in range(0, count, per_batch):
-        n = min(per_batch, count - start)
-        if template is None or n != per_batch:
-            template = bytes(build_batch([(None, value, [], now)] * n))
-        yield bytearray(template)
-
-
-def demo_writer(directory: str, records: int, record_size: int) -> int:
-    from engine.manager import LogManager
-
-    manager = LogManager([directory])
-    manager.startup()
-    log = manager.get_or_create_log("demo", 0)
-    for buf in _batches(records, record_size):
-        log.append_as_leader(buf, 0)
-        log.update_high_watermark(log.log_end_offset)
-    print(log.log_end_offset, flush=True)
-    time.sleep(3600)  # the parent kills us with SIGKILL
-    return 0
-
-
-def run_demo(directory: str | None, records: int, record_size: int) -> int:
-    from engine.manager import LogManager, format_log_dir
-    from ext.batch import iter_batches
-
-    directory = directory or tempfile.mkdtemp(prefix="strom-demo-")
-    if not os.path.exists(os.path.join(directory, "meta.properties")):
-        format_log_dir(directory, "c3Ryb20tZGVtby1jbHVzdGVy", 1)
-    half = records // 2
-    print(f"log dir: {directory}")
-
-    started = time.perf_counter()
-    manager = LogManager([directory])
-    manager.startup()
-    log = manager.get_or_create_log("demo", 0)
-    first_end = log.log_end_offset
-    for buf in _batches(half, record_size):
-        log.append_as_leader(buf, 0)
-    log.update_high_watermark(log.log_end_offset)
-    manager.shutdown()
-    took = time.perf_counter() - started
-    mb = half * record_size / 1e6
-    print(f"appended {half:,} records of {record_size} B ({mb:.0f} MB) in {took:.2f} s: "
-          f"{half / took:,.0f} records/s, {mb / took:,.0f} MB/s; clean shutdown")
-
-    writer = subprocess.Popen(
-        [sys.executable, "-m", "strom", "_demo-writer", directory, str(records - half), str(record_size)],
-        stdout=subprocess.PIPE, text=True,
-    )
-    written = int(writer.stdout.readline())
-    writer.send_signal(signal.SIGKILL)
-    writer.wait()
-    print(f"a second writer appended up to offset {written:,} and was killed with SIGKILL")
-
-    started = time.perf_counter()
-    manager = LogManager([directory])
-    manager.startup()
-    log = manager.get_or_create_log("demo", 0)
-    recovered = time.perf_counter() - started
-    print(f"recovered {len(log.segments)} segment(s) after the unclean shutdown in {recovered:.2f} s; "
-          f"log end offset {log.log_end_offset:,}")
-
-    started = time.perf_counter()
-    offset, seen = first_end, 0
-    while offset < log.log_end_offset:
-        data = log.read(offset, 8 << 20).records.read()
-        for header in iter_batches(data, check_crc=True):
-            seen += header.records_count
-            offset = header.next_offset
-    took = time.perf_counter() - started
-    manager.shutdown()
-    ok = seen == records and log.log_end_offset - first_end == records
-    verdict = "all present" if ok else "MISSING DATA"
-    print(f"read back {seen:,} records (CRC checked) in {took:.2f} s: {verdict}")
-    return 0 if ok else 1
 
 
 def dump_log(path: str, with_records: bool) -> int:

@@ -1,0 +1,65 @@
+"""`strom --help` lists what a user runs, and each of those commands answers --help; the worker
+commands a supervisor spawns stay runnable but out of the list; `strom demo` runs its crash
+and recovery (its killed writer is ``python -m strom.demo``, not a command)."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+USER_COMMANDS = ["run", "cluster", "format", "start", "topics", "quorum", "demo", "dump-log"]
+WORKER_COMMANDS = ["controller", "broker"]
+
+
+def strom(*args: str, cwd=ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "strom", *args], cwd=cwd, capture_output=True,
+                          text=True, stdin=subprocess.DEVNULL, timeout=120)
+
+
+def listed_commands(help_text: str) -> list[str]:
+    """The commands argparse lists under "commands:", one per line, name then help."""
+    section = help_text.split("\ncommands:\n", 1)[1]
+    return re.findall(r"^ {4}(\S+) +\S", section, flags=re.MULTILINE)
+
+
+def test_help_lists_only_the_user_commands():
+    done = strom("--help")
+    assert done.returncode == 0, done.stderr
+    assert listed_commands(done.stdout) == USER_COMMANDS
+    assert "SUPPRESS" not in done.stdout
+    assert done.stdout.startswith("usage: strom [-h] {" + ",".join(USER_COMMANDS) + "} ...\n")
+    for hidden in WORKER_COMMANDS + ["_demo-writer"]:
+        assert not re.search(rf"(?<![\w-]){hidden}(?![\w-])", done.stdout), hidden
+
+
+@pytest.mark.parametrize("command", USER_COMMANDS + WORKER_COMMANDS)
+def test_each_command_answers_help(command):
+    done = strom(command, "--help")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"usage: strom {command} "), done.stdout
+
+
+@pytest.mark.parametrize("action", ["describe", "add-controller", "remove-controller"])
+def test_each_quorum_action_answers_help(action):
+    done = strom("quorum", action, "--help")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"usage: strom quorum {action} "), done.stdout
+
+
+def test_the_internal_writer_is_not_a_command():
+    done = strom("_demo-writer", "x", "1", "1")
+    assert done.returncode == 2
+    assert "invalid choice: '_demo-writer'" in done.stderr
+
+
+def test_demo_recovers_every_record_after_the_writer_is_killed(tmp_path):
+    done = strom("demo", "--dir", str(tmp_path / "demo"), "--records", "20000", "--record-size", "50",
+                 cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "a second writer appended up to offset 20,000 and was killed with SIGKILL" in done.stdout
+    assert "read back 20,000 records (CRC checked)" in done.stdout
+    assert done.stdout.rstrip().endswith("all present")
