@@ -60,7 +60,7 @@ def control_key(control_type: int) -> bytes:
     return (0).to_bytes(2, "big") + control_type.to_bytes(2, "big")
 
 
-def decode_control_key(key: bytes) -> int:
+def decode_control_key(key: bytes | None) -> int:
     if key is None or len(key) < 4:
         raise ProtocolError("control record key too short")
     return int.from_bytes(key[2:4], "big", signed=True)

@@ -112,7 +112,7 @@ def build_control_record(value: Any) -> tuple[bytes, bytes]:
 def parse_control_record(key: bytes | None, value: bytes | None) -> Any:
     """The value of a control record: LeaderChange, KRaftVersion, VoterSet, SnapshotHeader or
     SnapshotFooter. ValueError for another control type (transaction markers) or a malformed one."""
-    control_type = decode_control_key(key)  # type: ignore[arg-type]  # it refuses None too
+    control_type = decode_control_key(key)
     if value is None or len(value) < 2:
         raise ValueError(f"control record of type {control_type} without a value")
     if control_type == CONTROL_LEADER_CHANGE:

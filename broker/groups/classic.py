@@ -318,15 +318,18 @@ class ClassicGroups:
         group = self.groups.get(req.group_id)
         if code == Error.NONE:
             code = self._validate_generation(group, req.member_id, instance_id, req.generation_id)
-        if code == Error.NONE and version >= 5 and (
-                (req.protocol_type is not None and req.protocol_type != group.protocol_type)
-                or (req.protocol_name is not None and req.protocol_name != group.protocol_name)):
-            code = Error.INCONSISTENT_GROUP_PROTOCOL
-        if code == Error.NONE and group.state == PREPARING_REBALANCE:
-            code = Error.REBALANCE_IN_PROGRESS
+        if code == Error.NONE:
+            assert group is not None  # _validate_generation answers UNKNOWN_MEMBER_ID for no group
+            if version >= 5 and (
+                    (req.protocol_type is not None and req.protocol_type != group.protocol_type)
+                    or (req.protocol_name is not None and req.protocol_name != group.protocol_name)):
+                code = Error.INCONSISTENT_GROUP_PROTOCOL
+            elif group.state == PREPARING_REBALANCE:
+                code = Error.REBALANCE_IN_PROGRESS
         if code != Error.NONE:
             fx.reply(waiter, sync_error(version, code))
             return
+        assert group is not None
         member = group.members[req.member_id]
         group.pending_sync.discard(member.member_id)
         if group.state == STABLE:
@@ -360,7 +363,8 @@ class ClassicGroups:
             return Error.NONE
         return Error.NONE if member_id in group.members else Error.UNKNOWN_MEMBER_ID
 
-    def _validate_generation(self, group, member_id, instance_id, generation_id) -> int:
+    def _validate_generation(self, group: ClassicGroup | None, member_id: str, instance_id: str | None,
+                             generation_id: int) -> int:
         if group is None:
             return Error.UNKNOWN_MEMBER_ID
         if group.state == DEAD:
@@ -383,6 +387,7 @@ class ClassicGroups:
         code = self._validate_generation(group, req.member_id, instance_id, req.generation_id)
         if code != Error.NONE:
             return code
+        assert group is not None  # _validate_generation answers UNKNOWN_MEMBER_ID for no group
         if group.state == EMPTY:
             return Error.UNKNOWN_MEMBER_ID
         member = group.members[req.member_id]
@@ -400,7 +405,7 @@ class ClassicGroups:
             return Error.NONE, [Error.UNKNOWN_MEMBER_ID] * len(members)
         if group.state == DEAD:
             return Error.COORDINATOR_NOT_AVAILABLE, [Error.COORDINATOR_NOT_AVAILABLE] * len(members)
-        errors = []
+        errors: list[int] = []
         for member_id, instance_id in members:
             if instance_id is not None:
                 holder = group.static_members.get(instance_id)
@@ -562,7 +567,7 @@ class ClassicGroups:
             m.join_waiter = m.sync_waiter = None
         group.state = DEAD
 
-    def delete(self, group: ClassicGroup, now_ms: int) -> list[tuple[bytes, None]]:
+    def delete(self, group: ClassicGroup, now_ms: int) -> list[storage.Record]:
         """Remove an Empty group; the tombstone of its record (its offsets are the caller's)."""
         group.transition_to(DEAD, now_ms)
         del self.groups[group.group_id]

@@ -40,6 +40,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from broker.groups import storage as S
 from protocol import messages as M
@@ -56,7 +57,7 @@ ASSIGNORS = ("uniform", "range")  # group.consumer.assignors; the first is the d
 
 Partitions = dict[bytes, set[int]]  # topic id -> partitions
 Topics = dict[str, tuple[bytes, int]]  # topic name -> (topic id, number of partitions)
-Record = tuple[bytes, bytes | None]
+Record = S.Record
 
 
 class GroupError(Exception):
@@ -315,7 +316,7 @@ class ConsumerGroups:
             self.remove_member(group, member.member_id, records)
             member = None
         new = member is None
-        if new:
+        if member is None:
             member = ConsumerMember(req.member_id or self.host.new_member_id(client_id))
         old_subscription = (list(member.subscribed_topic_names), member.subscribed_topic_regex)
         old_metadata = _member_metadata(member)
@@ -605,7 +606,7 @@ class ConsumerGroups:
               partitions_pending_revocation=[V.TopicPartitions(topic_id=t, partitions=sorted(p))
                                              for t, p in sorted(m.pending_revocation.items())]))
 
-    def load(self, group_id: str, records: dict[tuple[int, str], object],
+    def load(self, group_id: str, records: dict[tuple[int, str], Any],
              now_ms: int) -> ConsumerGroup | None:
         """Rebuild a group from its latest records (``GroupState.consumer_groups``); every
         member's session starts now."""
@@ -635,8 +636,8 @@ class ConsumerGroups:
                 member.member_epoch, member.previous_member_epoch = v.member_epoch, v.previous_member_epoch
                 member.state = v.state if v.state in (UNREVOKED_PARTITIONS, UNRELEASED_PARTITIONS) \
                     else MEMBER_STABLE
-                group.set_owned(member, _partitions(v.assigned_partitions),
-                                _partitions(v.partitions_pending_revocation))
+                group.set_owned(member, _partition_map(v.assigned_partitions),
+                                _partition_map(v.partitions_pending_revocation))
                 if member.state == UNREVOKED_PARTITIONS:
                     member.revocation_deadline = now_ms + max(member.rebalance_timeout_ms, 0)
         self.groups[group_id] = group
@@ -644,8 +645,11 @@ class ConsumerGroups:
 
 
 def _partitions(topic_partitions) -> Partitions | None:
-    if topic_partitions is None:
-        return None
+    """A request's nullable list of topic partitions; None stays None (not reported)."""
+    return None if topic_partitions is None else _partition_map(topic_partitions)
+
+
+def _partition_map(topic_partitions) -> Partitions:
     out: Partitions = {}
     for t in topic_partitions:
         out.setdefault(bytes(t.topic_id), set()).update(t.partitions)

@@ -57,6 +57,7 @@ from broker.groups.consumer_group import (
     Topics,
 )
 from broker.groups.group import DEAD, EMPTY, STABLE, ClassicGroup
+from broker.groups.storage import Record
 from protocol import messages as M
 from protocol.errors import Error
 
@@ -76,7 +77,7 @@ class CoordinatorConfig:
 
 @dataclass
 class Effects:
-    appends: list[tuple[int, list[tuple[bytes, bytes | None]]]] = field(default_factory=list)
+    appends: list[tuple[int, list[Record]]] = field(default_factory=list)
     replies: list[tuple[Any, Any]] = field(default_factory=list)
     # What happened to a group's membership, for the operator's log (Kafka logs the same at INFO).
     events: list[str] = field(default_factory=list)
@@ -84,7 +85,7 @@ class Effects:
     def event(self, text: str) -> None:
         self.events.append(text)
 
-    def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+    def append(self, partition: int, records: list[Record]) -> None:
         if records:
             self.appends.append((partition, records))
 
@@ -168,7 +169,7 @@ class GroupCoordinator:
             del self.consumer.groups[group_id]
         return fx
 
-    def apply_records(self, records: list[tuple[bytes, bytes | None]], now_ms: int = 0) -> None:
+    def apply_records(self, records: list[Record], now_ms: int = 0) -> None:
         """Committed records of this partition, in log order: offset commits and their
         tombstones take effect, and a group left with offsets but no group becomes a simple
         group, as loading makes it (group records describe state the core already holds)."""
@@ -232,7 +233,8 @@ class GroupCoordinator:
         if code != Error.NONE:
             return [code] * len(offsets), fx
         self.classic.reschedule_heartbeat(group_id, member_id, now_ms)
-        errors, records = [], []
+        errors: list[int] = []
+        records: list[Record] = []
         # retention_time_ms (v2-4) is the client's: a huge one expires never, not past int64.
         expire = min(now_ms + retention_ms, INT64_MAX) if retention_ms >= 0 else -1
         for topic, partition, offset, leader_epoch, metadata in offsets:
@@ -300,7 +302,7 @@ class GroupCoordinator:
 
     def delete_groups(self, group_ids: list[str], now_ms: int) -> tuple[list[int], Effects]:
         fx = Effects()
-        errors = []
+        errors: list[int] = []
         for group_id in group_ids:
             code = self.coordinator_error(group_id) if group_id else Error.INVALID_GROUP_ID
             consumer_group = self.consumer.groups.get(group_id) if code == Error.NONE else None
@@ -308,24 +310,29 @@ class GroupCoordinator:
                 code = Error.NON_EMPTY_GROUP if consumer_group.members else Error.NONE
                 errors.append(code)
                 if code == Error.NONE:
-                    records = [(storage.offset_commit_key(group_id, t, p), None)
-                               for (t, p) in sorted(self.offsets.get(group_id, {}))]
-                    fx.append(self.partition_for(group_id), records + self.consumer.delete(consumer_group))
+                    fx.append(self.partition_for(group_id),
+                              self._offset_tombstones(group_id) + self.consumer.delete(consumer_group))
                 continue
             group = self.groups.get(group_id)
-            if code == Error.NONE and (group is None or group.state == DEAD):
-                code = Error.GROUP_ID_NOT_FOUND
-            if code == Error.NONE and group.state != EMPTY:
-                code = Error.NON_EMPTY_GROUP
+            if code == Error.NONE:
+                if group is None or group.state == DEAD:
+                    code = Error.GROUP_ID_NOT_FOUND
+                elif group.state != EMPTY:
+                    code = Error.NON_EMPTY_GROUP
             errors.append(code)
             if code != Error.NONE:
                 continue
-            records = [(storage.offset_commit_key(group_id, t, p), None)
-                       for (t, p) in sorted(self.offsets.get(group_id, {}))]
-            fx.append(self.partition_for(group_id), records + self._delete_group(group, now_ms))
+            assert group is not None  # NONE above only for a group that exists
+            fx.append(self.partition_for(group_id),
+                      self._offset_tombstones(group_id) + self._delete_group(group, now_ms))
         return errors, fx
 
-    def _delete_group(self, group: ClassicGroup | ConsumerGroup, now_ms: int) -> list[tuple[bytes, None]]:
+    def _offset_tombstones(self, group_id: str) -> list[Record]:
+        """A tombstone for each committed offset of the group, in (topic, partition) order."""
+        return [(storage.offset_commit_key(group_id, t, p), None)
+                for t, p in sorted(self.offsets.get(group_id, {}))]
+
+    def _delete_group(self, group: ClassicGroup | ConsumerGroup, now_ms: int) -> list[Record]:
         """Remove an Empty group; the tombstones of its own records (its offsets are the caller's)."""
         if isinstance(group, ConsumerGroup):
             return self.consumer.delete(group)
@@ -342,14 +349,15 @@ class GroupCoordinator:
         waiting: dict[str, set[tuple[str, int]]] = {}
         for group_id, topic, partition in pending:
             waiting.setdefault(group_id, set()).add((topic, partition))
-        for group in [*self.groups.values(), *self.consumer.groups.values()]:
+        groups: list[ClassicGroup | ConsumerGroup] = [*self.groups.values(), *self.consumer.groups.values()]
+        for group in groups:
             group_id = group.group_id
             if group.state == DEAD or self.coordinator_error(group_id) != Error.NONE:
                 continue
             expired, none_left = retention.expired_offsets(
                 group, self.offsets.get(group_id, {}), waiting.get(group_id, ()), now_ms,
                 self.config.offsets_retention_ms)
-            records = [(storage.offset_commit_key(group_id, t, p), None) for t, p in expired]
+            records: list[Record] = [(storage.offset_commit_key(group_id, t, p), None) for t, p in expired]
             if expired:
                 fx.event(f"group {group_id}: {len(expired)} committed offsets expired")
             if none_left and group.state == EMPTY:

@@ -123,7 +123,7 @@ class ClassicGroup:
         if self.leader_id == member_id:
             # Prefer a member that has rejoined, so the join phase can complete with it.
             joined = [m.member_id for m in self.members.values() if m.join_waiter is not None]
-            self.leader_id = (joined or list(self.members) or [None])[0]
+            self.leader_id = next(iter(joined or self.members), None)
         return member
 
     def replace_static_member(self, instance_id: str, old_id: str, new_id: str) -> Member:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Collection
+from typing import cast
 
 from broker.groups import storage
 from broker.groups.consumer_group import PROTOCOL_TYPE, ConsumerGroup
@@ -111,7 +112,8 @@ def subscribed_topics(group: ClassicGroup) -> set[str] | None:
     for member in group.members.values():
         data = member.metadata(group.protocol_name)
         try:
-            topics.update(codec.decode(0, Reader(memoryview(data)[2:])).topics or ())
+            subscription = cast(M.ConsumerProtocolSubscription, codec.decode(0, Reader(memoryview(data)[2:])))
+            topics.update(subscription.topics or ())
         except (ValueError, IndexError, EOFError, struct.error):
             return None
     return topics

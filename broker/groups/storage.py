@@ -33,12 +33,15 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from ext.batch import build_batch, decode_records, iter_batches
 from protocol import messages as M
 from protocol.types import Reader
 
 OFFSETS_TOPIC = "__consumer_offsets"
+
+Record = tuple[bytes, bytes | None]  # (key, value); a value of None is a tombstone
 
 OFFSET_COMMIT_KEY_VERSION = 1
 OFFSET_COMMIT_VALUE_VERSION = 3
@@ -137,7 +140,7 @@ def parse_value(key_version: int, data: bytes | memoryview | None):
     return M.DATA[_VALUES[key_version]].decode(version, Reader(memoryview(data)[2:]))
 
 
-def consumer_record(record_type: int, key, value) -> tuple[bytes, bytes | None]:
+def consumer_record(record_type: int, key, value) -> Record:
     """A consumer group record: ``key`` and ``value`` are the M.ConsumerGroup*Key/Value
     structs of ``record_type``; ``value`` None makes a tombstone."""
     k = _encode(_KEYS[record_type], record_type, key)
@@ -146,7 +149,7 @@ def consumer_record(record_type: int, key, value) -> tuple[bytes, bytes | None]:
     return k, _encode(_VALUES[record_type], CONSUMER_VALUE_VERSION, value)
 
 
-def build_records_batch(records: Iterable[tuple[bytes, bytes | None]], now_ms: int) -> bytearray:
+def build_records_batch(records: Iterable[Record], now_ms: int) -> bytearray:
     """One uncompressed batch of (key, value) records, ready for ``append_as_leader``."""
     return bytearray(build_batch([(k, v, [], now_ms) for k, v in records]))
 
@@ -167,9 +170,10 @@ class GroupState:
     """One partition's groups and offsets, as its records say: the latest value per key."""
 
     offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
-    groups: dict[str, object] = field(default_factory=dict)  # group id -> M.GroupMetadataValue
-    # group id -> {(record type, member id or ""): value}: consumer groups' latest records
-    consumer_groups: dict[str, dict[tuple[int, str], object]] = field(default_factory=dict)
+    groups: dict[str, Any] = field(default_factory=dict)  # group id -> M.GroupMetadataValue
+    # group id -> {(record type, member id or ""): value}: consumer groups' latest records,
+    # each value the decoded struct of its record type
+    consumer_groups: dict[str, dict[tuple[int, str], Any]] = field(default_factory=dict)
 
     def replay(self, key: bytes | memoryview, value: bytes | memoryview | None) -> None:
         version, k = parse_key(key)
