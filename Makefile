@@ -1,9 +1,10 @@
-# The two commands: `make run` and `make test` (see README.md). Each sets everything up first.
+# The two commands: `make run` and `make test` (see README.md); `make check` is the fast loop.
+# Each sets everything up first.
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip --disable-pip-version-check -q
 export PIP_ROOT_USER_ACTION := ignore
 
-.PHONY: setup run test test-all bench bench-e2e annotate clean soak
+.PHONY: setup run check test test-all bench bench-e2e annotate clean soak
 
 # Installs the dependencies and builds the extensions in place; redone when they change.
 # The integration tests also need Debian's kcat and node + npm (kafkajs in tests/integration/js),
@@ -32,12 +33,31 @@ setup: .setup-done
 run: setup
 	$(PYTHON) -m strom run
 
+# The tiers (markers set in tests/conftest.py): the in-process tests need nothing but the test
+# process; `processes` start strom nodes, clients or Python children, `netns` network namespaces
+# (root), `spark` a JVM; `slow` is left out of the default run. Tests run in parallel (pytest-xdist):
+# the process tiers mostly wait on their nodes, so more workers than cores pay; a module that
+# starts processes, and every Spark test, stays on one worker (--dist loadgroup).
+IN_PROCESS := not processes and not netns and not spark and not slow
+CHECK_WORKERS ?= 2
+TEST_WORKERS ?= 6
+XDIST := --dist loadgroup --no-loadscope-reorder
+
+# The fast loop: lint, types, the in-process tier (under 3 minutes on 2 cores).
+.PHONY: check
+check: setup
+	$(PYTHON) -m ruff check .
+	$(MAKE) --no-print-directory typecheck
+	$(PYTHON) -m pytest -q -n $(CHECK_WORKERS) $(XDIST) -m "$(IN_PROCESS)"
+
+# Everything but `slow`, lint and types first: what CI runs (.ci/run).
 test: setup
 	$(PYTHON) -m ruff check .
-	$(PYTHON) -m pytest -q
+	$(MAKE) --no-print-directory typecheck
+	$(PYTHON) -m pytest -q -n $(TEST_WORKERS) $(XDIST)
 
 test-all: setup
-	$(PYTHON) -m pytest -q -m "slow or not slow"
+	$(PYTHON) -m pytest -q -n $(TEST_WORKERS) $(XDIST) -m "slow or not slow"
 
 bench: setup
 	$(PIP) install -e '.[test,bench]'

@@ -48,6 +48,7 @@ def test_a_bad_property_is_named(name, value, why):
     assert str(err.value).startswith(name)
 
 
+@pytest.mark.processes
 def test_the_command_reports_a_bad_config_without_a_traceback(tmp_path):
     path = tmp_path / "server.properties"
     path.write_text("\n".join(f"{k}={v}" for k, v in {**BASE, "num.partitons": "3"}.items()))

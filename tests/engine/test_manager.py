@@ -196,6 +196,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.processes
 def test_kill_9_loses_nothing_that_was_written(tmp_path):
     """A process killed with SIGKILL after its appends returned: every batch is there after
     recovery (the page cache survives the process), the indexes are rebuilt and appends go on."""

@@ -69,6 +69,7 @@ def test_partition_dir_names():
     assert parse_partition_dir("meta.properties") is None
 
 
+@pytest.mark.processes
 def test_reader_imports_no_writer_module():
     code = (
         "import sys; import engine.reader; "

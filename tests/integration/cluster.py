@@ -66,9 +66,49 @@ class NodeError(RuntimeError):
 
 # ---------------------------------------------------------------------------- ports + config
 
+# Under pytest-xdist each worker (PYTEST_XDIST_WORKER gw0, gw1, ...) takes listener ports from its
+# own slice of 10000-32767, below the kernel's ephemeral range (32768-60999 by default): a port
+# picked here and bound by a node a moment later cannot meanwhile be taken by another worker's
+# nodes, nor by a client's outgoing connection, which the kernel gives an ephemeral port.
+PORT_SLICES_FROM, PORT_SLICES_TO, PORT_SLICES = 10000, 32768, 16
+_next_port: dict[str, int] = {}
+
+
+def _worker_slice() -> range | None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw") or not worker[2:].isdigit():
+        return None
+    size = (PORT_SLICES_TO - PORT_SLICES_FROM) // PORT_SLICES
+    start = PORT_SLICES_FROM + int(worker[2:]) % PORT_SLICES * size
+    return range(start, start + size)
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def free_ports(count: int) -> list[int]:
-    """``count`` distinct free TCP ports on 127.0.0.1 (all held open while picking, so no
-    port is returned twice)."""
+    """``count`` distinct free TCP ports on 127.0.0.1, none returned twice in this process while
+    its worker's slice lasts (outside xdist: ports the kernel picks, all held open while picking)."""
+    ports = _worker_slice()
+    if ports is not None:
+        picked: list[int] = []
+        at = _next_port.setdefault("at", int.from_bytes(os.urandom(2), "big") % len(ports))
+        for _ in range(len(ports)):
+            port = ports[at % len(ports)]
+            at += 1
+            if _bindable(port):
+                picked.append(port)
+                if len(picked) == count:
+                    break
+        _next_port["at"] = at
+        if len(picked) == count:
+            return picked
     socks = []
     try:
         for _ in range(count):

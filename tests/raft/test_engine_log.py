@@ -237,6 +237,7 @@ while True:
 """
 
 
+@pytest.mark.processes
 def test_a_hard_kill_keeps_every_flushed_entry(partition_dir):
     child = subprocess.Popen([sys.executable, "-c", CHILD, partition_dir], cwd=REPO, stdout=subprocess.PIPE)
     try:

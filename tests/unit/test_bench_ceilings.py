@@ -20,10 +20,12 @@ def test_memcpy():
     assert positive(ceilings.memcpy_gb_s(0.02, nbytes=1 << 20))
 
 
+@pytest.mark.processes
 def test_loopback_tcp():
     assert positive(ceilings.loopback_tcp_gb_s(0.1))
 
 
+@pytest.mark.processes
 def test_sendfile_removes_its_file(tmp_path):
     assert positive(ceilings.sendfile_gb_s(0.1, str(tmp_path), file_bytes=3 << 20))
     assert os.listdir(tmp_path) == []
@@ -43,6 +45,7 @@ def test_page_cache_writes_stop_at_the_limit_and_remove_their_file(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.processes
 def test_rtt_stops_at_max_trips():
     out = ceilings.rtt_100b(10.0, max_trips=200)
     assert set(out) == {"rtt_100b_p50_us", "rtt_100b_p99_us"}
@@ -50,6 +53,7 @@ def test_rtt_stops_at_max_trips():
     assert out["rtt_100b_p50_us"] <= out["rtt_100b_p99_us"]
 
 
+@pytest.mark.processes
 def test_measure(tmp_path, monkeypatch):
     monkeypatch.setattr(ceilings, "MEMCPY_BYTES", 1 << 20)
     monkeypatch.setattr(ceilings, "SENDFILE_FILE_BYTES", 2 << 20)

@@ -1,0 +1,96 @@
+"""Test tiers: what each test needs, as markers set here from where it lives and what it uses.
+
+| marker    | the test needs                                                       | set by             |
+|-----------|----------------------------------------------------------------------|--------------------|
+| (none)    | nothing but this process: no child process, no socket to another one | -                  |
+| processes | other OS processes: strom nodes or clusters, client tools (kcat,     | PROCESS_MODULES,   |
+|           | node), Python children killed or crashed on purpose                  | fixtures, by hand  |
+| netns     | root, ``ip netns`` and iptables (tests/faults: a namespace per node) | NETNS_MODULES      |
+| spark     | a JVM (a local SparkSession)                                         | the spark fixture  |
+| slow      | minutes; left out of the default run (``-m slow``)                   | by hand            |
+
+``make check`` runs the in-process tier (``-m "not processes and not netns and not spark and not
+slow"``), ``make test`` everything but ``slow``, both with pytest-xdist. A test that starts a
+process and is not in a module below says so itself with ``@pytest.mark.processes``.
+
+Under xdist (``--dist loadgroup``) the tests of a module that starts processes, and every Spark
+test, run on one worker: a module's cluster fixture starts once, and only one JVM starts. Those
+groups are ordered first (netns and Spark before other process modules, in-process tests last),
+so the long ones start at once and the short in-process tests fill the workers at the end.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(TESTS)
+
+# Paths relative to the repository root; a directory covers everything below it.
+NETNS_MODULES = (
+    "tests/faults/test_trials.py",
+    "tests/faults/test_hosts.py",
+)
+PROCESS_MODULES = NETNS_MODULES + (
+    "tests/integration",
+    "tests/package",
+    "tests/corruption/test_corrupt_files_at_start.py",
+    "tests/fuzz/test_live_fuzz.py",
+    "tests/limits/test_node_limits.py",
+    "tests/spark/test_spark_integration.py",
+    "tests/storage/test_disk_full.py",
+    "tests/storage/test_disk_full_cluster.py",
+    "tests/unit/test_malloc_tuning.py",
+    "bench/test_bench_e2e.py",
+    "bench/test_bench_raft.py",
+    "bench/test_bench_replication.py",
+)
+# Fixtures that start a node or a cluster (tests/integration/conftest.py).
+PROCESS_FIXTURES = {"strom_node", "shared_node", "replicated_node"}
+SPARK_FIXTURES = {"spark"}
+
+# Scheduling order under xdist: the lower first.
+_ORDER = {"netns": 0, "spark": 1, "processes": 2}
+
+
+def _relpath(item: pytest.Item) -> str:
+    return os.path.relpath(str(item.path), ROOT).replace(os.sep, "/")
+
+
+def _under(path: str, prefixes: tuple[str, ...]) -> bool:
+    return any(path == p or path.startswith(p + "/") for p in prefixes)
+
+
+def tiers_of(item: pytest.Item) -> set[str]:
+    """The tier markers an item carries or is given by its path and fixtures."""
+    path = _relpath(item)
+    fixtures = set(getattr(item, "fixturenames", ()))
+    tiers = {m.name for m in item.iter_markers() if m.name in _ORDER}
+    if _under(path, NETNS_MODULES):
+        tiers.add("netns")
+    if _under(path, PROCESS_MODULES) or fixtures & PROCESS_FIXTURES:
+        tiers.add("processes")
+    if fixtures & SPARK_FIXTURES:
+        tiers.add("spark")
+    return tiers
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {}
+    for index, item in enumerate(items):
+        tiers = tiers_of(item)
+        for name in sorted(tiers):
+            if not item.get_closest_marker(name):
+                item.add_marker(getattr(pytest.mark, name))
+        if "spark" in tiers:
+            group = "spark"  # one SparkSession (a JVM) for every Spark test
+        elif tiers:
+            group = _relpath(item)  # a module's node or cluster fixture starts once
+        else:
+            group = None
+        if group is not None and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(group))
+        rank[item.nodeid] = (min((_ORDER[t] for t in tiers), default=len(_ORDER)), index)
+    # A stable order every worker computes alike (xdist checks the collections match).
+    items.sort(key=lambda item: rank[item.nodeid])
