@@ -213,7 +213,7 @@ class Venv:
 
     def env(self) -> dict[str, str]:
         """This process's environment as a shell with the venv activated would have it: no
-        PYTHONPATH (the Spark fixture and the node supervisor put the checkout there)."""
+        PYTHONPATH (the Spark tests' fixture puts the checkout there)."""
         env = {k: v for k, v in os.environ.items()
                if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONSAFEPATH")}
         env["VIRTUAL_ENV"] = self.path
@@ -235,11 +235,13 @@ def venv(wheel, tmp_path_factory) -> Venv:
         f.write(SITECUSTOMIZE.format(checkout=os.path.realpath(ROOT)))
     # The base interpreter's pip, run by the venv's Python, installs into the venv. First the
     # wheel alone (the base site's strom, an editable install, is outside the venv and stays),
-    # then again with its dependencies: each must already be satisfied by what is installed.
+    # then again with its dependencies and the spark extra, from no index: each must be satisfied
+    # by what the base site has installed.
     pip = [env.python, "-m", "pip", "--disable-pip-version-check", "install"]
     run_logged(pip + ["--no-deps", "--force-reinstall", wheel], log, COMMAND_TIMEOUT_S,
                cwd=str(base), env=env.env())
-    run_logged(pip + [wheel], log, COMMAND_TIMEOUT_S, cwd=str(base), env=env.env())
+    run_logged(pip + ["--no-index", f"{wheel}[spark]"], log, COMMAND_TIMEOUT_S, cwd=str(base),
+               env=env.env())
     return env
 
 
