@@ -15,8 +15,9 @@ process and is not in a module below says so itself with ``@pytest.mark.processe
 
 Under xdist (``--dist loadgroup``) the tests of a module that starts processes, and every Spark
 test, run on one worker: a module's cluster fixture starts once, and only one JVM starts. Those
-groups are ordered first (netns and Spark before other process modules, in-process tests last),
-so the long ones start at once and the short in-process tests fill the workers at the end.
+groups are ordered first (the longest, then netns and Spark, then other process modules,
+in-process tests last), so the long ones start at once and the short in-process tests fill the
+workers at the end.
 """
 from __future__ import annotations
 
@@ -50,8 +51,10 @@ PROCESS_MODULES = NETNS_MODULES + (
 PROCESS_FIXTURES = {"strom_node", "shared_node", "replicated_node"}
 SPARK_FIXTURES = {"spark"}
 
-# Scheduling order under xdist: the lower first.
-_ORDER = {"netns": 0, "spark": 1, "processes": 2}
+# Scheduling order under xdist: the lower first. The longest groups (minutes: the wheel built and
+# installed, the fault trials, the Spark tests) start at once, in-process tests fill in at the end.
+FIRST = ("tests/package/test_wheel.py", "tests/faults/test_trials.py")
+_ORDER = {"netns": 1, "spark": 1, "processes": 2}
 
 
 def _relpath(item: pytest.Item) -> str:
@@ -91,6 +94,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             group = None
         if group is not None and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(group))
-        rank[item.nodeid] = (min((_ORDER[t] for t in tiers), default=len(_ORDER)), index)
+        first = 0 if _under(_relpath(item), FIRST) else min((_ORDER[t] for t in tiers), default=3)
+        rank[item.nodeid] = (first, index)
     # A stable order every worker computes alike (xdist checks the collections match).
     items.sort(key=lambda item: rank[item.nodeid])
