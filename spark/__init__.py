@@ -63,10 +63,11 @@ Running on a real cluster. Executors open the segment files themselves, so:
    maps files, so reading a live broker's dirs is safe. Files that retention deletes after
    planning fail the task with a message; read again.
 2. Every executor needs this package and its compiled ext/ modules (so ``--py-files``
-   with a zip will not do): ``pip install 'strom[spark]'`` on every node with the same
-   Python, or ship a packed environment::
+   with a zip will not do): build the wheel once (``python -m build --wheel`` in a
+   checkout) and ``pip install 'dist/strom-<version>-<tags>.whl[spark]'`` on every node with
+   the same Python, or ship a packed environment::
 
-       python -m venv env && env/bin/pip install 'strom[spark]' venv-pack
+       python -m venv env && env/bin/pip install 'dist/strom-<version>-<tags>.whl[spark]' venv-pack
        env/bin/venv-pack -o strom-env.tar.gz
        spark-submit --master yarn --archives strom-env.tar.gz#env \\
            --conf spark.pyspark.python=./env/bin/python job.py
