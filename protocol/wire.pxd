@@ -8,7 +8,11 @@
 # cannot import), _grow, _check_version's message, _decode_body, and the Frame and
 # TagDefault classes.
 #
-#     Cursor   read:  data, pos, end; every read checks pos + n <= end (else ProtocolError)
+#     Cursor   read:  data, pos, end; every read checks pos + n <= end (else ProtocolError).
+#              The loads and the varint loop are ext/cursor.pxd's (the one cursor over bytes);
+#              what stays here is the frame's view of it: positions from the frame's start
+#              (request fields are sliced from the frame's memoryview by position, and
+#              errors name it) and ProtocolError where ext's readers return 0
 #     Out      write: data, len, cap; callers reserve() before a run of put_*() stores, which
 #              are unchecked (one reserve covers a run of fixed-width fields; a uvarint
 #              needs up to 10 bytes)
@@ -21,6 +25,9 @@ from cpython.object cimport PyObject, PyTypeObject
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memmove, memset
+
+from ext.cursor cimport VARINT_MAX_BYTES, be16, be32, be64, cursor_t
+from ext.cursor cimport read_uvarint as _cursor_uvarint
 
 
 cdef struct Cursor:
@@ -40,7 +47,7 @@ ctypedef object (*BodyReader)(int version, object view, Cursor* c)
 # ---- defined in wire.pyx: error paths and once-per-message work ----------------------------
 
 cdef int _short(Cursor* c, int64_t n) except -1
-cdef int _long_uvarint(Cursor* c) except -1
+cdef int _bad_uvarint(Cursor* c) except -1
 cdef int _tag_overrun(int64_t tag) except -1
 cdef int _negative_length(int64_t n, str what) except -1
 cdef int _long_array(Cursor* c, int64_t n) except -1
@@ -139,28 +146,21 @@ cdef inline int read_i8(Cursor* c, int* out) except -1:
 
 cdef inline int read_i16(Cursor* c, int16_t* out) except -1:
     _need(c, 2)
-    cdef const uint8_t* p = c.data + c.pos
-    out[0] = <int16_t>((<uint32_t>p[0] << 8) | p[1])
+    out[0] = be16(c.data + c.pos)
     c.pos += 2
     return 0
 
 
 cdef inline int read_i32(Cursor* c, int32_t* out) except -1:
     _need(c, 4)
-    cdef const uint8_t* p = c.data + c.pos
-    out[0] = <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3])
+    out[0] = be32(c.data + c.pos)
     c.pos += 4
     return 0
 
 
 cdef inline int read_i64(Cursor* c, int64_t* out) except -1:
     _need(c, 8)
-    cdef const uint8_t* p = c.data + c.pos
-    cdef uint64_t u = 0
-    cdef int i
-    for i in range(8):
-        u = (u << 8) | p[i]
-    out[0] = <int64_t>u
+    out[0] = be64(c.data + c.pos)
     c.pos += 8
     return 0
 
@@ -174,20 +174,15 @@ cdef inline object _read_uuid(Cursor* c):
 
 cdef inline int read_uvarint(Cursor* c, int64_t* out) except -1:
     # At most 5 bytes, as Reader.uvarint (the fifth may carry bits above 32).
-    cdef uint64_t value = 0
-    cdef int shift = 0
-    cdef uint8_t b
-    while True:
-        if shift > 28:
-            return _long_uvarint(c)
-        _need(c, 1)
-        b = c.data[c.pos]
-        c.pos += 1
-        value |= <uint64_t>(b & 0x7F) << shift
-        if not b & 0x80:
-            out[0] = <int64_t>value
-            return 0
-        shift += 7
+    cdef cursor_t r
+    cdef uint64_t value
+    r.p = c.data + c.pos
+    r.end = c.data + c.end
+    if not _cursor_uvarint(&r, &value, VARINT_MAX_BYTES):
+        return _bad_uvarint(c)
+    c.pos = r.p - c.data
+    out[0] = <int64_t>value
+    return 0
 
 
 cdef inline int skip_tagged_fields(Cursor* c) except -1:

@@ -32,8 +32,16 @@ cdef int _short(Cursor* c, int64_t n) except -1:
     raise ProtocolError(f"need {n} bytes at position {c.pos}, have {c.end - c.pos}")
 
 
-cdef int _long_uvarint(Cursor* c) except -1:
-    raise ProtocolError(f"unsigned varint longer than 5 bytes at {c.pos}")
+cdef int _bad_uvarint(Cursor* c) except -1:
+    # read_uvarint failed: the bytes ended inside the varint, or its 5 bytes all continue.
+    cdef Py_ssize_t k = 0
+    while k < 5 and c.pos + k < c.end and c.data[c.pos + k] & 0x80:
+        k += 1
+    if k == 5:
+        c.pos += 5
+        raise ProtocolError(f"unsigned varint longer than 5 bytes at {c.pos}")
+    c.pos = c.end
+    return _short(c, 1)
 
 
 cdef int _tag_overrun(int64_t tag) except -1:
