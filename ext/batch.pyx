@@ -34,8 +34,9 @@ from ext.cursor cimport (ATTR_COMPRESSION_MASK, ATTR_CONTROL, ATTR_TIMESTAMP_TYP
                          OFF_ATTRIBUTES, OFF_BASE_OFFSET, OFF_BASE_SEQUENCE, OFF_BASE_TIMESTAMP,
                          OFF_BATCH_LENGTH, OFF_CRC, OFF_LAST_OFFSET_DELTA, OFF_MAGIC,
                          OFF_MAX_TIMESTAMP, OFF_PARTITION_LEADER_EPOCH, OFF_PRODUCER_EPOCH,
-                         OFF_PRODUCER_ID, OFF_RECORDS_COUNT, batch_header_t, be16, be32, be64, cursor_t,
-                         load_header, read_length, read_varint, read_varlong)
+                         OFF_PRODUCER_ID, OFF_RECORDS_COUNT, batch_header_t, be16, be32, be64,
+                         cursor_t, load_header, put_be16, put_be32, put_be64, read_length,
+                         read_varint, read_varlong)
 from ext.cursor cimport MIN_BATCH_LENGTH as _MIN_BATCH_LENGTH
 
 from ext.errors import CorruptRecordError
@@ -64,23 +65,6 @@ class TruncatedBatchError(CorruptRecordError):
 
 
 ctypedef const unsigned char* cptr
-
-
-# ---- big-endian stores ----
-
-cdef inline void _put16(unsigned char* p, uint16_t v) noexcept nogil:
-    p[0] = v >> 8
-    p[1] = v & 0xFF
-
-cdef inline void _put32(unsigned char* p, uint32_t v) noexcept nogil:
-    p[0] = v >> 24
-    p[1] = (v >> 16) & 0xFF
-    p[2] = (v >> 8) & 0xFF
-    p[3] = v & 0xFF
-
-cdef inline void _put64(unsigned char* p, uint64_t v) noexcept nogil:
-    _put32(p, <uint32_t>(v >> 32))
-    _put32(p + 4, <uint32_t>v)
 
 
 # ---- header ----
@@ -438,8 +422,8 @@ def assign_offsets(buf, int64_t next_offset, int32_t partition_leader_epoch,
             parse_header(p, n, pos, &h, False)
             h.base_offset = offset
             h.partition_leader_epoch = partition_leader_epoch
-            _put64(p + pos + OFF_BASE_OFFSET, <uint64_t>offset)
-            _put32(p + pos + OFF_PARTITION_LEADER_EPOCH, <uint32_t>partition_leader_epoch)
+            put_be64(p + pos + OFF_BASE_OFFSET, <uint64_t>offset)
+            put_be32(p + pos + OFF_PARTITION_LEADER_EPOCH, <uint32_t>partition_leader_epoch)
             ts_min, ts_max = extremes[b]
             b += 1
             # LogValidator's setMaxTimestamp: LogAppendTime stamps now; CreateTime stores the
@@ -452,12 +436,12 @@ def assign_offsets(buf, int64_t next_offset, int32_t partition_leader_epoch,
             if attributes != h.attributes or ts_max != h.max_timestamp:
                 h.attributes = attributes
                 h.max_timestamp = ts_max
-                _put16(p + pos + OFF_ATTRIBUTES, <uint16_t>h.attributes)
-                _put64(p + pos + OFF_MAX_TIMESTAMP, <uint64_t>ts_max)
+                put_be16(p + pos + OFF_ATTRIBUTES, <uint16_t>h.attributes)
+                put_be64(p + pos + OFF_MAX_TIMESTAMP, <uint64_t>ts_max)
                 crc = crc32c_ptr(p + pos + OFF_ATTRIBUTES,
                                  h.batch_length + LENGTH_FIELDS_SIZE - OFF_ATTRIBUTES, 0)
                 h.crc = <uint32_t>crc
-                _put32(p + pos + OFF_CRC, h.crc)
+                put_be32(p + pos + OFF_CRC, h.crc)
             summary.add(&h, 0)
             summary.min_timestamps.append(ts_min)
             offset += h.records_count
@@ -530,10 +514,10 @@ def recompress(buf, int codec, level=None):
                 memcpy(o + w, p + pos, HEADER_SIZE)
                 memcpy(o + w + HEADER_SIZE, PyBytes_AS_STRING(section), PyBytes_GET_SIZE(section))
                 size = HEADER_SIZE + PyBytes_GET_SIZE(section)
-                _put32(o + w + OFF_BATCH_LENGTH, <uint32_t>(size - LENGTH_FIELDS_SIZE))
-                _put16(o + w + OFF_ATTRIBUTES,
+                put_be32(o + w + OFF_BATCH_LENGTH, <uint32_t>(size - LENGTH_FIELDS_SIZE))
+                put_be16(o + w + OFF_ATTRIBUTES,
                        <uint16_t>((h.attributes & ~ATTR_COMPRESSION_MASK) | codec))
-                _put32(o + w + OFF_CRC,
+                put_be32(o + w + OFF_CRC,
                        <uint32_t>crc32c_ptr(o + w + OFF_ATTRIBUTES, size - OFF_ATTRIBUTES, 0))
                 w += size
             pos += h.batch_length + LENGTH_FIELDS_SIZE
@@ -704,19 +688,19 @@ def build_batch(records, int64_t base_offset=0, int compression=0,
             memcpy(o + HEADER_SIZE, w.data + HEADER_SIZE, total - HEADER_SIZE)
     finally:
         free(w.data)
-    _put64(o + OFF_BASE_OFFSET, <uint64_t>base_offset)
-    _put32(o + OFF_BATCH_LENGTH, <uint32_t>(total - LENGTH_FIELDS_SIZE))
-    _put32(o + OFF_PARTITION_LEADER_EPOCH, <uint32_t>partition_leader_epoch)
+    put_be64(o + OFF_BASE_OFFSET, <uint64_t>base_offset)
+    put_be32(o + OFF_BATCH_LENGTH, <uint32_t>(total - LENGTH_FIELDS_SIZE))
+    put_be32(o + OFF_PARTITION_LEADER_EPOCH, <uint32_t>partition_leader_epoch)
     o[OFF_MAGIC] = 2
-    _put16(o + OFF_ATTRIBUTES, <uint16_t>attributes)
-    _put32(o + OFF_LAST_OFFSET_DELTA, <uint32_t>(count - 1))
-    _put64(o + OFF_BASE_TIMESTAMP, <uint64_t>base_ts)
-    _put64(o + OFF_MAX_TIMESTAMP, <uint64_t>max_ts)
-    _put64(o + OFF_PRODUCER_ID, <uint64_t>producer_id)
-    _put16(o + OFF_PRODUCER_EPOCH, <uint16_t>producer_epoch)
-    _put32(o + OFF_BASE_SEQUENCE, <uint32_t>base_sequence)
-    _put32(o + OFF_RECORDS_COUNT, <uint32_t>count)
-    _put32(o + OFF_CRC, <uint32_t>crc32c_ptr(o + OFF_ATTRIBUTES, total - OFF_ATTRIBUTES, 0))
+    put_be16(o + OFF_ATTRIBUTES, <uint16_t>attributes)
+    put_be32(o + OFF_LAST_OFFSET_DELTA, <uint32_t>(count - 1))
+    put_be64(o + OFF_BASE_TIMESTAMP, <uint64_t>base_ts)
+    put_be64(o + OFF_MAX_TIMESTAMP, <uint64_t>max_ts)
+    put_be64(o + OFF_PRODUCER_ID, <uint64_t>producer_id)
+    put_be16(o + OFF_PRODUCER_EPOCH, <uint16_t>producer_epoch)
+    put_be32(o + OFF_BASE_SEQUENCE, <uint32_t>base_sequence)
+    put_be32(o + OFF_RECORDS_COUNT, <uint32_t>count)
+    put_be32(o + OFF_CRC, <uint32_t>crc32c_ptr(o + OFF_ATTRIBUTES, total - OFF_ATTRIBUTES, 0))
     return out
 
 
@@ -770,6 +754,7 @@ cdef int _next_record(cursor_t* r, cursor_t* rr, const batch_header_t* h, int64_
         raise _corrupt(h, i, f"the records end after {i} of the {h.records_count} counted")
     if not read_length(r, &length, False) or length == 0:
         raise _corrupt(h, i, "bad record length")
+    rr.base = r.base
     rr.p = r.p
     rr.end = r.p + length
     r.p = rr.end
@@ -794,6 +779,7 @@ cdef list _decode_section(const batch_header_t* h, cptr p, Py_ssize_t n):
     cdef list seen_keys = [None] * _KEY_CACHE
     for j in range(_KEY_CACHE):
         seen_len[j] = -1
+    r.base = p
     r.p = p
     r.end = p + n
     for i in range(h.records_count):
@@ -898,6 +884,7 @@ cdef int _check_section(const batch_header_t* h, cptr p, Py_ssize_t n,
     cdef int64_t ts
     cdef int32_t length, offset_delta, key_len, value_len, header_count, hk_len, hv_len, j
     cdef int64_t ts_delta, i
+    r.base = p
     r.p = p
     r.end = p + n
     for i in range(h.records_count):

@@ -280,6 +280,7 @@ cdef void decode_section(decoder_t* d, const batch_header_t* h, section_t* c) no
         if not read_length(&c.r, &length, False) or length == 0:
             _corrupt(c, ERR_RECORD_LENGTH)
             return
+        rr.base = c.r.base
         rr.p = c.r.p + 1  # past the attributes byte (unused)
         rr.end = c.r.p + length
         if not read_varlong(&rr, &ts_delta):
@@ -603,6 +604,7 @@ cdef bint _decode_batch(decoder_t* d, const batch_header_t* h, cptr buf, bint ch
         section = <cptr>PyBytes_AS_STRING(plain)
         section_len = PyBytes_GET_SIZE(plain)
     memset(&c, 0, sizeof(c))
+    c.r.base = section
     c.r.p = section
     c.r.end = section + section_len
     for i in range(_KEY_CACHE):

@@ -6,8 +6,10 @@
 # needs the GIL: a read that does not fit returns 0 and leaves the complaint to the caller,
 # who knows which batch, record or message it is in. No reader ever reads at or past end.
 #
-#     cursor_t              p (next byte), end (one past the last byte it may read)
+#     cursor_t              base (position 0), p (next byte), end (one past the last byte
+#                           it may read); the position of p is p - base
 #     need(c, n)            are n more bytes there?
+#     advance(c, n)         the next n bytes, in place, stepped over (NULL if not there)
 #     skip(c, n)            step over n bytes
 #     take(c, n, &out)      out = the next n bytes, in place (a slice), and step over them
 #     read_i8/16/32/64      big-endian signed, bounds-checked
@@ -16,6 +18,7 @@
 #     read_varlong          zigzag int64, at most 10 bytes
 #     read_length           a varint length that must fit in what is left; -1 = null if nullable
 #     be16/be32/be64        unchecked big-endian loads, for bytes already bounds-checked
+#     put_be16/32/64        their stores (a batch's header fields as the leader rewrites them)
 #     load_header           the fixed fields of a batch header into a batch_header_t, unchecked
 #
 # Record batch v2, big-endian (the offsets are the OFF_* names below):
@@ -50,7 +53,8 @@
 #     headerCount     varint  >= 0
 #     headers         each: keyLength varint (>= 0), key utf-8, valueLength varint (-1 = null), value
 #
-# The wire protocol's unsigned varints (KIP-482) are read_uvarint with max_bytes 5.
+# The wire protocol (protocol/wire.pxd) reads request and response frames with this same
+# cursor: its unsigned varints (KIP-482) are read_uvarint with max_bytes 5.
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint16_t, uint32_t, uint64_t
 
 cdef enum:
@@ -82,8 +86,9 @@ cdef enum:
 
 
 ctypedef struct cursor_t:
-    const unsigned char* p
-    const unsigned char* end
+    const unsigned char* base        # where positions count from (what an error names)
+    const unsigned char* p           # the next byte
+    const unsigned char* end         # one past the last byte it may read
 
 
 ctypedef struct batch_header_t:
@@ -103,7 +108,7 @@ ctypedef struct batch_header_t:
     int32_t records_count
 
 
-# ---- unchecked loads (gcc folds each into one load + bswap) ----
+# ---- unchecked loads and stores (gcc folds each into one load or store + bswap) ----
 
 cdef inline int16_t be16(const unsigned char* p) noexcept nogil:
     return <int16_t>((<uint16_t>p[0] << 8) | p[1])
@@ -116,6 +121,23 @@ cdef inline int32_t be32(const unsigned char* p) noexcept nogil:
 
 cdef inline int64_t be64(const unsigned char* p) noexcept nogil:
     return <int64_t>((<uint64_t><uint32_t>be32(p) << 32) | <uint32_t>be32(p + 4))
+
+
+cdef inline void put_be16(unsigned char* p, uint16_t v) noexcept nogil:
+    p[0] = <unsigned char>(v >> 8)
+    p[1] = <unsigned char>v
+
+
+cdef inline void put_be32(unsigned char* p, uint32_t v) noexcept nogil:
+    p[0] = <unsigned char>(v >> 24)
+    p[1] = <unsigned char>(v >> 16)
+    p[2] = <unsigned char>(v >> 8)
+    p[3] = <unsigned char>v
+
+
+cdef inline void put_be64(unsigned char* p, uint64_t v) noexcept nogil:
+    put_be32(p, <uint32_t>(v >> 32))
+    put_be32(p + 4, <uint32_t>v)
 
 
 cdef inline void load_header(const unsigned char* p, batch_header_t* h) noexcept nogil:
@@ -141,51 +163,50 @@ cdef inline bint need(const cursor_t* c, int64_t n) noexcept nogil:
     return 0 <= n <= c.end - c.p
 
 
-cdef inline bint skip(cursor_t* c, int64_t n) noexcept nogil:
+cdef inline const unsigned char* advance(cursor_t* c, int64_t n) noexcept nogil:
+    # The n bytes at p, stepped over; NULL, the cursor unmoved, when fewer are left.
+    cdef const unsigned char* at = c.p
     if not need(c, n):
-        return 0
-    c.p += n
-    return 1
+        return NULL
+    c.p = at + n
+    return at
+
+
+cdef inline bint skip(cursor_t* c, int64_t n) noexcept nogil:
+    return advance(c, n) != NULL
 
 
 cdef inline bint take(cursor_t* c, int64_t n, const unsigned char** out) noexcept nogil:
-    if not need(c, n):
-        return 0
-    out[0] = c.p
-    c.p += n
-    return 1
+    out[0] = advance(c, n)
+    return out[0] != NULL
 
 
 cdef inline bint read_i8(cursor_t* c, int8_t* out) noexcept nogil:
-    if c.p >= c.end:
-        return 0
-    out[0] = <int8_t>c.p[0]
-    c.p += 1
-    return 1
+    cdef const unsigned char* at = advance(c, 1)
+    if at != NULL:
+        out[0] = <int8_t>at[0]
+    return at != NULL
 
 
 cdef inline bint read_i16(cursor_t* c, int16_t* out) noexcept nogil:
-    if c.end - c.p < 2:
-        return 0
-    out[0] = be16(c.p)
-    c.p += 2
-    return 1
+    cdef const unsigned char* at = advance(c, 2)
+    if at != NULL:
+        out[0] = be16(at)
+    return at != NULL
 
 
 cdef inline bint read_i32(cursor_t* c, int32_t* out) noexcept nogil:
-    if c.end - c.p < 4:
-        return 0
-    out[0] = be32(c.p)
-    c.p += 4
-    return 1
+    cdef const unsigned char* at = advance(c, 4)
+    if at != NULL:
+        out[0] = be32(at)
+    return at != NULL
 
 
 cdef inline bint read_i64(cursor_t* c, int64_t* out) noexcept nogil:
-    if c.end - c.p < 8:
-        return 0
-    out[0] = be64(c.p)
-    c.p += 8
-    return 1
+    cdef const unsigned char* at = advance(c, 8)
+    if at != NULL:
+        out[0] = be64(at)
+    return at != NULL
 
 
 cdef inline bint read_uvarint(cursor_t* c, uint64_t* out, int max_bytes) noexcept nogil:
