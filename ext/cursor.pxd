@@ -1,5 +1,6 @@
-# The one read cursor over record-batch and record bytes, and the one place that names
-# where the fields of a record batch v2 (Apache Kafka's DefaultRecordBatch) lie.
+# The one read cursor over bytes (record batches, their records, and the wire protocol's
+# frames: protocol/wire.pxd's Cursor is this cursor_t), and the one place that names where
+# the fields of a record batch v2 (Apache Kafka's DefaultRecordBatch) lie.
 #
 # Everything here is `cdef inline`, bodies included: a module that cimports it compiles its
 # own copy, so nothing on the per-field path calls across extensions. No reader raises or

@@ -14,8 +14,8 @@
 
 This module is the one callers import. Produce and Metadata are here; the Fetch functions
 live in protocol/fastfetch_response.pyx and protocol/fastfetch_request.pyx and are
-re-exported. All of them are built from protocol/wire.pxd: a bounds-checked read Cursor,
-a growable Out buffer and the field encodings, as `cdef inline` functions compiled into
+re-exported. All of them are built from protocol/wire.pxd: a bounds-checked read Cursor
+(ext/cursor.pxd's, the one cursor over bytes), a growable Out buffer and the field encodings, as `cdef inline` functions compiled into
 each module (no call across extensions per field); wire.pyx holds the error raisers and
 the Frame (a response as parts) and TagDefault classes.
 
