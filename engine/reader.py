@@ -17,7 +17,17 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from ext.batch import LOG_OVERHEAD, BatchHeader, BatchSummary, decode_records, read_header, scan
+from ext.batch import (
+    LOG_OVERHEAD,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    BatchSummary,
+    decode_records,
+    peek_header,
+    read_header,
+    read_prefix,
+    scan,
+)
 from ext.errors import CorruptRecordError
 
 LOG_SUFFIX = ".log"
@@ -28,9 +38,6 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 
 _PARTITION_DIR = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
-_HEADER_PREFIX = struct.Struct(">qi")  # baseOffset, batchLength
-_LAST_OFFSET_DELTA = struct.Struct(">i")  # at byte 23 of a batch
-_LAST_OFFSET_DELTA_POS = 23
 _INDEX_ENTRY = struct.Struct(">ii")  # relative offset, position
 _TIME_INDEX_ENTRY = struct.Struct(">qi")  # timestamp, relative offset
 _SEARCH_CHUNK = 16 * 1024  # covers index.interval.bytes (4 KiB) of small batches
@@ -82,25 +89,20 @@ def search_for_offset(fd: int, target_offset: int, start: int, end: int) -> Batc
         if summary.count:
             i = bisect_left(summary.last_offsets, target_offset)
             if i < summary.count:
-                return BatchPosition(
-                    pos + summary.positions[i],
-                    summary.last_offsets[i] - _last_offset_delta_in(chunk, summary.positions[i]),
-                    summary.last_offsets[i],
-                    summary.sizes[i],
-                )
+                return BatchPosition(pos + summary.positions[i], summary.base_offsets[i],
+                                     summary.last_offsets[i], summary.sizes[i])
             pos += summary.valid_bytes
             continue
         # No whole batch in the chunk: either one big batch or a bad/torn tail.
-        if len(chunk) < _LAST_OFFSET_DELTA_POS + 4:
+        try:
+            header = peek_header(chunk)
+        except CorruptRecordError:
             return None
-        base_offset, length = _HEADER_PREFIX.unpack_from(chunk, 0)
-        size = length + LOG_OVERHEAD
-        if length < 49 or pos + size > end:
+        if pos + header.size > end:
             return None
-        last_offset = base_offset + _LAST_OFFSET_DELTA.unpack_from(chunk, _LAST_OFFSET_DELTA_POS)[0]
-        if last_offset >= target_offset:
-            return BatchPosition(pos, base_offset, last_offset, size)
-        pos += size
+        if header.last_offset >= target_offset:
+            return BatchPosition(pos, header.base_offset, header.last_offset, header.size)
+        pos += header.size
     return None
 
 
@@ -117,10 +119,11 @@ def whole_batches_size(fd: int, start: int, max_size: int) -> int:
         if summary.count:
             pos += summary.valid_bytes
             continue
-        if len(chunk) < LOG_OVERHEAD:
+        prefix = read_prefix(chunk)
+        if prefix is None:
             break
-        _, length = _HEADER_PREFIX.unpack_from(chunk, 0)
-        if length < 49 or pos + LOG_OVERHEAD + length > end:
+        length = prefix[1]
+        if length < MIN_BATCH_LENGTH or pos + LOG_OVERHEAD + length > end:
             break
         pos += LOG_OVERHEAD + length
     return pos - start
@@ -213,10 +216,6 @@ def time_index_last_entry_pread(fd: int, base_offset: int) -> tuple[int, int]:
     return timestamp, base_offset + relative
 
 
-def _last_offset_delta_in(buf: bytes, position: int) -> int:
-    return _LAST_OFFSET_DELTA.unpack_from(buf, position + _LAST_OFFSET_DELTA_POS)[0]
-
-
 def iter_file_chunks(
     fd: int, start: int, end: int, chunk_size: int = _READ_CHUNK, check_crc: bool = False
 ) -> Iterator[tuple[int, bytes, BatchSummary]]:
@@ -232,12 +231,13 @@ def iter_file_chunks(
         chunk = os.pread(fd, want, pos)
         summary = scan(chunk, 0, check_crc, True)
         if summary.count == 0:
-            if len(chunk) < LOG_OVERHEAD:
+            prefix = read_prefix(chunk)
+            if prefix is None:
                 return
-            length = _HEADER_PREFIX.unpack_from(chunk, 0)[1]
-            if length >= 49 and pos + LOG_OVERHEAD + length > end:
+            length = prefix[1]
+            if length >= MIN_BATCH_LENGTH and pos + LOG_OVERHEAD + length > end:
                 return  # torn tail
-            if length >= 49 and LOG_OVERHEAD + length > len(chunk):
+            if length >= MIN_BATCH_LENGTH and LOG_OVERHEAD + length > len(chunk):
                 chunk_size = LOG_OVERHEAD + length  # one batch larger than the chunk
                 continue
             raise CorruptRecordError(

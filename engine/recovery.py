@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
 from dataclasses import dataclass
 
 from engine.errors import InvalidIndexError
@@ -49,13 +48,10 @@ from engine.reader import (
     segment_base_offsets,
 )
 from engine.segment import LogSegment
-from ext.batch import BATCH_OVERHEAD, LOG_OVERHEAD, CorruptRecordError
+from ext.batch import BATCH_OVERHEAD, CorruptRecordError, peek_header
 from ext.epoch import LeaderEpochCache
 
 log = logging.getLogger(__name__)
-
-# baseOffset, batchLength, partitionLeaderEpoch, magic: the start of a batch header.
-_BATCH_PREFIX = struct.Struct(">qiib")
 
 
 @dataclass
@@ -87,11 +83,13 @@ def check_index_ends(segment: LogSegment, next_base: int | None) -> None:
         if position + BATCH_OVERHEAD > segment.size:
             raise InvalidIndexError(
                 f"{index.path}: last entry at position {position}, past the {segment.size}-byte log")
-        base_offset, batch_length, _, magic = _BATCH_PREFIX.unpack(
-            os.pread(segment.fd, _BATCH_PREFIX.size, position))
-        if magic != 2 or batch_length < BATCH_OVERHEAD - LOG_OVERHEAD \
-                or position + LOG_OVERHEAD + batch_length > segment.size:
+        try:
+            header = peek_header(os.pread(segment.fd, BATCH_OVERHEAD, position))
+        except CorruptRecordError:
+            header = None
+        if header is None or position + header.size > segment.size:
             raise InvalidIndexError(f"{index.path}: last entry, position {position}, points at no batch")
+        base_offset = header.base_offset
         if not segment.base_offset <= base_offset <= offset:
             raise InvalidIndexError(
                 f"{index.path}: last entry names offset {offset} but the batch at {position} "

@@ -1,45 +1,6 @@
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint32_t
 
-# Byte offsets of the fields of a record batch v2 header (the table is in batch.pyx).
-cdef enum:
-    OFF_BASE_OFFSET = 0
-    OFF_BATCH_LENGTH = 8
-    OFF_PARTITION_LEADER_EPOCH = 12
-    OFF_MAGIC = 16
-    OFF_CRC = 17
-    OFF_ATTRIBUTES = 21              # first byte covered by the CRC
-    OFF_LAST_OFFSET_DELTA = 23
-    OFF_BASE_TIMESTAMP = 27
-    OFF_MAX_TIMESTAMP = 35
-    OFF_PRODUCER_ID = 43
-    OFF_PRODUCER_EPOCH = 51
-    OFF_BASE_SEQUENCE = 53
-    OFF_RECORDS_COUNT = 57
-    HEADER_SIZE = 61                 # BATCH_OVERHEAD
-    LENGTH_FIELDS_SIZE = 12          # LOG_OVERHEAD: baseOffset + batchLength
-    MIN_BATCH_LENGTH = 49            # HEADER_SIZE - LENGTH_FIELDS_SIZE
-
-    ATTR_COMPRESSION_MASK = 0x07
-    ATTR_TIMESTAMP_TYPE = 0x08       # set: LogAppendTime
-    ATTR_TRANSACTIONAL = 0x10
-    ATTR_CONTROL = 0x20
-    ATTR_DELETE_HORIZON = 0x40
-
-ctypedef struct batch_header_t:
-    Py_ssize_t position              # of the batch in the buffer parsed
-    int64_t base_offset
-    int32_t batch_length
-    int32_t partition_leader_epoch
-    int8_t magic
-    uint32_t crc
-    int16_t attributes
-    int32_t last_offset_delta
-    int64_t base_timestamp
-    int64_t max_timestamp
-    int64_t producer_id
-    int16_t producer_epoch
-    int32_t base_sequence
-    int32_t records_count
+from ext.cursor cimport batch_header_t
 
 # Fills *h from the batch at buf[pos:] of a buffer of n bytes, with read_header's
 # checks (and the CRC when check_crc). Raises (Truncated)CorruptRecordError whose

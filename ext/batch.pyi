@@ -1,27 +1,8 @@
 """Record batch v2 (magic 2), Apache Kafka's DefaultRecordBatch.
 
-Layout (big-endian):
-
-    offset size field
-    0      8    baseOffset            int64
-    8      4    batchLength           int32   bytes after this field (size = batchLength + 12)
-    12     4    partitionLeaderEpoch  int32
-    16     1    magic                 int8    = 2
-    17     4    crc                   uint32  CRC32C of bytes [21, end)
-    21     2    attributes            int16   bits 0-2 codec, 3 timestampType, 4 isTransactional,
-                                               5 isControl, 6 hasDeleteHorizonMs
-    23     4    lastOffsetDelta       int32
-    27     8    baseTimestamp         int64   (firstTimestamp)
-    35     8    maxTimestamp          int64
-    43     8    producerId            int64
-    51     2    producerEpoch         int16
-    53     4    baseSequence          int32
-    57     4    recordsCount          int32
-    61     ...  records (compressed as a whole when codec != 0)
-
-Record: length varint, attributes int8, timestampDelta varlong, offsetDelta varint,
-keyLength varint (-1 = null), key, valueLength varint (-1 = null), value,
-headerCount varint, headers: (keyLength varint, key utf-8, valueLength varint, value).
+The layout of a batch and a record, with every field's offset, is in ext/cursor.pxd:
+the one place that names them. Python code reads header fields through BatchHeader
+(read_header, peek_header, scan's summary) or read_prefix, never at offsets of its own.
 """
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -29,6 +10,7 @@ from ext.errors import CorruptRecordError as CorruptRecordError
 
 LOG_OVERHEAD: int  # 12: baseOffset + batchLength
 BATCH_OVERHEAD: int  # 61: header size up to and including recordsCount
+MIN_BATCH_LENGTH: int  # 49: BATCH_OVERHEAD - LOG_OVERHEAD, the least batchLength of a batch
 MAGIC: int  # 2
 NO_PRODUCER_ID: int  # -1
 NO_PRODUCER_EPOCH: int  # -1
@@ -87,6 +69,20 @@ def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
     batchLength >= 49 (header minus LOG_OVERHEAD), magic == 2, recordsCount >= 0,
     lastOffsetDelta >= 0. Raises TruncatedBatchError when the buffer ends inside the
     batch, CorruptRecordError for anything else. Never reads past len(buf)."""
+
+def peek_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """read_header's checks except that the batch need not end inside buf: its
+    BATCH_OVERHEAD header bytes suffice (fewer raise TruncatedBatchError). For stepping
+    over a batch larger than the chunk read, and for checking what an index points at."""
+
+def read_prefix(
+    buf: bytes | bytearray | memoryview, pos: int = 0
+) -> tuple[int, int, int | None, int | None] | None:
+    """(baseOffset, batchLength, magic, attributes) of the bytes at buf[pos:], checked for
+    nothing: what Kafka's ByteBufferLogInputStream reads before it knows the format. None
+    when fewer than LOG_OVERHEAD bytes are left; magic None when the bytes end before it,
+    attributes None when they end before its two bytes (in magic 0 and 1 messages the
+    attributes lie elsewhere: read them only when magic is 2)."""
 
 def validate(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
     """read_header plus the CRC32C check."""

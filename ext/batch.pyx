@@ -1,37 +1,8 @@
 # cython: language_level=3
 """Record batch v2 (magic 2), Apache Kafka's DefaultRecordBatch.
 
-Batch, big-endian:
-
-    offset size field                 notes
-    0      8    baseOffset            int64   assigned by the leader; not under the CRC
-    8      4    batchLength           int32   bytes after this field; >= 49
-    12     4    partitionLeaderEpoch  int32   set by the leader; not under the CRC
-    16     1    magic                 int8    = 2
-    17     4    crc                   uint32  CRC32C of bytes [21, 12 + batchLength)
-    21     2    attributes            int16   bits 0-2 codec, 3 timestampType (1 = LogAppendTime),
-                                              4 isTransactional, 5 isControl, 6 hasDeleteHorizonMs
-    23     4    lastOffsetDelta       int32   >= 0; recordsCount - 1, or more after compaction
-    27     8    baseTimestamp         int64   first record's timestamp
-    35     8    maxTimestamp          int64   largest record timestamp, or the LogAppendTime
-    43     8    producerId            int64   -1 if none
-    51     2    producerEpoch         int16   -1 if none
-    53     4    baseSequence          int32   -1 if none
-    57     4    recordsCount          int32   >= 0
-    61     ...  records               compressed as one stream when codec != 0
-
-Record (varints are zigzag, at most 5 bytes; varlongs at most 10):
-
-    length          varint  bytes after this field, to the end of the record
-    attributes      int8    unused, 0
-    timestampDelta  varlong from baseTimestamp
-    offsetDelta     varint  from baseOffset
-    keyLength       varint  -1 = null key
-    key             bytes
-    valueLength     varint  -1 = null value
-    value           bytes
-    headerCount     varint  >= 0
-    headers         each: keyLength varint (>= 0), key utf-8, valueLength varint (-1 = null), value
+The layout of a batch and of a record, and the cursor every reader here walks them with,
+are in ext/cursor.pxd (one table, one set of offsets, one varint reader).
 
 Every reader here is bounded by the buffer it was given: a length, count or varint
 that points past its enclosing batch or record raises CorruptRecordError (or
@@ -58,11 +29,21 @@ from libc.string cimport memcmp, memcpy
 
 from ext.compress cimport compress, decompress
 from ext.crc cimport crc32c_ptr
+from ext.cursor cimport (ATTR_COMPRESSION_MASK, ATTR_CONTROL, ATTR_TIMESTAMP_TYPE,
+                         ATTR_TRANSACTIONAL, HEADER_SIZE, LENGTH_FIELDS_SIZE,
+                         OFF_ATTRIBUTES, OFF_BASE_OFFSET, OFF_BASE_SEQUENCE, OFF_BASE_TIMESTAMP,
+                         OFF_BATCH_LENGTH, OFF_CRC, OFF_LAST_OFFSET_DELTA, OFF_MAGIC,
+                         OFF_MAX_TIMESTAMP, OFF_PARTITION_LEADER_EPOCH, OFF_PRODUCER_EPOCH,
+                         OFF_PRODUCER_ID, OFF_RECORDS_COUNT, batch_header_t, be16, be32, be64,
+                         cursor_t, load_header, put_be16, put_be32, put_be64, read_length,
+                         read_varint, read_varlong)
+from ext.cursor cimport MIN_BATCH_LENGTH as _MIN_BATCH_LENGTH
 
 from ext.errors import CorruptRecordError
 
 LOG_OVERHEAD = LENGTH_FIELDS_SIZE
 BATCH_OVERHEAD = HEADER_SIZE
+MIN_BATCH_LENGTH = _MIN_BATCH_LENGTH
 MAGIC = 2
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -86,41 +67,16 @@ class TruncatedBatchError(CorruptRecordError):
 ctypedef const unsigned char* cptr
 
 
-# ---- big-endian fields (gcc folds each of these into one load + bswap) ----
-
-cdef inline int16_t _i16(cptr p) noexcept nogil:
-    return <int16_t>((<uint16_t>p[0] << 8) | p[1])
-
-cdef inline int32_t _i32(cptr p) noexcept nogil:
-    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16)
-                     | (<uint32_t>p[2] << 8) | <uint32_t>p[3])
-
-cdef inline int64_t _i64(cptr p) noexcept nogil:
-    return <int64_t>((<uint64_t><uint32_t>_i32(p) << 32) | <uint32_t>_i32(p + 4))
-
-cdef inline void _put16(unsigned char* p, uint16_t v) noexcept nogil:
-    p[0] = v >> 8
-    p[1] = v & 0xFF
-
-cdef inline void _put32(unsigned char* p, uint32_t v) noexcept nogil:
-    p[0] = v >> 24
-    p[1] = (v >> 16) & 0xFF
-    p[2] = (v >> 8) & 0xFF
-    p[3] = v & 0xFF
-
-cdef inline void _put64(unsigned char* p, uint64_t v) noexcept nogil:
-    _put32(p, <uint32_t>(v >> 32))
-    _put32(p + 4, <uint32_t>v)
-
-
 # ---- header ----
 
-cdef int parse_header(cptr buf, Py_ssize_t n, Py_ssize_t pos,
-                      batch_header_t* h, bint check_crc) except -1:
+cdef int _parse(cptr buf, Py_ssize_t n, Py_ssize_t pos, batch_header_t* h, bint check_crc,
+                bint whole) except -1:
+    # whole: the batch must end inside the buffer (else its HEADER_SIZE bytes suffice).
     cdef Py_ssize_t avail = n - pos
     cdef cptr p = buf + pos
     cdef int64_t size
     cdef long long crc
+    cdef int32_t batch_length
     if avail < LENGTH_FIELDS_SIZE:
         raise TruncatedBatchError(
             f"batch at {pos}: {avail} bytes left, fewer than the 12-byte log overhead", pos)
@@ -128,27 +84,19 @@ cdef int parse_header(cptr buf, Py_ssize_t n, Py_ssize_t pos,
     # "unsupported magic" says more than the length complaint they would also earn.
     if avail > OFF_MAGIC and p[OFF_MAGIC] != 2:
         raise CorruptRecordError(f"batch at {pos}: magic {<int8_t>p[OFF_MAGIC]}, expected 2", pos)
-    h.batch_length = _i32(p + OFF_BATCH_LENGTH)
-    if h.batch_length < MIN_BATCH_LENGTH:
+    batch_length = be32(p + OFF_BATCH_LENGTH)
+    if batch_length < _MIN_BATCH_LENGTH:
         raise CorruptRecordError(
-            f"batch at {pos}: batchLength {h.batch_length} below the minimum 49", pos)
-    size = <int64_t>h.batch_length + LENGTH_FIELDS_SIZE
-    if avail < size:
+            f"batch at {pos}: batchLength {batch_length} below the minimum 49", pos)
+    size = <int64_t>batch_length + LENGTH_FIELDS_SIZE
+    if whole and avail < size:
         raise TruncatedBatchError(
             f"batch at {pos}: {size} bytes long but only {avail} bytes left", pos)
+    if avail < HEADER_SIZE:
+        raise TruncatedBatchError(
+            f"batch at {pos}: {avail} bytes left, fewer than the 61-byte header", pos)
+    load_header(p, h)
     h.position = pos
-    h.base_offset = _i64(p + OFF_BASE_OFFSET)
-    h.partition_leader_epoch = _i32(p + OFF_PARTITION_LEADER_EPOCH)
-    h.magic = <int8_t>p[OFF_MAGIC]
-    h.crc = <uint32_t>_i32(p + OFF_CRC)
-    h.attributes = _i16(p + OFF_ATTRIBUTES)
-    h.last_offset_delta = _i32(p + OFF_LAST_OFFSET_DELTA)
-    h.base_timestamp = _i64(p + OFF_BASE_TIMESTAMP)
-    h.max_timestamp = _i64(p + OFF_MAX_TIMESTAMP)
-    h.producer_id = _i64(p + OFF_PRODUCER_ID)
-    h.producer_epoch = _i16(p + OFF_PRODUCER_EPOCH)
-    h.base_sequence = _i32(p + OFF_BASE_SEQUENCE)
-    h.records_count = _i32(p + OFF_RECORDS_COUNT)
     if h.records_count < 0:
         raise CorruptRecordError(f"batch at {pos}: negative recordsCount {h.records_count}", pos)
     if h.last_offset_delta < 0:
@@ -162,6 +110,11 @@ cdef int parse_header(cptr buf, Py_ssize_t n, Py_ssize_t pos,
             raise CorruptRecordError(
                 f"batch at {pos}: CRC32C is {crc:#010x}, header says {h.crc:#010x}", pos)
     return 0
+
+
+cdef int parse_header(cptr buf, Py_ssize_t n, Py_ssize_t pos,
+                      batch_header_t* h, bint check_crc) except -1:
+    return _parse(buf, n, pos, h, check_crc, True)
 
 
 cdef inline int64_t _last_offset(const batch_header_t* h) noexcept nogil:
@@ -265,6 +218,38 @@ def validate(buf, Py_ssize_t pos=0):
     return _header_at(buf, pos, True)
 
 
+def peek_header(buf, Py_ssize_t pos=0):
+    # read_header's checks but the CRC's, without needing the batch to end inside buf.
+    cdef Py_buffer view
+    cdef batch_header_t h
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        _check_pos(pos, view.len)
+        _parse(<cptr>view.buf, view.len, pos, &h, False, False)
+    finally:
+        PyBuffer_Release(&view)
+    return _make_header(&h)
+
+
+def read_prefix(buf, Py_ssize_t pos=0):
+    # Kafka's ByteBufferLogInputStream.nextBatchSize reads these before anything is checked.
+    cdef Py_buffer view
+    cdef cptr p
+    cdef Py_ssize_t avail
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        _check_pos(pos, view.len)
+        p = <cptr>view.buf + pos
+        avail = view.len - pos
+        if avail < LENGTH_FIELDS_SIZE:
+            return None
+        return (be64(p + OFF_BASE_OFFSET), be32(p + OFF_BATCH_LENGTH),
+                <int8_t>p[OFF_MAGIC] if avail > OFF_MAGIC else None,
+                be16(p + OFF_ATTRIBUTES) if avail >= OFF_ATTRIBUTES + 2 else None)
+    finally:
+        PyBuffer_Release(&view)
+
+
 def iter_batches(buf, Py_ssize_t pos=0, bint check_crc=False):
     # The buffer is taken afresh for each batch: a paused generator must not hold an
     # export that would stop the owner from resizing its bytearray.
@@ -347,15 +332,15 @@ cdef inline bint _ends_inside_batch(cptr p, Py_ssize_t n, Py_ssize_t pos) noexce
         return True
     if avail > OFF_MAGIC and p[pos + OFF_MAGIC] != 2:
         return False
-    cdef int32_t length = _i32(p + pos + OFF_BATCH_LENGTH)
-    return length >= MIN_BATCH_LENGTH and avail < <int64_t>length + LENGTH_FIELDS_SIZE
+    cdef int32_t length = be32(p + pos + OFF_BATCH_LENGTH)
+    return length >= _MIN_BATCH_LENGTH and avail < <int64_t>length + LENGTH_FIELDS_SIZE
 
 
 cdef str _truncated_message(cptr p, Py_ssize_t n, Py_ssize_t pos):
     cdef Py_ssize_t avail = n - pos
     if avail < LENGTH_FIELDS_SIZE:
         return f"batch at {pos}: {avail} bytes left, fewer than the 12-byte log overhead"
-    cdef int64_t size = <int64_t>_i32(p + pos + OFF_BATCH_LENGTH) + LENGTH_FIELDS_SIZE
+    cdef int64_t size = <int64_t>be32(p + pos + OFF_BATCH_LENGTH) + LENGTH_FIELDS_SIZE
     return f"batch at {pos}: {size} bytes long but only {avail} bytes left"
 
 
@@ -437,8 +422,8 @@ def assign_offsets(buf, int64_t next_offset, int32_t partition_leader_epoch,
             parse_header(p, n, pos, &h, False)
             h.base_offset = offset
             h.partition_leader_epoch = partition_leader_epoch
-            _put64(p + pos + OFF_BASE_OFFSET, <uint64_t>offset)
-            _put32(p + pos + OFF_PARTITION_LEADER_EPOCH, <uint32_t>partition_leader_epoch)
+            put_be64(p + pos + OFF_BASE_OFFSET, <uint64_t>offset)
+            put_be32(p + pos + OFF_PARTITION_LEADER_EPOCH, <uint32_t>partition_leader_epoch)
             ts_min, ts_max = extremes[b]
             b += 1
             # LogValidator's setMaxTimestamp: LogAppendTime stamps now; CreateTime stores the
@@ -451,12 +436,12 @@ def assign_offsets(buf, int64_t next_offset, int32_t partition_leader_epoch,
             if attributes != h.attributes or ts_max != h.max_timestamp:
                 h.attributes = attributes
                 h.max_timestamp = ts_max
-                _put16(p + pos + OFF_ATTRIBUTES, <uint16_t>h.attributes)
-                _put64(p + pos + OFF_MAX_TIMESTAMP, <uint64_t>ts_max)
+                put_be16(p + pos + OFF_ATTRIBUTES, <uint16_t>h.attributes)
+                put_be64(p + pos + OFF_MAX_TIMESTAMP, <uint64_t>ts_max)
                 crc = crc32c_ptr(p + pos + OFF_ATTRIBUTES,
                                  h.batch_length + LENGTH_FIELDS_SIZE - OFF_ATTRIBUTES, 0)
                 h.crc = <uint32_t>crc
-                _put32(p + pos + OFF_CRC, h.crc)
+                put_be32(p + pos + OFF_CRC, h.crc)
             summary.add(&h, 0)
             summary.min_timestamps.append(ts_min)
             offset += h.records_count
@@ -508,7 +493,7 @@ def recompress(buf, int codec, level=None):
                 section = compress(codec, plain, level) if codec else plain
                 # Unreachable through a produce (max.message.bytes, the request size): only an
                 # incompressible section of nearly 2 GiB could outgrow the int32 batchLength.
-                if PyBytes_GET_SIZE(section) > INT32_MAX - MIN_BATCH_LENGTH:
+                if PyBytes_GET_SIZE(section) > INT32_MAX - _MIN_BATCH_LENGTH:
                     raise ValueError(f"batch at {pos}: {PyBytes_GET_SIZE(section)} bytes of "
                                      f"records do not fit a batch")
                 sections.append(section)
@@ -529,10 +514,10 @@ def recompress(buf, int codec, level=None):
                 memcpy(o + w, p + pos, HEADER_SIZE)
                 memcpy(o + w + HEADER_SIZE, PyBytes_AS_STRING(section), PyBytes_GET_SIZE(section))
                 size = HEADER_SIZE + PyBytes_GET_SIZE(section)
-                _put32(o + w + OFF_BATCH_LENGTH, <uint32_t>(size - LENGTH_FIELDS_SIZE))
-                _put16(o + w + OFF_ATTRIBUTES,
+                put_be32(o + w + OFF_BATCH_LENGTH, <uint32_t>(size - LENGTH_FIELDS_SIZE))
+                put_be16(o + w + OFF_ATTRIBUTES,
                        <uint16_t>((h.attributes & ~ATTR_COMPRESSION_MASK) | codec))
-                _put32(o + w + OFF_CRC,
+                put_be32(o + w + OFF_CRC,
                        <uint32_t>crc32c_ptr(o + w + OFF_ATTRIBUTES, size - OFF_ATTRIBUTES, 0))
                 w += size
             pos += h.batch_length + LENGTH_FIELDS_SIZE
@@ -703,19 +688,19 @@ def build_batch(records, int64_t base_offset=0, int compression=0,
             memcpy(o + HEADER_SIZE, w.data + HEADER_SIZE, total - HEADER_SIZE)
     finally:
         free(w.data)
-    _put64(o + OFF_BASE_OFFSET, <uint64_t>base_offset)
-    _put32(o + OFF_BATCH_LENGTH, <uint32_t>(total - LENGTH_FIELDS_SIZE))
-    _put32(o + OFF_PARTITION_LEADER_EPOCH, <uint32_t>partition_leader_epoch)
+    put_be64(o + OFF_BASE_OFFSET, <uint64_t>base_offset)
+    put_be32(o + OFF_BATCH_LENGTH, <uint32_t>(total - LENGTH_FIELDS_SIZE))
+    put_be32(o + OFF_PARTITION_LEADER_EPOCH, <uint32_t>partition_leader_epoch)
     o[OFF_MAGIC] = 2
-    _put16(o + OFF_ATTRIBUTES, <uint16_t>attributes)
-    _put32(o + OFF_LAST_OFFSET_DELTA, <uint32_t>(count - 1))
-    _put64(o + OFF_BASE_TIMESTAMP, <uint64_t>base_ts)
-    _put64(o + OFF_MAX_TIMESTAMP, <uint64_t>max_ts)
-    _put64(o + OFF_PRODUCER_ID, <uint64_t>producer_id)
-    _put16(o + OFF_PRODUCER_EPOCH, <uint16_t>producer_epoch)
-    _put32(o + OFF_BASE_SEQUENCE, <uint32_t>base_sequence)
-    _put32(o + OFF_RECORDS_COUNT, <uint32_t>count)
-    _put32(o + OFF_CRC, <uint32_t>crc32c_ptr(o + OFF_ATTRIBUTES, total - OFF_ATTRIBUTES, 0))
+    put_be16(o + OFF_ATTRIBUTES, <uint16_t>attributes)
+    put_be32(o + OFF_LAST_OFFSET_DELTA, <uint32_t>(count - 1))
+    put_be64(o + OFF_BASE_TIMESTAMP, <uint64_t>base_ts)
+    put_be64(o + OFF_MAX_TIMESTAMP, <uint64_t>max_ts)
+    put_be64(o + OFF_PRODUCER_ID, <uint64_t>producer_id)
+    put_be16(o + OFF_PRODUCER_EPOCH, <uint16_t>producer_epoch)
+    put_be32(o + OFF_BASE_SEQUENCE, <uint32_t>base_sequence)
+    put_be32(o + OFF_RECORDS_COUNT, <uint32_t>count)
+    put_be32(o + OFF_CRC, <uint32_t>crc32c_ptr(o + OFF_ATTRIBUTES, total - OFF_ATTRIBUTES, 0))
     return out
 
 
@@ -746,57 +731,10 @@ cdef class Record:
     __hash__ = None
 
 
-ctypedef struct reader_t:
-    cptr p
-    cptr end
+# The cursor's readers return 0 on malformed input and leave the complaint to the caller,
+# who knows which batch and record it is in; they never read at or past its end.
 
-
-# The readers return 0 on malformed input and leave the complaint to the caller, who
-# knows which batch and record it is in; they never read at or past r.end.
-
-cdef inline bint _read_varlong(reader_t* r, int64_t* out) noexcept nogil:
-    cdef uint64_t v = 0, b
-    cdef int shift = 0
-    while r.p < r.end:
-        b = r.p[0]
-        r.p += 1
-        v |= (b & 0x7F) << shift
-        if not (b & 0x80):
-            out[0] = <int64_t>((v >> 1) ^ (0 - (v & 1)))
-            return 1
-        shift += 7
-        if shift > 63:
-            return 0
-    return 0
-
-
-cdef inline bint _read_varint(reader_t* r, int32_t* out) noexcept nogil:
-    # At most 5 bytes; bits past 32 in the fifth are dropped, as Kafka's ByteUtils does.
-    cdef uint32_t v = 0, b
-    cdef int shift = 0
-    while r.p < r.end:
-        b = r.p[0]
-        r.p += 1
-        v |= (b & 0x7F) << shift
-        if not (b & 0x80):
-            out[0] = <int32_t>((v >> 1) ^ (0 - (v & 1)))
-            return 1
-        shift += 7
-        if shift > 28:
-            return 0
-    return 0
-
-
-cdef inline bint _read_length(reader_t* r, int32_t* out, bint nullable) noexcept nogil:
-    # A length varint and the check that its bytes lie before r.end.
-    if not _read_varint(r, out):
-        return 0
-    if out[0] < 0:
-        return nullable and out[0] == -1
-    return out[0] <= r.end - r.p
-
-
-cdef inline object _take(reader_t* r, int32_t n):
+cdef inline object _take_bytes(cursor_t* r, int32_t n):
     if n < 0:
         return None
     b = PyBytes_FromStringAndSize(<const char*>r.p, n)
@@ -808,14 +746,15 @@ cdef object _corrupt(const batch_header_t* h, int64_t index, str what):
     return CorruptRecordError(f"batch at {h.position}: record {index}: {what}", h.position)
 
 
-cdef int _next_record(reader_t* r, reader_t* rr, const batch_header_t* h, int64_t i) except -1:
+cdef int _next_record(cursor_t* r, cursor_t* rr, const batch_header_t* h, int64_t i) except -1:
     """Frame record ``i``: ``rr`` spans its body (its length varint read and checked against
     what is left), ``r`` moves past it."""
     cdef int32_t length
     if r.p == r.end:
         raise _corrupt(h, i, f"the records end after {i} of the {h.records_count} counted")
-    if not _read_length(r, &length, False) or length == 0:
+    if not read_length(r, &length, False) or length == 0:
         raise _corrupt(h, i, "bad record length")
+    rr.base = r.base
     rr.p = r.p
     rr.end = r.p + length
     r.p = rr.end
@@ -828,7 +767,7 @@ cdef enum:
 
 cdef list _decode_section(const batch_header_t* h, cptr p, Py_ssize_t n):
     cdef list out = []
-    cdef reader_t r, rr
+    cdef cursor_t r, rr
     cdef Record rec
     cdef int32_t length, offset_delta, key_len, value_len, header_count, hk_len, hv_len, j
     cdef int64_t ts_delta, i
@@ -840,27 +779,28 @@ cdef list _decode_section(const batch_header_t* h, cptr p, Py_ssize_t n):
     cdef list seen_keys = [None] * _KEY_CACHE
     for j in range(_KEY_CACHE):
         seen_len[j] = -1
+    r.base = p
     r.p = p
     r.end = p + n
     for i in range(h.records_count):
         _next_record(&r, &rr, h, i)
         attributes = <int8_t>rr.p[0]
         rr.p += 1
-        if not _read_varlong(&rr, &ts_delta):
+        if not read_varlong(&rr, &ts_delta):
             raise _corrupt(h, i, "bad timestampDelta varlong")
-        if not _read_varint(&rr, &offset_delta):
+        if not read_varint(&rr, &offset_delta):
             raise _corrupt(h, i, "bad offsetDelta varint")
-        if not _read_length(&rr, &key_len, True):
+        if not read_length(&rr, &key_len, True):
             raise _corrupt(h, i, "bad key length")
-        key = _take(&rr, key_len)
-        if not _read_length(&rr, &value_len, True):
+        key = _take_bytes(&rr, key_len)
+        if not read_length(&rr, &value_len, True):
             raise _corrupt(h, i, "bad value length")
-        value = _take(&rr, value_len)
-        if not _read_varint(&rr, &header_count) or header_count < 0:
+        value = _take_bytes(&rr, value_len)
+        if not read_varint(&rr, &header_count) or header_count < 0:
             raise _corrupt(h, i, "bad header count")
         headers = []
         for j in range(header_count):
-            if not _read_length(&rr, &hk_len, False):
+            if not read_length(&rr, &hk_len, False):
                 raise _corrupt(h, i, f"header {j}: bad key length")
             # Producers repeat the same header keys record after record: reuse the str
             # decoded for the previous record's j-th key when the bytes match.
@@ -877,9 +817,9 @@ cdef list _decode_section(const batch_header_t* h, cptr p, Py_ssize_t n):
                     seen_len[j] = hk_len
                     seen_keys[j] = hkey
             rr.p += hk_len
-            if not _read_length(&rr, &hv_len, True):
+            if not read_length(&rr, &hv_len, True):
                 raise _corrupt(h, i, f"header {j}: bad value length")
-            headers.append((hkey, _take(&rr, hv_len)))
+            headers.append((hkey, _take_bytes(&rr, hv_len)))
         if rr.p != rr.end:
             raise _corrupt(h, i, f"{rr.end - rr.p} bytes left over inside the record")
         rec = Record.__new__(Record)
@@ -940,41 +880,42 @@ cdef int _check_section(const batch_header_t* h, cptr p, Py_ssize_t n,
     # rewrites the batch; we store batches as they came, and a forged delta would give
     # one offset to two records). ts_min and ts_max receive the least and greatest record
     # timestamp (baseTimestamp + timestampDelta, wrapping as decode does).
-    cdef reader_t r, rr
+    cdef cursor_t r, rr
     cdef int64_t ts
     cdef int32_t length, offset_delta, key_len, value_len, header_count, hk_len, hv_len, j
     cdef int64_t ts_delta, i
+    r.base = p
     r.p = p
     r.end = p + n
     for i in range(h.records_count):
         _next_record(&r, &rr, h, i)
         rr.p += 1  # attributes: unused by magic 2, any value accepted as Kafka does
-        if not _read_varlong(&rr, &ts_delta):
+        if not read_varlong(&rr, &ts_delta):
             raise _corrupt(h, i, "bad timestampDelta varlong")
         ts = <int64_t>(<uint64_t>h.base_timestamp + <uint64_t>ts_delta)
         if i == 0 or ts < ts_min[0]:
             ts_min[0] = ts
         if i == 0 or ts > ts_max[0]:
             ts_max[0] = ts
-        if not _read_varint(&rr, &offset_delta):
+        if not read_varint(&rr, &offset_delta):
             raise _corrupt(h, i, "bad offsetDelta varint")
         if offset_delta != i:
             raise _corrupt(h, i, f"offsetDelta {offset_delta}, expected {i}")
-        if not _read_length(&rr, &key_len, True):
+        if not read_length(&rr, &key_len, True):
             raise _corrupt(h, i, "bad key length")
         if key_len > 0:
             rr.p += key_len
-        if not _read_length(&rr, &value_len, True):
+        if not read_length(&rr, &value_len, True):
             raise _corrupt(h, i, "bad value length")
         if value_len > 0:
             rr.p += value_len
-        if not _read_varint(&rr, &header_count) or header_count < 0:
+        if not read_varint(&rr, &header_count) or header_count < 0:
             raise _corrupt(h, i, "bad header count")
         for j in range(header_count):
-            if not _read_length(&rr, &hk_len, False):
+            if not read_length(&rr, &hk_len, False):
                 raise _corrupt(h, i, f"header {j}: bad key length")
             rr.p += hk_len
-            if not _read_length(&rr, &hv_len, True):
+            if not read_length(&rr, &hv_len, True):
                 raise _corrupt(h, i, f"header {j}: bad value length")
             if hv_len > 0:
                 rr.p += hv_len

@@ -1,7 +1,7 @@
 from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t
 
-from ext.batch cimport batch_header_t
+from ext.cursor cimport batch_header_t, cursor_t
 
 # The output columns, in the order of the cols array of a decoder_t. "Per record"
 # columns hold one entry per decoded record (offsets columns n + 1), "per header" ones
@@ -53,15 +53,10 @@ ctypedef struct decoder_t:
     int64_t end_offset
     bint include_headers
 
-# A bounded read position: readers never read at or past end.
-ctypedef struct reader_t:
-    const unsigned char* p
-    const unsigned char* end
-
 # Where the record loop of one batch stands; it returns to the caller (who holds the
 # GIL) when a column needs room, the batch overflows int32 offsets, or a record is bad.
-ctypedef struct cursor_t:
-    reader_t r                       # over the batch's (decompressed) records
+ctypedef struct section_t:
+    cursor_t r                       # over the batch's (decompressed) records
     int32_t index                    # next record of the batch
     int status                       # see _Status in columns.pyx
     int error                        # _Error code, with CORRUPT
@@ -102,4 +97,4 @@ cdef class Columns:
 
 
 # The record loop over one batch's (decompressed) records; no Python objects, no GIL.
-cdef void decode_section(decoder_t* d, const batch_header_t* h, cursor_t* c) noexcept nogil
+cdef void decode_section(decoder_t* d, const batch_header_t* h, section_t* c) noexcept nogil

@@ -54,10 +54,12 @@ from cpython.ref cimport Py_INCREF, Py_XDECREF, PyObject
 from libc.stdint cimport INT32_MAX, int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy, memset
 
-from ext.batch cimport (ATTR_COMPRESSION_MASK, ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, HEADER_SIZE,
-                        LENGTH_FIELDS_SIZE, OFF_ATTRIBUTES, batch_header_t, parse_header)
+from ext.batch cimport parse_header
 from ext.compress cimport decompress
 from ext.crc cimport crc32c_ptr
+from ext.cursor cimport (ATTR_COMPRESSION_MASK, ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, HEADER_SIZE,
+                         LENGTH_FIELDS_SIZE, OFF_ATTRIBUTES, batch_header_t, cursor_t,
+                         read_length, read_varint, read_varlong)
 
 import numpy as np
 
@@ -109,55 +111,7 @@ def _set_column_limit(Py_ssize_t limit):
     return previous
 
 
-# ---- readers (as batch.pyx's: they never read at or past r.end, and report malformed
-# input by returning 0, leaving the complaint to the caller) ----
-
-cdef inline bint _read_varlong(reader_t* r, int64_t* out) noexcept nogil:
-    cdef uint64_t v = 0, b
-    cdef int shift = 0
-    while r.p < r.end:
-        b = r.p[0]
-        r.p += 1
-        v |= (b & 0x7F) << shift
-        if not (b & 0x80):
-            out[0] = <int64_t>((v >> 1) ^ (0 - (v & 1)))
-            return 1
-        shift += 7
-        if shift > 63:
-            return 0
-    return 0
-
-
-cdef inline bint _read_varint(reader_t* r, int32_t* out) noexcept nogil:
-    # At most 5 bytes; bits past 32 in the fifth are dropped, as Kafka's ByteUtils does.
-    # One-byte values (lengths under 64, deltas under 64) are the common case.
-    cdef uint32_t v = 0, b
-    cdef int shift = 0
-    if r.p < r.end and r.p[0] < 0x80:
-        v = r.p[0]
-        r.p += 1
-        out[0] = <int32_t>((v >> 1) ^ (0 - (v & 1)))
-        return 1
-    while r.p < r.end:
-        b = r.p[0]
-        r.p += 1
-        v |= (b & 0x7F) << shift
-        if not (b & 0x80):
-            out[0] = <int32_t>((v >> 1) ^ (0 - (v & 1)))
-            return 1
-        shift += 7
-        if shift > 28:
-            return 0
-    return 0
-
-
-cdef inline bint _read_length(reader_t* r, int32_t* out, bint nullable) noexcept nogil:
-    if not _read_varint(r, out):
-        return 0
-    if out[0] < 0:
-        return nullable and out[0] == -1
-    return out[0] <= r.end - r.p
-
+# ---- utf-8 ----
 
 cdef bint _is_utf8(cptr s, Py_ssize_t n) noexcept nogil:
     # Strict UTF-8 as Python decodes it: no overlong forms, no surrogates, <= U+10FFFF.
@@ -208,12 +162,12 @@ cdef inline void _put_bit(unsigned char* bits, Py_ssize_t i, bint valid) noexcep
         bits[i >> 3] &= ~mask
 
 
-cdef inline void _corrupt(cursor_t* c, int error) noexcept nogil:
+cdef inline void _corrupt(section_t* c, int error) noexcept nogil:
     c.status = CORRUPT
     c.error = error
 
 
-cdef inline bint _room(decoder_t* d, cursor_t* c, int col, Py_ssize_t used, Py_ssize_t extra,
+cdef inline bint _room(decoder_t* d, section_t* c, int col, Py_ssize_t used, Py_ssize_t extra,
                        cptr record) noexcept nogil:
     # used <= _column_limit and extra <= INT32_MAX: the sum cannot overflow.
     if used + extra > _column_limit:
@@ -228,7 +182,7 @@ cdef inline bint _room(decoder_t* d, cursor_t* c, int col, Py_ssize_t used, Py_s
     return 1
 
 
-cdef inline bint _check_header_key(cursor_t* c, int32_t j, cptr key, int32_t length) noexcept nogil:
+cdef inline bint _check_header_key(section_t* c, int32_t j, cptr key, int32_t length) noexcept nogil:
     # Producers repeat the same header keys record after record: a key equal to the
     # previous record's j-th key was already found to be utf-8.
     if j < _KEY_CACHE and c.seen_key_len[j] == length and memcmp(c.seen_key_p[j], key, length) == 0:
@@ -242,18 +196,18 @@ cdef inline bint _check_header_key(cursor_t* c, int32_t j, cptr key, int32_t len
     return 1
 
 
-cdef inline bint _skip_headers(reader_t* rr, int32_t count, cursor_t* c) noexcept nogil:
+cdef inline bint _skip_headers(cursor_t* rr, int32_t count, section_t* c) noexcept nogil:
     # Checks what _write_headers checks (as decode_records does), writes nothing.
     cdef int32_t j, length
     for j in range(count):
         c.error_header = j
-        if not _read_length(rr, &length, False):
+        if not read_length(rr, &length, False):
             _corrupt(c, ERR_HEADER_KEY_LENGTH)
             return 0
         if not _check_header_key(c, j, rr.p, length):
             return 0
         rr.p += length
-        if not _read_length(rr, &length, True):
+        if not read_length(rr, &length, True):
             _corrupt(c, ERR_HEADER_VALUE_LENGTH)
             return 0
         if length > 0:
@@ -261,7 +215,7 @@ cdef inline bint _skip_headers(reader_t* rr, int32_t count, cursor_t* c) noexcep
     return 1
 
 
-cdef bint _write_headers(decoder_t* d, cursor_t* c, reader_t* rr, int32_t count, cptr record,
+cdef bint _write_headers(decoder_t* d, section_t* c, cursor_t* rr, int32_t count, cptr record,
                          Py_ssize_t* m_io, Py_ssize_t* nulls_io) noexcept nogil:
     # Appends the record's headers after the committed ones; m_io/nulls_io carry the
     # uncommitted header count and null count, to be committed with the record.
@@ -278,7 +232,7 @@ cdef bint _write_headers(decoder_t* d, cursor_t* c, reader_t* rr, int32_t count,
             c.need_len = m + 1
             c.r.p = record
             return 0
-        if not _read_length(rr, &hk_len, False):
+        if not read_length(rr, &hk_len, False):
             _corrupt(c, ERR_HEADER_KEY_LENGTH)
             return 0
         if not _check_header_key(c, j, rr.p, hk_len):
@@ -289,7 +243,7 @@ cdef bint _write_headers(decoder_t* d, cursor_t* c, reader_t* rr, int32_t count,
         hk_used += hk_len
         rr.p += hk_len
         (<int32_t*>cols[COL_HEADER_KEY_OFFSETS].data)[m + 1] = <int32_t>hk_used
-        if not _read_length(rr, &hv_len, True):
+        if not read_length(rr, &hv_len, True):
             _corrupt(c, ERR_HEADER_VALUE_LENGTH)
             return 0
         if hv_len >= 0:
@@ -307,11 +261,11 @@ cdef bint _write_headers(decoder_t* d, cursor_t* c, reader_t* rr, int32_t count,
     return 1
 
 
-cdef void decode_section(decoder_t* d, const batch_header_t* h, cursor_t* c) noexcept nogil:
+cdef void decode_section(decoder_t* d, const batch_header_t* h, section_t* c) noexcept nogil:
     # Every record is checked as batch.decode_records checks it (header keys utf-8
     # included), in range or not: a batch one rejects, the other rejects.
     cdef colbuf_t* cols = d.cols
-    cdef reader_t rr
+    cdef cursor_t rr
     cdef cptr record, key_p, value_p
     cdef int32_t length, offset_delta, key_len, value_len, header_count
     cdef int64_t ts_delta, offset, timestamp
@@ -323,30 +277,31 @@ cdef void decode_section(decoder_t* d, const batch_header_t* h, cursor_t* c) noe
             _corrupt(c, ERR_RECORDS_END)
             return
         record = c.r.p
-        if not _read_length(&c.r, &length, False) or length == 0:
+        if not read_length(&c.r, &length, False) or length == 0:
             _corrupt(c, ERR_RECORD_LENGTH)
             return
+        rr.base = c.r.base
         rr.p = c.r.p + 1  # past the attributes byte (unused)
         rr.end = c.r.p + length
-        if not _read_varlong(&rr, &ts_delta):
+        if not read_varlong(&rr, &ts_delta):
             _corrupt(c, ERR_TIMESTAMP)
             return
-        if not _read_varint(&rr, &offset_delta):
+        if not read_varint(&rr, &offset_delta):
             _corrupt(c, ERR_OFFSET)
             return
-        if not _read_length(&rr, &key_len, True):
+        if not read_length(&rr, &key_len, True):
             _corrupt(c, ERR_KEY_LENGTH)
             return
         key_p = rr.p
         if key_len > 0:
             rr.p += key_len
-        if not _read_length(&rr, &value_len, True):
+        if not read_length(&rr, &value_len, True):
             _corrupt(c, ERR_VALUE_LENGTH)
             return
         value_p = rr.p
         if value_len > 0:
             rr.p += value_len
-        if not _read_varint(&rr, &header_count) or header_count < 0:
+        if not read_varint(&rr, &header_count) or header_count < 0:
             _corrupt(c, ERR_HEADER_COUNT)
             return
         # Wraps rather than overflows (C signed overflow is undefined): only forged
@@ -579,7 +534,7 @@ cdef Columns _finish(decoder_t* d, Py_ssize_t next_position, int64_t last_offset
 
 # ---- batches ----
 
-cdef str _error_text(const cursor_t* c, const batch_header_t* h):
+cdef str _error_text(const section_t* c, const batch_header_t* h):
     cdef int e = c.error
     if e == ERR_RECORDS_END:
         return f"the records end after {c.index} of the {h.records_count} counted"
@@ -623,7 +578,7 @@ cdef bint _decode_batch(decoder_t* d, const batch_header_t* h, cptr buf, bint ch
                         Py_ssize_t base_position) except -1:
     # Appends the batch's in-range records; returns 0, having appended nothing, when a
     # column would pass the int32 limit (TOO_LARGE), 1 otherwise.
-    cdef cursor_t c
+    cdef section_t c
     cdef Py_ssize_t size = h.batch_length + LENGTH_FIELDS_SIZE
     cdef cptr section = buf + h.position + HEADER_SIZE
     cdef Py_ssize_t section_len = size - HEADER_SIZE
@@ -649,6 +604,7 @@ cdef bint _decode_batch(decoder_t* d, const batch_header_t* h, cptr buf, bint ch
         section = <cptr>PyBytes_AS_STRING(plain)
         section_len = PyBytes_GET_SIZE(plain)
     memset(&c, 0, sizeof(c))
+    c.r.base = section
     c.r.p = section
     c.r.end = section + section_len
     for i in range(_KEY_CACHE):

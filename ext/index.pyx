@@ -59,39 +59,20 @@ from posix.mman cimport MAP_FAILED, MAP_SHARED, PROT_READ, mmap, munmap
 from posix.types cimport off_t
 from posix.unistd cimport close, pwrite
 
+from ext.cursor cimport be32, be64, put_be32, put_be64
+
 from ext.errors import InvalidIndexError
 
 cdef enum:
     WARM_SECTION_BYTES = 8192
 
 
-cdef inline uint32_t _load_be32(const unsigned char *p) noexcept nogil:
-    return ((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16)
-            | (<uint32_t>p[2] << 8) | <uint32_t>p[3])
-
-
-cdef inline uint64_t _load_be64(const unsigned char *p) noexcept nogil:
-    return (<uint64_t>_load_be32(p) << 32) | _load_be32(p + 4)
-
-
-cdef inline void _store_be32(unsigned char *p, uint32_t v) noexcept nogil:
-    p[0] = <unsigned char>(v >> 24)
-    p[1] = <unsigned char>(v >> 16)
-    p[2] = <unsigned char>(v >> 8)
-    p[3] = <unsigned char>v
-
-
-cdef inline void _store_be64(unsigned char *p, uint64_t v) noexcept nogil:
-    _store_be32(p, <uint32_t>(v >> 32))
-    _store_be32(p + 4, <uint32_t>v)
-
-
 cdef inline int64_t _key_at(const unsigned char *data, Py_ssize_t n, Py_ssize_t entry_size,
                             bint wide_key) noexcept nogil:
     cdef const unsigned char *p = data + n * entry_size
     if wide_key:
-        return <int64_t>_load_be64(p)
-    return <int32_t>_load_be32(p)
+        return be64(p)
+    return be32(p)
 
 
 cdef Py_ssize_t floor_slot(const unsigned char *data, Py_ssize_t entries,
@@ -127,7 +108,7 @@ cdef Py_ssize_t first_slot_with_offset_at_least(const unsigned char *data,
     cdef Py_ssize_t lo = 0, hi = entries, mid
     while lo < hi:
         mid = lo + (hi - lo) // 2
-        if <int32_t>_load_be32(data + mid * entry_size + offset_at) < relative:
+        if be32(data + mid * entry_size + offset_at) < relative:
             lo = mid + 1
         else:
             hi = mid
@@ -302,7 +283,7 @@ cdef class _Index:
         return <int32_t>(offset - self.base_offset)
 
     cdef int64_t _offset_of(self, Py_ssize_t n) noexcept nogil:
-        return self.base_offset + <int32_t>_load_be32(
+        return self.base_offset + be32(
             self._data + n * self._entry_size + self._offset_at)
 
     @property
@@ -411,7 +392,7 @@ cdef class OffsetIndex(_Index):
         return floor_slot(self._data, self._entries, 8, False, relative)
 
     cdef int64_t c_position(self, Py_ssize_t slot) noexcept nogil:
-        return <int32_t>_load_be32(self._data + slot * 8 + 4)
+        return be32(self._data + slot * 8 + 4)
 
     @property
     def is_full(self):
@@ -456,8 +437,8 @@ cdef class OffsetIndex(_Index):
         relative = self._relative_offset(offset)
         if position < 0 or position > INT32_MAX:
             raise InvalidIndexError(f"position {position} does not fit an int32 in {self.path}")
-        _store_be32(entry, <uint32_t>relative)
-        _store_be32(entry + 4, <uint32_t>position)
+        put_be32(entry, <uint32_t>relative)
+        put_be32(entry + 4, <uint32_t>position)
         self._write_entry(entry, self._entries)
         self._entries += 1
 
@@ -506,7 +487,7 @@ cdef class TimeIndex(_Index):
         return floor_slot(self._data, self._entries, 12, True, target_timestamp)
 
     cdef int64_t c_timestamp(self, Py_ssize_t slot) noexcept nogil:
-        return <int64_t>_load_be64(self._data + slot * 12)
+        return be64(self._data + slot * 12)
 
     @property
     def is_full(self):
@@ -556,8 +537,8 @@ cdef class TimeIndex(_Index):
             raise InvalidIndexError(
                 f"time index {self.path} has no free slot ({self._entries} entries)")
         relative = self._relative_offset(offset)
-        _store_be64(entry, <uint64_t>timestamp)
-        _store_be32(entry + 8, <uint32_t>relative)
+        put_be64(entry, <uint64_t>timestamp)
+        put_be32(entry + 8, <uint32_t>relative)
         self._write_entry(entry, self._entries)
         self._entries += 1
         self._last_timestamp = timestamp

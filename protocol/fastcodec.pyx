@@ -14,8 +14,8 @@
 
 This module is the one callers import. Produce and Metadata are here; the Fetch functions
 live in protocol/fastfetch_response.pyx and protocol/fastfetch_request.pyx and are
-re-exported. All of them are built from protocol/wire.pxd: a bounds-checked read Cursor,
-a growable Out buffer and the field encodings, as `cdef inline` functions compiled into
+re-exported. All of them are built from protocol/wire.pxd: a bounds-checked read Cursor
+(ext/cursor.pxd's, the one cursor over bytes), a growable Out buffer and the field encodings, as `cdef inline` functions compiled into
 each module (no call across extensions per field); wire.pyx holds the error raisers and
 the Frame (a response as parts) and TagDefault classes.
 
@@ -51,7 +51,7 @@ Rules kept from the generic codec that are easy to miss:
 from cpython.bytearray cimport PyByteArray_FromStringAndSize
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport int16_t, int32_t, int64_t, uint64_t
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint64_t
 
 from protocol.wire cimport (Cursor, Frame, Out, TagDefault, _bad_utf8, _check_version, _decode_body,
                            _field, _need, _new, _put_array_length, _put_int32_array,
@@ -139,15 +139,15 @@ cdef object _decode_header(int unused, object view, Cursor* cursor):
     if n < -1:
         raise ProtocolError(f"negative client id length {n}")
     cdef object client_id = None
-    cdef Py_ssize_t at
+    cdef const uint8_t* at
     if n >= 0:
         _need(&c, n)
-        at = c.pos
-        c.pos += n
+        at = c.p
+        c.p += n
         try:
-            client_id = PyUnicode_DecodeUTF8(<const char*>c.data + at, n, NULL)
+            client_id = PyUnicode_DecodeUTF8(<const char*>at, n, NULL)
         except UnicodeDecodeError:
-            _bad_utf8(at)
+            _bad_utf8(at - c.base)
     flexible = _FLEXIBLE.get(api_key)
     cdef int header_version = 1
     if flexible is not None and flexible[0] <= api_version <= flexible[1]:
@@ -188,8 +188,8 @@ cdef object _decode_produce(int version, object view, Cursor* cursor):
         else:
             _need(&c, 16)
             topic.name = _EMPTY_NAME
-            topic.topic_id = PyBytes_FromStringAndSize(<const char*>c.data + c.pos, 16)
-            c.pos += 16
+            topic.topic_id = PyBytes_FromStringAndSize(<const char*>c.p, 16)
+            c.p += 16
         nparts = _read_array_length_nn(&c, flexible, "partition_data")
         partitions = []
         for j in range(nparts):
@@ -201,8 +201,8 @@ cdef object _decode_produce(int version, object view, Cursor* cursor):
                 partition.records = None
             else:
                 _need(&c, nrec)
-                partition.records = view[c.pos:c.pos + nrec]
-                c.pos += nrec
+                partition.records = view[c.p - c.base:c.p - c.base + nrec]
+                c.p += nrec
             if flexible:
                 skip_tagged_fields(&c)
             partitions.append(partition)

@@ -308,8 +308,8 @@ cdef object _read_fetch_partition_data(Cursor* c, object view, int version, bint
         p.records = None
     else:
         _need(c, n)
-        p.records = view[c.pos:c.pos + n]
-        c.pos += n
+        p.records = view[c.p - c.base:c.p - c.base + n]
+        c.p += n
     if flexible:  # tags 0 diverging_epoch, 1 current_leader, 2 snapshot_id (all 12+)
         read_uvarint(c, &n)
         for i in range(n):

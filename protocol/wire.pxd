@@ -8,7 +8,10 @@
 # cannot import), _grow, _check_version's message, _decode_body, and the Frame and
 # TagDefault classes.
 #
-#     Cursor   read:  data, pos, end; every read checks pos + n <= end (else ProtocolError)
+#     Cursor   read:  ext/cursor.pxd's cursor_t (base, p, end), the one cursor over bytes;
+#              its loads and varint loop are ext's. Every read here checks p + n <= end and
+#              raises ProtocolError (naming the position p - base) where ext's readers
+#              return 0
 #     Out      write: data, len, cap; callers reserve() before a run of put_*() stores, which
 #              are unchecked (one reserve covers a run of fixed-width fields; a uvarint
 #              needs up to 10 bytes)
@@ -19,14 +22,18 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
-from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memmove, memset
 
+from ext.cursor cimport VARINT_MAX_BYTES, cursor_t, need
+from ext.cursor cimport read_i8 as _read_i8
+from ext.cursor cimport read_i16 as _read_i16
+from ext.cursor cimport read_i32 as _read_i32
+from ext.cursor cimport read_i64 as _read_i64
+from ext.cursor cimport read_uvarint as _cursor_uvarint
 
-cdef struct Cursor:
-    const uint8_t* data
-    Py_ssize_t pos
-    Py_ssize_t end
+
+ctypedef cursor_t Cursor
 
 
 cdef struct Out:
@@ -40,7 +47,7 @@ ctypedef object (*BodyReader)(int version, object view, Cursor* c)
 # ---- defined in wire.pyx: error paths and once-per-message work ----------------------------
 
 cdef int _short(Cursor* c, int64_t n) except -1
-cdef int _long_uvarint(Cursor* c) except -1
+cdef int _bad_uvarint(Cursor* c) except -1
 cdef int _tag_overrun(int64_t tag) except -1
 cdef int _negative_length(int64_t n, str what) except -1
 cdef int _long_array(Cursor* c, int64_t n) except -1
@@ -125,69 +132,44 @@ cdef inline bint _list_absent(object value) except -1:
 # ---- reading -------------------------------------------------------------------------------
 
 cdef inline int _need(Cursor* c, int64_t n) except -1:
-    if n < 0 or n > c.end - c.pos:
+    if not need(c, n):
         return _short(c, n)
     return 0
 
 
 cdef inline int read_i8(Cursor* c, int* out) except -1:
-    _need(c, 1)
-    out[0] = <signed char>c.data[c.pos]
-    c.pos += 1
+    cdef int8_t v
+    if not _read_i8(c, &v):
+        return _short(c, 1)
+    out[0] = v
     return 0
 
 
 cdef inline int read_i16(Cursor* c, int16_t* out) except -1:
-    _need(c, 2)
-    cdef const uint8_t* p = c.data + c.pos
-    out[0] = <int16_t>((<uint32_t>p[0] << 8) | p[1])
-    c.pos += 2
-    return 0
+    return 0 if _read_i16(c, out) else _short(c, 2)
 
 
 cdef inline int read_i32(Cursor* c, int32_t* out) except -1:
-    _need(c, 4)
-    cdef const uint8_t* p = c.data + c.pos
-    out[0] = <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3])
-    c.pos += 4
-    return 0
+    return 0 if _read_i32(c, out) else _short(c, 4)
 
 
 cdef inline int read_i64(Cursor* c, int64_t* out) except -1:
-    _need(c, 8)
-    cdef const uint8_t* p = c.data + c.pos
-    cdef uint64_t u = 0
-    cdef int i
-    for i in range(8):
-        u = (u << 8) | p[i]
-    out[0] = <int64_t>u
-    c.pos += 8
-    return 0
+    return 0 if _read_i64(c, out) else _short(c, 8)
 
 
 cdef inline object _read_uuid(Cursor* c):
     _need(c, 16)
-    cdef Py_ssize_t at = c.pos
-    c.pos += 16
-    return PyBytes_FromStringAndSize(<const char*>c.data + at, 16)
+    c.p += 16
+    return PyBytes_FromStringAndSize(<const char*>c.p - 16, 16)
 
 
 cdef inline int read_uvarint(Cursor* c, int64_t* out) except -1:
     # At most 5 bytes, as Reader.uvarint (the fifth may carry bits above 32).
-    cdef uint64_t value = 0
-    cdef int shift = 0
-    cdef uint8_t b
-    while True:
-        if shift > 28:
-            return _long_uvarint(c)
-        _need(c, 1)
-        b = c.data[c.pos]
-        c.pos += 1
-        value |= <uint64_t>(b & 0x7F) << shift
-        if not b & 0x80:
-            out[0] = <int64_t>value
-            return 0
-        shift += 7
+    cdef uint64_t value
+    if not _cursor_uvarint(c, &value, VARINT_MAX_BYTES):
+        return _bad_uvarint(c)
+    out[0] = <int64_t>value
+    return 0
 
 
 cdef inline int skip_tagged_fields(Cursor* c) except -1:
@@ -197,9 +179,9 @@ cdef inline int skip_tagged_fields(Cursor* c) except -1:
     for i in range(count):
         read_uvarint(c, &tag)
         read_uvarint(c, &size)
-        if size > c.end - c.pos:
+        if size > c.end - c.p:
             return _tag_overrun(tag)
-        c.pos += size
+        c.p += size
     return 0
 
 
@@ -210,12 +192,12 @@ cdef inline int _next_tag(Cursor* c, Cursor* sub, int64_t* tag) except -1:
     cdef int64_t size = 0
     read_uvarint(c, tag)
     read_uvarint(c, &size)
-    if size > c.end - c.pos:
+    if size > c.end - c.p:
         return _tag_overrun(tag[0])
-    sub.data = c.data
-    sub.pos = c.pos
-    sub.end = c.pos + size
-    c.pos += size
+    sub.base = c.base
+    sub.p = c.p
+    sub.end = c.p + size
+    c.p += size
     return 0
 
 
@@ -244,12 +226,12 @@ cdef inline object _read_string(Cursor* c, bint flexible):
     if n < 0:
         return None
     _need(c, n)
-    cdef Py_ssize_t at = c.pos
-    c.pos += n
+    cdef const uint8_t* at = c.p
+    c.p += n
     try:
-        return PyUnicode_DecodeUTF8(<const char*>c.data + at, n, NULL)
+        return PyUnicode_DecodeUTF8(<const char*>at, n, NULL)
     except UnicodeDecodeError:
-        return _bad_utf8(at)
+        return _bad_utf8(at - c.base)
 
 
 cdef inline object _read_string_nn(Cursor* c, bint flexible, str where):
@@ -275,7 +257,7 @@ cdef inline int _read_topic_ref(Cursor* c, object topic, int version, bint flexi
 
 cdef inline int64_t _read_array_length(Cursor* c, bint flexible) except -2:
     cdef int64_t n = _read_length(c, flexible, True, "array")
-    if n > c.end - c.pos:
+    if n > c.end - c.p:
         _long_array(c, n)
     return n
 

@@ -29,11 +29,19 @@ from protocol.types import ProtocolError, Reader as _Reader
 # ---- errors --------------------------------------------------------------------------------
 
 cdef int _short(Cursor* c, int64_t n) except -1:
-    raise ProtocolError(f"need {n} bytes at position {c.pos}, have {c.end - c.pos}")
+    raise ProtocolError(f"need {n} bytes at position {c.p - c.base}, have {c.end - c.p}")
 
 
-cdef int _long_uvarint(Cursor* c) except -1:
-    raise ProtocolError(f"unsigned varint longer than 5 bytes at {c.pos}")
+cdef int _bad_uvarint(Cursor* c) except -1:
+    # read_uvarint failed: the bytes ended inside the varint, or its 5 bytes all continue.
+    cdef Py_ssize_t k = 0
+    while k < 5 and c.p + k < c.end and c.p[k] & 0x80:
+        k += 1
+    if k == 5:
+        c.p += 5
+        raise ProtocolError(f"unsigned varint longer than 5 bytes at {c.p - c.base}")
+    c.p = c.end
+    return _short(c, 1)
 
 
 cdef int _tag_overrun(int64_t tag) except -1:
@@ -45,7 +53,7 @@ cdef int _negative_length(int64_t n, str what) except -1:
 
 
 cdef int _long_array(Cursor* c, int64_t n) except -1:
-    raise ProtocolError(f"array of {n} elements with {c.end - c.pos} bytes left")
+    raise ProtocolError(f"array of {n} elements with {c.end - c.p} bytes left")
 
 
 cdef object _bad_utf8(Py_ssize_t at):
@@ -127,12 +135,12 @@ cdef object _decode_body(BodyReader read, int version, object buf, Py_ssize_t po
             end = pybuf.len
         if pos < 0 or pos > end:
             raise ProtocolError(f"position {pos} outside a buffer of {end} bytes")
-        c.data = <const uint8_t*>pybuf.buf
-        c.pos = pos
-        c.end = end
+        c.base = <const uint8_t*>pybuf.buf
+        c.p = c.base + pos
+        c.end = c.base + end
         result = read(version, view, &c)
         if reader is not None:
-            reader.pos = c.pos
+            reader.pos = c.p - c.base
         return result
     finally:
         PyBuffer_Release(&pybuf)

@@ -22,7 +22,6 @@ reuses Python workers, so the counts run on across tasks; they never steer a rea
 from __future__ import annotations
 
 import os
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -30,14 +29,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ext.arrow_columns import to_arrow
-from ext.batch import LOG_OVERHEAD
+from ext.batch import LOG_OVERHEAD, read_prefix
 from ext.columns import decode_columns
 from ext.errors import CorruptRecordError
 from spark.errors import StromSparkError
 from spark.planning import LogRange
 
 CHUNK_BYTES = 4 * 1024 * 1024
-_BATCH_PREFIX = struct.Struct(">qi")  # baseOffset, batchLength
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
 
 
@@ -86,7 +84,8 @@ def _read_region(r: LogRange, path: str, start: int, end: int) -> Iterator[pa.Re
                     f"segment {path} ends at byte {pos + len(data)}, before the {end} bytes it had "
                     f"when the query was planned (truncated since?); read again"
                 )
-            if len(data) < LOG_OVERHEAD:
+            prefix = read_prefix(data)
+            if prefix is None:
                 return  # a torn header at the end of the planned bytes: a writer mid-append
             READ_STATS.chunks += 1
             READ_STATS.bytes_decoded += len(data)
@@ -104,7 +103,7 @@ def _read_region(r: LogRange, path: str, start: int, end: int) -> Iterator[pa.Re
                 continue
             # The first batch does not end in the chunk: it is larger than the chunk, or
             # cut off where the planned bytes end (a writer was mid-append).
-            base_offset, length = _BATCH_PREFIX.unpack_from(data, 0)
+            base_offset, length = prefix[0], prefix[1]
             if base_offset >= r.end_offset:
                 return
             size = length + LOG_OVERHEAD

@@ -19,16 +19,10 @@ from __future__ import annotations
 
 import asyncio
 
-from ext.batch import COMPRESSION_ZSTD, LOG_OVERHEAD, MAGIC
+from ext.batch import COMPRESSION_ZSTD, LOG_OVERHEAD, MAGIC, read_prefix
 from protocol import messages as M
 from protocol.dispatch import Api, Deferred
 from protocol.errors import Error
-
-# Where Kafka's produce check reads a batch (ext/batch.pyi has the whole layout).
-_MAGIC_AT = 16
-_CODEC_AT = 22  # the low byte of the attributes
-_UP_TO_MAGIC = _MAGIC_AT + 1  # Kafka's HEADER_SIZE_UP_TO_MAGIC: fewer bytes are not a batch
-
 
 RECORD_OVERHEAD_V0 = 14  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0: the smallest size a header may give
 
@@ -37,24 +31,24 @@ class _Corrupt(Exception):
     pass
 
 
-def _next_batch_size(records, at: int, size: int) -> int | None:
+def _next_batch(records, at: int, size: int) -> tuple[int, int, int | None] | None:
     """Kafka's ByteBufferLogInputStream.nextBatchSize and nextBatch for the bytes from ``at``:
-    the size of the whole batch there, None where the bytes end before it does. Raises
-    _Corrupt for a header nothing can be read past."""
-    remaining = size - at
-    if remaining < LOG_OVERHEAD:
+    (the size of the whole batch there, its magic, its attributes: None unless the bytes
+    reach them), None where the bytes end before the batch does. Raises _Corrupt for a
+    header nothing can be read past."""
+    prefix = read_prefix(records, at) if size - at >= LOG_OVERHEAD else None
+    if prefix is None:
         return None
-    length = int.from_bytes(records[at + 8:at + 12], "big", signed=True)
+    _, length, magic, attributes = prefix
     if length < RECORD_OVERHEAD_V0:
         raise _Corrupt(f"Record size {length} is less than the minimum record overhead "
                        f"({RECORD_OVERHEAD_V0})")
-    if remaining < _UP_TO_MAGIC:
+    if magic is None:
         return None
-    magic = int.from_bytes(records[at + _MAGIC_AT:at + _UP_TO_MAGIC], "big", signed=True)
     if not 0 <= magic <= MAGIC:
         raise _Corrupt(f"Invalid magic found in record: {magic}")
     whole = LOG_OVERHEAD + length
-    return whole if remaining >= whole else None
+    return (whole, magic, attributes) if size - at >= whole else None
 
 
 def check_records(version: int, records) -> tuple[int, str | None, int]:
@@ -66,22 +60,23 @@ def check_records(version: int, records) -> tuple[int, str | None, int]:
     (error, message, how many leading bytes to append)."""
     size = len(records) if records is not None else 0
     try:
-        first = _next_batch_size(records, 0, size)
+        first = _next_batch(records, 0, size)
         if first is None:
             return Error.INVALID_RECORD, (f"Produce requests with version {version} must have at "
                                           "least one record batch per partition"), 0
-        if records[_MAGIC_AT] != MAGIC:
+        whole, magic, attributes = first
+        if magic != MAGIC:
             return Error.INVALID_RECORD, (f"Produce requests with version {version} are only allowed to "
                                           "contain record batches with magic version 2"), 0
-        if version < 7 and records[_CODEC_AT] & 0x07 == COMPRESSION_ZSTD:
+        if version < 7 and attributes is not None and attributes & 0x07 == COMPRESSION_ZSTD:
             return Error.UNSUPPORTED_COMPRESSION_TYPE, (f"Produce requests with version {version} are not "
                                                         "allowed to use ZStandard compression"), 0
-        if _next_batch_size(records, first, size) is not None:
+        if _next_batch(records, whole, size) is not None:
             return Error.INVALID_RECORD, (f"Produce requests with version {version} are only allowed to "
                                           "contain exactly one record batch per partition"), 0
     except _Corrupt as e:
         return Error.CORRUPT_MESSAGE, str(e), 0
-    return Error.NONE, None, first
+    return Error.NONE, None, whole
 
 
 def apis(broker) -> list[Api]:
