@@ -264,6 +264,8 @@ class PartitionReader:
     def __init__(self, partition_dir: str):
         self.dir = partition_dir
         parsed = parse_partition_dir(os.path.basename(os.path.normpath(partition_dir)))
+        self.topic: str | None
+        self.partition: int | None
         self.topic, self.partition = parsed if parsed else (None, None)
         # A live broker's retention may delete a segment between the listing and its size:
         # the oldest segments go, so whatever survives is still a contiguous tail.

@@ -348,9 +348,7 @@ class LogSegment:
         if self.closed:
             return
         self.closed = True
-        # close_handler is missing from ext/index.pyi
-        for close in (self.offset_index.close_handler,  # type: ignore[attr-defined]
-                      self.time_index.close_handler,  # type: ignore[attr-defined]
+        for close in (self.offset_index.close_handler, self.time_index.close_handler,
                       lambda: os.close(self.fd)):
             try:
                 close()
