@@ -23,17 +23,15 @@ overlap even where a region begins at an index entry before the first wanted bat
 from __future__ import annotations
 
 import os
-import struct
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from pyspark.sql.datasource import InputPartition
 
+from ext.batch import LOG_OVERHEAD, read_prefix
 from spark.errors import StromSparkError
 from spark.layout import PartitionState
 from spark.options import EARLIEST, LATEST, OffsetSpec, TimestampSpec
-
-_BASE_OFFSET = struct.Struct(">q")
 
 Region = tuple[str, int, int]  # segment file path, start position, end position
 
@@ -244,9 +242,9 @@ def _split(extents: list[_Extent], start: int, end: int,
 def _base_offset_at(path: str, position: int) -> int:
     fd = os.open(path, os.O_RDONLY)
     try:
-        raw = os.pread(fd, _BASE_OFFSET.size, position)
+        prefix = read_prefix(os.pread(fd, LOG_OVERHEAD, position))
     finally:
         os.close(fd)
-    if len(raw) < _BASE_OFFSET.size:
+    if prefix is None:
         raise StromSparkError(f"{path}: the offset index points past the end of the file ({position})")
-    return _BASE_OFFSET.unpack(raw)[0]
+    return prefix[0]
