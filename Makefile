@@ -52,11 +52,12 @@ check: setup
 	$(MAKE) --no-print-directory typecheck
 	$(CHECK_SEEDS) $(PYTHON) -m pytest -q -n $(CHECK_WORKERS) $(XDIST) -m "$(IN_PROCESS)"
 
-# Everything but `slow`, lint and types first: what CI runs (.ci/run).
+# Everything but `slow`, lint and types first: what CI runs (.ci/run). The slowest tests are
+# listed before pytest's closing line, to see the long poles of a run.
 test: setup
 	$(PYTHON) -m ruff check .
 	$(MAKE) --no-print-directory typecheck
-	$(PYTHON) -m pytest -q -n $(TEST_WORKERS) $(XDIST)
+	$(PYTHON) -m pytest -q -n $(TEST_WORKERS) $(XDIST) --durations=15
 
 test-all: setup
 	$(PYTHON) -m pytest -q -n $(TEST_WORKERS) $(XDIST) -m "slow or not slow"
