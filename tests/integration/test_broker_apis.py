@@ -58,23 +58,22 @@ def recs(n, size=100, ts=TS):
 
 
 def test_a_waiting_fetch_is_answered_when_data_arrives_not_at_its_timeout(shared_node):
+    """The fetch may wait 120 s; an answer within 60 s of the append can only be the append
+    waking it (the bound is a timeout, not a measurement)."""
     async def body(conn):
         await create(conn, "longpoll")
         other = KafkaConnection("127.0.0.1", shared_node.broker_port)
         await other.connect()
-        started = time.monotonic()
-        request = fetch_request("longpoll", 0, 0, max_wait_ms=30000)
-        waiting = asyncio.ensure_future(other.request(1, 12, request))
+        request = fetch_request("longpoll", 0, 0, max_wait_ms=120_000)
+        waiting = asyncio.ensure_future(other.request(1, 12, request, timeout=150))
         await asyncio.sleep(0.5)
         assert not waiting.done()
         assert (await produce(conn, "longpoll", 0, recs(3))).error_code == Error.NONE
-        resp = await asyncio.wait_for(waiting, 25)
-        elapsed = time.monotonic() - started
+        resp = await asyncio.wait_for(waiting, 60)
         await other.close()
-        part = resp.responses[0].partitions[0]
-        assert [h.records_count for h in iter_batches(part.records)] == [3]
-        return elapsed
-    assert run(shared_node, body) < 25  # well before the 30 s max_wait
+        return resp.responses[0].partitions[0]
+    part = run(shared_node, body)
+    assert [h.records_count for h in iter_batches(part.records)] == [3]
 
 
 def test_fetch_byte_limits_return_whole_batches_but_at_least_one(shared_node):
