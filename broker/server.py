@@ -10,8 +10,8 @@ listeners; the request handlers reach partitions only through the ReplicaManager
 
 A log dir that fails while serving (disk full, IO error) goes offline through the
 LogDirFailureChannel (engine/log_dir_failure.py): the request that hit it answers
-KAFKA_STORAGE_ERROR, the ReplicaManager takes the dir's partitions offline, and since a broker
-has one log dir, none is left online: the broker logs one ERROR line naming the dir and the OS
+KAFKA_STORAGE_ERROR, the ReplicaManager takes the dir's partitions offline, and the other dirs
+go on serving. When none is left online the broker logs one ERROR line naming the dir and the OS
 error and halts with exit code 1 (Kafka's "all log dirs have failed"), without a controlled
 shutdown, once the answer had HALT_DELAY_S to go out. Its heartbeat connection closes, the
 controller fences it and moves its leaderships; restarted with space again, recovery truncates
