@@ -23,7 +23,7 @@ from ext.batch import (
     BatchHeader,
     BatchSummary,
     decode_records,
-    peek_header,
+    peek_extent,
     read_header,
     read_prefix,
     scan,
@@ -93,16 +93,18 @@ def search_for_offset(fd: int, target_offset: int, start: int, end: int) -> Batc
                                      summary.last_offsets[i], summary.sizes[i])
             pos += summary.valid_bytes
             continue
-        # No whole batch in the chunk: either one big batch or a bad/torn tail.
-        try:
-            header = peek_header(chunk)
-        except CorruptRecordError:
+        # No whole batch in the chunk: one big batch, one that scan refused (served as Kafka
+        # does, from its header's offsets and size: the client's CRC check refuses it), or a
+        # torn tail.
+        extent = peek_extent(chunk)
+        if extent is None:
             return None
-        if pos + header.size > end:
+        base_offset, last_offset, size = extent
+        if pos + size > end:
             return None
-        if header.last_offset >= target_offset:
-            return BatchPosition(pos, header.base_offset, header.last_offset, header.size)
-        pos += header.size
+        if last_offset >= target_offset:
+            return BatchPosition(pos, base_offset, last_offset, size)
+        pos += size
     return None
 
 

@@ -2,7 +2,8 @@
 
 The layout of a batch and a record, with every field's offset, is in ext/cursor.pxd:
 the one place that names them. Python code reads header fields through BatchHeader
-(read_header, peek_header, scan's summary) or read_prefix, never at offsets of its own.
+(read_header, peek_header, scan's summary) or read_prefix and peek_extent, never at offsets of
+its own.
 """
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -83,6 +84,12 @@ def read_prefix(
     when fewer than LOG_OVERHEAD bytes are left; magic None when the bytes end before it,
     attributes None when they end before its two bytes (in magic 0 and 1 messages the
     attributes lie elsewhere: read them only when magic is 2)."""
+
+def peek_extent(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, int, int] | None:
+    """(baseOffset, lastOffset, size) of the batch at buf[pos:] from its header, nothing else
+    checked (Kafka's read path: a batch corrupted after recovery is served, and the client's
+    CRC check refuses it). None when the bytes end before lastOffsetDelta or batchLength is
+    below MIN_BATCH_LENGTH."""
 
 def validate(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
     """read_header plus the CRC32C check."""

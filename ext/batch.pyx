@@ -250,6 +250,30 @@ def read_prefix(buf, Py_ssize_t pos=0):
         PyBuffer_Release(&view)
 
 
+def peek_extent(buf, Py_ssize_t pos=0):
+    # Kafka's read path (FileChannelRecordBatch) takes a batch's offsets and size from its
+    # header without checking the rest: a batch corrupted after recovery is still served, and
+    # the client's CRC check refuses it, rather than its offsets vanishing from the log.
+    cdef Py_buffer view
+    cdef cptr p
+    cdef int32_t batch_length
+    cdef int64_t base_offset
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        _check_pos(pos, view.len)
+        p = <cptr>view.buf + pos
+        if view.len - pos < OFF_LAST_OFFSET_DELTA + 4:
+            return None
+        batch_length = be32(p + OFF_BATCH_LENGTH)
+        if batch_length < _MIN_BATCH_LENGTH:
+            return None
+        base_offset = be64(p + OFF_BASE_OFFSET)
+        return (base_offset, base_offset + <int64_t>be32(p + OFF_LAST_OFFSET_DELTA),
+                <int64_t>batch_length + LENGTH_FIELDS_SIZE)
+    finally:
+        PyBuffer_Release(&view)
+
+
 def iter_batches(buf, Py_ssize_t pos=0, bint check_crc=False):
     # The buffer is taken afresh for each batch: a paused generator must not hold an
     # export that would stop the owner from resizing its bytearray.

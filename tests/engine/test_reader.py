@@ -159,3 +159,27 @@ def test_whole_batches_size_does_not_read_the_records_of_large_batches(tmp_path,
     assert reader.whole_batches_size(segment.fd, start, 1 << 20) > 256 * 1024
     assert sum(read) < 128 * 1024
     log.close()
+
+
+def test_a_batch_corrupted_after_recovery_is_served_not_skipped(tmp_path):
+    """Kafka's read path takes a batch's offsets and size from its header without checking the
+    rest: the corrupt batch reaches the client, whose CRC check refuses it, and the batches
+    after it stay reachable. Were it skipped, a fetch at its offsets would silently get the
+    next batch's records."""
+    from engine.reader import search_for_offset
+    log = Log(str(tmp_path / "rot-0"))
+    for i in range(3):
+        log.append_as_leader(producer_batch(3, tag=i), 0, NOW)
+    segment = log.segments[0]
+    before = _batches(segment)
+    middle = before[1]
+    rot = os.open(segment.log_path, os.O_WRONLY)  # the segment's own fd appends
+    try:
+        os.pwrite(rot, b"\x07", middle.position + 16)  # magic: bit rot after recovery
+    finally:
+        os.close(rot)
+    found = search_for_offset(segment.fd, middle.base_offset, 0, segment.size)
+    assert found == middle, "the corrupt batch is where its offsets are"
+    after = search_for_offset(segment.fd, before[2].base_offset, 0, segment.size)
+    assert after == before[2], "the batch after it is still found"
+    log.close()

@@ -1,6 +1,6 @@
 """ext/cursor.pxd, the one read cursor over batch and record bytes, through each reader
 built on it: batch decoding and validation, the column builder, the Python-facing
-header readers (peek_header, read_prefix) and the wire's unsigned varints. Every bounds
+header readers (peek_header, peek_extent, read_prefix) and the wire's unsigned varints. Every bounds
 failure is a clear error naming where it is, never a read past the buffer."""
 import pytest
 
@@ -64,6 +64,18 @@ def test_peek_header_needs_the_header_not_the_whole_batch():
         batch.peek_header(raw_batch(b"", -1, last_offset_delta=0))
     with pytest.raises(ValueError):
         batch.peek_header(data, len(data) + 1)
+
+
+def test_peek_extent_takes_offsets_and_size_from_the_header_and_checks_nothing_else():
+    data = raw_batch(raw_record() * 3, 3, base_offset=40)
+    assert batch.peek_extent(data[:27]) == (40, 42, len(data)), "lastOffsetDelta ends at byte 27"
+    assert batch.peek_extent(b"pad" + data, 3) == (40, 42, len(data))
+    assert batch.peek_extent(data[:16] + b"\x07" + data[17:]) == (40, 42, len(data)), "bad magic"
+    assert batch.peek_extent(data[:26]) is None
+    short = data[:8] + (48).to_bytes(4, "big") + data[12:]
+    assert batch.peek_extent(short) is None, "batchLength below the minimum"
+    with pytest.raises(ValueError):
+        batch.peek_extent(data, len(data) + 1)
 
 
 def test_read_prefix_reads_what_is_there_and_checks_nothing():
