@@ -39,67 +39,78 @@ def logs(tmp_path):
     manager.shutdown()
 
 
+# Set while _ticks_while's ticker runs: each tick of the event loop sets it.
+_loop_ticked: threading.Event | None = None
+TICK_WAIT_S = 30  # a bound on waiting for the loop's next tick, not a measurement
+
+
 class FsyncCalls(list):
-    """The thread of each fsync call, and in ``spans`` when each began and ended."""
+    """The thread of each fsync call, and in ``loop_ran`` (while a ticker runs) whether the
+    event loop ticked while that fsync was under way."""
 
     def __init__(self):
         super().__init__()
-        self.spans: list[tuple[float, float]] = []
+        self.loop_ran: list[bool] = []
 
     def clear(self):
         super().clear()
-        self.spans.clear()
+        self.loop_ran.clear()
 
 
 @pytest.fixture
 def slow_disk(monkeypatch):
-    """fsync takes SLOW_FSYNC_S; records the thread and the span of each call."""
+    """fsync takes SLOW_FSYNC_S; records the thread of each call and, under _ticks_while,
+    whether the loop ticked before the call returned. An fsync on the loop's thread, or one
+    the loop waits for synchronously, sees no tick: it waits TICK_WAIT_S and records False."""
     real = os.fsync
     threads = FsyncCalls()
 
     def fsync(fd):
         threads.append(threading.current_thread())
-        began = time.monotonic()
+        ticked = _loop_ticked
+        if ticked is not None:
+            ticked.clear()
         time.sleep(SLOW_FSYNC_S)
+        if ticked is not None:
+            threads.loop_ran.append(ticked.wait(TICK_WAIT_S))
         real(fd)
-        threads.spans.append((began, time.monotonic()))
 
     monkeypatch.setattr(os, "fsync", fsync)
     return threads
 
 
-async def _ticks_while(coro) -> tuple[list[float], float]:
-    """Run ``coro`` while a task ticks every 10 ms: when the loop ran each tick, and how long
-    ``coro`` took."""
+async def _ticks_while(coro) -> float:
+    """Run ``coro`` while a task ticks the loop every 10 ms; how long ``coro`` took."""
+    global _loop_ticked
     loop = asyncio.get_running_loop()
-    stamps: list[float] = []
+    ticked = threading.Event()
 
     async def tick():
         while True:
-            stamps.append(loop.time())
+            ticked.set()
             await asyncio.sleep(0.01)
 
     ticker = loop.create_task(tick())
     await asyncio.sleep(0.02)
+    _loop_ticked = ticked
     t0 = loop.time()
-    await coro
-    took = loop.time() - t0
-    ticker.cancel()
-    return stamps, took
+    try:
+        await coro
+    finally:
+        _loop_ticked = None
+        ticker.cancel()
+    return loop.time() - t0
 
 
-def _loop_ran_during_each(fsyncs: FsyncCalls, ticks: list[float]) -> bool:
-    """Did the event loop run (tick) while each fsync was under way? An fsync on the loop's
-    thread would hold every tick until it returned. (The loop's clock is time.monotonic.)"""
-    return bool(fsyncs.spans) and all(any(began < t < ended for t in ticks)
-                                      for began, ended in fsyncs.spans)
+def _loop_ran_during_each(fsyncs: FsyncCalls) -> bool:
+    return bool(fsyncs.loop_ran) and all(fsyncs.loop_ran)
 
 
 def test_the_high_watermark_checkpoint_fsyncs_off_the_event_loop(logs, slow_disk):
-    ticks, took = asyncio.run(_ticks_while(write_off_loop(logs, REPLICATION_CHECKPOINT)))
+    took = asyncio.run(_ticks_while(write_off_loop(logs, REPLICATION_CHECKPOINT)))
     assert took >= 2 * SLOW_FSYNC_S, "the file and its directory are both fsynced"
     assert slow_disk and all(t is not threading.main_thread() for t in slow_disk)
-    assert _loop_ran_during_each(slow_disk, ticks), "the loop waited for an fsync"
+    assert _loop_ran_during_each(slow_disk), "the loop waited for an fsync"
     d = logs.log_dirs[0]
     assert read_offset_checkpoint(os.path.join(d, REPLICATION_CHECKPOINT)) == {("t", 0): 5}
     assert not os.path.exists(os.path.join(d, REPLICATION_CHECKPOINT + ".tmp"))
@@ -197,12 +208,12 @@ def test_a_rolled_log_is_flushed_off_the_event_loop_and_its_recovery_point_follo
     async def flush():
         moved.append(await flush_rolled_off_loop(logs))
 
-    ticks, took = asyncio.run(_ticks_while(flush()))
+    took = asyncio.run(_ticks_while(flush()))
     assert moved == [1], "the log that rolled; the other never did"
     assert log.recovery_point == log.active_segment.base_offset
     assert logs.get_log("t", 0).recovery_point == 0
     assert took >= SLOW_FSYNC_S and all(t is not threading.main_thread() for t in slow_disk)
-    assert _loop_ran_during_each(slow_disk, ticks), "the loop waited for an fsync"
+    assert _loop_ran_during_each(slow_disk), "the loop waited for an fsync"
     assert asyncio.run(flush_rolled_off_loop(logs)) == 0, "flushed up to its roll already"
     assert logs.take_rolled() == []
 
@@ -252,13 +263,13 @@ def test_flush_ms_flushes_off_the_event_loop_up_to_the_log_end(logs, slow_disk):
     async def flush():
         moved.append(await flush_dirty_off_loop(logs, lambda: now + 1000))
 
-    ticks, took = asyncio.run(_ticks_while(flush()))
+    took = asyncio.run(_ticks_while(flush()))
     assert moved == [1], "only the log with a flush.ms: the other keeps Kafka's default (never)"
     assert timed.recovery_point == timed.log_end_offset == 5
     assert timed.last_flush_ms == now + 1000 and timed.unflushed_messages == 0
     assert logs.get_log("t", 0).recovery_point == 0
     assert took >= SLOW_FSYNC_S and all(t is not threading.main_thread() for t in slow_disk)
-    assert _loop_ran_during_each(slow_disk, ticks), "the loop waited for an fsync"
+    assert _loop_ran_during_each(slow_disk), "the loop waited for an fsync"
     slow_disk.clear()
     assert asyncio.run(flush_dirty_off_loop(logs, lambda: now + 5000)) == 0, "nothing new to flush"
     assert not slow_disk
