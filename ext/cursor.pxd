@@ -11,8 +11,6 @@
 #                           it may read); the position of p is p - base
 #     need(c, n)            are n more bytes there?
 #     advance(c, n)         the next n bytes, in place, stepped over (NULL if not there)
-#     skip(c, n)            step over n bytes
-#     take(c, n, &out)      out = the next n bytes, in place (a slice), and step over them
 #     read_i8/16/32/64      big-endian signed, bounds-checked
 #     read_uvarint          unsigned LEB128 of at most max_bytes bytes: the varint loop
 #     read_varint           zigzag int32, at most 5 bytes (bits past 32 dropped, as Kafka's)
@@ -171,15 +169,6 @@ cdef inline const unsigned char* advance(cursor_t* c, int64_t n) noexcept nogil:
         return NULL
     c.p = at + n
     return at
-
-
-cdef inline bint skip(cursor_t* c, int64_t n) noexcept nogil:
-    return advance(c, n) != NULL
-
-
-cdef inline bint take(cursor_t* c, int64_t n, const unsigned char** out) noexcept nogil:
-    out[0] = advance(c, n)
-    return out[0] != NULL
 
 
 cdef inline bint read_i8(cursor_t* c, int8_t* out) noexcept nogil:
