@@ -46,7 +46,6 @@ XDIST := --dist loadgroup --no-loadscope-reorder
 # The fast loop: lint, types, the in-process tier (under 3 minutes on 2 cores), with a fifth of
 # the seeded raft and replication simulations (make test runs all 1,000 of each).
 CHECK_SEEDS := STROM_RAFT_SIM_SEEDS=200 STROM_REPLICATION_SIM_SEEDS=200
-.PHONY: check
 check: setup
 	$(PYTHON) -m ruff check .
 	$(MAKE) --no-print-directory typecheck

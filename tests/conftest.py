@@ -13,11 +13,13 @@
 slow"``), ``make test`` everything but ``slow``, both with pytest-xdist. A test that starts a
 process and is not in a module below says so itself with ``@pytest.mark.processes``.
 
-Under xdist (``--dist loadgroup``) the tests of a module that starts processes, and every Spark
-test, run on one worker: a module's cluster fixture starts once, and only one JVM starts. Those
-groups are ordered first (the longest, then netns and Spark, then other process modules,
-in-process tests last), so the long ones start at once and the short in-process tests fill the
-workers at the end.
+Under xdist (``--dist loadgroup``) the tests of a module that starts processes, and every test
+that uses the ``spark`` fixture, run on one worker: a module's cluster fixture starts once, and
+the Spark tests share one SparkSession. (The wheel test keeps a group of its own, so that its
+build need not wait behind the Spark tests: its Spark read is a second, short-lived JVM.) The
+groups are ordered first (the Spark group and the wheel test, then the fault trials, the other
+netns and process modules, in-process tests last), so the long ones start at once and the short
+in-process tests fill the workers at the end.
 """
 from __future__ import annotations
 
