@@ -98,5 +98,14 @@ def run_demo(directory: str | None, records: int, record_size: int) -> int:
     return 0 if ok else 1
 
 
+def main(argv: list[str]) -> int:
+    """The second writer's entry point: DIR RECORDS RECORD_SIZE."""
+    if len(argv) != 3 or not argv[1].isdigit() or not argv[2].isdigit():
+        print("usage: python -m strom.demo DIR RECORDS RECORD_SIZE (the writer `strom demo` "
+              "starts and kills)", file=sys.stderr)
+        return 2
+    return demo_writer(argv[0], int(argv[1]), int(argv[2]))
+
+
 if __name__ == "__main__":
-    raise SystemExit(demo_writer(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
+    raise SystemExit(main(sys.argv[1:]))

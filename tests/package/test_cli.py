@@ -56,6 +56,14 @@ def test_the_internal_writer_is_not_a_command():
     assert "invalid choice: '_demo-writer'" in done.stderr
 
 
+def test_the_internal_writer_names_its_arguments_when_given_others():
+    done = subprocess.run([sys.executable, "-m", "strom.demo", "dir", "many"], cwd=ROOT,
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.startswith("usage: python -m strom.demo DIR RECORDS RECORD_SIZE")
+    assert "Traceback" not in done.stderr
+
+
 def test_demo_recovers_every_record_after_the_writer_is_killed(tmp_path):
     done = strom("demo", "--dir", str(tmp_path / "demo"), "--records", "20000", "--record-size", "50",
                  cwd=tmp_path)
