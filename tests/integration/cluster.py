@@ -46,6 +46,8 @@ import tempfile
 import time
 import weakref
 
+from strom.cluster import free_ports as kernel_free_ports
+
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0  # the broker dumps its stacks to the log if stopping takes over 10 s
 FORMAT_TIMEOUT_S = 60.0
@@ -109,16 +111,7 @@ def free_ports(count: int) -> list[int]:
         _next_port["at"] = at
         if len(picked) == count:
             return picked
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+    return kernel_free_ports(count)
 
 
 def node_properties(node_id: int, broker_port: int, controller_port: int, log_dir: str,
