@@ -24,6 +24,12 @@ A broker's registration (RegisterBrokerRecord, then BrokerRegistrationChangeReco
 older Fence/UnfenceBrokerRecord): ``broker_epoch`` is the offset of its RegisterBrokerRecord;
 changes naming another epoch are stale and ignored. ``fenced`` brokers lead nothing and join
 no ISR; ``in_controlled_shutdown`` brokers are leaving (no new leaderships, no ISR).
+
+Configs (ConfigRecord: resource type, resource name, name, value; a null value removes the
+name): a group's (resource type 32) go to ``group_configs[group_id]``, every other resource's
+to ``configs[(resource_type, name)]``. A resource left with no config is dropped, as Kafka's
+ConfigurationsImage drops it. A group's configs live apart from the group itself: they may
+name a group that does not exist yet, and outlive it.
 """
 from __future__ import annotations
 
@@ -34,6 +40,7 @@ from protocol import messages as M
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+GROUP_RESOURCE = 32  # KIP-848's group configs (ConfigResource.Type.GROUP)
 
 NO_LEADER = -1
 NO_LEADER_CHANGE = -2  # PartitionChangeRecord.leader: unchanged
@@ -111,6 +118,7 @@ class MetadataImage:
         self.topics: dict[str, TopicState] = {}
         self.topics_by_id: dict[bytes, TopicState] = {}
         self.configs: dict[tuple[int, str], dict[str, str]] = {}
+        self.group_configs: dict[str, dict[str, str]] = {}  # group id -> its dynamic configs
         self.brokers: dict[int, BrokerState] = {}
         self.features: dict[str, int] = {}
         self.next_producer_id = 0
@@ -145,11 +153,19 @@ class MetadataImage:
             self.configs.pop((TOPIC_RESOURCE, topic.name), None)
 
     def _replay_ConfigRecord(self, r) -> None:
-        configs = self.configs.setdefault((r.resource_type, r.resource_name), {})
-        if r.value is None:
-            configs.pop(r.name, None)
+        table: dict[Any, dict[str, str]]
+        if r.resource_type == GROUP_RESOURCE:
+            table, key = self.group_configs, r.resource_name
         else:
-            configs[r.name] = r.value
+            table, key = self.configs, (r.resource_type, r.resource_name)
+        if r.value is None:
+            configs = table.get(key)
+            if configs is not None:
+                configs.pop(r.name, None)
+                if not configs:
+                    del table[key]
+        else:
+            table.setdefault(key, {})[r.name] = r.value
 
     def _replay_RegisterBrokerRecord(self, r) -> None:
         self.brokers[r.broker_id] = BrokerState(
@@ -210,7 +226,10 @@ class MetadataImage:
                     # KIP-966: written only when non-empty, as Kafka does.
                     eligible_leader_replicas=list(p.elr) or None,
                     last_known_elr=list(p.last_known_elr) or None))
-        for (resource_type, resource_name), configs in sorted(self.configs.items()):
+        resources = sorted(self.configs.items())
+        resources += [((GROUP_RESOURCE, group), configs)
+                      for group, configs in sorted(self.group_configs.items())]
+        for (resource_type, resource_name), configs in resources:
             for name, value in sorted(configs.items()):
                 out.append(M.ConfigRecord(resource_type=resource_type, resource_name=resource_name,
                                           name=name, value=value))
@@ -221,6 +240,11 @@ class MetadataImage:
 
     def topic_config(self, topic: str) -> dict[str, str]:
         return self.configs.get((TOPIC_RESOURCE, topic), {})
+
+    def group_config(self, group_id: str) -> dict[str, str]:
+        """The group's dynamic configs (consumer.session.timeout.ms, ...): empty when none is
+        set, whether or not the group exists."""
+        return self.group_configs.get(group_id, {})
 
     def unfenced_brokers(self) -> list[int]:
         return sorted(b.broker_id for b in self.brokers.values() if not b.fenced)
