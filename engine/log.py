@@ -539,14 +539,17 @@ class Log:
                 return found
         return None
 
+    @storage_operation("searching for the largest timestamp in")
     def offset_of_max_timestamp(self) -> tuple[int, int] | None:
-        """(offset, timestamp) of the batch holding the largest timestamp (ListOffsets -3)."""
-        best = None
+        """(offset, timestamp) of the first record holding the largest timestamp (ListOffsets
+        -3, Kafka's fetchOffsetByTimestamp since KAFKA-16310): in the first segment whose
+        largest timestamp is the log's, the record LogSegment.find_max_timestamp_record
+        finds; not the last offset of its batch, which Kafka answered before 3.8."""
+        best: LogSegment | None = None
         for segment in self.segments:
-            ts = segment.max_timestamp_so_far
-            if ts >= 0 and (best is None or ts > best[1]):
-                best = (segment.offset_of_max_timestamp_so_far, ts)
-        return best
+            if best is None or segment.max_timestamp_so_far > best.max_timestamp_so_far:
+                best = segment
+        return None if best is None else best.find_max_timestamp_record()
 
     # ---- high watermark and log start ----------------------------------------------------
 
@@ -566,11 +569,12 @@ class Log:
     @storage_operation("moving the log start offset of")
     def maybe_increment_log_start_offset(self, new_start: int) -> bool:
         """DeleteRecords: raise the log start offset (up to the HW). Segments wholly below it
-        go on the next retention pass."""
-        if new_start > self.high_watermark:
+        go on the next retention pass. A negative offset is out of range (Kafka's
+        deleteRecordsOnLeader, once -1 has been read as the high watermark)."""
+        if new_start < 0 or new_start > self.high_watermark:
             raise OffsetOutOfRangeError(
-                f"cannot move the log start offset to {new_start} past the high watermark "
-                f"{self.high_watermark}"
+                f"cannot move the log start offset to {new_start}: outside [0, the high watermark "
+                f"{self.high_watermark}]"
             )
         if new_start <= self.log_start_offset:
             return False

@@ -217,6 +217,24 @@ class LogSegment:
                     return record.offset, record.timestamp
         return None
 
+    def find_max_timestamp_record(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record holding this segment's largest timestamp
+        (ListOffsets MAX_TIMESTAMP, Kafka 3.8+): the time index names the first batch that
+        reached it (by its last offset), the offset index where to start looking for that
+        batch, and the batch's records (decompressed if need be) which of them holds it. A
+        LogAppendTime batch gives each record its own time: the first record. None when the
+        segment holds no batch of that timestamp."""
+        ts, offset = self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far
+        position = self.offset_index.lookup(offset)[1] if offset >= self.base_offset else 0
+        for _, data in iter_file_batches(self.fd, position, self.size):
+            if read_header(data).max_timestamp != ts:
+                continue
+            for record in decode_records(data, 0, False):
+                if record.timestamp == ts:
+                    return record.offset, ts
+            return None
+        return None
+
     def read_next_offset(self) -> int:
         """The offset after the last batch (base_offset for an empty segment)."""
         position = self.offset_index.lookup(2**63 - 1)[1] if self.offset_index.entries else 0
