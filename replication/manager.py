@@ -754,15 +754,15 @@ class ReplicaManager:
             return OffsetResult(errors.NONE, offset, -1, log_.epoch_for_offset(offset))
         if timestamp == LATEST_TIERED:
             return OffsetResult(errors.NONE, -1, -1, -1)  # no tiered storage
-        if timestamp == MAX_TIMESTAMP:
-            found = log_.offset_of_max_timestamp()
-        elif timestamp >= 0:
-            try:
-                found = log_.fetch_offset_by_timestamp(timestamp)
-            except KafkaStorageError:
-                return OffsetResult(Error.KAFKA_STORAGE_ERROR)
-        else:
+        if timestamp != MAX_TIMESTAMP and timestamp < 0:
             return OffsetResult(Error.INVALID_REQUEST)
+        try:  # both read the log: -3 scans the batch holding the greatest timestamp
+            if timestamp == MAX_TIMESTAMP:
+                found = log_.offset_of_max_timestamp()
+            else:
+                found = log_.fetch_offset_by_timestamp(timestamp)
+        except KafkaStorageError:
+            return OffsetResult(Error.KAFKA_STORAGE_ERROR)
         if found is not None and found[0] < last_fetchable:
             return OffsetResult(errors.NONE, found[0], found[1], log_.epoch_for_offset(found[0]))
         return OffsetResult(Error.OFFSET_NOT_AVAILABLE if not_available else errors.NONE)
@@ -782,11 +782,15 @@ class ReplicaManager:
         """(error, required low watermark): raise the leader's log start offset to ``offset``
         (-1: the high watermark); segments below it go on the next retention pass. The
         followers raise theirs when their next fetch answer carries it; the request is done
-        once ``low_watermark`` reaches the returned offset (Kafka's DelayedDeleteRecords)."""
+        once ``low_watermark`` reaches the returned offset (Kafka's DelayedDeleteRecords).
+        POLICY_VIOLATION where cleanup.policy lacks delete, after the leader check and before
+        the offset's, as Kafka's Partition.deleteRecordsOnLeader."""
         partition, error = self._leader((topic, index))
         if partition is None:
             return error, -1
         log_ = partition.log
+        if "delete" not in log_.config.cleanup_policy.split(","):
+            return Error.POLICY_VIOLATION, -1
         try:
             log_.maybe_increment_log_start_offset(log_.high_watermark if offset == -1 else offset)
         except OffsetOutOfRangeError:

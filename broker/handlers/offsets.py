@@ -10,12 +10,19 @@ leader's log (consumers detecting truncation, KIP-320; followers without epoch i
 DeleteRecords raises the leader's log start offset and answers once every live replica has
 raised its own that far (the partition's low watermark, which it reports), or with
 REQUEST_TIMED_OUT and the low watermark so far at the request's timeout, as Kafka's
-DelayedDeleteRecords does.
+DelayedDeleteRecords does. Refused first, in Kafka's order: an internal topic
+(INVALID_TOPIC_EXCEPTION), a partition not led here, a topic whose cleanup.policy lacks delete
+(POLICY_VIOLATION), a negative offset other than -1 (the high watermark) or one past the high
+watermark (OFFSET_OUT_OF_RANGE); each with low watermark -1 and nothing deleted.
+
+ListOffsets MAX_TIMESTAMP (-3) answers the first record holding the greatest timestamp (Kafka
+3.8+, KAFKA-16310), not the last offset of its batch: see Log.offset_of_max_timestamp.
 """
 from __future__ import annotations
 
 import asyncio
 
+from broker.handlers.metadata import INTERNAL_TOPICS
 from protocol import messages as M
 from protocol.dispatch import Api
 from protocol.errors import Error
@@ -62,7 +69,10 @@ def apis(broker) -> list[Api]:
             out = R.DeleteRecordsTopicResult(name=t.name)
             topics.append(out)
             for p in t.partitions:
-                error, required = replicas.delete_records(t.name, p.partition_index, p.offset)
+                if t.name in INTERNAL_TOPICS:
+                    error, required = Error.INVALID_TOPIC_EXCEPTION, -1
+                else:
+                    error, required = replicas.delete_records(t.name, p.partition_index, p.offset)
                 result = PR(partition_index=p.partition_index, low_watermark=required, error_code=error)
                 out.partitions.append(result)
                 if error == Error.NONE:

@@ -2,8 +2,10 @@
 (broker/handlers/offsets.py)."""
 import asyncio
 
+from ext.batch import COMPRESSION_ZSTD, build_batch
+from protocol import messages as M
 from protocol.errors import Error
-from tests.broker.replica_nodes import BASE_TS, Cluster, Node
+from tests.broker.replica_nodes import BASE_TS, TOPIC, TOPIC_ID, Cluster, Node
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 
@@ -41,6 +43,36 @@ def test_list_offsets_by_timestamp_finds_nothing_at_or_past_the_high_watermark(t
         assert (found.error_code, found.offset) == (Error.NONE, -1)
         assert (await leader.list_offsets(MAX_TIMESTAMP)).offset == -1  # the tail holds it
         assert (await leader.list_offsets(MAX_TIMESTAMP, replica_id=2)).offset == 14
+    run(main())
+
+
+async def produce_timestamps(node, *deltas: int, compression: int = 0):
+    """One producer batch whose records carry BASE_TS + each delta, acks=1."""
+    R = M.ProduceRequest
+    batch = build_batch([(b"k", b"v%d" % i, [], BASE_TS + d) for i, d in enumerate(deltas)],
+                        compression=compression)
+    request = R(transactional_id=None, acks=1, timeout_ms=5000, topic_data=[R.TopicProduceData(
+        name=TOPIC, topic_id=TOPIC_ID, partition_data=[R.PartitionProduceData(
+            index=0, records=memoryview(bytearray(batch)))])])
+    answer = (await node.call(0, 11, request)).responses[0].partition_responses[0]
+    assert answer.error_code == Error.NONE
+
+
+def test_list_offsets_max_timestamp_is_the_record_holding_it_not_its_batch_last_offset(tmp_path):
+    """Kafka 3.8+ (KAFKA-16310): the offset, timestamp and leader epoch of the first record
+    with the greatest timestamp, found inside its (compressed) batch."""
+    async def main():
+        cluster = Cluster(brokers=(1,))
+        cluster.create_topic(replicas=(1,))
+        leader = Node(tmp_path, 1, cluster)
+        await produce_timestamps(leader, 1, 2, 3)  # 0..2
+        cluster.change(leader=1)  # epoch 1
+        leader.sync()
+        await produce_timestamps(leader, 4, 900, 5, 900, 6, compression=COMPRESSION_ZSTD)  # 3..7
+        await produce_timestamps(leader, 7, 8)  # 8..9
+        found = await leader.list_offsets(MAX_TIMESTAMP)
+        assert (found.error_code, found.offset, found.timestamp, found.leader_epoch) == \
+            (Error.NONE, 4, BASE_TS + 900, 1)
     run(main())
 
 
@@ -122,6 +154,46 @@ def test_delete_records_moves_the_log_start_only_up_to_the_high_watermark(tmp_pa
         answer = await leader.delete_records(-1)
         assert (answer.error_code, answer.low_watermark) == (Error.NONE, 10)
         assert leader.log().log_start_offset == 10
+    run(main())
+
+
+def test_delete_records_with_a_negative_offset_other_than_the_high_watermark_is_out_of_range(tmp_path):
+    """Kafka's Partition.deleteRecordsOnLeader: -1 means the high watermark; any other
+    negative offset answers OFFSET_OUT_OF_RANGE (low watermark -1) and deletes nothing."""
+    async def main():
+        cluster, leader = await leader_with_uncommitted_tail(tmp_path)
+        cluster.fence(2)
+        leader.sync()
+        for offset in (-2, -5, -(2**63)):
+            answer = await leader.delete_records(offset)
+            assert (answer.error_code, answer.low_watermark) == (Error.OFFSET_OUT_OF_RANGE, -1)
+        assert leader.log().log_start_offset == 0
+    run(main())
+
+
+def test_delete_records_of_an_internal_topic_is_refused_as_an_invalid_topic(tmp_path):
+    async def main():
+        _, leader = await leader_with_uncommitted_tail(tmp_path)
+        R = M.DeleteRecordsRequest
+        request = R(timeout_ms=1000, topics=[R.DeleteRecordsTopic(name=name, partitions=[
+            R.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=0, offset=-1)])
+            for name in ("__consumer_offsets", "__transaction_state")])
+        answer = await leader.call(21, 2, request)
+        assert [(p.error_code, p.low_watermark) for t in answer.topics for p in t.partitions] == \
+            [(Error.INVALID_TOPIC_EXCEPTION, -1)] * 2
+    run(main())
+
+
+def test_delete_records_of_a_compacted_only_topic_is_a_policy_violation(tmp_path):
+    """Kafka refuses DeleteRecords unless cleanup.policy includes delete."""
+    async def main():
+        cluster = Cluster(brokers=(1,))
+        cluster.create_topic(replicas=(1,), configs={"cleanup.policy": "compact"})
+        leader = Node(tmp_path, 1, cluster)
+        await leader.produce(5, acks=1)
+        answer = await leader.delete_records(3)
+        assert (answer.error_code, answer.low_watermark) == (Error.POLICY_VIOLATION, -1)
+        assert leader.log().log_start_offset == 0
     run(main())
 
 
