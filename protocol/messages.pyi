@@ -1300,6 +1300,54 @@ class DeleteGroupsResponse(KafkaStruct):
     results: list[DeletableGroupResult]
     def __init__(self, *, throttle_time_ms: int = ..., results: list[DeletableGroupResult] = ...) -> None: ...
 
+class OffsetDeleteRequest(KafkaStruct):
+    class OffsetDeleteRequestTopic(KafkaStruct):
+        class OffsetDeleteRequestPartition(KafkaStruct):
+            partition_index: int
+            def __init__(self, *, partition_index: int = ...) -> None: ...
+        name: str
+        partitions: list[OffsetDeleteRequestPartition]
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            partitions: list[OffsetDeleteRequestPartition] = ...,
+        ) -> None: ...
+    OffsetDeleteRequestPartition: TypeAlias = (
+        OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition
+    )
+    group_id: str
+    topics: list[OffsetDeleteRequestTopic]
+    def __init__(self, *, group_id: str = ..., topics: list[OffsetDeleteRequestTopic] = ...) -> None: ...
+
+class OffsetDeleteResponse(KafkaStruct):
+    class OffsetDeleteResponseTopic(KafkaStruct):
+        class OffsetDeleteResponsePartition(KafkaStruct):
+            partition_index: int
+            error_code: int
+            def __init__(self, *, partition_index: int = ..., error_code: int = ...) -> None: ...
+        name: str
+        partitions: list[OffsetDeleteResponsePartition]
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            partitions: list[OffsetDeleteResponsePartition] = ...,
+        ) -> None: ...
+    OffsetDeleteResponsePartition: TypeAlias = (
+        OffsetDeleteResponse.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition
+    )
+    error_code: int
+    throttle_time_ms: int
+    topics: list[OffsetDeleteResponseTopic]
+    def __init__(
+        self,
+        *,
+        error_code: int = ...,
+        throttle_time_ms: int = ...,
+        topics: list[OffsetDeleteResponseTopic] = ...,
+    ) -> None: ...
+
 class ConsumerProtocolSubscription(KafkaStruct):
     class TopicPartition(KafkaStruct):
         topic: str

@@ -504,13 +504,25 @@ class ClassicGroups:
 
     def validate_offset_commit(self, group_id: str, generation_id: int, member_id: str,
                                instance_id: str | None, version: int) -> int:
-        """Whether a member of the classic group ``group_id`` (or a consumer without group
-        management, with generation -1) may commit offsets now."""
+        """Whether the classic group ``group_id`` takes an OffsetCommit now, in Kafka 4.x's
+        order (OffsetMetadataManager.validateOffsetCommit, ClassicGroup.validateOffsetCommit):
+
+            no such group        generation -1: accepted (a "simple" group, created when its
+                                 offsets are applied); else GROUP_ID_NOT_FOUND (v9+) or
+                                 ILLEGAL_GENERATION
+            Dead                 COORDINATOR_NOT_AVAILABLE
+            generation -1, Empty accepted (the admin client, a consumer without group management)
+            a member named       static member fencing (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID),
+                                 then UNKNOWN_MEMBER_ID, then ILLEGAL_GENERATION
+            no member named      UNKNOWN_MEMBER_ID unless Empty
+            CompletingRebalance  REBALANCE_IN_PROGRESS: the member has its new generation but
+                                 not its assignment yet
+
+        PreparingRebalance takes the commit of a member of the current generation: that is a
+        consumer committing in its partitions-revoked callback before it rejoins."""
         group = self.groups.get(group_id)
         if group is None:
             if generation_id < 0:
-                # A "simple" group: offsets of a consumer without group management. It is
-                # created when its offsets are committed (apply_records), not before.
                 return Error.NONE
             return Error.GROUP_ID_NOT_FOUND if version >= 9 else Error.ILLEGAL_GENERATION
         if group.state == DEAD:
@@ -525,7 +537,7 @@ class ClassicGroups:
                 return Error.ILLEGAL_GENERATION
         elif group.state != EMPTY:
             return Error.UNKNOWN_MEMBER_ID
-        if group.state == PREPARING_REBALANCE:
+        if group.state == COMPLETING_REBALANCE:
             return Error.REBALANCE_IN_PROGRESS
         return Error.NONE
 

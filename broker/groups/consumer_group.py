@@ -54,6 +54,9 @@ EMPTY, ASSIGNING, RECONCILING, STABLE = "Empty", "Assigning", "Reconciling", "St
 JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH = 0, -1, -2
 PROTOCOL_TYPE = "consumer"
 ASSIGNORS = ("uniform", "range")  # group.consumer.assignors; the first is the default
+# The group configs (KIP-848's GROUP config resource) that override the broker's for one group.
+GROUP_SESSION_TIMEOUT = "consumer.session.timeout.ms"
+GROUP_HEARTBEAT_INTERVAL = "consumer.heartbeat.interval.ms"
 
 Partitions = dict[bytes, set[int]]  # topic id -> partitions
 Topics = dict[str, tuple[bytes, int]]  # topic name -> (topic id, number of partitions)
@@ -215,6 +218,25 @@ class ConsumerGroups:
         self.host = host
         self.config = config
         self.groups: dict[str, ConsumerGroup] = {}
+        # KIP-848's group configs, from the metadata image: group id -> {name: value}. A
+        # group's consumer.session.timeout.ms and consumer.heartbeat.interval.ms take the
+        # place of the broker's group.consumer.* for it, from its next heartbeat on.
+        self.group_configs: dict[str, dict[str, str]] = {}
+
+    def _group_config(self, group_id: str, name: str, default: int) -> int:
+        value = self.group_configs.get(group_id, {}).get(name)
+        try:
+            return int(value) if value is not None else default
+        except ValueError:
+            return default  # the controller validates what it stores; never seen here
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        """consumer.session.timeout.ms of the group, else group.consumer.session.timeout.ms."""
+        return self._group_config(group_id, GROUP_SESSION_TIMEOUT, self.config.session_timeout_ms)
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        """consumer.heartbeat.interval.ms of the group, else group.consumer.heartbeat.interval.ms."""
+        return self._group_config(group_id, GROUP_HEARTBEAT_INTERVAL, self.config.heartbeat_interval_ms)
 
     # ---- ConsumerGroupHeartbeat ------------------------------------------------------------
 
@@ -333,7 +355,7 @@ class ConsumerGroups:
         if req.server_assignor is not None:
             member.server_assignor = req.server_assignor
         member.client_id, member.client_host = client_id, client_host
-        member.session_deadline = now_ms + self.config.session_timeout_ms
+        member.session_deadline = now_ms + self.session_timeout_ms(group.group_id)
         if new:
             group.members[member.member_id] = member
         if new or _member_metadata(member) != old_metadata:
@@ -359,7 +381,7 @@ class ConsumerGroups:
 
         R = M.ConsumerGroupHeartbeatResponse
         response = R(member_id=member.member_id, member_epoch=member.member_epoch,
-                     heartbeat_interval_ms=self.config.heartbeat_interval_ms)
+                     heartbeat_interval_ms=self.heartbeat_interval_ms(group.group_id))
         full = req.rebalance_timeout_ms != -1 and owned is not None and \
             (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
         if joining or full or after[2] != before[2]:
@@ -496,15 +518,22 @@ class ConsumerGroups:
 
     def validate_offset_commit(self, group: ConsumerGroup, member_id: str, member_epoch: int,
                                version: int) -> int:
-        """A commit needs the member's current epoch; -1 (admin, manual assignment) only
-        when the group has no members."""
-        if member_epoch < 0 and not member_id:
-            return Error.NONE if not group.members else Error.UNKNOWN_MEMBER_ID
+        """Kafka 4.x's ConsumerGroup.validateOffsetCommit: member epoch -1 (the admin client, a
+        consumer without group management) commits only to a group with no members; otherwise
+        the member must exist (UNKNOWN_MEMBER_ID), commit with OffsetCommit v9+ since it uses
+        the consumer protocol (UNSUPPORTED_VERSION), and with its current epoch
+        (STALE_MEMBER_EPOCH). Every member here uses the consumer protocol: a classic-protocol
+        JoinGroup to a consumer group with members is refused, so none gets the
+        ILLEGAL_GENERATION that Kafka answers such a member."""
+        if member_epoch < 0 and not group.members:
+            return Error.NONE
         member = group.members.get(member_id)
         if member is None:
             return Error.UNKNOWN_MEMBER_ID
+        if version < 9:
+            return Error.UNSUPPORTED_VERSION
         if member_epoch != member.member_epoch:
-            return Error.STALE_MEMBER_EPOCH if version >= 9 else Error.ILLEGAL_GENERATION
+            return Error.STALE_MEMBER_EPOCH
         return Error.NONE
 
     def validate_offset_fetch(self, group: ConsumerGroup, member_id: str | None, member_epoch: int) -> int:
@@ -625,7 +654,7 @@ class ConsumerGroups:
                 group.members[member_id] = ConsumerMember(
                     member_id, v.instance_id, v.rack_id, v.client_id, v.client_host,
                     list(v.subscribed_topic_names), v.subscribed_topic_regex, v.rebalance_timeout_ms,
-                    v.server_assignor, session_deadline=now_ms + self.config.session_timeout_ms)
+                    v.server_assignor, session_deadline=now_ms + self.session_timeout_ms(group_id))
         for (kind, member_id), v in records.items():
             member = group.members.get(member_id)
             if member is None:

@@ -327,6 +327,51 @@ class GroupCoordinator:
                       self._offset_tombstones(group_id) + self._delete_group(group, now_ms))
         return errors, fx
 
+    def delete_offsets(self, group_id: str, topics: list[tuple[str, list[int]]],
+                       pending: Iterable[tuple[str, str, int]] = ()
+                       ) -> tuple[int, list[tuple[str, list[tuple[int, int]]]], Effects]:
+        """OffsetDelete (KIP-496): (group error, [(topic, [(partition, error)])], effects), as
+        Kafka 4.x's OffsetMetadataManager.deleteOffsets answers it:
+
+            no such group, or Dead               GROUP_ID_NOT_FOUND
+            classic, not Empty, protocol type    NON_EMPTY_GROUP
+            other than "consumer"
+            a topic the group subscribes to      GROUP_SUBSCRIBED_TO_TOPIC on each partition
+            otherwise                            NONE, and a tombstone for each partition
+                                                 with an offset, committed or ``pending``
+                                                 ((group, topic, partition) written but not
+                                                 committed yet)
+
+        A consumer group (KIP-848) takes it in any state. The offsets go when the shell
+        applies the tombstones, after they commit."""
+        fx = Effects()
+        code = self.coordinator_error(group_id) if group_id else Error.INVALID_GROUP_ID
+        group: ClassicGroup | ConsumerGroup | None = None
+        if code == Error.NONE:
+            group = self.consumer.groups.get(group_id) or self.groups.get(group_id)
+            if group is None or group.state == DEAD:
+                code = Error.GROUP_ID_NOT_FOUND
+            elif isinstance(group, ClassicGroup) and group.state != EMPTY and \
+                    group.protocol_type != PROTOCOL_TYPE:
+                code = Error.NON_EMPTY_GROUP
+        if code != Error.NONE:
+            return code, [], fx
+        assert group is not None
+        subscribed = retention.subscription(group)
+        present = set(self.offsets.get(group_id, {}))
+        present.update((t, p) for g, t, p in pending if g == group_id)
+        out: list[tuple[str, list[tuple[int, int]]]] = []
+        records: list[Record] = []
+        for topic, partitions in topics:
+            if subscribed(topic):
+                out.append((topic, [(p, Error.GROUP_SUBSCRIBED_TO_TOPIC) for p in partitions]))
+                continue
+            out.append((topic, [(p, Error.NONE) for p in partitions]))
+            records += [(storage.offset_commit_key(group_id, topic, p), None)
+                        for p in partitions if (topic, p) in present]
+        fx.append(self.partition_for(group_id), records)
+        return Error.NONE, out, fx
+
     def _offset_tombstones(self, group_id: str) -> list[Record]:
         """A tombstone for each committed offset of the group, in (topic, partition) order."""
         return [(storage.offset_commit_key(group_id, t, p), None)

@@ -57,7 +57,7 @@ def expired_offsets(group: Group, offsets: dict[TopicPartition, storage.OffsetAn
     base = _base_timestamp(group)
     if base is None:
         return [], False
-    subscribed = _subscription(group)
+    subscribed = subscription(group)
     expired = [tp for tp, om in sorted(offsets.items())
                if tp not in pending and not subscribed(tp[0]) and _is_expired(om, base, now_ms, retention_ms)]
     return expired, len(expired) == len(offsets) and not pending
@@ -83,8 +83,9 @@ def _base_timestamp(group: Group) -> BaseTimestamp | None:
     return None
 
 
-def _subscription(group: Group) -> Callable[[str], bool]:
-    """Whether a topic's offsets are in use: a member subscribes to it. A classic group whose
+def subscription(group: Group) -> Callable[[str], bool]:
+    """Whether a topic's offsets are in use: a member subscribes to it (Kafka's
+    ``isSubscribedToTopic``, which OffsetDelete asks too). A classic group whose
     subscriptions cannot be read counts as subscribed to all if it uses the consumer protocol."""
     if isinstance(group, ConsumerGroup):
         members = list(group.members.values())

@@ -4,6 +4,7 @@ Theory of operation. The core (coordinator.py) is stepped with requests and the 
 returns Effects: records to append to a partition of ``__consumer_offsets`` and replies
 for parked requests. This shell
 
+- hands the core the group configs of each new metadata image (KIP-848's GROUP resource);
 - watches the metadata image for the ``__consumer_offsets`` partitions this broker leads:
   it loads each by replaying its log, unloads it when the leadership moves away, and
   reloads it when its leader epoch changed in between (the log may have been truncated and
@@ -262,7 +263,9 @@ class GroupCoordinatorRuntime:
             await self.broker.follower.wait_for_change(1.0)
 
     def _reconcile(self) -> None:
-        topic = self.broker.image.topics.get(storage.OFFSETS_TOPIC)
+        image = self.broker.image
+        self.core.consumer.group_configs = dict(getattr(image, "group_configs", None) or {})
+        topic = image.topics.get(storage.OFFSETS_TOPIC)
         led: dict[int, int] = {}  # partition -> leader epoch
         if topic is not None:
             self.core.num_partitions = len(topic.partitions)
@@ -479,13 +482,13 @@ class GroupCoordinatorRuntime:
         while True:
             await asyncio.sleep(self.retention_check_ms / 1000)
             try:
-                fx = self.core.cleanup_group_metadata(_now_ms(), self._pending_offsets())
+                fx = self.core.cleanup_group_metadata(_now_ms(), self.pending_offsets())
                 if fx.appends or fx.events:
                     self.run(fx)
             except Exception:
                 log.exception("group coordinator: expiring offsets failed")
 
-    def _pending_offsets(self) -> set[tuple[str, str, int]]:
+    def pending_offsets(self) -> set[tuple[str, str, int]]:
         """(group, topic, partition) of every offset record appended and not committed yet:
         the core's offsets do not show them, and no tombstone may follow them."""
         pending = set()

@@ -1,5 +1,6 @@
 """The classic group protocol and offset storage: FindCoordinator, JoinGroup, SyncGroup,
-Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups;
+Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, OffsetDelete, DescribeGroups, ListGroups,
+DeleteGroups;
 and the consumer group protocol (KIP-848): ConsumerGroupHeartbeat, ConsumerGroupDescribe,
 served when ``group.coordinator.rebalance.protocols`` lists ``consumer``.
 
@@ -25,6 +26,7 @@ groups if any of its partitions' writes fails.
 """
 from __future__ import annotations
 
+from broker import authorizer
 from broker.groups.runtime import _now_ms
 from protocol import messages as M
 from protocol.dispatch import Api
@@ -138,16 +140,25 @@ def apis(broker) -> list[Api]:
 
     # ---- offsets ------------------------------------------------------------------------
 
+    def unknown_partitions(topics) -> set[tuple[str, int]]:
+        """The (topic, partition)s of a request that the metadata image does not have: Kafka's
+        KafkaApis answers them UNKNOWN_TOPIC_OR_PARTITION before the coordinator sees the rest."""
+        image = broker.image.topics
+        return {(t.name, p.partition_index) for t in topics for p in t.partitions
+                if t.name not in image or p.partition_index not in image[t.name].partitions}
+
     async def handle_offset_commit(header, req):
         R = M.OffsetCommitResponse
         version = header.api_version
-        names = [t.name for t in req.topics]
+        unknown = unknown_partitions(req.topics)
         offsets = [(t.name, p.partition_index, p.committed_offset,
                     p.committed_leader_epoch if version >= 6 else -1, p.committed_metadata)
-                   for t in req.topics for p in t.partitions]
-        code = coordinator_error(req.group_id)
+                   for t in req.topics for p in t.partitions if (t.name, p.partition_index) not in unknown]
+        code = coordinator_error(req.group_id) if offsets else Error.NONE
         if code != Error.NONE:
             errors = [code] * len(offsets)
+        elif not offsets:
+            errors = []  # nothing known to commit: the coordinator is not asked (Kafka's order)
         else:
             errors, fx = groups.core.commit_offsets(
                 req.group_id, req.generation_id_or_member_epoch, req.member_id,
@@ -157,15 +168,38 @@ def apis(broker) -> list[Api]:
             failed = (await groups.write(fx, [p]))[p]
             if failed != Error.NONE:
                 errors = [failed if e == Error.NONE else e for e in errors]
-        out, i = [], 0
-        for name, t in zip(names, req.topics):
-            rt = R.OffsetCommitResponseTopic(name=name)
-            for p in t.partitions:
-                rt.partitions.append(R.OffsetCommitResponseTopic.OffsetCommitResponsePartition(
-                    partition_index=p.partition_index, error_code=errors[i]))
-                i += 1
-            out.append(rt)
-        return R(topics=out)
+        answers = iter(errors)
+        P = R.OffsetCommitResponseTopic.OffsetCommitResponsePartition
+        return R(topics=[R.OffsetCommitResponseTopic(name=t.name, partitions=[
+            P(partition_index=p.partition_index,
+              error_code=Error.UNKNOWN_TOPIC_OR_PARTITION if (t.name, p.partition_index) in unknown
+              else next(answers)) for p in t.partitions]) for t in req.topics])
+
+    async def handle_offset_delete(header, req):
+        """OffsetDelete (KIP-496): partitions unknown to the metadata image answer
+        UNKNOWN_TOPIC_OR_PARTITION; the coordinator answers the rest (a group-level error
+        replaces its part of the answer), after its tombstones commit."""
+        R = M.OffsetDeleteResponse
+        T, P = R.OffsetDeleteResponseTopic, R.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition
+        unknown = unknown_partitions(req.topics)
+        known = [(t.name, [p.partition_index for p in t.partitions
+                           if (t.name, p.partition_index) not in unknown]) for t in req.topics]
+        known = [(name, parts) for name, parts in known if parts]
+        out = [T(name=t.name, partitions=[P(partition_index=p.partition_index,
+                                            error_code=Error.UNKNOWN_TOPIC_OR_PARTITION)
+                                          for p in t.partitions if (t.name, p.partition_index) in unknown])
+               for t in req.topics]
+        out = [t for t in out if t.partitions]
+        code = coordinator_error(req.group_id) if req.group_id else Error.INVALID_GROUP_ID
+        if code == Error.NONE:
+            code, answered, fx = groups.core.delete_offsets(req.group_id, known, groups.pending_offsets())
+            if code == Error.NONE:
+                p = groups.partition_of(req.group_id)
+                code = (await groups.write(fx, [p]))[p]
+            if code == Error.NONE:
+                out += [T(name=name, partitions=[P(partition_index=i, error_code=e) for i, e in parts])
+                        for name, parts in answered]
+        return R(error_code=code, topics=out)
 
     async def fetch_group(group_id: str, topics, member_id: str | None = None, member_epoch: int = -1,
                           require_stable: bool = False):
@@ -235,8 +269,14 @@ def apis(broker) -> list[Api]:
                     described = D(error_code=Error.NONE, group_id=group_id, group_state="Dead",
                                   protocol_type="", protocol_data="")
             out.append(described)
-        return R(groups=await released(req.groups, out, lambda group_id, code: D(
-            error_code=code, group_id=group_id, group_state="", protocol_type="", protocol_data="")))
+        out = await released(req.groups, out, lambda group_id, code: D(
+            error_code=code, group_id=group_id, group_state="", protocol_type="", protocol_data=""))
+        if header.api_version >= 3 and req.include_authorized_operations:
+            for described in out:
+                if described.error_code == Error.NONE:
+                    described.authorized_operations = authorizer.authorized_operations(
+                        authorizer.GROUP, described.group_id)
+        return R(groups=out)
 
     async def handle_list_groups(header, req):
         R = M.ListGroupsResponse
@@ -313,4 +353,5 @@ def apis(broker) -> list[Api]:
         Api(15, 0, 6, handle_describe_groups),
         Api(16, 0, 5, handle_list_groups),
         Api(42, 0, 2, handle_delete_groups),
+        Api(47, 0, 0, handle_offset_delete),
     ]

@@ -23,8 +23,11 @@ OFFSETS_ID = uuid.UUID("0c0ffee0-3a55-4d5e-9d43-0a1b2c3d4e5f").bytes
 
 
 def create_offsets_topic(cluster, replicas=(1, 2, 3), isr=None, configs=None) -> None:
+    """``__consumer_offsets``, and the topic ``t`` (2 partitions) whose offsets the tests
+    commit: OffsetCommit answers UNKNOWN_TOPIC_OR_PARTITION for a partition the image lacks."""
     cluster.create_topic(replicas=replicas, isr=isr, name=OFFSETS_TOPIC, topic_id=OFFSETS_ID,
                          configs=configs)
+    cluster.create_topic(replicas=replicas, partitions=2)
 
 
 class _MetadataFollower:

@@ -351,10 +351,10 @@ def test_standalone_commit_to_active_group_is_rejected():
     assert s.commit([("t", 0, 1)]) == [Error.UNKNOWN_MEMBER_ID]
 
 
-def test_commit_during_rebalance_is_rebalance_in_progress():
+def test_commit_while_preparing_rebalance_is_stored():
     s, (leader, follower) = _stable(2)
     s.join("rl", member_id=leader)
-    assert s.commit([("t", 0, 1)], generation=1, member_id=follower) == [Error.REBALANCE_IN_PROGRESS]
+    assert s.commit([("t", 0, 1)], generation=1, member_id=follower) == [Error.NONE]
 
 
 def test_commit_with_generation_to_unknown_group():
