@@ -16,11 +16,18 @@ controller has not fenced yet) answers LEADER_NOT_AVAILABLE too, but first the a
 to ``GONE_LEADER_HOLD_S`` for the metadata to move that leadership: the controller fences a
 killed broker within tens of milliseconds, and a client given the new leader in its first
 answer resumes at once, where one told to retry (or given the dead leader) backs off its
-next refresh for up to a second."""
+next refresh for up to a second.
+
+Authorized operations (v8+; DescribeCluster): asked for with include_topic_authorized_operations,
+each topic named (existing or not, but not an unknown topic id) carries the bit set of what the
+principal may do to it; with include_cluster_authorized_operations (Metadata v8-v10, then
+DescribeCluster's), the cluster's, or 0 without DESCRIBE on it. Not asked: NOT_REQUESTED
+(INT32_MIN). broker/authorizer.py computes the sets."""
 from __future__ import annotations
 
 import asyncio
 
+from broker import authorizer
 from protocol import messages as M
 from protocol.dispatch import Api
 from protocol.errors import Error
@@ -30,6 +37,7 @@ from protocol.types import ZERO_UUID
 INTERNAL_TOPICS = {"__consumer_offsets", "__transaction_state"}
 AUTO_CREATE_WAIT_S = 2.0
 GONE_LEADER_HOLD_S = 0.5  # the controller's own grace before fencing a silent broker
+CLUSTER_NAME = "kafka-cluster"  # the cluster's resource name in ACLs
 METADATA_CHANGED = "metadata"  # the fetch_waiters key notified with every new metadata image
 
 
@@ -83,13 +91,25 @@ def apis(broker) -> list[Api]:
             topics.append(R.MetadataResponseTopic(
                 error_code=Error.NONE, name=name, topic_id=topic.topic_id,
                 is_internal=name in INTERNAL_TOPICS, partitions=partitions))
-        return R(brokers=brokers(broker, R.MetadataResponseBroker, listener), cluster_id=broker.cluster_id,
-                 controller_id=broker.node_id, topics=topics)
+        response = R(brokers=brokers(broker, R.MetadataResponseBroker, listener),
+                     cluster_id=broker.cluster_id, controller_id=broker.node_id, topics=topics)
+        if header.api_version >= 8:
+            if header.api_version <= 10 and req.include_cluster_authorized_operations:
+                response.cluster_authorized_operations = cluster_authorized_operations()
+            if req.include_topic_authorized_operations:
+                for t in topics:
+                    if t.name is not None:  # an unknown topic id names no resource
+                        t.topic_authorized_operations = authorizer.authorized_operations(
+                            authorizer.TOPIC, t.name)
+        return response
 
     async def handle_describe_cluster(header, req):
         R = M.DescribeClusterResponse
-        return R(error_code=Error.NONE, cluster_id=broker.cluster_id, controller_id=broker.node_id,
-                 brokers=brokers(broker, R.DescribeClusterBroker, client_listener(broker, header)))
+        response = R(error_code=Error.NONE, cluster_id=broker.cluster_id, controller_id=broker.node_id,
+                     brokers=brokers(broker, R.DescribeClusterBroker, client_listener(broker, header)))
+        if req.include_cluster_authorized_operations:
+            response.cluster_authorized_operations = cluster_authorized_operations()
+        return response
 
     async def handle_describe_topic_partitions(header, req):
         """KIP-966's view of partitions (Kafka's DescribeTopicPartitionsRequestHandler): topics in
@@ -147,6 +167,13 @@ def _described_partition(broker, R, index: int, p, listener: str):
         error_code=Error.NONE, partition_index=index, leader_id=m.leader_id, leader_epoch=m.leader_epoch,
         replica_nodes=m.replica_nodes, isr_nodes=m.isr_nodes, eligible_leader_replicas=list(p.elr),
         last_known_elr=list(p.last_known_elr), offline_replicas=m.offline_replicas)
+
+
+def cluster_authorized_operations() -> int:
+    """The cluster's bit set, or 0 for a principal that may not describe the cluster (Kafka's
+    handleTopicMetadataRequest and computeDescribeClusterResponse)."""
+    operations = authorizer.authorized_operations(authorizer.CLUSTER, CLUSTER_NAME)
+    return operations if operations & (1 << authorizer.DESCRIBE) else 0
 
 
 def client_listener(broker, header) -> str:

@@ -2,8 +2,11 @@
 (broker/handlers/metadata.py)."""
 import asyncio
 
+from broker.handlers import metadata
 from protocol import messages as M
+from protocol.dispatch import resolve
 from protocol.errors import Error
+from protocol.headers import RequestHeader
 from tests.broker.replica_nodes import TOPIC, TOPIC_ID, Cluster, Node
 
 
@@ -165,4 +168,75 @@ def test_describe_topic_partitions_names_unknown_topics_and_refuses_a_cursor_out
         assert [(t.name, t.error_code) for t in refused.topics] == [(TOPIC, Error.INVALID_REQUEST)]
         negative = await node.describe_topic_partitions([TOPIC], cursor=(TOPIC, -1))
         assert [t.error_code for t in negative.topics] == [Error.INVALID_REQUEST]
+    run(main())
+
+
+# Kafka's bit sets with no authorizer: every operation the resource type supports
+# (AclOperation codes: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8,
+# CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12).
+TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))  # 3576
+CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))  # 8096
+NOT_REQUESTED = -2**31
+
+
+async def metadata_asking(node, version: int, topics=None, cluster_ops: bool = False,
+                          topic_ops: bool = False):
+    api = {a.key: a for a in metadata.apis(node.metadata_broker())}[3]
+    R = M.MetadataRequest
+    request = R(topics=topics, allow_auto_topic_creation=False,
+                include_cluster_authorized_operations=cluster_ops,
+                include_topic_authorized_operations=topic_ops)
+    header = RequestHeader(3, version, 1, "test", 2 if version >= 9 else 1, None)
+    return await resolve(await api.fn(header, request))
+
+
+def test_metadata_v8_to_v10_answers_the_authorized_operations_asked_for(tmp_path):
+    """Kafka's handleTopicMetadataRequest: with no authorizer, every operation a topic (and
+    the cluster) supports, each only when its include_*_authorized_operations is set."""
+    async def main():
+        cluster = Cluster(brokers=(1,))
+        cluster.create_topic(replicas=(1,))
+        node = Node(tmp_path, 1, cluster)
+        for version in (8, 10):
+            both = await metadata_asking(node, version, cluster_ops=True, topic_ops=True)
+            assert both.cluster_authorized_operations == CLUSTER_OPERATIONS
+            assert [t.topic_authorized_operations for t in both.topics] == [TOPIC_OPERATIONS]
+            topics_only = await metadata_asking(node, version, topic_ops=True)
+            assert topics_only.cluster_authorized_operations == NOT_REQUESTED
+            assert [t.topic_authorized_operations for t in topics_only.topics] == [TOPIC_OPERATIONS]
+            neither = await metadata_asking(node, version)
+            assert neither.cluster_authorized_operations == NOT_REQUESTED
+            assert [t.topic_authorized_operations for t in neither.topics] == [NOT_REQUESTED]
+    run(main())
+
+
+def test_metadata_topic_authorized_operations_cover_a_named_topic_with_an_error_not_an_unknown_id(tmp_path):
+    """A topic asked for by name is described (if allowed) whether it exists or not, so it
+    carries its operations with UNKNOWN_TOPIC_OR_PARTITION; an unknown topic id names no
+    resource and keeps the default. From v11 the cluster's operations are DescribeCluster's."""
+    async def main():
+        cluster = Cluster(brokers=(1,))
+        cluster.create_topic(replicas=(1,))
+        node = Node(tmp_path, 1, cluster)
+        R = M.MetadataRequest
+        topics = [R.MetadataRequestTopic(name=TOPIC), R.MetadataRequestTopic(name="missing"),
+                  R.MetadataRequestTopic(name=None, topic_id=bytes([7]) * 16)]
+        answer = await metadata_asking(node, 12, topics=topics, topic_ops=True)
+        assert [(t.error_code, t.topic_authorized_operations) for t in answer.topics] == [
+            (Error.NONE, TOPIC_OPERATIONS), (Error.UNKNOWN_TOPIC_OR_PARTITION, TOPIC_OPERATIONS),
+            (Error.UNKNOWN_TOPIC_ID, NOT_REQUESTED)]
+        assert answer.topics[0].topic_id == TOPIC_ID
+    run(main())
+
+
+def test_describe_cluster_answers_the_cluster_authorized_operations_when_asked(tmp_path):
+    async def main():
+        node = Node(tmp_path, 1, Cluster(brokers=(1,)))
+        api = {a.key: a for a in metadata.apis(node.metadata_broker())}[60]
+        for asked, expected in ((True, CLUSTER_OPERATIONS), (False, NOT_REQUESTED)):
+            for version in (0, 1):
+                header = RequestHeader(60, version, 1, "test", 2, None)
+                answer = await resolve(await api.fn(header, M.DescribeClusterRequest(
+                    include_cluster_authorized_operations=asked)))
+                assert (answer.error_code, answer.cluster_authorized_operations) == (Error.NONE, expected)
     run(main())
