@@ -1,0 +1,123 @@
+"""The group handlers (broker/handlers/groups.py) over the coordinator's shell and a real
+metadata image: what KafkaApis checks before the coordinator (partitions the image lacks),
+OffsetDelete, DescribeGroups' authorized operations, and group configs from the image."""
+import asyncio
+
+from broker import authorizer
+from protocol import messages as M
+from protocol.errors import Error
+from tests.broker.replica_nodes import Cluster
+from tests.groups.coordinator_node import CoordinatorNode, create_offsets_topic
+
+ALL_GROUP_OPERATIONS = sum(1 << op for op in (authorizer.READ, authorizer.DESCRIBE, authorizer.DELETE,
+                                               authorizer.DESCRIBE_CONFIGS, authorizer.ALTER_CONFIGS))
+HEARTBEAT = "consumer.heartbeat.interval.ms"
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def _node(tmp_path) -> tuple[Cluster, CoordinatorNode]:
+    """The single replica of ``__consumer_offsets``: every write commits at once."""
+    cluster = Cluster(brokers=(1,))
+    create_offsets_topic(cluster, replicas=(1,))
+    node = CoordinatorNode(tmp_path, 1, cluster)
+    await node.sync()
+    return cluster, node
+
+
+async def _commit(node, topics: dict[str, dict[int, int]], version: int = 8, group: str = "g"):
+    R = M.OffsetCommitRequest
+    P = R.OffsetCommitRequestTopic.OffsetCommitRequestPartition
+    request = R(group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                topics=[R.OffsetCommitRequestTopic(name=name, partitions=[
+                    P(partition_index=p, committed_offset=o, committed_metadata="")
+                    for p, o in parts.items()]) for name, parts in topics.items()])
+    response = await node.call(8, version, request)
+    return {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
+
+
+async def _delete_offsets(node, topics: dict[str, list[int]], group: str = "g"):
+    R = M.OffsetDeleteRequest
+    request = R(group_id=group, topics=[R.OffsetDeleteRequestTopic(name=name, partitions=[
+        R.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition(partition_index=p) for p in parts])
+        for name, parts in topics.items()])
+    response = await node.call(47, 0, request)
+    return response.error_code, {(t.name, p.partition_index): p.error_code
+                                 for t in response.topics for p in t.partitions}
+
+
+def test_offset_commit_for_a_topic_or_partition_that_does_not_exist_is_unknown_topic_or_partition(tmp_path):
+    async def main():
+        _, node = await _node(tmp_path)
+        errors = await _commit(node, {"t": {0: 5, 7: 6}, "nope": {0: 1}})
+        assert errors == {("t", 0): Error.NONE, ("t", 7): Error.UNKNOWN_TOPIC_OR_PARTITION,
+                          ("nope", 0): Error.UNKNOWN_TOPIC_OR_PARTITION}
+        assert await node.fetch_offsets((0, 7)) == (Error.NONE, {0: 5, 7: -1})
+        assert await node.fetch_offsets((0,), topic="nope") == (Error.NONE, {0: -1})
+    run(main())
+
+
+def test_offset_commit_of_only_unknown_partitions_leaves_the_group_untouched(tmp_path):
+    async def main():
+        _, node = await _node(tmp_path)
+        assert await _commit(node, {"nope": {0: 1}}, group="fresh") == \
+            {("nope", 0): Error.UNKNOWN_TOPIC_OR_PARTITION}
+        assert "fresh" not in node.core.groups and node.log().log_end_offset == 0
+    run(main())
+
+
+def test_offset_delete_deletes_the_offsets_of_an_empty_group_and_refuses_unknown_partitions(tmp_path):
+    async def main():
+        _, node = await _node(tmp_path)
+        await _commit(node, {"t": {0: 5, 1: 6}})
+        code, errors = await _delete_offsets(node, {"t": [0, 9], "nope": [0]})
+        assert code == Error.NONE
+        assert errors == {("t", 0): Error.NONE, ("t", 9): Error.UNKNOWN_TOPIC_OR_PARTITION,
+                          ("nope", 0): Error.UNKNOWN_TOPIC_OR_PARTITION}
+        assert await node.fetch_offsets((0, 1)) == (Error.NONE, {0: -1, 1: 6})
+    run(main())
+
+
+def test_offset_delete_of_an_unknown_group_is_group_id_not_found(tmp_path):
+    async def main():
+        _, node = await _node(tmp_path)
+        assert await _delete_offsets(node, {"t": [0]}, group="nobody") == (Error.GROUP_ID_NOT_FOUND, {})
+        assert await _delete_offsets(node, {"t": [0]}, group="") == (Error.INVALID_GROUP_ID, {})
+    run(main())
+
+
+def test_describe_groups_returns_authorized_operations_only_when_asked(tmp_path):
+    async def main():
+        _, node = await _node(tmp_path)
+        await _commit(node, {"t": {0: 5}})
+        for asked, expected in ((True, ALL_GROUP_OPERATIONS), (False, authorizer.NOT_REQUESTED)):
+            request = M.DescribeGroupsRequest(groups=["g", "nobody"], include_authorized_operations=asked)
+            found, missing = (await node.call(15, 5, request)).groups
+            assert found.error_code == Error.NONE and found.authorized_operations == expected
+        # an error answers the default, as Kafka's does
+        request = M.DescribeGroupsRequest(groups=["nobody"], include_authorized_operations=True)
+        (missing,) = (await node.call(15, 6, request)).groups
+        assert missing.error_code == Error.GROUP_ID_NOT_FOUND
+        assert missing.authorized_operations == authorizer.NOT_REQUESTED
+    run(main())
+
+
+def test_group_configs_of_the_metadata_image_apply_to_the_group(tmp_path):
+    async def main():
+        cluster, node = await _node(tmp_path)
+        cluster.replay(M.ConfigRecord(resource_type=32, resource_name="cg", name=HEARTBEAT, value="7000"))
+        await node.sync()
+        R = M.ConsumerGroupHeartbeatRequest
+
+        async def heartbeat(group):
+            request = R(group_id=group, member_id="m1", member_epoch=0, rebalance_timeout_ms=30000,
+                        subscribed_topic_names=["t"], topic_partitions=[])
+            return await node.call(68, 1, request)
+        assert (await heartbeat("cg")).heartbeat_interval_ms == 7000
+        assert (await heartbeat("other")).heartbeat_interval_ms == 5000  # the broker's
+        cluster.replay(M.ConfigRecord(resource_type=32, resource_name="cg", name=HEARTBEAT, value=None))
+        await node.sync()
+        assert (await heartbeat("cg")).heartbeat_interval_ms == 5000
+    run(main())
