@@ -7,6 +7,11 @@ into the links by iptables inside the namespaces.
         net.partition([{1, 2, 4}, {3, 5, 6}])      # no traffic between the groups
         net.heal()
 
+    with Network([1, 2, 3, 4, 5, 6], clients=[7]) as net:   # and a namespace for clients
+        net.count_from(7, 4, 9092)                 # count what node 4's port 9092 sends to 7
+        net.enter(7)                               # this thread's new sockets are node 7's
+        net.received(7)                            # {4: bytes}
+
 Layout (all of it made by ``Network`` and removed by ``close``; nothing else is touched):
 
 | piece            | name                         | address                                  |
@@ -14,6 +19,13 @@ Layout (all of it made by ``Network`` and removed by ``close``; nothing else is 
 | bridge (root ns) | ``sbr<tag>``                 | 10.a.b.1/24: the test process's own way in |
 | namespace        | ``strom-<tag>-<node>``       | lo up; ``eth0`` 10.a.b.(10+node)/24      |
 | veth pair        | ``sv<tag><node>`` on the bridge, its peer renamed ``eth0`` in the namespace |
+
+Clients are namespaces like the nodes' but outside every fault: ``partition``, ``loss`` and
+``heal`` touch the nodes only, so a client keeps every node (as the test process does), and the
+counting rules in its INPUT chain outlive every heal. A thread that calls ``enter(client)``
+(setns(2) on that thread alone) makes its sockets there, and so do the threads it starts after:
+librdkafka's, if it builds its client after entering. What each node sent to the client is then
+told apart from what it sent the test process.
 
 The subnet 10.a.b.0/24 is picked at random among those no route of the machine covers, and a
 namespace has no default route: its traffic reaches the other namespaces and the bridge address,
@@ -32,6 +44,8 @@ the link where a real network would: the process sees silence, not a refused con
 | isolate_client(nodes)         | the test process (the bridge address) cannot reach the nodes |
 | redirect(node, dst, port, p)  | the node's connections to dst:port go through the gateway's  |
 |                               | port p (a delaying proxy, tests/faults/proxy.py)             |
+| count_from(client, node, port)| (no fault) a rule counting the bytes the node's port sends   |
+|                               | the client; ``received(client)`` reads them per node         |
 | heal()                        | every rule removed                                           |
 
 ``available()`` says whether this machine can do it (root, ``ip netns``, iptables) and why not:
@@ -39,9 +53,11 @@ tests skip with that reason and never pass silently.
 """
 from __future__ import annotations
 
+import ctypes
 import ipaddress
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -50,6 +66,7 @@ from collections.abc import Iterable
 
 NS_PREFIX = "strom-"
 CMD_TIMEOUT_S = 10.0
+CLONE_NEWNET = 0x40000000  # setns(2)'s nstype for a network namespace
 
 
 class NetworkError(RuntimeError):
@@ -113,16 +130,21 @@ def exit_on_sigterm() -> None:
 
 
 class Network:
-    """Namespaces for ``nodes`` (small non-negative ints), created at construction."""
+    """Namespaces for ``nodes`` and ``clients`` (small non-negative ints, none in both), created
+    at construction."""
 
-    def __init__(self, nodes: Iterable[int], rng: random.Random | None = None) -> None:
+    def __init__(self, nodes: Iterable[int], rng: random.Random | None = None,
+                 clients: Iterable[int] = ()) -> None:
         rng = rng or random.Random()
         self.tag = f"{os.getpid() % 4096:03x}{rng.randrange(16 ** 3):03x}"
         self.nodes = sorted(nodes)
+        self.clients = sorted(clients)
+        if set(self.nodes) & set(self.clients):
+            raise ValueError(f"ids both nodes and clients: {sorted(set(self.nodes) & set(self.clients))}")
         self.subnet = _free_subnet(rng)
         hosts = list(self.subnet.hosts())
         self.gateway = str(hosts[0])  # the bridge's address: where the test process stands
-        self._addresses = {n: str(hosts[9 + n]) for n in self.nodes}
+        self._addresses = {n: str(hosts[9 + n]) for n in [*self.nodes, *self.clients]}
         self.bridge = f"sbr{self.tag}"
         self._made: list[tuple[str, str]] = []  # ("ns" | "link", name) to remove, newest last
         try:
@@ -148,7 +170,7 @@ class Network:
         self._made.append(("link", self.bridge))
         _run("ip", "addr", "add", f"{self.gateway}/{bits}", "dev", self.bridge)
         _run("ip", "link", "set", self.bridge, "up")
-        for node in self.nodes:
+        for node in [*self.nodes, *self.clients]:
             ns, outer = self.namespace(node), f"sv{self.tag}{node}"
             _run("ip", "netns", "add", ns)
             self._made.append(("ns", ns))
@@ -235,3 +257,31 @@ class Network:
 
     def rules(self, node: int) -> str:
         return _run(*self.prefix(node), "iptables", "-S").stdout
+
+    # ---- clients -------------------------------------------------------------------------------
+    def enter(self, client: int) -> None:
+        """Move the calling thread into the client's namespace: the sockets it opens from now on,
+        and those of the threads it starts, are the client's. Other threads stay where they are."""
+        if client not in self.clients:
+            raise ValueError(f"{client} is not a client of this network")
+        fd = os.open(f"/var/run/netns/{self.namespace(client)}", os.O_RDONLY)
+        try:
+            if ctypes.CDLL(None, use_errno=True).setns(fd, CLONE_NEWNET) != 0:
+                raise NetworkError(f"setns into {self.namespace(client)}: {os.strerror(ctypes.get_errno())}")
+        finally:
+            os.close(fd)
+
+    def count_from(self, client: int, node: int, port: int) -> None:
+        """Count the TCP bytes (IP headers included) that the node's port sends the client."""
+        _run(*self.prefix(client), "iptables", "-w", "5", "-A", "INPUT", "-s", self.address(node),
+             "-p", "tcp", "--sport", str(port), "-m", "comment", "--comment", f"from-{node}")
+
+    def received(self, client: int) -> dict[int, int]:
+        """Per node that ``count_from`` counts for the client: the bytes it has sent it so far."""
+        listing = _run(*self.prefix(client), "iptables", "-w", "5", "-L", "INPUT", "-v", "-x", "-n").stdout
+        out: dict[int, int] = {}
+        for line in listing.splitlines():
+            found = re.search(r"/\* from-(\d+) \*/", line)
+            if found is not None:
+                out[int(found.group(1))] = out.get(int(found.group(1)), 0) + int(line.split()[1])
+        return out
