@@ -13,6 +13,9 @@ cluster's: controllers 1-3, brokers 4-6.
 | kill-leader        | kill -9 of a partition's leader, restarted after the duration            |
 | kill-controller    | kill -9 of the active controller, restarted after the duration           |
 | kill-two           | kill -9 of two brokers at once: acks=all cannot be met until one is back |
+| kill-read-replica  | in a trial with racks: kill -9 of the broker in the consumers' rack,     |
+|                    | which they fetch the partitions it follows from (KIP-392); restarted     |
+|                    | after the duration. The detail names the partitions it followed and led  |
 | pause              | SIGSTOP of a node for longer than the session and lag timeouts, SIGCONT  |
 | partition          | a random majority and minority of all nodes lose each other              |
 | isolate-leader     | a partition's leader loses every other node (clients still reach it)     |
@@ -61,11 +64,12 @@ from tests.integration.quorum_cluster import Controller
 from tests.integration.replicated_cluster import ReplicatedCluster
 from tests.storage import tmpfs
 
-KINDS = ("kill", "kill-leader", "kill-controller", "kill-two", "pause", "partition", "isolate-leader",
-         "isolate-controller", "bridge", "one-way", "loss", "latency", "torn-write", "corrupt", "wipe",
-         "disk-full", "reassign")
-PROCESS_KINDS = {"kill", "kill-leader", "kill-controller", "kill-two", "pause", "torn-write", "corrupt",
-                 "wipe", "disk-full"}
+KINDS = ("kill", "kill-leader", "kill-controller", "kill-two", "kill-read-replica", "pause", "partition",
+         "isolate-leader", "isolate-controller", "bridge", "one-way", "loss", "latency", "torn-write",
+         "corrupt", "wipe", "disk-full", "reassign")
+PROCESS_KINDS = {"kill", "kill-leader", "kill-controller", "kill-two", "kill-read-replica", "pause",
+                 "torn-write", "corrupt", "wipe", "disk-full"}
+RACK_KINDS = {"kill-read-replica"}  # kinds that need a trial with racks (trial.py makes one)
 BROKER_DISK_KIB = 128 * 1024  # a broker's log dir in a trial with disk-full faults: its own tmpfs
 HALT_WAIT_S = 15.0  # how long a broker whose disk is full gets to halt
 REFUSAL_WAIT_S = 10.0  # how long a broker restarted on a corrupt file gets to refuse it
@@ -74,8 +78,9 @@ LOSS_PROBABILITY = 0.2
 LATENCY_S = (0.05, 0.3)  # a slow link's delay each way, plus up to as much again of jitter
 QUIET_S = (1.0, 3.0)
 DURATION_S = {"pause": (6.0, 8.0), "kill": (1.0, 4.0), "kill-leader": (1.0, 4.0),
-              "kill-controller": (1.0, 4.0), "kill-two": (2.0, 5.0), "torn-write": (1.0, 2.0),
-              "corrupt": (1.0, 2.0), "wipe": (1.0, 2.0), "disk-full": (2.0, 4.0), "reassign": (2.0, 5.0)}
+              "kill-controller": (1.0, 4.0), "kill-read-replica": (1.0, 4.0), "kill-two": (2.0, 5.0),
+              "torn-write": (1.0, 2.0), "corrupt": (1.0, 2.0), "wipe": (1.0, 2.0), "disk-full": (2.0, 4.0),
+              "reassign": (2.0, 5.0)}
 NETWORK_DURATION_S = (4.0, 8.0)
 REASSIGN_TIMEOUT_MS = 10_000  # an AlterPartitionReassignments request's
 REASSIGN_TRIES = 5  # moving the replicas back, a second apart (faults may be on)
@@ -125,8 +130,12 @@ def schedule(seed: int, kinds: list[str], length_s: float) -> list[Fault]:
 
 
 class Nemesis:
-    def __init__(self, cluster: ReplicatedCluster, net: Network, topic: str, partitions: int) -> None:
+    """``read_replica``: in a trial with racks, the broker in the consumers' rack."""
+
+    def __init__(self, cluster: ReplicatedCluster, net: Network, topic: str, partitions: int,
+                 read_replica: int | None = None) -> None:
         self.cluster, self.net, self.topic, self.partitions = cluster, net, topic, partitions
+        self.read_replica = read_replica
         self.stopped: set[int] = set()  # nodes the schedule has stopped and not restarted
         self.paused: set[int] = set()
         self.proxies: list[DelayProxy] = []
@@ -163,6 +172,17 @@ class Nemesis:
                 pass
         return alone
 
+    def _roles_of(self, broker: int) -> str:
+        """The partitions the broker follows and those it leads, as another live broker says."""
+        others = [b for b in self.cluster.live_brokers() if b != broker] or [broker]
+        view = self.cluster.metadata(others[0])
+        if view is None:
+            return "its partitions unknown (no metadata)"
+        mine = [p for p in view.partitions if p.topic == self.topic and broker in p.replicas]
+        follows = sorted(p.partition for p in mine if p.leader != broker)
+        leads = sorted(p.partition for p in mine if p.leader == broker)
+        return f"follower of partitions {follows}, leader of {leads}"
+
     def _follower_of(self, leader: int, rng: random.Random) -> int:
         return rng.choice([b for b in sorted(self.cluster.brokers) if b != leader])
 
@@ -174,9 +194,14 @@ class Nemesis:
     def inject(self, fault: Fault) -> None:
         rng = random.Random(fault.choice)
         kind = fault.kind
-        if kind in ("kill", "kill-leader", "kill-controller", "kill-two"):
+        if kind in ("kill", "kill-leader", "kill-controller", "kill-two", "kill-read-replica"):
             if kind == "kill":
                 fault.targets = [rng.choice(self.nodes)]
+            elif kind == "kill-read-replica":
+                if self.read_replica is None:
+                    raise ValueError("kill-read-replica needs a trial with racks (a read replica)")
+                fault.targets = [self.read_replica]
+                fault.detail = self._roles_of(self.read_replica)
             elif kind == "kill-leader":
                 fault.targets = [self._leader(rng)]
             elif kind == "kill-controller":

@@ -17,11 +17,12 @@ pytestmark = pytest.mark.skipif(WHY_NOT is not None,
 
 # (seed, kinds, seconds of faults): together every kind of the nemesis. The first tears a broker's
 # segment while a partition is being reassigned, the second kills a leader while a partition is on,
-# the third the active controller while a link is slow.
+# the third the active controller while a link is slow; the third has racks (kill-read-replica):
+# its consumers fetch from a follower in their rack (KIP-392), which is killed under them.
 SHORT_TRIALS = [
     (8, ["kill", "kill-two", "pause", "torn-write", "corrupt", "wipe", "reassign"], 36.0),
     (6, ["partition", "isolate-leader", "isolate-controller", "bridge", "kill-leader"], 34.0),
-    (3, ["one-way", "loss", "latency", "kill-controller", "disk-full"], 36.0),
+    (3, ["one-way", "loss", "latency", "kill-controller", "disk-full", "kill-read-replica"], 36.0),
 ]
 
 

@@ -3,13 +3,19 @@ a workload of idempotent acks=all producers and consumers, a seeded schedule of 
 checker's verdict on the history once the faults heal.
 
     python -m tests.faults.trial --seed 7 [--kinds kill,partition] [--length 40]   # a replay
+    python -m tests.faults.trial --seed 7 --kinds kill-read-replica,loss --racks   # with racks
     STROM_KEEP_CLUSTER_DIR=1 python -m tests.faults.trial ...   # and keep every node's log and data
 
 The steps, each bounded in time:
 
 1. Hosts (tests/faults/hosts.py) and the cluster (tests/integration/replicated_cluster.py, with
    short timeouts so faults bite within seconds: TRIAL_BROKER_CONFIG); a topic of PARTITIONS
-   partitions, RF=3, min.insync.replicas=2.
+   partitions, RF=3, min.insync.replicas=2. A trial with racks (``--racks``, and any trial with
+   a kind of nemesis.RACK_KINDS) gives every broker a rack of its own (``rack-<id>``) and Kafka's
+   rack-aware replica selector (RACK_BROKER_CONFIG); its consumers set client.rack to the read
+   replica's rack (a broker the seed picks), so they fetch from it the partitions it follows
+   (KIP-392), and they run in a client namespace where the bytes each broker sends them are
+   counted (``read_bytes``; ``read_share``: the read replica's part).
 2. The workload (tests/faults/workload.py) runs while the nemesis (tests/faults/nemesis.py)
    injects the schedule's faults one at a time and heals each.
 3. Everything heals; the cluster must serve again within RECOVERY_BOUND_S: every partition takes
@@ -37,10 +43,12 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from strom.config import ServerConfig
 from tests.faults import checker as C
 from tests.faults.hosts import Network, exit_on_sigterm
-from tests.faults.nemesis import BROKER_DISK_KIB, KINDS, Fault, Nemesis, own_disk, schedule
+from tests.faults.nemesis import BROKER_DISK_KIB, KINDS, RACK_KINDS, Fault, Nemesis, own_disk, schedule
 from tests.faults.workload import CLIENT_TIMEOUTS, Workload
+from tests.integration.cluster import render_properties
 from tests.integration.replicated_cluster import ReplicatedCluster
 
 log = logging.getLogger("strom.faults")
@@ -58,6 +66,10 @@ TRIAL_BROKER_CONFIG = {
     "group.initial.rebalance.delay.ms": "0",
 }
 TRIAL_CONTROLLER_CONFIG = {"broker.session.timeout.ms": "4000", "broker.heartbeat.interval.ms": "500"}
+# A trial with racks: one rack a broker, and the selector that answers a consumer in a follower's
+# rack with that follower as its preferred read replica.
+RACK_BROKER_CONFIG = {"replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector"}
+CONSUMERS = 7  # the client namespace of a trial with racks: the workload's consumers, counted
 # Small segments: every partition rolls every few seconds, so the roll's flush, its producer
 # snapshot and recovery from the last roll all meet every kind of fault.
 TRIAL_TOPIC_CONFIG = {"segment.bytes": "16384"}
@@ -75,6 +87,9 @@ class TrialResult:
     checked: int = 0  # acknowledged records the final read could judge (present, or lost)
     recovery_s: float | None = None
     failovers: list[dict] = field(default_factory=list)  # per fault: the longest stall it caused
+    racks: bool = False
+    read_replica: int | None = None  # with racks: the broker in the consumers' rack
+    read_bytes: dict[int, int] = field(default_factory=dict)  # with racks: bytes each broker sent them
     dead: list[int] = field(default_factory=list)  # nodes not running that the schedule did not stop
     fatal: list[str] = field(default_factory=list)  # producers' fatal errors
     check: dict = field(default_factory=dict)
@@ -85,7 +100,16 @@ class TrialResult:
     @property
     def replay(self) -> str:
         return (f"python -m tests.faults.trial --seed {self.seed} --kinds {','.join(self.kinds)} "
-                f"--length {self.length_s:g}")
+                f"--length {self.length_s:g}" + (" --racks" if self.racks else ""))
+
+    @property
+    def read_share(self) -> float | None:
+        """With racks: the part of the bytes the brokers sent the consumers that the read replica
+        sent (record data, and the group's and metadata answers it gave)."""
+        total = sum(self.read_bytes.values())
+        if self.read_replica is None or not total:
+            return None
+        return round(self.read_bytes.get(self.read_replica, 0) / total, 4)
 
     def summary(self) -> str:
         faults = "\n".join(f"  {f['at']:6.2f}s {f['kind']:<18} {f['targets']} {f['detail']} "
@@ -94,11 +118,19 @@ class TrialResult:
                 f"{self.acked}, unknown {self.unknown}, read back {self.checked}, recovery "
                 f"{self.recovery_s}s, dead {self.dead}, producers' fatal errors {self.fatal}\n"
                 f"{faults}\n{self.check.get('summary', '')}"
-                f"{self.error}\nreplay: {self.replay}")
+                f"{self._reads()}{self.error}\nreplay: {self.replay}")
+
+    def _reads(self) -> str:
+        if self.read_replica is None:
+            return ""
+        each = ", ".join(f"{b}: {n}" for b, n in sorted(self.read_bytes.items()))
+        return (f"\nconsumers in rack-{self.read_replica}: bytes from each broker {{{each}}}, "
+                f"read replica's share {self.read_share}")
 
     def as_dict(self) -> dict:
         d = {k: v for k, v in self.__dict__.items() if k != "history"}
         d["replay"] = self.replay
+        d["read_share"] = self.read_share
         return d
 
 
@@ -203,23 +235,46 @@ def _failovers(faults: list[Fault], history: list) -> list[dict]:
     return out
 
 
+def _rack_config() -> dict[str, str]:
+    """RACK_BROKER_CONFIG, less what this broker does not know yet (it would refuse to start)."""
+    return {k: v for k, v in RACK_BROKER_CONFIG.items() if ServerConfig.kind(k) is not None}
+
+
+def _give_racks(cluster: ReplicatedCluster) -> None:
+    """A rack of its own for every (formatted, not started) broker: ``rack-<id>``."""
+    for node_id, broker in cluster.brokers.items():
+        with open(broker.config_path, "a") as f:
+            f.write(render_properties({"broker.rack": f"rack-{node_id}"}))
+
+
 def run_trial(seed: int, kinds: list[str] | None = None, length_s: float = 30.0, producers: int = 2,
-              rate: float = 100.0) -> TrialResult:
+              rate: float = 100.0, racks: bool | None = None) -> TrialResult:
+    """``racks``: None gives racks to a trial whose kinds need them (nemesis.RACK_KINDS)."""
     kinds = list(kinds or KINDS)
-    result = TrialResult(seed, kinds, length_s)
+    racks = bool(RACK_KINDS & set(kinds)) if racks is None else racks
+    result = TrialResult(seed, kinds, length_s, racks=racks)
     faults = schedule(seed, kinds, length_s)
-    with Network(range(1, 7), random.Random(seed)) as net, contextlib.ExitStack() as disks:
+    clients = [CONSUMERS] if racks else []
+    with Network(range(1, 7), random.Random(seed), clients) as net, contextlib.ExitStack() as disks:
         hosts = lambda n: (net.address(n), net.prefix(n))  # noqa: E731
-        cluster = ReplicatedCluster(hosts=hosts, broker_extra=TRIAL_BROKER_CONFIG,
+        cluster = ReplicatedCluster(hosts=hosts, broker_extra={**TRIAL_BROKER_CONFIG,
+                                                               **(_rack_config() if racks else {})},
                                     controller_extra=TRIAL_CONTROLLER_CONFIG)
+        if racks:
+            _give_racks(cluster)
+            result.read_replica = sorted(cluster.brokers)[seed % len(cluster.brokers)]
+            for node_id, broker in cluster.brokers.items():
+                net.count_from(CONSUMERS, node_id, broker.port)
         if "disk-full" in kinds:  # each broker's log dir its own small filesystem
             for broker in cluster.brokers.values():
                 disks.enter_context(own_disk(broker.metadata_dir, BROKER_DISK_KIB))
         with cluster:
             bootstrap = ",".join(b.bootstrap for b in cluster.brokers.values())
             cluster.create_topic(TOPIC, PARTITIONS, configs=TRIAL_TOPIC_CONFIG)
-            nemesis = Nemesis(cluster, net, TOPIC, PARTITIONS)
-            workload = Workload(bootstrap, TOPIC, PARTITIONS, producers, rate).start()
+            nemesis = Nemesis(cluster, net, TOPIC, PARTITIONS, result.read_replica)
+            rack = None if result.read_replica is None else f"rack-{result.read_replica}"
+            workload = Workload(bootstrap, TOPIC, PARTITIONS, producers, rate, rack=rack,
+                                enter=(lambda: net.enter(CONSUMERS)) if racks else None).start()
             # every start and every heal in time order (a process fault may ride on a network one)
             events = sorted([(f.at, 0, i) for i, f in enumerate(faults)]
                             + [(f.at + f.duration, 1, i) for i, f in enumerate(faults)])
@@ -245,6 +300,8 @@ def run_trial(seed: int, kinds: list[str] | None = None, length_s: float = 30.0,
             result.fatal = workload.fatal()
             _catch_up(workload, bootstrap)
             workload.stop_consumers()
+            if racks:
+                result.read_bytes = net.received(CONSUMERS)
             history = list(workload.history)
             reads = _final_reads(bootstrap, TOPIC, PARTITIONS)
             replicas = _replicas(cluster, TOPIC, PARTITIONS, bootstrap)
@@ -286,13 +343,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--kinds", default=",".join(KINDS))
     parser.add_argument("--length", type=float, default=30.0)
+    parser.add_argument("--racks", action="store_true",
+                        help="a rack a broker and consumers in one of them (implied by kill-read-replica)")
     parser.add_argument("--json", help="write the result here")
     parser.add_argument("--verbose", action="store_true", help="show the clients' own log lines")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("strom.faults.client").setLevel(logging.INFO if args.verbose else logging.CRITICAL)
     exit_on_sigterm()
-    result = run_trial(args.seed, args.kinds.split(","), args.length)
+    result = run_trial(args.seed, args.kinds.split(","), args.length, racks=args.racks or None)
     print(result.summary())
     if args.json:
         with open(args.json, "w") as f:

@@ -11,6 +11,10 @@ topic, every value unique, every send, acknowledgement and poll recorded with it
 |                      |                                          | and revocation                   |
 | consumer ``assign``  | assign() every partition from offset 0   | Poll; one session                |
 
+In a trial with racks both consumers set client.rack to one broker's rack, so they fetch from
+that broker the partitions it follows (KIP-392's preferred read replica); they run in a network
+namespace of their own, so the bytes each broker sends them are counted (tests/faults/hosts.py).
+
 Values are ``<producer>-<sequence>``: unique per trial, so a value found twice is a duplicate and
 a value found at two offsets is an inconsistency. The history is the checker's
 (tests/faults/checker.py): Send, Ack, Fail and Poll here; FinalRead, ReplicaLog and Committed are
@@ -124,7 +128,8 @@ class ProducerActor:
 
 class ConsumerActor:
     def __init__(self, name: str, bootstrap: str, topic: str, partitions: int, history: list,
-                 clock: Callable[[], float], group: str | None) -> None:
+                 clock: Callable[[], float], group: str | None, rack: str | None = None,
+                 enter: Callable[[], None] | None = None) -> None:
         self.name, self.topic, self.partitions = name, topic, partitions
         self.history, self.clock = history, clock
         self.session = 0
@@ -133,13 +138,19 @@ class ConsumerActor:
                   "enable.partition.eof": False,
                   **{k: v for k, v in CLIENT_TIMEOUTS.items() if k in CONSUMER_TIMEOUTS},
                   "error_cb": _client_log(name), "logger": log}
+        if rack is not None:
+            config["client.rack"] = rack
         if group is not None:
             config.update({"group.id": group, "enable.auto.commit": True, "auto.commit.interval.ms": 1000,
                            "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000})
         else:
             config.update({"group.id": f"{name}-unused", "enable.auto.commit": False})
         self.group = group
-        self.consumer = Consumer(config)
+        self.config = config
+        self.enter = enter
+        self.consumer: Consumer | None = None
+        self._started = threading.Event()
+        self.error: BaseException | None = None
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
 
@@ -147,6 +158,17 @@ class ConsumerActor:
         self.session += 1
 
     def _run(self) -> None:
+        # The client is made on this thread, after ``enter`` (a client namespace): librdkafka's
+        # threads, which open its sockets, start from here and inherit where it stands.
+        try:
+            if self.enter is not None:
+                self.enter()
+            self.consumer = Consumer(self.config)
+        except BaseException as e:  # noqa: BLE001 -- reported by start()
+            self.error = e
+            return
+        finally:
+            self._started.set()
         if self.group is not None:
             self.consumer.subscribe([self.topic], on_assign=self._new_session, on_revoke=self._new_session,
                                     on_lost=self._new_session)
@@ -166,27 +188,35 @@ class ConsumerActor:
 
     def start(self) -> None:
         self.thread.start()
+        self._started.wait()
+        if self.error is not None:
+            raise RuntimeError(f"consumer {self.name} could not start: {self.error}") from self.error
 
     def stop(self) -> None:
         self._stop.set()
         self.thread.join()
-        self.consumer.close()
+        if self.consumer is not None:
+            self.consumer.close()
 
 
 class Workload:
-    """``producers`` paced producers and the two consumers, started together."""
+    """``producers`` paced producers and the two consumers, started together. ``rack``: the
+    consumers' client.rack (KIP-392: they fetch from a replica in that rack where the leader
+    says so); ``enter``: what each consumer's thread calls before it makes its client (a move
+    into a client network namespace, whose traffic the trial counts)."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, producers: int = 2,
-                 rate: float = 100.0) -> None:
+                 rate: float = 100.0, rack: str | None = None,
+                 enter: Callable[[], None] | None = None) -> None:
         self.history: list = []
         self.t0 = time.monotonic()
         clock = self.clock
         self.producers = [ProducerActor(f"p{i}", bootstrap, topic, partitions, rate, self.history, clock)
                           for i in range(producers)]
         self.consumers = [ConsumerActor("group", bootstrap, topic, partitions, self.history, clock,
-                                        group=f"{topic}-g"),
+                                        group=f"{topic}-g", rack=rack, enter=enter),
                           ConsumerActor("assign", bootstrap, topic, partitions, self.history, clock,
-                                        group=None)]
+                                        group=None, rack=rack, enter=enter)]
         self.unknown = 0
 
     def clock(self) -> float:
