@@ -37,6 +37,7 @@ from typing import Any
 
 from controller.balanced_recovery import BalancedRecovery, LogEndQuery
 from controller.cluster_control import ClusterControl
+from controller.config_control import GROUP_BOUNDS, GroupBounds
 from controller.placement import StripedReplicaPlacer
 from controller.replication_control import ELR_FEATURE, ReplicationControl
 from controller.result import ControllerResult
@@ -80,7 +81,8 @@ class QuorumController:
         (the broker defaults of topic configs), broker.session.timeout.ms,
         strom.broker.disconnect.fence.ms, auto.leader.rebalance.enable,
         leader.imbalance.check.interval.seconds, leader.imbalance.per.broker.percentage,
-        delete.topic.enable."""
+        delete.topic.enable, group.consumer.min/max.session.timeout.ms and
+        group.consumer.min/max.heartbeat.interval.ms (the bounds of a group's configs)."""
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.defaults = defaults
@@ -98,7 +100,9 @@ class QuorumController:
                                       defaults.get("strom.broker.disconnect.fence.ms", 500))
         self.topics = TopicControl(StripedReplicaPlacer(rng), lambda: uuid_from_str(new_uuid()),
                                    defaults["num.partitions"], defaults["default.replication.factor"],
-                                   log_defaults, defaults.get("delete.topic.enable", True))
+                                   log_defaults, defaults.get("delete.topic.enable", True),
+                                   GroupBounds(**{f: defaults[prop] for f, prop in GROUP_BOUNDS.items()
+                                                  if prop in defaults}))
         self.recovery = BalancedRecovery(self.replication)
         self._recovery_scanned = -1  # applied_offset of the image balanced recovery last scanned
         self.rebalance = defaults.get("auto.leader.rebalance.enable", True)

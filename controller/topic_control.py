@@ -1,5 +1,5 @@
-"""Topics, partitions and their configs: CreateTopics, DeleteTopics, CreatePartitions,
-IncrementalAlterConfigs.
+"""Topics, partitions and their configs: CreateTopics, DeleteTopics, CreatePartitions, and
+IncrementalAlterConfigs, which controller/config_control.py decides (topics, groups, brokers).
 
 Theory of operation. Each request is checked against the image, topic by topic; a topic
 that fails gets its error and writes nothing, the others go on. New partitions are placed by
@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from controller.config_control import ConfigControl, GroupBounds
 from controller.placement import (
     InvalidReplicaAssignment,
     InvalidReplicationFactor,
@@ -36,7 +37,7 @@ from controller.placement import (
     check_manual_assignment,
 )
 from controller.result import ControllerResult
-from engine.config import TOPIC_CONFIGS, LogConfig
+from engine.config import LogConfig
 from engine.errors import ConfigError
 from metadata.image import TOPIC_RESOURCE, MetadataImage
 from protocol import messages as M
@@ -57,13 +58,15 @@ class TopicError(Exception):
 class TopicControl:
     def __init__(self, placer: StripedReplicaPlacer, new_topic_id: Callable[[], bytes],
                  num_partitions: int = 1, default_replication_factor: int = 1,
-                 log_defaults: LogConfig | None = None, delete_topic_enable: bool = True):
+                 log_defaults: LogConfig | None = None, delete_topic_enable: bool = True,
+                 group_bounds: GroupBounds | None = None):
         self.placer = placer
         self.new_topic_id = new_topic_id  # 16 random bytes, never a reserved Kafka uuid
         self.num_partitions = num_partitions
         self.default_replication_factor = default_replication_factor
         self.log_defaults = log_defaults or LogConfig()
         self.delete_topic_enable = delete_topic_enable
+        self.configs = ConfigControl(self.log_defaults, group_bounds)
 
     @staticmethod
     def usable_brokers(image: MetadataImage) -> list[UsableBroker]:
@@ -255,40 +258,4 @@ class TopicControl:
 
     # ---- IncrementalAlterConfigs (key 44) --------------------------------------------------
     def incremental_alter_configs(self, image: MetadataImage, req) -> ControllerResult:
-        R = M.IncrementalAlterConfigsResponse
-        results, records = [], []
-        for res in req.resources:
-            result = R.AlterConfigsResourceResponse(resource_type=res.resource_type,
-                                                    resource_name=res.resource_name)
-            results.append(result)
-            try:
-                changes = self._alter_topic_configs(image, res)
-            except TopicError as e:
-                result.error_code, result.error_message = e.code, e.message
-                continue
-            if not req.validate_only:
-                records += [M.ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=res.resource_name,
-                                           name=name, value=value) for name, value in changes]
-        return ControllerResult(records, R(responses=results))
-
-    def _alter_topic_configs(self, image: MetadataImage, res) -> list[tuple[str, str | None]]:
-        if res.resource_type != TOPIC_RESOURCE:
-            raise TopicError(Error.INVALID_REQUEST, "only topic configs can be altered")
-        if res.resource_name not in image.topics:
-            raise TopicError(Error.UNKNOWN_TOPIC_OR_PARTITION)
-        current = dict(image.topic_config(res.resource_name))
-        changes: list[tuple[str, str | None]] = []
-        for c in res.configs:
-            if c.name not in TOPIC_CONFIGS:
-                raise TopicError(Error.INVALID_CONFIG, f"Unknown topic config name: {c.name}")
-            if c.config_operation == 0:  # SET
-                current[c.name] = c.value
-                changes.append((c.name, c.value))
-            elif c.config_operation == 1:  # DELETE
-                current.pop(c.name, None)
-                changes.append((c.name, None))
-            else:
-                raise TopicError(Error.INVALID_REQUEST,
-                                 f"{c.name}: APPEND/SUBTRACT apply to list configs only")
-        self._validate_configs(current)
-        return changes
+        return self.configs.incremental_alter_configs(image, req)

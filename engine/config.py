@@ -84,6 +84,13 @@ class _Spec:
     choices: tuple[str, ...] | None = None
     maximum: int | None = None
     also: int | None = None  # an integer valid outside [minimum, maximum] (gzip's level -1)
+    is_list: bool = False  # Kafka's LIST type: comma-separated values, each among choices
+
+    def parts(self, raw: Any) -> list[str]:
+        """A list config's values as Kafka's ConfigDef parses a LIST: trimmed, split at commas
+        (with the whitespace around them); an empty value is the empty list."""
+        text = str(raw).strip()
+        return [p.strip() for p in text.split(",")] if text else []
 
     def parse(self, name: str, raw: Any) -> Any:
         if self.kind is bool:
@@ -112,13 +119,12 @@ class _Spec:
                 raise ConfigError(name, f"out of range: {value}")
             return value
         text = str(raw).strip()
+        parts = self.parts(raw) if self.is_list else [text]
         if self.choices is not None:
-            parts = [p.strip() for p in text.split(",")] if name == "cleanup.policy" else [text]
             for part in parts:
                 if part not in self.choices:
                     raise ConfigError(name, f"must be one of {', '.join(self.choices)}, got {raw!r}")
-            text = ",".join(parts)
-        return text
+        return ",".join(parts)
 
 
 def _level_spec(codec: str) -> _Spec:
@@ -146,7 +152,8 @@ TOPIC_CONFIGS: dict[str, _Spec] = {
     "flush.messages": _Spec("flush_messages", int, 1),
     "flush.ms": _Spec("flush_ms", int, 0),
     "file.delete.delay.ms": _Spec("file_delete_delay_ms", int, 0),
-    "cleanup.policy": _Spec("cleanup_policy", str, choices=("delete", "compact")),
+    # Empty: neither deleted nor compacted (infinite retention), as Kafka allows.
+    "cleanup.policy": _Spec("cleanup_policy", str, choices=("delete", "compact"), is_list=True),
     "compression.type": _Spec(
         "compression_type", str,
         choices=("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
@@ -158,6 +165,11 @@ TOPIC_CONFIGS: dict[str, _Spec] = {
     "unclean.leader.election.enable": _Spec("unclean_leader_election_enable", bool),
     "preallocate": _Spec("preallocate", bool),
 }
+
+# Kafka's LIST-type topic configs that Strom serves (IncrementalAlterConfigs APPEND/SUBTRACT
+# apply to these alone). leader/follower.replication.throttled.replicas are Kafka's others:
+# replication quotas are not served, so neither are they.
+TOPIC_LIST_CONFIGS = frozenset(name for name, spec in TOPIC_CONFIGS.items() if spec.is_list)
 
 # Topic configs Strom accepts (a topic made for Kafka is made unchanged) that change nothing
 # here, with why.

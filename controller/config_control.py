@@ -1,0 +1,291 @@
+"""Dynamic configs: IncrementalAlterConfigs on topics, groups and brokers, as Kafka's
+ConfigurationControlManager and ControllerConfigurationValidator decide it (the legacy
+AlterConfigs reaches here as the same request, turned into SETs and DELETEs by the broker).
+
+Theory of operation. Each resource is decided on its own: it fails whole, with one error, or
+all its changes are written. First the request itself (ControllerApis and the broker's
+preprocessing): a resource named twice, a key named twice in one resource, a null value for
+anything but DELETE, a resource type not served: INVALID_REQUEST. Then the operations, key by
+key, over the resource's current dynamic configs:
+
+| op           | new value                                                                 |
+|--------------|---------------------------------------------------------------------------|
+| SET (0)      | the value given                                                           |
+| DELETE (1)   | none (the default applies again)                                          |
+| APPEND (2)   | the current list (the override, else the config's own default), then each |
+|              | comma-separated value given that it does not hold yet                     |
+| SUBTRACT (3) | the current list less the first occurrence of each value given            |
+
+APPEND and SUBTRACT apply to LIST configs only (a topic's cleanup.policy):
+INVALID_CONFIG "Can't APPEND to key X because its type is not LIST." on any other, known or
+not. The default a list starts from is the config's own (cleanup.policy: delete), not the
+broker's log.* property, as Kafka's KafkaConfigSchema.getDefault. Only a key whose value
+changes gets a ConfigRecord (null value: deleted).
+
+Then the whole resulting config is validated as a SET of it would be, and only then is the
+resource looked up:
+
+- TOPIC: the name (an empty one is INVALID_REQUEST; an illegal one INVALID_TOPIC_EXCEPTION),
+  every name a topic config (INVALID_CONFIG "Unknown topic config name: X"), every value
+  valid over the broker defaults (INVALID_CONFIG); then the topic must exist
+  (UNKNOWN_TOPIC_OR_PARTITION).
+- GROUP (KIP-848, resource type 32): a non-empty name, every name one of GROUP_CONFIGS
+  ("Unknown group config name: X"), each an integer of at least 1, and the pair within the
+  controller's group.consumer.min/max.* bounds, the session timeout above the heartbeat
+  interval; a name left unset counts as GroupConfig's own default (45000 and 5000), not the
+  broker's. All INVALID_CONFIG with Kafka's message. The group need not exist: its configs
+  live in the image apart from it, and the coordinator reads them when it has the group.
+- BROKER: Strom has no dynamic broker configs. The broker a client asked answers BROKER
+  resources itself, as Kafka's ConfigAdminManager does; a request that reaches here
+  directly gets Kafka's name checks, the broker must be registered, and any change other than
+  DELETE is INVALID_REQUEST "Cannot update these configs dynamically: Set(...)" as Kafka
+  answers for a config that is not dynamic. Nothing is written.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from controller.result import ControllerResult
+from engine.config import TOPIC_CONFIGS, TOPIC_LIST_CONFIGS, LogConfig
+from engine.errors import ConfigError
+from metadata.image import BROKER_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE, MetadataImage
+from protocol import messages as M
+from protocol.errors import Error
+from protocol.topics import topic_name_error
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
+SERVED_RESOURCES = (TOPIC_RESOURCE, BROKER_RESOURCE, GROUP_RESOURCE)
+
+# Kafka's GroupConfig keys Strom's coordinator honours, with GroupConfig's own defaults (the
+# value a validation assumes for a key the group does not set). share.* and streams.* are
+# Kafka's others: share and streams groups are not served.
+GROUP_SESSION_TIMEOUT = "consumer.session.timeout.ms"
+GROUP_HEARTBEAT_INTERVAL = "consumer.heartbeat.interval.ms"
+GROUP_CONFIGS: dict[str, int] = {GROUP_SESSION_TIMEOUT: 45000, GROUP_HEARTBEAT_INTERVAL: 5000}
+# The broker property each group config takes its default from (Kafka's "group." prefix).
+GROUP_BROKER_SYNONYMS = {name: "group." + name for name in GROUP_CONFIGS}
+
+
+@dataclass(frozen=True)
+class GroupBounds:
+    """group.consumer.min/max.session.timeout.ms and .heartbeat.interval.ms (Kafka's defaults)."""
+    min_session_timeout_ms: int = 45000
+    max_session_timeout_ms: int = 60000
+    min_heartbeat_interval_ms: int = 5000
+    max_heartbeat_interval_ms: int = 15000
+
+
+# GroupBounds' fields and the broker properties that set them.
+GROUP_BOUNDS = {
+    "min_session_timeout_ms": "group.consumer.min.session.timeout.ms",
+    "max_session_timeout_ms": "group.consumer.max.session.timeout.ms",
+    "min_heartbeat_interval_ms": "group.consumer.min.heartbeat.interval.ms",
+    "max_heartbeat_interval_ms": "group.consumer.max.heartbeat.interval.ms",
+}
+
+class ConfigFailure(Exception):
+    def __init__(self, code: int, message: str | None = None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def java_split(value: str) -> list[str]:
+    """String.split(","): trailing empty strings dropped, an empty string is [""]."""
+    parts = value.split(",")
+    while len(parts) > 1 and parts[-1] == "":
+        parts.pop()
+    return parts
+
+
+def apply_list_op(op: int, current: str | None, default: str | None, value: str) -> str:
+    """APPEND or SUBTRACT ``value`` (comma-separated) on a list config's current value, or its
+    default when it has none, as Kafka's ConfigurationControlManager: empty parts of the old
+    value are dropped; APPEND adds what is not there yet, SUBTRACT removes one occurrence."""
+    base = current if current is not None else default
+    parts = [p for p in java_split(base) if p] if base else []
+    for item in java_split(value):
+        if op == APPEND:
+            if item not in parts:
+                parts.append(item)
+        elif item in parts:
+            parts.remove(item)
+    return ",".join(parts)
+
+
+def check_request_shape(req) -> dict[int, ConfigFailure]:
+    """The checks Kafka makes before any resource is decided, by index into req.resources:
+    a resource named twice (both fail), a key named twice, a null value for anything but
+    DELETE, an unknown operation or resource type."""
+    failed: dict[int, ConfigFailure] = {}
+    seen: dict[tuple[int, str], int] = {}
+    for i, res in enumerate(req.resources):
+        key = (res.resource_type, res.resource_name)
+        if key in seen:
+            for j in (seen[key], i):
+                failed[j] = ConfigFailure(Error.INVALID_REQUEST, "Each resource must appear at most once.")
+        seen[key] = i
+    for i, res in enumerate(req.resources):
+        if i in failed:
+            continue
+        names = [c.name for c in res.configs]
+        if len(set(names)) != len(names):
+            failed[i] = ConfigFailure(Error.INVALID_REQUEST, "Error due to duplicate config keys")
+            continue
+        bad_ops = [c.config_operation for c in res.configs if c.config_operation not in OP_NAMES]
+        if bad_ops:
+            failed[i] = ConfigFailure(Error.INVALID_REQUEST, f"Unknown operations type {bad_ops[0]}")
+            continue
+        nulls = [c.name for c in res.configs if c.config_operation != DELETE and c.value is None]
+        if nulls:
+            failed[i] = ConfigFailure(Error.INVALID_REQUEST,
+                                      "Null value not supported for : " + ", ".join(nulls))
+            continue
+        if res.resource_type not in SERVED_RESOURCES:
+            failed[i] = ConfigFailure(Error.INVALID_REQUEST, f"Unknown resource type {res.resource_type}")
+    return failed
+
+
+def not_dynamic(names: list[str]) -> ConfigFailure:
+    """Kafka's answer to a change of a broker config that cannot be updated dynamically (every
+    broker config, in Strom)."""
+    return ConfigFailure(Error.INVALID_REQUEST,
+                         f"Cannot update these configs dynamically: Set({', '.join(names)})")
+
+
+def validate_group_config(configs: dict[str, str], bounds: GroupBounds) -> None:
+    """Kafka's GroupConfig.validate over a group's whole resulting config."""
+    for name in configs:
+        if name not in GROUP_CONFIGS:
+            raise ConfigFailure(Error.INVALID_CONFIG, f"Unknown group config name: {name}")
+    values = dict(GROUP_CONFIGS)
+    for name, raw in configs.items():
+        not_int = ConfigFailure(Error.INVALID_CONFIG,
+                                f"Invalid value {raw} for configuration {name}: Not a number of type INT")
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            raise not_int from None
+        if not -(2**31) <= value < 2**31:
+            raise not_int
+        if value < 1:
+            raise ConfigFailure(Error.INVALID_CONFIG,
+                                f"Invalid value {value} for configuration {name}: Value must be at least 1")
+        values[name] = value
+    heartbeat, session = values[GROUP_HEARTBEAT_INTERVAL], values[GROUP_SESSION_TIMEOUT]
+    for name, value, least, most in (
+            (GROUP_HEARTBEAT_INTERVAL, heartbeat,
+             bounds.min_heartbeat_interval_ms, bounds.max_heartbeat_interval_ms),
+            (GROUP_SESSION_TIMEOUT, session, bounds.min_session_timeout_ms, bounds.max_session_timeout_ms)):
+        kind = "session.timeout.ms" if name == GROUP_SESSION_TIMEOUT else "heartbeat.interval.ms"
+        if value < least:
+            raise ConfigFailure(Error.INVALID_CONFIG,
+                                f"{name} must be greater than or equal to group.consumer.min.{kind}")
+        if value > most:
+            raise ConfigFailure(Error.INVALID_CONFIG,
+                                f"{name} must be less than or equal to group.consumer.max.{kind}")
+    if session <= heartbeat:
+        raise ConfigFailure(Error.INVALID_CONFIG,
+                            f"{GROUP_SESSION_TIMEOUT} must be greater than {GROUP_HEARTBEAT_INTERVAL}")
+
+
+class ConfigControl:
+    """Decides IncrementalAlterConfigs over the image: records for what changes, an error per
+    resource for what may not."""
+
+    def __init__(self, log_defaults: LogConfig | None = None, group_bounds: GroupBounds | None = None):
+        self.log_defaults = log_defaults or LogConfig()
+        self.group_bounds = group_bounds or GroupBounds()
+        self._list_defaults = LogConfig().to_properties()  # the topic configs' own defaults
+
+    def incremental_alter_configs(self, image: MetadataImage, req) -> ControllerResult:
+        R = M.IncrementalAlterConfigsResponse
+        results, records = [], []
+        failed = check_request_shape(req)
+        for i, res in enumerate(req.resources):
+            result = R.AlterConfigsResourceResponse(resource_type=res.resource_type,
+                                                    resource_name=res.resource_name, error_message=None)
+            results.append(result)
+            try:
+                if i in failed:
+                    raise failed[i]
+                changes = self._alter(image, res)
+            except ConfigFailure as e:
+                result.error_code, result.error_message = e.code, e.message
+                continue
+            if not req.validate_only:
+                records += [M.ConfigRecord(resource_type=res.resource_type, resource_name=res.resource_name,
+                                           name=name, value=value) for name, value in changes]
+        return ControllerResult(records, R(responses=results))
+
+    def _alter(self, image: MetadataImage, res) -> list[tuple[str, str | None]]:
+        if res.resource_type == BROKER_RESOURCE:
+            return self._alter_broker(image, res)
+        if res.resource_type == TOPIC_RESOURCE:
+            current = image.topic_config(res.resource_name)
+            splittable, defaults = TOPIC_LIST_CONFIGS, self._list_defaults
+        else:
+            current = image.group_config(res.resource_name)
+            splittable, defaults = frozenset(), {}
+        resulting = dict(current)
+        changes: list[tuple[str, str | None]] = []
+        for c in res.configs:
+            old = current.get(c.name)
+            if c.config_operation == SET:
+                new = c.value
+            elif c.config_operation == DELETE:
+                new = None
+            else:
+                if c.name not in splittable:
+                    raise ConfigFailure(Error.INVALID_CONFIG, f"Can't {OP_NAMES[c.config_operation]} to key "
+                                                              f"{c.name} because its type is not LIST.")
+                new = apply_list_op(c.config_operation, old, defaults.get(c.name), c.value)
+            if new != old:
+                changes.append((c.name, new))
+            if new is None:
+                resulting.pop(c.name, None)
+            else:
+                resulting[c.name] = new
+        if res.resource_type == TOPIC_RESOURCE:
+            self._validate_topic(image, res.resource_name, resulting)
+        else:
+            if not res.resource_name:
+                raise ConfigFailure(Error.INVALID_REQUEST, "Default group resources are not allowed.")
+            validate_group_config(resulting, self.group_bounds)
+        return changes
+
+    def _validate_topic(self, image: MetadataImage, topic: str, configs: dict[str, str]) -> None:
+        if not topic:
+            raise ConfigFailure(Error.INVALID_REQUEST, "Default topic resources are not allowed.")
+        why = topic_name_error(topic)
+        if why is not None:
+            raise ConfigFailure(Error.INVALID_TOPIC_EXCEPTION, why)
+        for name in configs:
+            if name not in TOPIC_CONFIGS:
+                raise ConfigFailure(Error.INVALID_CONFIG, f"Unknown topic config name: {name}")
+        try:
+            self.log_defaults.with_overrides(configs)
+        except ConfigError as e:
+            raise ConfigFailure(Error.INVALID_CONFIG, str(e)) from None
+        if topic not in image.topics:
+            raise ConfigFailure(Error.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic}' does not exist.")
+
+    @staticmethod
+    def _alter_broker(image: MetadataImage, res) -> list[tuple[str, str | None]]:
+        name = res.resource_name
+        if name:
+            try:
+                broker_id = int(name)
+            except ValueError:
+                raise ConfigFailure(Error.INVALID_REQUEST,
+                                    "Unable to parse broker name as a base 10 number.") from None
+            if broker_id < 0:
+                raise ConfigFailure(Error.INVALID_REQUEST, "Invalid negative broker ID.")
+            if broker_id not in image.brokers:
+                raise ConfigFailure(Error.BROKER_ID_NOT_REGISTERED, f"No node with id {broker_id} found.")
+        changed = [c.name for c in res.configs if c.config_operation != DELETE]
+        if changed:
+            raise not_dynamic(changed)
+        return []
+
