@@ -69,6 +69,13 @@ PROPERTIES: dict[str, tuple[str, Any]] = {
     "group.consumer.session.timeout.ms": (INT, 45000),
     "group.consumer.heartbeat.interval.ms": (INT, 5000),
     "group.consumer.max.size": (INT, 2**31 - 1),
+    # The bounds of a consumer group's session timeout and heartbeat interval (KIP-848): the
+    # broker's own group.consumer.* values must lie within them, and so must a group's
+    # consumer.* configs (IncrementalAlterConfigs on the GROUP resource).
+    "group.consumer.min.session.timeout.ms": (INT, 45000),
+    "group.consumer.max.session.timeout.ms": (INT, 60000),
+    "group.consumer.min.heartbeat.interval.ms": (INT, 5000),
+    "group.consumer.max.heartbeat.interval.ms": (INT, 15000),
     "socket.request.max.bytes": (INT, 104857600),
     # SO_SNDBUF of accepted sockets, SO_RCVBUF of listening ones (accepted sockets inherit it),
     # SO_RCVBUF of the replica fetchers'. -1: the OS's own sizing. Kafka's defaults are 102400,
@@ -337,8 +344,29 @@ class ServerConfig:
                      "producer.id.expiration.ms", "producer.id.expiration.check.interval.ms"):
             if self.values[name] < 1:
                 raise ConfigError(name, "must be at least 1")  # Kafka's atLeast(1)
+        self._validate_group_consumer()
         self._validate_listener_limits()
         self._validate_network()
+
+    def _validate_group_consumer(self) -> None:
+        """Kafka's GroupCoordinatorConfig: each bound at least 1, min <= max, the broker's own
+        session timeout and heartbeat interval within their bounds, the interval below the timeout."""
+        v = self.values
+        for kind in ("session.timeout.ms", "heartbeat.interval.ms"):
+            value, least, most = (f"group.consumer.{kind}", f"group.consumer.min.{kind}",
+                                  f"group.consumer.max.{kind}")
+            for name in (value, least, most):
+                if v[name] < 1:
+                    raise ConfigError(name, "must be at least 1")
+            if v[most] < v[least]:
+                raise ConfigError(most, f"must be greater than or equal to {least}")
+            if v[value] < v[least]:
+                raise ConfigError(value, f"must be greater than or equal to {least}")
+            if v[value] > v[most]:
+                raise ConfigError(value, f"must be less than or equal to {most}")
+        if v["group.consumer.heartbeat.interval.ms"] >= v["group.consumer.session.timeout.ms"]:
+            raise ConfigError("group.consumer.heartbeat.interval.ms",
+                              "must be less than group.consumer.session.timeout.ms")
 
     def _validate_listener_limits(self) -> None:
         v = self.values

@@ -91,3 +91,28 @@ def test_the_broker_compression_levels_are_every_topics_default():
     assert levels(ServerConfig(BASE)) == (-1, 9, 3)
     assert levels(ServerConfig({**BASE, "compression.gzip.level": "9", "compression.lz4.level": "1",
                                 "compression.zstd.level": "-3"})) == (9, 1, -3)
+
+
+@pytest.mark.parametrize("props,why", [
+    ({"group.consumer.session.timeout.ms": "6000"},
+     "group.consumer.session.timeout.ms.*greater than or equal to group.consumer.min.session.timeout.ms"),
+    ({"group.consumer.heartbeat.interval.ms": "20000"},
+     "group.consumer.heartbeat.interval.ms.*less than or equal to group.consumer.max.heartbeat.interval.ms"),
+    ({"group.consumer.max.session.timeout.ms": "40000"},
+     "group.consumer.max.session.timeout.ms.*greater than or equal to group.consumer.min.session.timeout.ms"),
+    ({"group.consumer.min.heartbeat.interval.ms": "0"}, "group.consumer.min.heartbeat.interval.ms.*at least 1"),
+    ({"group.consumer.min.session.timeout.ms": "1000", "group.consumer.session.timeout.ms": "5000"},
+     "group.consumer.heartbeat.interval.ms.*less than group.consumer.session.timeout.ms"),
+])
+def test_the_consumer_group_timeouts_must_lie_within_their_bounds_as_kafka_requires(props, why):
+    with pytest.raises(ConfigError, match=why):
+        ServerConfig({**BASE, **props})
+
+
+def test_lower_bounds_let_a_broker_run_consumer_groups_with_short_timeouts():
+    config = ServerConfig({**BASE, "group.consumer.min.session.timeout.ms": "1000",
+                           "group.consumer.session.timeout.ms": "6000",
+                           "group.consumer.min.heartbeat.interval.ms": "100",
+                           "group.consumer.heartbeat.interval.ms": "500"})
+    assert (config["group.consumer.session.timeout.ms"], config["group.consumer.max.session.timeout.ms"]) == \
+        (6000, 60000)
