@@ -130,12 +130,15 @@ def schedule(seed: int, kinds: list[str], length_s: float) -> list[Fault]:
 
 
 class Nemesis:
-    """``read_replica``: in a trial with racks, the broker in the consumers' rack."""
+    """``read_replica``: in a trial with racks, the broker in the consumers' rack; ``consumers``:
+    their client namespace, whose byte counts (hosts.Network.received) a kill-read-replica fault
+    reads as it starts and heals."""
 
     def __init__(self, cluster: ReplicatedCluster, net: Network, topic: str, partitions: int,
-                 read_replica: int | None = None) -> None:
+                 read_replica: int | None = None, consumers: int | None = None) -> None:
         self.cluster, self.net, self.topic, self.partitions = cluster, net, topic, partitions
-        self.read_replica = read_replica
+        self.read_replica, self.consumers = read_replica, consumers
+        self.counted: dict[int, dict[int, int]] = {}  # fault's choice -> bytes received at its start
         self.stopped: set[int] = set()  # nodes the schedule has stopped and not restarted
         self.paused: set[int] = set()
         self.proxies: list[DelayProxy] = []
@@ -202,6 +205,8 @@ class Nemesis:
                     raise ValueError("kill-read-replica needs a trial with racks (a read replica)")
                 fault.targets = [self.read_replica]
                 fault.detail = self._roles_of(self.read_replica)
+                if self.consumers is not None:
+                    self.counted[fault.choice] = self.net.received(self.consumers)
             elif kind == "kill-leader":
                 fault.targets = [self._leader(rng)]
             elif kind == "kill-controller":
@@ -340,6 +345,10 @@ class Nemesis:
         fault.detail += f"; back to {replicas}: {answer}"
 
     def heal(self, fault: Fault) -> None:
+        if fault.kind == "kill-read-replica" and fault.choice in self.counted:
+            before, now = self.counted.pop(fault.choice), self.net.received(self.consumers)
+            while_down = {b: n - before.get(b, 0) for b, n in sorted(now.items())}
+            fault.detail += f"; bytes the consumers got from each broker while it was down: {while_down}"
         if fault.kind == "reassign":
             self._move_back(fault)
         elif fault.kind == "disk-full":

@@ -271,7 +271,8 @@ def run_trial(seed: int, kinds: list[str] | None = None, length_s: float = 30.0,
         with cluster:
             bootstrap = ",".join(b.bootstrap for b in cluster.brokers.values())
             cluster.create_topic(TOPIC, PARTITIONS, configs=TRIAL_TOPIC_CONFIG)
-            nemesis = Nemesis(cluster, net, TOPIC, PARTITIONS, result.read_replica)
+            nemesis = Nemesis(cluster, net, TOPIC, PARTITIONS, result.read_replica,
+                              CONSUMERS if racks else None)
             rack = None if result.read_replica is None else f"rack-{result.read_replica}"
             workload = Workload(bootstrap, TOPIC, PARTITIONS, producers, rate, rack=rack,
                                 enter=(lambda: net.enter(CONSUMERS)) if racks else None).start()
