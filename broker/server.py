@@ -56,6 +56,7 @@ from raft.settings import driver_config
 from replication.alter_partition import ALTER_PARTITION_KEY, ALTER_PARTITION_VERSION, AlterPartitionManager
 from replication.fetcher import FetcherConfig, ReplicaFetcherManager
 from replication.manager import ReplicaManager
+from replication.replica_selector import selector_name
 
 log = logging.getLogger("strom.broker")
 STOP_TIMEOUT_S = 20  # the stack dump comes at half of it
@@ -88,7 +89,8 @@ class Broker:
         self.replicas = ReplicaManager(
             config.node_id, self.logs, self.topic_log_config, listener_name=self.listener_name,
             replica_lag_time_max_ms=config["replica.lag.time.max.ms"], on_changed=self.notify_appended,
-            on_committed=self.notify_committed)
+            on_committed=self.notify_committed,
+            replica_selector=selector_name(config["replica.selector.class"]))
         self.replicas.fetchers = ReplicaFetcherManager(
             config.node_id, lambda: self.follower.broker_epoch, self.replicas.brokers.endpoint_of,
             FetcherConfig(fetch_wait_max_ms=config["replica.fetch.wait.max.ms"],

@@ -12,6 +12,7 @@ module only carries it over the wire:
 | records (or none), no error         | ``handle_records``: appended byte for byte with the leader's |
 |                                     | offsets and epochs (the epoch cache follows), HW and log    |
 |                                     | start follow the leader's; then ``on_appended(topic, p)``    |
+|                                     | if records came or the HW moved                             |
 | diverging_epoch (epoch >= 0)        | ``handle_diverging_epoch``: truncate; the next fetch checks |
 |                                     | again (several rounds when the epoch is unknown to us)      |
 | OFFSET_OUT_OF_RANGE                 | ListOffsets (replica_id = us) latest and earliest, then     |
@@ -550,6 +551,7 @@ class _SourceFetcher:
                          entry.topic, entry.partition, diverging.epoch, diverging.end_offset,
                          entry.state.fetch_offset)
                 return
+            high_watermark = target.log.high_watermark
             entry.state, info = follower.handle_records(target.log, state, records, pd.high_watermark,
                                                         pd.log_start_offset, _now_ms())
         except KafkaStorageError:
@@ -564,7 +566,10 @@ class _SourceFetcher:
             self._delay(entry)
             return
         entry.last_error = None
-        if len(records) and info.last_offset >= info.first_offset:
+        # New records, or a new high watermark: consumers reading from this follower (KIP-392)
+        # wait on both, as Kafka's fetcher completes delayed fetches on a high watermark move.
+        appended = len(records) and info.last_offset >= info.first_offset
+        if appended or target.log.high_watermark != high_watermark:
             try:
                 self.manager.on_appended(entry.topic, entry.partition)
             except Exception:

@@ -28,8 +28,10 @@ The narrow interface (the handlers see nothing else of a partition):
 | wait_committed (async)  | acks=all for appends already made (their required offsets)         |
 | when_committed,         | the same without a task: a callback gets the answers from inside   |
 | when_replicated         | the call that moves the HW (a produce's answer is made there)      |
-| read                    | consumers: leader only, current leader epoch checked, never at or  |
-|                         | past the HW                                                        |
+| read                    | consumers: current leader epoch checked, never at or past the HW;  |
+|                         | leader only without client metadata (Fetch < v11), else a follower |
+|                         | too (KIP-392); a leader with a replica selector may name a         |
+|                         | preferred read replica instead of reading (see below)              |
 | read_for_follower       | replica fetch: divergence check, read up to the LEO, then record   |
 |                         | the follower's fetch (may expand the ISR, advance the HW)          |
 | list_offset             | latest = HW for clients, LEO for replicas; OFFSET_NOT_AVAILABLE    |
@@ -41,6 +43,21 @@ The narrow interface (the handlers see nothing else of a partition):
 | leader_node             | (on the listener the request came on)                              |
 | active_producers        | DescribeProducers: the leader's idempotent producer state          |
 | describe_log_dirs       | DescribeLogDirs: each log dir, its partitions' sizes and lags      |
+
+Fetch from the closest replica (KIP-392, Kafka's ReplicaManager.readFromLog and
+findPreferredReadReplica). A consumer's Fetch v11+ carries client metadata (its rack, the
+listener it came on): such a read may be served by any replica, leader or follower, up to that
+replica's own high watermark, with the leader's epoch checks (FENCED_LEADER_EPOCH /
+UNKNOWN_LEADER_EPOCH against the replica's leader epoch), OFFSET_OUT_OF_RANGE outside
+[log start, log end] and an empty answer between the high watermark and the log end offset; a
+broker with no replica answers NOT_LEADER_OR_FOLLOWER. A follower never redirects. The leader,
+when ``replica_selector`` is set (replica.selector.class), asks replication/replica_selector.py
+for a follower in the client's rack, from its view of each follower as of that follower's last
+fetch (ISR, log start and end offsets, last caught-up time) and of where each broker listens on
+the request's listener; when one is named, the answer carries ``preferred_read_replica``, the
+high watermark and the log start offset, and no records. A follower's high watermark moves with
+its fetcher's answers (``on_follower_appended`` is called for new records and for a new high
+watermark alike), which wakes the consumer fetches waiting on it.
 
 Periodic work, called by the broker: ``maybe_shrink_isr`` (replica.lag.time.max.ms / 2); the HW
 checkpoint is the LogManager's (replication-offset-checkpoint).
@@ -93,6 +110,7 @@ from replication.fetcher import FollowerPartition
 from replication.isr import NO_LEADER, RECOVERED, LeaderAndIsr, PartitionRegistration
 from replication.partition import Outcome, Partition
 from replication.purgatory import AcksPurgatory, Deadlines
+from replication.replica_selector import FollowerView, preferred_read_replica
 
 log = logging.getLogger("strom.replication")
 
@@ -239,6 +257,14 @@ class ReadResult:
     records: Any = None  # a FileSlice, or None when there is nothing to send
     size: int = 0
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset): no records with it
+    preferred_read_replica: int = -1  # KIP-392: read from this follower (no records with it)
+
+
+class ClientMetadata(NamedTuple):
+    """What a consumer's Fetch v11+ says of its client (Kafka's ClientMetadata): its rack
+    (empty: none) and the listener the request came on (None: the inter-broker listener)."""
+    rack_id: str
+    listener_name: str | None = None
 
 
 @dataclass
@@ -273,14 +299,17 @@ class ReplicaManager:
                  on_changed: Callable[[str, int], None] | None = None,
                  on_committed: Callable[[str, int], None] | None = None,
                  clock: Callable[[], int] = _wall_clock_ms,
-                 failure_channel: LogDirFailureChannel | None = None) -> None:
+                 failure_channel: LogDirFailureChannel | None = None,
+                 replica_selector: str | None = None) -> None:
         """``logs``: the LogManager; ``topic_config(name)``: the topic's LogConfig (broker
         defaults with the topic's overrides); ``on_changed(topic, partition)``: new data, a new
         log start or another change (the broker wakes the partition's waiting fetches);
         ``on_committed(topic, partition)``: a new high watermark alone (consumers' fetches; by
         default ``on_changed``); ``failure_channel``: the log dirs' (the LogManager's when not
-        given)."""
+        given); ``replica_selector``: replica.selector.class as replica_selector.selector_name
+        reads it (None: the leader serves every consumer)."""
         self.node_id = local_broker_id
+        self.replica_selector = replica_selector
         self.logs = logs
         self.failure_channel = (failure_channel or getattr(logs, "failure_channel", None)
                                 or LogDirFailureChannel())
@@ -464,7 +493,8 @@ class ReplicaManager:
         self._apply(tp, partition, outcome)
 
     def on_follower_appended(self, topic: str, partition: int) -> None:
-        """The replica fetcher's on_appended: the follower's log grew."""
+        """The replica fetcher's on_appended: the follower's log grew or its high watermark
+        moved (consumers reading from this follower wait on both)."""
         self.on_changed(topic, partition)
 
     def maybe_shrink_isr(self, now_ms: int | None = None) -> None:
@@ -652,16 +682,42 @@ class ReplicaManager:
 
     def read(self, topic: str, index: int, fetch_offset: int, max_bytes: int, *,
              current_leader_epoch: int = -1, read_committed: bool = False,
-             min_one_message: bool = True) -> ReadResult:
-        """A consumer's read from the leader: below the high watermark (the last stable offset
-        for read_committed), never past it."""
-        partition, error = self._leader((topic, index), current_leader_epoch)
+             min_one_message: bool = True, client: ClientMetadata | None = None,
+             now_ms: int | None = None) -> ReadResult:
+        """A consumer's read: below this replica's high watermark (the last stable offset for
+        read_committed), never past it. Without ``client`` (Fetch < v11) from the leader only;
+        with it from a follower too, and a leader with a replica selector may answer with a
+        preferred read replica instead of records (Kafka's readFromLog)."""
+        partition, error = self._leader((topic, index), current_leader_epoch, require_leader=client is None)
         if partition is None:
             return ReadResult(error)
         log_ = partition.log
+        if client is not None and self.replica_selector is not None and partition.is_leader:
+            now = self.clock() if now_ms is None else now_ms
+            preferred = self._preferred_read_replica(partition, client, fetch_offset, now)
+            if preferred is not None:
+                return ReadResult(errors.NONE, log_.high_watermark, log_.high_watermark,
+                                  log_.log_start_offset, preferred_read_replica=preferred)
         result = ReadResult(errors.NONE, log_.high_watermark, log_.high_watermark, log_.log_start_offset)
         isolation = FETCH_TXN_COMMITTED if read_committed else FETCH_HIGH_WATERMARK
         return self._read_into(result, log_, fetch_offset, max_bytes, isolation, min_one_message)
+
+    def _preferred_read_replica(self, partition: Partition, client: ClientMetadata, fetch_offset: int,
+                                now: int) -> int | None:
+        """The follower the selector names for this consumer, from the leader's view of its
+        followers and of the brokers' endpoints on the request's listener."""
+        isr = partition.in_sync_replica_ids
+        listener = client.listener_name
+        views = []
+        for replica_id, replica in partition.remote_replicas.items():
+            node = self.brokers.node(replica_id, listener)
+            state = replica.state
+            views.append(FollowerView(replica_id, None if node is None else node[2], node is not None,
+                                      replica_id in isr, state.log_start_offset, state.log_end_offset,
+                                      now - state.last_caught_up_time_ms))
+        leader = self.brokers.node(self.node_id, listener)
+        return preferred_read_replica(self.replica_selector, client.rack_id,
+                                      None if leader is None else leader[2], views, fetch_offset)
 
     def read_for_follower(self, topic: str, index: int, replica_id: int, broker_epoch: int,
                           current_leader_epoch: int, fetch_offset: int, last_fetched_epoch: int,
@@ -839,4 +895,5 @@ class ReplicaManager:
         return errors.NONE, partition.low_watermark()
 
 
-__all__ = ["AppendResult", "LogDirView", "OffsetResult", "ProducerView", "ReadResult", "ReplicaManager"]
+__all__ = ["AppendResult", "ClientMetadata", "LogDirView", "OffsetResult", "ProducerView", "ReadResult",
+           "ReplicaManager"]

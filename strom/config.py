@@ -15,6 +15,7 @@ from typing import Any
 from engine.config import BROKER_SYNONYMS, LogConfig, log_config_from_broker
 from engine.errors import ConfigError
 from protocol.limits import ListenerLimits
+from replication.replica_selector import selector_name
 
 INT, LONG, BOOL, STRING, LIST, DOUBLE = "int", "long", "bool", "string", "list", "double"
 
@@ -122,6 +123,10 @@ PROPERTIES: dict[str, tuple[str, Any]] = {
     "queued.max.requests": (INT, 500),
     "request.timeout.ms": (INT, 30000),
     "broker.rack": (STRING, None),
+    # Fetch from the closest replica (KIP-392): unset, the leader serves every consumer; Kafka's
+    # org.apache.kafka.common.replica.RackAwareReplicaSelector (or "rack-aware") names a follower
+    # in the consumer's client.rack (replication/replica_selector.py).
+    "replica.selector.class": (STRING, None),
     "broker.heartbeat.interval.ms": (INT, 2000),
     "broker.session.timeout.ms": (INT, 9000),
     "initial.broker.registration.timeout.ms": (INT, 60000),
@@ -347,6 +352,7 @@ class ServerConfig:
         self._validate_group_consumer()
         self._validate_listener_limits()
         self._validate_network()
+        self._validate_replica_selector()
 
     def _validate_group_consumer(self) -> None:
         """Kafka's GroupCoordinatorConfig: each bound at least 1, min <= max, the broker's own
@@ -386,6 +392,12 @@ class ServerConfig:
         if v["replica.socket.timeout.ms"] < wait_ms:
             raise ConfigError("replica.socket.timeout.ms", f"must be at least replica.fetch.wait.max.ms "
                               f"({wait_ms}) to prevent unnecessary socket timeouts")
+
+    def _validate_replica_selector(self) -> None:
+        try:
+            selector_name(self.values.get("replica.selector.class"))
+        except ValueError as e:
+            raise ConfigError("replica.selector.class", str(e).split(": ", 1)[1]) from None
 
     def _validate_network(self) -> None:
         """fetch.max.bytes and the inter-broker listener as Kafka's KafkaConfig validates them; the

@@ -1,8 +1,14 @@
 """Fetch, for consumers and for the replica fetchers of other brokers: file slices of each
 partition (protocol/net.py sends large ones with sendfile), read through the ReplicaManager.
 
-A consumer (replica id -1) reads from the leader only, below the high watermark; its
-current_leader_epoch is checked (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH). A follower names
+A consumer (replica id -1) reads below the high watermark; its current_leader_epoch is checked
+(FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH). Below v11 it reads from the leader only. From v11
+its Fetch carries client metadata (rack_id, and the listener it came on), and as in Kafka any
+replica serves it, a follower up to its own high watermark (fetch from the closest replica,
+KIP-392); a leader with replica.selector.class set may instead answer a partition with
+preferred_read_replica (a follower in the client's rack), its high watermark and log start
+offset, and no records: that answer goes out at once, like a diverging epoch, and an incremental
+fetch session always carries it. A follower never redirects. A follower names
 itself with replica_id (up to v14) or replica_state (v15+, with its broker epoch); it reads up to
 the log end offset, gets a diverging_epoch (and no records) when its last fetched epoch ends
 earlier in the leader's log, and each of its fetches records its log end offset on the leader
@@ -34,6 +40,7 @@ from broker.fetch_session import FetchSessionCache, FetchSessionError
 from protocol import messages as M
 from protocol.dispatch import Api
 from protocol.errors import Error
+from replication.manager import ClientMetadata
 
 LEADER_HINT_ERRORS = (Error.NOT_LEADER_OR_FOLLOWER, Error.FENCED_LEADER_EPOCH)
 
@@ -49,10 +56,11 @@ def apis(broker) -> list[Api]:
     fetch_max_bytes = broker.config["fetch.max.bytes"]
     R = M.FetchResponse
 
-    def read_partitions(wanted, req, version, follower, budget, listener, first):
+    def read_partitions(wanted, req, version, follower, budget, listener, first, client):
         """[(key, partition, PartitionData)] for the wanted entries (``budget`` bytes in all), the
         bytes read, the (topic name, partition) pairs read, the leaders to name, and whether to
-        answer without waiting (a diverging epoch). A follower's fetch state is recorded on the
+        answer without waiting (a diverging epoch, a preferred read replica). ``client``: a
+        consumer's client metadata (v11+), else None. A follower's fetch state is recorded on the
         ``first`` read of its request only: a read after a wait answers the same fetch (Kafka's
         DelayedFetch reads with updateFetchState off)."""
         total = 0
@@ -71,7 +79,8 @@ def apis(broker) -> list[Api]:
             part_bytes = max(min(max_bytes, budget - total), 0)
             if follower is None:
                 res = replicas.read(name, index, fetch_offset, part_bytes, current_leader_epoch=current_epoch,
-                                    read_committed=req.isolation_level == 1, min_one_message=total == 0)
+                                    read_committed=req.isolation_level == 1, min_one_message=total == 0,
+                                    client=client)
             else:
                 res = replicas.read_for_follower(name, index, follower[0], follower[1], current_epoch,
                                                  fetch_offset, last_epoch, log_start, part_bytes,
@@ -83,6 +92,9 @@ def apis(broker) -> list[Api]:
             if res.diverging_epoch is not None:
                 pd.diverging_epoch = R.PartitionData.EpochEndOffset(
                     epoch=res.diverging_epoch[0], end_offset=res.diverging_epoch[1])
+                urgent = True
+            if res.preferred_read_replica >= 0:
+                pd.preferred_read_replica = res.preferred_read_replica
                 urgent = True
             if res.error in LEADER_HINT_ERRORS and version >= 12:
                 leader_id, leader_epoch = replicas.current_leader(name, index)
@@ -99,7 +111,7 @@ def apis(broker) -> list[Api]:
     def respond(results, session, incremental, version, leaders):
         topics: dict = {}
         for key, index, pd in results:
-            news = bool(pd.records) or pd.diverging_epoch.epoch >= 0
+            news = bool(pd.records) or pd.diverging_epoch.epoch >= 0 or pd.preferred_read_replica >= 0
             if incremental:
                 entry = session.partitions.get((key, index))
                 if entry is not None and not cache.changed(
@@ -124,9 +136,11 @@ def apis(broker) -> list[Api]:
     async def handle_fetch(header, req):
         version = header.api_version
         replica_id = req.replica_state.replica_id if version >= 15 else req.replica_id
-        follower = None
+        follower = client = None
         if replica_id >= 0:
             follower = (replica_id, req.replica_state.replica_epoch if version >= 15 else -1)
+        elif version >= 11:  # Kafka's ClientMetadata: fetch from the closest replica (KIP-392)
+            client = ClientMetadata(req.rack_id or "", header.listener_name)
         keyed = (lambda t: t.topic_id) if version >= 13 else (lambda t: t.topic)
         # (key, partition, fetch offset, max bytes, current leader epoch, last fetched epoch,
         #  the fetcher's log start offset)
@@ -151,7 +165,8 @@ def apis(broker) -> list[Api]:
         first = True
         while True:
             results, total, names, leaders, urgent = read_partitions(wanted, req, version, follower,
-                                                                     max_bytes, header.listener_name, first)
+                                                                     max_bytes, header.listener_name, first,
+                                                                     client)
             first = False
             remaining = deadline - loop.time()
             failed = any(pd.error_code for _, _, pd in results)

@@ -4,9 +4,11 @@ instead of records, and move the high watermark with their fetches."""
 import asyncio
 
 from ext.batch import iter_batches
+from protocol import messages as M
 from protocol.errors import Error
 from replication import follower
-from tests.broker.replica_nodes import Cluster, Node, broker_epoch, endpoint_port, records, settle
+from replication.replica_selector import RACK_AWARE
+from tests.broker.replica_nodes import LISTENER, Cluster, Node, broker_epoch, endpoint_port, records, settle
 
 
 def run(coro):
@@ -117,11 +119,11 @@ def test_a_stale_current_leader_epoch_is_fenced_and_names_the_leader(tmp_path):
     run(main())
 
 
-def test_a_consumer_fetch_on_a_follower_names_the_leader_and_its_endpoint(tmp_path):
+def test_a_consumer_fetch_on_a_broker_without_a_replica_names_the_leader_and_its_endpoint(tmp_path):
     async def main():
-        cluster = Cluster(brokers=(1, 2))
+        cluster = Cluster(brokers=(1, 2, 3))
         cluster.create_topic(replicas=(1, 2), leader=1)
-        node = Node(tmp_path, 2, cluster)
+        node = Node(tmp_path, 3, cluster)
         pd, response = await node.fetch(0, version=16)
         assert pd.error_code == Error.NOT_LEADER_OR_FOLLOWER
         assert pd.current_leader.leader_id == 1
@@ -129,6 +131,165 @@ def test_a_consumer_fetch_on_a_follower_names_the_leader_and_its_endpoint(tmp_pa
             (1, "127.0.0.1", endpoint_port(1))]
         pd, response = await node.fetch(0, version=12)  # current_leader from v12, endpoints from v16
         assert pd.current_leader.leader_id == 1 and response.node_endpoints == []
+    run(main())
+
+
+def test_a_consumer_fetch_below_v11_on_a_follower_is_not_leader_or_follower_as_in_kafka(tmp_path):
+    """No client metadata before v11: Kafka's fetchOnlyLeader."""
+    async def main():
+        cluster = Cluster(brokers=(1, 2))
+        cluster.create_topic(replicas=(1, 2), leader=1)
+        node = Node(tmp_path, 2, cluster)
+        pd, _ = await node.fetch(0, version=10)
+        assert pd.error_code == Error.NOT_LEADER_OR_FOLLOWER
+        pd, _ = await node.fetch(0, version=11)
+        assert pd.error_code == Error.NONE
+    run(main())
+
+
+# ---- fetch from the closest replica (KIP-392) --------------------------------------------------
+
+def with_racks(cluster: Cluster, racks: dict[int, str]) -> None:
+    """Register each broker again, now in its rack (broker.rack)."""
+    R = M.RegisterBrokerRecord
+    for broker_id, rack in racks.items():
+        cluster.replay(R(broker_id=broker_id, incarnation_id=bytes(16), broker_epoch=broker_epoch(broker_id),
+                         end_points=[R.BrokerEndpoint(name=LISTENER, host="127.0.0.1",
+                                                      port=endpoint_port(broker_id), security_protocol=0)],
+                         rack=rack, fenced=False))
+
+
+def consumer_request(node: Node, fetch_offset: int, rack: str, **kw):
+    request = node.fetch_request(fetch_offset, **kw)
+    request.rack_id = rack
+    return request
+
+
+async def replicate(leader: Node, follower_node: Node, rounds: int = 3):
+    """Broker ``follower_node`` fetches from ``leader`` with the follower core, ``rounds`` times."""
+    (_, target), = follower_node.fetchers.started
+    state = follower.initial_fetch_state(target.log, 0)
+    for _ in range(rounds):
+        pd = await leader.replica_fetch(follower_node.node_id, state.fetch_offset, state.last_fetched_epoch)
+        state, _ = follower.handle_records(target.log, state, wire(pd), pd.high_watermark,
+                                           pd.log_start_offset, 0)
+
+
+def test_a_follower_serves_a_consumer_fetch_up_to_its_own_high_watermark_as_kafka_does(tmp_path):
+    async def main():
+        cluster = Cluster(brokers=(1, 2))
+        cluster.create_topic(replicas=(1, 2))
+        leader, other = Node(tmp_path, 1, cluster), Node(tmp_path, 2, cluster)
+        await leader.produce(10, acks=1)
+        await replicate(leader, other, rounds=2)  # the records, then the fetch that moves the HW
+        await leader.produce(5, acks=1)
+        await replicate(leader, other, rounds=1)  # 15 held; the follower's HW is still 10
+        assert (other.log().log_end_offset, other.log().high_watermark) == (15, 10)
+        pd, _ = await other.fetch(0, version=11)
+        assert (pd.error_code, pd.high_watermark, offsets_of(pd)) == (Error.NONE, 10, [(0, 9)])
+        assert wire(pd) == leader.log().read(0, 1 << 20, "high_watermark").records.read()[:len(wire(pd))]
+        assert pd.preferred_read_replica == -1  # a follower never redirects
+        pd, _ = await other.fetch(12)  # above its high watermark, within its log: empty
+        assert (pd.error_code, pd.high_watermark, offsets_of(pd)) == (Error.NONE, 10, [])
+        pd, _ = await other.fetch(16)  # past its log end offset
+        assert pd.error_code == Error.OFFSET_OUT_OF_RANGE
+    run(main())
+
+
+def test_a_follower_checks_a_consumers_current_leader_epoch_as_a_leader_does(tmp_path):
+    async def main():
+        cluster = Cluster(brokers=(1, 2))
+        cluster.create_topic(replicas=(1, 2))
+        other = Node(tmp_path, 2, cluster)
+        cluster.change(leader=1)
+        other.sync()  # leader epoch 1
+        pd, response = await other.fetch(0, current_leader_epoch=0)
+        assert pd.error_code == Error.FENCED_LEADER_EPOCH
+        assert (pd.current_leader.leader_id, pd.current_leader.leader_epoch) == (1, 1)
+        assert [e.node_id for e in response.node_endpoints] == [1]
+        pd, _ = await other.fetch(0, current_leader_epoch=2)
+        assert pd.error_code == Error.UNKNOWN_LEADER_EPOCH
+        pd, _ = await other.fetch(0, current_leader_epoch=1)
+        assert pd.error_code == Error.NONE
+    run(main())
+
+
+def test_the_leader_answers_a_consumer_in_a_followers_rack_with_that_preferred_read_replica(tmp_path):
+    """Kafka's readFromLog: no records, the high watermark and log start, and at once."""
+    async def main():
+        cluster = Cluster(brokers=(1, 2, 3))
+        with_racks(cluster, {1: "a", 2: "b", 3: "c"})
+        cluster.create_topic(replicas=(1, 2, 3))
+        leader = Node(tmp_path, 1, cluster)
+        leader.replicas.replica_selector = RACK_AWARE
+        await leader.produce(10, acks=1)
+        await leader.replica_fetch(2, 10, last_fetched_epoch=0)
+        await leader.replica_fetch(3, 10, last_fetched_epoch=0)
+        request = consumer_request(leader, 10, "b", max_wait_ms=5000)
+        waiting = asyncio.ensure_future(leader.call(1, 11, request))
+        await settle()
+        assert waiting.done(), "a preferred read replica is answered without waiting"
+        pd = waiting.result().responses[0].partitions[0]
+        assert (pd.error_code, pd.preferred_read_replica, pd.high_watermark, pd.log_start_offset,
+                offsets_of(pd)) == (Error.NONE, 2, 10, 0, [])
+        response = await leader.call(1, 16, consumer_request(leader, 0, "c"))
+        assert response.responses[0].partitions[0].preferred_read_replica == 3
+        for rack in ("a", "", "z"):  # the leader's own rack, none, a rack with no replica
+            pd = (await leader.call(1, 16, consumer_request(leader, 0, rack))).responses[0].partitions[0]
+            assert (rack, pd.preferred_read_replica, offsets_of(pd)) == (rack, -1, [(0, 9)])
+        request = consumer_request(leader, 0, "b")
+        pd = (await leader.call(1, 10, request)).responses[0].partitions[0]  # no client metadata
+        assert (pd.preferred_read_replica, offsets_of(pd)) == (-1, [(0, 9)])
+        leader.replicas.replica_selector = None
+        pd = (await leader.call(1, 16, consumer_request(leader, 0, "b"))).responses[0].partitions[0]
+        assert (pd.preferred_read_replica, offsets_of(pd)) == (-1, [(0, 9)])
+    run(main())
+
+
+def test_the_leader_names_no_follower_that_left_the_isr_or_lacks_the_fetch_offset(tmp_path):
+    async def main():
+        cluster = Cluster(brokers=(1, 2, 3))
+        with_racks(cluster, {1: "a", 2: "b", 3: "c"})
+        cluster.create_topic(replicas=(1, 2, 3))
+        leader = Node(tmp_path, 1, cluster)
+        leader.replicas.replica_selector = RACK_AWARE
+        await leader.produce(10, acks=1)
+        await leader.replica_fetch(2, 5, last_fetched_epoch=0)  # broker 2's log ends at 5
+        await leader.replica_fetch(3, 10, last_fetched_epoch=0)
+        pd = (await leader.call(1, 16, consumer_request(leader, 7, "b"))).responses[0].partitions[0]
+        assert pd.preferred_read_replica == -1
+        pd = (await leader.call(1, 16, consumer_request(leader, 5, "b"))).responses[0].partitions[0]
+        assert pd.preferred_read_replica == 2
+        cluster.change(isr=[1, 2])  # broker 3 leaves the ISR
+        leader.sync()
+        pd = (await leader.call(1, 16, consumer_request(leader, 0, "c"))).responses[0].partitions[0]
+        assert (pd.error_code, pd.preferred_read_replica) == (Error.NONE, -1)
+        cluster.fence(2)  # fenced: no endpoint
+        leader.sync()
+        pd = (await leader.call(1, 16, consumer_request(leader, 0, "b"))).responses[0].partitions[0]
+        assert pd.preferred_read_replica == -1
+    run(main())
+
+
+def test_an_incremental_fetch_session_always_carries_a_preferred_read_replica(tmp_path):
+    """Kafka's CachedPartition.maybeUpdateResponseData: a preferred replica must be sent."""
+    async def main():
+        cluster = Cluster(brokers=(1, 2, 3))
+        with_racks(cluster, {1: "a", 2: "b", 3: "c"})
+        cluster.create_topic(replicas=(1, 2, 3))
+        leader = Node(tmp_path, 1, cluster)
+        leader.replicas.replica_selector = RACK_AWARE
+        await leader.produce(10, acks=1)
+        await leader.replica_fetch(2, 10, last_fetched_epoch=0)
+        await leader.replica_fetch(3, 10, last_fetched_epoch=0)
+        request = consumer_request(leader, 10, "b")
+        request.session_epoch = 0  # open a session
+        first = await leader.call(1, 16, request)
+        assert first.session_id > 0 and first.responses[0].partitions[0].preferred_read_replica == 2
+        again = consumer_request(leader, 10, "b")
+        again.session_id, again.session_epoch, again.topics = first.session_id, 1, []
+        second = await leader.call(1, 16, again)
+        assert [p.preferred_read_replica for t in second.responses for p in t.partitions] == [2]
     run(main())
 
 

@@ -148,9 +148,9 @@ def test_a_not_leader_answer_names_the_new_leader_on_the_clients_listener(tmp_pa
 
 def test_a_fetch_not_leader_answer_names_the_leader_on_the_clients_listener(tmp_path):
     async def main():
-        cluster = Cluster(brokers=(1, 2), listeners=BOTH)
+        cluster = Cluster(brokers=(1, 2, 3), listeners=BOTH)
         cluster.create_topic(replicas=(1, 2), leader=1)
-        follower = Node(tmp_path, 2, cluster)
+        follower = Node(tmp_path, 3, cluster)  # no replica here (a follower serves v11+ consumers)
         for listener in BOTH:
             response = await follower.call(1, 16, follower.fetch_request(0), listener_name=listener)
             pd = response.responses[0].partitions[0]

@@ -133,6 +133,23 @@ def test_the_follower_replicates_the_leaders_batches_byte_for_byte(tmp_path):
     run(scenario)
 
 
+def test_a_high_watermark_that_moves_without_records_is_reported_like_an_append(tmp_path):
+    """Consumers reading from a follower (KIP-392) wait for its high watermark: Kafka's fetcher
+    completes delayed fetches on a new high watermark as on new records."""
+    async def scenario():
+        server = await leader_server()
+        leader_log, follower_log = new_log(tmp_path, "leader", "t", 0), new_log(tmp_path, "follower", "t", 0)
+        server.lead("t", 0, T_ID, leader_log, 4)
+        server.append("t", 0, batch(0), epoch=4)
+        follower = Follower(server)
+        follower.follow("t", 0, T_ID, follower_log, 4)
+        await eventually(lambda: follower_log.log_end_offset == 10, "the records")
+        assert follower_log.high_watermark == 0  # they came with the high watermark of before
+        await eventually(lambda: follower_log.high_watermark == 10, "the follower's high watermark")
+        assert follower.appended == [("t", 0), ("t", 0)]  # the records, then the high watermark alone
+    run(scenario)
+
+
 @pytest.mark.parametrize("fetch_max_version", [12, 13, 18])
 def test_the_fetch_version_is_negotiated_with_api_versions(tmp_path, fetch_max_version):
     async def scenario():
@@ -342,12 +359,12 @@ def test_an_answer_for_a_removed_or_re_added_partition_is_dropped(tmp_path):
         # Removed while its Fetch is parked on the leader: the answer carrying new records is dropped.
         await eventually(lambda: server.parked == 1, "a parked Fetch")
         follower.manager.remove_partitions([("t", 0)])
-        appended_before = len(follower.appended)
+        appended_before = follower.appended.count(("t", 0))
         server.append("t", 0, batch(20))
         await eventually(lambda: server.parked == 1 and len(server.fetched_offsets("t", 1)) >= 3,
                          "the next Fetch, without t-0")
         assert mine[("t", 0)].log_end_offset == 10
-        assert len(follower.appended) == appended_before
+        assert follower.appended.count(("t", 0)) == appended_before  # (t-1's high watermark moves)
         assert [p.partition for p in server.fetches[-1][1].topics[0].partitions] == [1]
 
         # Re-added in a newer epoch while a Fetch in the old one is parked: the leader's answer to
