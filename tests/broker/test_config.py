@@ -100,7 +100,8 @@ def test_the_broker_compression_levels_are_every_topics_default():
      "group.consumer.heartbeat.interval.ms.*less than or equal to group.consumer.max.heartbeat.interval.ms"),
     ({"group.consumer.max.session.timeout.ms": "40000"},
      "group.consumer.max.session.timeout.ms.*greater than or equal to group.consumer.min.session.timeout.ms"),
-    ({"group.consumer.min.heartbeat.interval.ms": "0"}, "group.consumer.min.heartbeat.interval.ms.*at least 1"),
+    ({"group.consumer.min.heartbeat.interval.ms": "0"},
+     "group.consumer.min.heartbeat.interval.ms.*at least 1"),
     ({"group.consumer.min.session.timeout.ms": "1000", "group.consumer.session.timeout.ms": "5000"},
      "group.consumer.heartbeat.interval.ms.*less than group.consumer.session.timeout.ms"),
 ])
