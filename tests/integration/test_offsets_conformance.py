@@ -1,7 +1,9 @@
 """ListOffsets MAX_TIMESTAMP, DeleteRecords' refusals and authorized operations as Kafka 4.x
-answers them, driven through confluent-kafka's AdminClient (librdkafka) against one node."""
+answers them, driven through confluent-kafka's AdminClient (librdkafka) and kafka-python's
+KafkaAdminClient against one node."""
 import time
 
+import kafka.admin
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AclOperation, AdminClient, NewTopic, OffsetSpec
@@ -53,6 +55,13 @@ def test_list_offsets_max_timestamp_is_the_record_holding_it_as_kafka_3_8_answer
     produce_one_batch(shared_node.bootstrap, "max-ts", [now - 10, now - 5])  # 6..7
     found = list_offset(admin, "max-ts", OffsetSpec.max_timestamp())
     assert (found.offset, found.timestamp) == (2, now)
+    kp = kafka.admin.KafkaAdminClient(bootstrap_servers=shared_node.bootstrap)
+    try:
+        tp = kafka.TopicPartition("max-ts", 0)
+        found = kp.list_partition_offsets({tp: kafka.admin.OffsetSpec.MAX_TIMESTAMP})[tp]
+        assert (found.offset, found.timestamp, found.leader_epoch) == (2, now, 0)
+    finally:
+        kp.close()
     assert list_offset(admin, "max-ts", OffsetSpec.latest()).offset == 8
 
 
