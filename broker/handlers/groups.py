@@ -60,6 +60,15 @@ def apis(broker) -> list[Api]:
                        else failed_answer(group_id, code))
         return out
 
+    def with_operations(described: list, asked: bool) -> None:
+        """include_authorized_operations: each group described without error gets the bit set
+        of what the principal may do to it (Kafka's KafkaApis); the others keep the default."""
+        if asked:
+            for group in described:
+                if group.error_code == Error.NONE:
+                    group.authorized_operations = authorizer.authorized_operations(authorizer.GROUP,
+                                                                                   group.group_id)
+
     # ---- FindCoordinator ---------------------------------------------------------------
 
     def find(key: str, key_type: int, listener: str) -> tuple[int, str | None, int, str, int]:
@@ -271,11 +280,7 @@ def apis(broker) -> list[Api]:
             out.append(described)
         out = await released(req.groups, out, lambda group_id, code: D(
             error_code=code, group_id=group_id, group_state="", protocol_type="", protocol_data=""))
-        if header.api_version >= 3 and req.include_authorized_operations:
-            for described in out:
-                if described.error_code == Error.NONE:
-                    described.authorized_operations = authorizer.authorized_operations(
-                        authorizer.GROUP, described.group_id)
+        with_operations(out, header.api_version >= 3 and req.include_authorized_operations)
         return R(groups=out)
 
     async def handle_list_groups(header, req):
@@ -337,6 +342,7 @@ def apis(broker) -> list[Api]:
         D = M.ConsumerGroupDescribeResponse.DescribedGroup
         described = await released(req.group_ids, out, lambda group_id, code: D(
             error_code=code, group_id=group_id, group_state="", assignor_name=""))
+        with_operations(described, req.include_authorized_operations)
         return M.ConsumerGroupDescribeResponse(groups=described)
 
     consumer = [Api(68, 0, 1, handle_consumer_group_heartbeat),

@@ -104,6 +104,22 @@ def test_describe_groups_returns_authorized_operations_only_when_asked(tmp_path)
     run(main())
 
 
+def test_consumer_group_describe_returns_authorized_operations_only_when_asked(tmp_path):
+    async def main():
+        _, node = await _node(tmp_path)
+        R = M.ConsumerGroupHeartbeatRequest
+        await node.call(68, 1, R(group_id="cg", member_id="m1", member_epoch=0, rebalance_timeout_ms=30000,
+                                 subscribed_topic_names=["t"], topic_partitions=[]))
+        for asked, expected in ((True, ALL_GROUP_OPERATIONS), (False, authorizer.NOT_REQUESTED)):
+            request = M.ConsumerGroupDescribeRequest(group_ids=["cg", "nobody"],
+                                                     include_authorized_operations=asked)
+            found, missing = (await node.call(69, 0, request)).groups
+            assert found.error_code == Error.NONE and found.authorized_operations == expected
+            assert missing.error_code == Error.GROUP_ID_NOT_FOUND
+            assert missing.authorized_operations == authorizer.NOT_REQUESTED
+    run(main())
+
+
 def test_group_configs_of_the_metadata_image_apply_to_the_group(tmp_path):
     async def main():
         cluster, node = await _node(tmp_path)
