@@ -196,6 +196,27 @@ def test_a_follower_serves_a_consumer_fetch_up_to_its_own_high_watermark_as_kafk
     run(main())
 
 
+def test_a_consumer_fetch_waiting_on_a_follower_is_answered_when_its_high_watermark_moves(tmp_path):
+    """Kafka's fetcher completes the follower's delayed fetches on a new high watermark; the
+    fetcher reports it through on_follower_appended (tests/replication/test_fetcher.py)."""
+    async def main():
+        cluster = Cluster(brokers=(1, 2))
+        cluster.create_topic(replicas=(1, 2))
+        leader, other = Node(tmp_path, 1, cluster), Node(tmp_path, 2, cluster)
+        await leader.produce(10, acks=1)
+        await replicate(leader, other, rounds=1)  # the records; the follower's HW is still 0
+        waiting = asyncio.ensure_future(other.fetch(0, max_wait_ms=30000))
+        await settle()
+        assert not waiting.done()
+        await replicate(leader, other, rounds=2)  # the leader's HW, then the follower learns it
+        other.replicas.on_follower_appended("t", 0)  # what its fetcher calls on the move
+        await settle()
+        assert waiting.done()
+        pd, _ = waiting.result()
+        assert (pd.error_code, pd.high_watermark, offsets_of(pd)) == (Error.NONE, 10, [(0, 9)])
+    run(main())
+
+
 def test_a_follower_checks_a_consumers_current_leader_epoch_as_a_leader_does(tmp_path):
     async def main():
         cluster = Cluster(brokers=(1, 2))
