@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from controller.result import ControllerResult
 from engine.config import TOPIC_CONFIGS, TOPIC_LIST_CONFIGS, LogConfig
 from engine.errors import ConfigError
-from metadata.image import BROKER_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE, MetadataImage
+from metadata.image import BROKER_RESOURCE, GROUP_CONFIGS, GROUP_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from protocol import messages as M
 from protocol.errors import Error
 from protocol.topics import topic_name_error
@@ -57,14 +57,8 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 SERVED_RESOURCES = (TOPIC_RESOURCE, BROKER_RESOURCE, GROUP_RESOURCE)
 
-# Kafka's GroupConfig keys Strom's coordinator honours, with GroupConfig's own defaults (the
-# value a validation assumes for a key the group does not set). share.* and streams.* are
-# Kafka's others: share and streams groups are not served.
 GROUP_SESSION_TIMEOUT = "consumer.session.timeout.ms"
 GROUP_HEARTBEAT_INTERVAL = "consumer.heartbeat.interval.ms"
-GROUP_CONFIGS: dict[str, int] = {GROUP_SESSION_TIMEOUT: 45000, GROUP_HEARTBEAT_INTERVAL: 5000}
-# The broker property each group config takes its default from (Kafka's "group." prefix).
-GROUP_BROKER_SYNONYMS = {name: "group." + name for name in GROUP_CONFIGS}
 
 
 @dataclass(frozen=True)

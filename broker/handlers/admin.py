@@ -1,17 +1,28 @@
 """Topic administration. Changes go to the controller (the broker forwards the request as
 the client sent it) and the broker answers once its own metadata image shows the change,
 so the client's next request here already sees it. DescribeConfigs and DescribeLogDirs are
-answered locally."""
+answered locally.
+
+Configs. TOPIC and GROUP (KIP-848, type 32) changes are decided by the controller
+(controller/config_control.py). BROKER resources are answered here, as Kafka's
+ConfigAdminManager preprocesses them: the name must be empty or this broker's id, APPEND and
+SUBTRACT apply to LIST properties only (INVALID_CONFIG), and, since no broker property can be
+updated dynamically here, any change but a DELETE is INVALID_REQUEST "Cannot update these
+configs dynamically: Set(...)". DescribeConfigs of a group gives each group config with its
+source: the group's own (GROUP_CONFIG), else the broker's group.consumer.* property (static
+when set, default otherwise)."""
 from __future__ import annotations
 
 from broker.handlers.metadata import wait_for_topics
 from engine.config import BROKER_SYNONYMS, TOPIC_CONFIGS
+from metadata.image import GROUP_CONFIGS
 from protocol import messages as M
 from protocol.dispatch import Api
 from protocol.errors import Error
 
-TOPIC, BROKER = 2, 4
-SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
+TOPIC, BROKER, GROUP = 2, 4, 32
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT, SOURCE_GROUP = 1, 4, 5, 8
 TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = 1, 2, 3, 5, 6, 7
 # A broker property's declared kind (strom.config) -> its DescribeConfigs type; lists and
 # everything else are STRING, as Kafka declares most of them (listeners, log.dirs, ...).
@@ -22,7 +33,7 @@ _KAFKA_TYPES = {
     **dict.fromkeys(("segment.bytes", "segment.index.bytes", "index.interval.bytes", "max.message.bytes",
                      "min.insync.replicas", "compression.gzip.level", "compression.lz4.level",
                      "compression.zstd.level"), TYPE_INT),
-    "cleanup.policy": TYPE_LIST,
+    **{name: TYPE_LIST for name, spec in TOPIC_CONFIGS.items() if spec.is_list},
 }
 APPLY_WAIT_S = 5.0
 _TOPIC_FROM_BROKER = {topic: broker for broker, topic in BROKER_SYNONYMS.items()}
@@ -63,40 +74,49 @@ def apis(broker) -> list[Api]:
         await broker.follower.wait_for_change(0.5)
         return response
 
+    async def alter_configs(req, answered: dict[int, tuple[int, str | None]]):
+        """Forward the resources not ``answered`` here, then the responses in the request's
+        order."""
+        Inc, R = M.IncrementalAlterConfigsRequest, M.IncrementalAlterConfigsResponse
+        rest = [r for i, r in enumerate(req.resources) if i not in answered]
+        forwarded = iter([])
+        if rest:
+            try:
+                response = await broker.follower.forward(
+                    44, 1, Inc(resources=rest, validate_only=req.validate_only))
+            except (ConnectionError, TimeoutError):
+                response = _all_failed(R, Inc(resources=rest), Error.REQUEST_TIMED_OUT)
+            if any(r.error_code == Error.NONE for r in response.responses) and not req.validate_only:
+                await broker.follower.wait_for_change(0.5)
+            forwarded = iter([(r.error_code, r.error_message) for r in response.responses])
+        return [(r, answered[i] if i in answered else next(forwarded)) for i, r in enumerate(req.resources)]
+
     async def handle_incremental_alter_configs(header, req):
-        response = await forward(header, req)
-        if response is None:
-            return _all_failed(M.IncrementalAlterConfigsResponse, req, Error.REQUEST_TIMED_OUT)
-        if any(r.error_code == Error.NONE for r in response.responses) and not req.validate_only:
-            await broker.follower.wait_for_change(0.5)
-        return response
+        R = M.IncrementalAlterConfigsResponse
+        answered = _broker_resources(broker, req)
+        return R(responses=[R.AlterConfigsResourceResponse(
+            error_code=code, error_message=message, resource_type=r.resource_type,
+            resource_name=r.resource_name) for r, (code, message) in await alter_configs(req, answered)])
 
     async def handle_alter_configs(header, req):
-        """The legacy AlterConfigs replaces a topic's whole set of overrides: it becomes an
+        """The legacy AlterConfigs replaces a resource's whole set of overrides: it becomes an
         IncrementalAlterConfigs that SETs what is given and DELETEs every other override."""
-        Inc = M.IncrementalAlterConfigsRequest
-        R = M.AlterConfigsResponse
+        Inc, R = M.IncrementalAlterConfigsRequest, M.AlterConfigsResponse
         resources = []
         for res in req.resources:
             given = {c.name: c.value for c in res.configs}
-            ops = [Inc.AlterableConfig(name=n, config_operation=0, value=v) for n, v in given.items()]
-            if res.resource_type == TOPIC:
-                ops += [Inc.AlterableConfig(name=n, config_operation=1, value=None)
-                        for n in broker.image.topic_config(res.resource_name) if n not in given]
+            ops = [Inc.AlterableConfig(name=c.name, config_operation=SET, value=c.value) for c in res.configs]
+            current = {TOPIC: broker.image.topic_config, GROUP: broker.image.group_config}.get(
+                res.resource_type, lambda _name: {})(res.resource_name)
+            ops += [Inc.AlterableConfig(name=n, config_operation=DELETE, value=None)
+                    for n in current if n not in given]
             resources.append(Inc.AlterConfigsResource(resource_type=res.resource_type,
                                                     resource_name=res.resource_name, configs=ops))
         incremental = Inc(resources=resources, validate_only=req.validate_only)
-        try:
-            response = await broker.follower.forward(44, 1, incremental)
-        except (ConnectionError, TimeoutError):
-            return R(responses=[R.AlterConfigsResourceResponse(
-                error_code=Error.REQUEST_TIMED_OUT, resource_type=r.resource_type,
-                resource_name=r.resource_name) for r in req.resources])
-        if any(r.error_code == Error.NONE for r in response.responses) and not req.validate_only:
-            await broker.follower.wait_for_change(0.5)
+        answers = await alter_configs(incremental, _broker_resources(broker, incremental))
         return R(responses=[R.AlterConfigsResourceResponse(
-            error_code=r.error_code, error_message=r.error_message, resource_type=r.resource_type,
-            resource_name=r.resource_name) for r in response.responses])
+            error_code=code, error_message=message, resource_type=r.resource_type,
+            resource_name=r.resource_name) for r, (code, message) in answers])
 
     async def handle_describe_configs(header, req):
         R = M.DescribeConfigsResponse
@@ -124,6 +144,13 @@ def apis(broker) -> list[Api]:
                     config_source=SOURCE_STATIC_BROKER if n in broker.config.originals else SOURCE_DEFAULT,
                     is_sensitive=False, config_type=_broker_config_type(broker.config, n))
                     for n in names if n in values]
+            elif res.resource_type == GROUP:
+                if not res.resource_name:
+                    out.error_code, out.error_message = Error.INVALID_REQUEST, "Group name must not be empty"
+                    continue
+                names = sorted(GROUP_CONFIGS) if res.configuration_keys is None else res.configuration_keys
+                out.configs = [_describe_group_entry(broker, res.resource_name, n, req.include_synonyms)
+                               for n in names if n in GROUP_CONFIGS]
             else:
                 out.error_code = Error.INVALID_REQUEST
                 out.error_message = f"unsupported resource type {res.resource_type}"
@@ -185,6 +212,74 @@ def apis(broker) -> list[Api]:
         Api(33, 0, 2, handle_alter_configs),
         Api(32, 1, 4, handle_describe_configs),
     ]
+
+
+def _broker_resources(broker, req) -> dict[int, tuple[int, str | None]]:
+    """Kafka's ConfigAdminManager.preprocess of the BROKER resources, by index: answered here,
+    never forwarded. Nothing is written for them (no broker config is dynamic here)."""
+    answered: dict[int, tuple[int, str | None]] = {}
+    seen: dict[str, int] = {}
+    for i, res in enumerate(req.resources):
+        if res.resource_type != BROKER:
+            continue
+        if res.resource_name in seen:
+            for j in (seen[res.resource_name], i):
+                answered[j] = (Error.INVALID_REQUEST, "Each resource must appear at most once.")
+        seen[res.resource_name] = i
+    for i, res in enumerate(req.resources):
+        if res.resource_type == BROKER and i not in answered:
+            answered[i] = _broker_change(broker, res)
+    return answered
+
+
+def _broker_change(broker, res) -> tuple[int, str | None]:
+    names = [c.name for c in res.configs]
+    if len(set(names)) != len(names):
+        return Error.INVALID_REQUEST, "Error due to duplicate config keys"
+    nulls = [c.name for c in res.configs if c.config_operation != DELETE and c.value is None]
+    if nulls:
+        return Error.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls)
+    if res.resource_name:
+        try:
+            node = int(res.resource_name)
+        except ValueError:
+            return Error.INVALID_REQUEST, f"Node id must be an integer, but it is: {res.resource_name}"
+        if node != broker.node_id:
+            return (Error.INVALID_REQUEST,
+                    f"Unexpected broker id, expected {broker.node_id}, but received {res.resource_name}")
+    for c in res.configs:
+        if c.config_operation not in (SET, DELETE, APPEND, SUBTRACT):
+            return Error.INVALID_REQUEST, f"Unknown operations type {c.config_operation}"
+        if c.config_operation in (APPEND, SUBTRACT):
+            kind = broker.config.kind(c.name)
+            if kind is None:
+                return Error.INVALID_CONFIG, f"Unknown config name: {c.name}"
+            topic = BROKER_SYNONYMS.get(c.name)
+            if not (kind == "list" or topic is not None and TOPIC_CONFIGS[topic].is_list):
+                verb = "append" if c.config_operation == APPEND else "subtract"
+                return Error.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {c.name}"
+    changed = [c.name for c in res.configs if c.config_operation != DELETE]
+    if changed:
+        return Error.INVALID_REQUEST, f"Cannot update these configs dynamically: Set({', '.join(changed)})"
+    return Error.NONE, None
+
+
+def _describe_group_entry(broker, group: str, name: str, synonyms: bool):
+    """Kafka's ConfigHelper.createGroupConfigEntry: the group's own value, else the broker's
+    group.consumer.* property's; INT; synonyms from the most to the least specific."""
+    R = M.DescribeConfigsResponse.DescribeConfigsResourceResult
+    S = R.DescribeConfigsSynonym
+    prop = "group." + name
+    chain = []
+    own = broker.image.group_config(group).get(name)
+    if own is not None:
+        chain.append(S(name=name, value=own, source=SOURCE_GROUP))
+    if prop in broker.config.originals:
+        chain.append(S(name=prop, value=_text(broker.config[prop]), source=SOURCE_STATIC_BROKER))
+    chain.append(S(name=prop, value=str(GROUP_CONFIGS[name]), source=SOURCE_DEFAULT))
+    return R(name=name, value=chain[0].value, read_only=False, config_source=chain[0].source,
+             is_default=chain[0].source == SOURCE_DEFAULT, is_sensitive=False,
+             synonyms=chain if synonyms else [], config_type=TYPE_INT, documentation=None)
 
 
 def _text(value) -> str:
