@@ -222,3 +222,54 @@ def test_describe_consumer_groups_returns_the_groups_authorized_operations(share
     assert set(described.authorized_operations or ()) == {
         AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE, AclOperation.DESCRIBE_CONFIGS,
         AclOperation.ALTER_CONFIGS}
+
+
+# ---- group configs (KIP-848) ---------------------------------------------------------------
+
+def test_group_config_altered_by_the_admin_client_sets_the_groups_heartbeat_interval(shared_node):
+    """IncrementalAlterConfigs on the GROUP resource, then a ConsumerGroupHeartbeat as a
+    group.protocol=consumer member sends it: the answer carries the group's interval once the
+    broker's metadata image has the config, the broker's default for another group."""
+    import asyncio
+
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    from protocol import messages as M
+    from protocol.client import KafkaConnection
+    from protocol.errors import Error
+    group = _name("g")
+    admin = _admin(shared_node.bootstrap)
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[ConfigEntry(
+        "consumer.heartbeat.interval.ms", "7000", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(WAIT_S)
+
+    async def heartbeat_intervals() -> tuple[int, int]:
+        conn = KafkaConnection("127.0.0.1", shared_node.broker_port)
+        await conn.connect()
+        try:
+            async def join(group_id) -> int | None:
+                """The heartbeat interval a joining member is told; None while the coordinator
+                is not available yet (``__consumer_offsets`` is created on first use)."""
+                R = M.ConsumerGroupHeartbeatRequest
+                response = await conn.request(68, 0, R(
+                    group_id=group_id, member_id="", member_epoch=0, rebalance_timeout_ms=30000,
+                    subscribed_topic_names=["none"], topic_partitions=[]))
+                if response.error_code in (Error.COORDINATOR_NOT_AVAILABLE,
+                                           Error.COORDINATOR_LOAD_IN_PROGRESS):
+                    return None
+                assert response.error_code == Error.NONE, response
+                await conn.request(68, 0, R(group_id=group_id, member_id=response.member_id, member_epoch=-1))
+                return response.heartbeat_interval_ms
+
+            async def interval(group_id, wanted=None) -> int | None:
+                deadline = time.monotonic() + WAIT_S
+                while True:
+                    got = await join(group_id)
+                    if got is not None and wanted in (None, got) or time.monotonic() >= deadline:
+                        return got
+                    await asyncio.sleep(0.2)  # no coordinator yet, or the config not replayed yet
+            return await interval(group, 7000), await interval(_name("other"))
+        finally:
+            await conn.close()
+
+    assert asyncio.run(heartbeat_intervals()) == (7000, 5000)
