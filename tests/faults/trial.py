@@ -43,7 +43,6 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from strom.config import ServerConfig
 from tests.faults import checker as C
 from tests.faults.hosts import Network, exit_on_sigterm
 from tests.faults.nemesis import BROKER_DISK_KIB, KINDS, RACK_KINDS, Fault, Nemesis, own_disk, schedule
@@ -235,11 +234,6 @@ def _failovers(faults: list[Fault], history: list) -> list[dict]:
     return out
 
 
-def _rack_config() -> dict[str, str]:
-    """RACK_BROKER_CONFIG, less what this broker does not know yet (it would refuse to start)."""
-    return {k: v for k, v in RACK_BROKER_CONFIG.items() if ServerConfig.kind(k) is not None}
-
-
 def _give_racks(cluster: ReplicatedCluster) -> None:
     """A rack of its own for every (formatted, not started) broker: ``rack-<id>``."""
     for node_id, broker in cluster.brokers.items():
@@ -258,7 +252,7 @@ def run_trial(seed: int, kinds: list[str] | None = None, length_s: float = 30.0,
     with Network(range(1, 7), random.Random(seed), clients) as net, contextlib.ExitStack() as disks:
         hosts = lambda n: (net.address(n), net.prefix(n))  # noqa: E731
         cluster = ReplicatedCluster(hosts=hosts, broker_extra={**TRIAL_BROKER_CONFIG,
-                                                               **(_rack_config() if racks else {})},
+                                                               **(RACK_BROKER_CONFIG if racks else {})},
                                     controller_extra=TRIAL_CONTROLLER_CONFIG)
         if racks:
             _give_racks(cluster)
