@@ -57,7 +57,7 @@ EXPECTED = {
                       "InitProducerId"],
     "metadata": ["ApiVersions", "Metadata", "DescribeCluster", "DescribeTopicPartitions"],
     "groups": ["FindCoordinator", "JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup",
-               "OffsetCommit", "OffsetFetch", "DescribeGroups", "ListGroups", "DeleteGroups",
+               "OffsetCommit", "OffsetFetch", "DescribeGroups", "ListGroups", "DeleteGroups", "OffsetDelete",
                "ConsumerProtocolSubscription", "ConsumerProtocolAssignment"],
     "admin": ["CreateTopics", "DeleteTopics", "CreatePartitions", "DescribeConfigs",
               "AlterConfigs", "IncrementalAlterConfigs", "DescribeLogDirs"],
