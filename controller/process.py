@@ -34,6 +34,22 @@ def metadata_log_config(config) -> LogConfig:
     return replace(METADATA_LOG_CONFIG, segment_bytes=config["metadata.log.segment.bytes"])
 
 
+def controller_settings(config) -> dict:
+    """What the quorum controller takes from the node's configuration: topic defaults, the log
+    config, broker session and fencing, leader rebalancing, and the bounds of groups' configs."""
+    return {
+        "num.partitions": config["num.partitions"],
+        "default.replication.factor": config["default.replication.factor"],
+        "log_config": config.log_config,  # min.insync.replicas, unclean.leader.election.enable, ...
+        **{name: config[name] for name in (
+            "broker.session.timeout.ms", "strom.broker.disconnect.fence.ms",
+            "auto.leader.rebalance.enable", "leader.imbalance.check.interval.seconds",
+            "leader.imbalance.per.broker.percentage", "delete.topic.enable",
+            "group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms",
+            "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms")},
+    }
+
+
 async def serve(config, cluster_id: str, ready=None) -> None:
     meta = read_meta_properties(config.metadata_log_dir) or {}
     directory_id = uuid_from_str(meta["directory.id"]) if meta.get("directory.id") else None
@@ -41,15 +57,8 @@ async def serve(config, cluster_id: str, ready=None) -> None:
                       for lsn in config.advertised_controller_listeners())
     partition_dir = os.path.join(config.metadata_log_dir, METADATA_PARTITION)
     raft_log = EngineRaftLog(partition_dir, metadata_log_config(config))
-    controller = QuorumController(config.node_id, cluster_id, {
-        "num.partitions": config["num.partitions"],
-        "default.replication.factor": config["default.replication.factor"],
-        "log_config": config.log_config,  # min.insync.replicas, unclean.leader.election.enable, ...
-        **{name: config[name] for name in (
-            "broker.session.timeout.ms", "strom.broker.disconnect.fence.ms",
-            "auto.leader.rebalance.enable", "leader.imbalance.check.interval.seconds",
-            "leader.imbalance.per.broker.percentage", "delete.topic.enable")},
-    }, snapshot_bytes=config["metadata.log.max.record.bytes.between.snapshots"])
+    controller = QuorumController(config.node_id, cluster_id, controller_settings(config),
+                                  snapshot_bytes=config["metadata.log.max.record.bytes.between.snapshots"])
     raft = RaftDriver(driver_config(config, cluster_id, directory_id=directory_id, endpoints=endpoints),
                       raft_log, os.path.join(partition_dir, QUORUM_STATE_FILE), controller)
     controller.attach(raft)

@@ -5,10 +5,13 @@ no dynamic config here."""
 import pytest
 
 from controller.config_control import GroupBounds, apply_list_op
+from controller.process import controller_settings
+from controller.quorum_controller import QuorumController
 from controller.topic_control import TopicControl
 from metadata.image import GROUP_RESOURCE, TOPIC_RESOURCE
 from protocol import messages as M
 from protocol.errors import Error
+from strom.config import ServerConfig
 from tests.controller.scenario import Scenario
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -212,3 +215,19 @@ def test_a_broker_config_cannot_be_updated_dynamically(s):
 ])
 def test_a_broker_resource_must_name_a_registered_broker(s, name, answer):
     assert alter(s, resource(BROKER, name, ("log.retention.ms", DELETE, None))) == [answer]
+
+
+def test_the_nodes_group_consumer_bounds_reach_the_controllers_group_config_check():
+    """group.consumer.min/max.* set in a controller's properties bound the group configs it
+    takes, as Kafka's controller reads them from its own configuration."""
+    config = ServerConfig({
+        "process.roles": "controller", "node.id": "1",
+        "listeners": "CONTROLLER://127.0.0.1:9093", "controller.listener.names": "CONTROLLER",
+        "controller.quorum.voters": "1@127.0.0.1:9093", "log.dirs": "/tmp/x",
+        "group.consumer.min.session.timeout.ms": "10000", "group.consumer.max.session.timeout.ms": "20000",
+        "group.consumer.min.heartbeat.interval.ms": "1000",
+        "group.consumer.max.heartbeat.interval.ms": "3000",
+        "group.consumer.session.timeout.ms": "15000", "group.consumer.heartbeat.interval.ms": "2000"})
+    bounds = QuorumController(1, "c", controller_settings(config)).topics.configs.group_bounds
+    assert bounds == GroupBounds(min_session_timeout_ms=10000, max_session_timeout_ms=20000,
+                                 min_heartbeat_interval_ms=1000, max_heartbeat_interval_ms=3000)
