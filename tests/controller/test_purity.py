@@ -5,7 +5,7 @@ import pytest
 
 from tests.purity import IO_CLOCK_RANDOMNESS, imports, top_level
 
-MANAGERS = ["balanced_recovery", "cluster_control", "partition_change", "placement",
+MANAGERS = ["balanced_recovery", "cluster_control", "config_control", "partition_change", "placement",
             "replication_control", "result", "topic_control"]
 FORBIDDEN = IO_CLOCK_RANDOMNESS | {"raft"}
 

@@ -3,7 +3,7 @@ import pytest
 
 from tests.purity import IO_CLOCK_RANDOMNESS, imports, top_level
 
-CORE = ["errors", "follower", "isr", "log", "partition", "replica"]
+CORE = ["errors", "follower", "isr", "log", "partition", "replica", "replica_selector"]
 FORBIDDEN = IO_CLOCK_RANDOMNESS | {"engine", "protocol", "ext", "metadata", "broker", "controller", "raft"}
 
 
