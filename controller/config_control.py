@@ -46,7 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from controller.result import ControllerResult
-from engine.config import TOPIC_CONFIGS, TOPIC_LIST_CONFIGS, LogConfig
+from engine.config import TOPIC_CONFIGS, TOPIC_LIST_CONFIGS, LogConfig, java_integer
 from engine.errors import ConfigError
 from metadata.image import BROKER_RESOURCE, GROUP_CONFIGS, GROUP_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from protocol import messages as M
@@ -158,8 +158,8 @@ def validate_group_config(configs: dict[str, str], bounds: GroupBounds) -> None:
         not_int = ConfigFailure(Error.INVALID_CONFIG,
                                 f"Invalid value {raw} for configuration {name}: Not a number of type INT")
         try:
-            value = int(raw.strip())
-        except ValueError:
+            value = java_integer(name, raw)
+        except ConfigError:
             raise not_int from None
         if not -(2**31) <= value < 2**31:
             raise not_int

@@ -11,6 +11,8 @@ the codecs' own (ext.compress.LEVELS).
 """
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -19,6 +21,17 @@ from ext.compress import LEVELS
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
+_JAVA_INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
+
+
+def java_integer(name: str, raw: Any) -> int:
+    """An integer config value as Kafka's ConfigDef reads INT and LONG (Integer.parseInt,
+    Long.parseLong of the trimmed text): ASCII digits with an optional sign, nothing else (no
+    "_" separators, no other scripts' digits, which Python's int() would take)."""
+    text = str(raw).strip()
+    if not _JAVA_INTEGER.fullmatch(text):
+        raise ConfigError(name, f"expected an integer, got {raw!r}")
+    return int(text)
 
 
 @dataclass(frozen=True)
@@ -45,6 +58,8 @@ class LogConfig:
     min_insync_replicas: int = 1  # min.insync.replicas
     unclean_leader_election_enable: bool = False  # unclean.leader.election.enable
     preallocate: bool = False  # preallocate
+    leader_replication_throttled_replicas: str = ""  # leader.replication.throttled.replicas
+    follower_replication_throttled_replicas: str = ""  # follower.replication.throttled.replicas
 
     @property
     def log_append_time(self) -> bool:
@@ -85,6 +100,7 @@ class _Spec:
     maximum: int | None = None
     also: int | None = None  # an integer valid outside [minimum, maximum] (gzip's level -1)
     is_list: bool = False  # Kafka's LIST type: comma-separated values, each among choices
+    check: Callable[[str, list[str]], None] | None = None  # a list's own validator
 
     def parts(self, raw: Any) -> list[str]:
         """A list config's values as Kafka's ConfigDef parses a LIST: trimmed, split at commas
@@ -101,10 +117,7 @@ class _Spec:
                 raise ConfigError(name, f"expected true or false, got {raw!r}")
             return text == "true"
         if self.kind is int:
-            try:
-                value = int(str(raw).strip())
-            except ValueError:
-                raise ConfigError(name, f"expected an integer, got {raw!r}") from None
+            value = raw if isinstance(raw, int) else java_integer(name, raw)
             if value == self.also:
                 return value
             if (self.also is not None and self.minimum is not None and self.maximum is not None
@@ -124,7 +137,19 @@ class _Spec:
             for part in parts:
                 if part not in self.choices:
                     raise ConfigError(name, f"must be one of {', '.join(self.choices)}, got {raw!r}")
+        if self.check is not None:
+            self.check(name, parts)
         return ",".join(parts)
+
+
+_THROTTLED_REPLICA = re.compile(r"([0-9]+:[0-9]+)?", re.ASCII)
+
+
+def _throttled_replicas(name: str, parts: list[str]) -> None:
+    """Kafka's ThrottledReplicaListValidator: the literal '*' or partitionId:brokerId pairs."""
+    if not (all(_THROTTLED_REPLICA.fullmatch(p) for p in parts) or "".join(parts) == "*"):
+        raise ConfigError(name, "must be the literal '*' or a list of replicas in the following format: "
+                                "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
 
 
 def _level_spec(codec: str) -> _Spec:
@@ -164,17 +189,24 @@ TOPIC_CONFIGS: dict[str, _Spec] = {
     "min.insync.replicas": _Spec("min_insync_replicas", int, 1),
     "unclean.leader.election.enable": _Spec("unclean_leader_election_enable", bool),
     "preallocate": _Spec("preallocate", bool),
+    "leader.replication.throttled.replicas": _Spec("leader_replication_throttled_replicas", str, is_list=True,
+                                                   check=_throttled_replicas),
+    "follower.replication.throttled.replicas": _Spec("follower_replication_throttled_replicas", str,
+                                                     is_list=True, check=_throttled_replicas),
 }
 
-# Kafka's LIST-type topic configs that Strom serves (IncrementalAlterConfigs APPEND/SUBTRACT
-# apply to these alone). leader/follower.replication.throttled.replicas are Kafka's others:
-# replication quotas are not served, so neither are they.
+# Kafka's LIST-type topic configs (IncrementalAlterConfigs APPEND/SUBTRACT apply to these alone).
 TOPIC_LIST_CONFIGS = frozenset(name for name, spec in TOPIC_CONFIGS.items() if spec.is_list)
 
+_NO_REPLICATION_QUOTAS = "replication quotas are not served: nothing throttles a replica"
 # Topic configs Strom accepts (a topic made for Kafka is made unchanged) that change nothing
 # here, with why.
 TOPIC_WITHOUT_EFFECT: dict[str, str] = {
     "preallocate": "segment files grow as they are written (Kafka preallocates for NTFS)",
+    # kafka-reassign-partitions sets and clears them (--throttle, --verify) with APPEND, SUBTRACT
+    # and DELETE: taken and validated as Kafka does, so the tool works; they throttle nothing.
+    "leader.replication.throttled.replicas": _NO_REPLICATION_QUOTAS,
+    "follower.replication.throttled.replicas": _NO_REPLICATION_QUOTAS,
 }
 
 # Broker property -> topic property it supplies the default for.

@@ -58,6 +58,31 @@ def test_subtracting_every_value_leaves_the_empty_list_kafka_reads_as_infinite_r
     assert s.image.topic_config("t") == {"cleanup.policy": ""}
 
 
+THROTTLED = "leader.replication.throttled.replicas"
+FOLLOWER_THROTTLED = "follower.replication.throttled.replicas"
+
+
+def test_throttled_replicas_lists_take_append_subtract_and_delete_as_kafka_reassign_partitions_uses_them(s):
+    """kafka-reassign-partitions --throttle APPENDs partition:broker pairs to a topic's
+    leader/follower.replication.throttled.replicas and --verify SUBTRACTs or DELETEs them."""
+    assert alter(s, resource(TOPIC, "t", (THROTTLED, APPEND, "0:1,1:2"),
+                             (FOLLOWER_THROTTLED, APPEND, "0:3"))) == OK
+    assert s.image.topic_config("t") == {THROTTLED: "0:1,1:2", FOLLOWER_THROTTLED: "0:3"}
+    assert alter(s, resource(TOPIC, "t", (THROTTLED, SUBTRACT, "0:1"))) == OK
+    assert s.image.topic_config("t")[THROTTLED] == "1:2"
+    assert alter(s, resource(TOPIC, "t", (THROTTLED, DELETE, None),
+                             (FOLLOWER_THROTTLED, DELETE, None))) == OK
+    assert s.image.topic_config("t") == {}
+    assert alter(s, resource(TOPIC, "t", (THROTTLED, SET, "*"))) == OK
+
+
+@pytest.mark.parametrize("value", ["0:x", "*,0:1", "broker-1"])
+def test_a_throttled_replicas_value_is_star_or_partition_broker_pairs_as_kafkas_validator_says(s, value):
+    [(code, message)] = alter(s, resource(TOPIC, "t", (THROTTLED, APPEND, value)))
+    assert code == Error.INVALID_CONFIG and "must be the literal '*'" in message, message
+    assert s.image.topic_config("t") == {}
+
+
 def test_a_list_op_that_leaves_the_override_as_it_was_writes_no_record(s):
     s.set_topic_config("t", "cleanup.policy", "compact")
     assert alter(s, resource(TOPIC, "t", ("cleanup.policy", SUBTRACT, "delete"))) == OK
@@ -168,6 +193,8 @@ SESSION, HEARTBEAT = "consumer.session.timeout.ms", "consumer.heartbeat.interval
      "Invalid value 0 for configuration consumer.session.timeout.ms: Value must be at least 1"),
     ("consumer.session.timeout.ms", "soon",
      "Invalid value soon for configuration consumer.session.timeout.ms: Not a number of type INT"),
+    ("consumer.session.timeout.ms", "50_000",  # Integer.parseInt takes no separators
+     "Invalid value 50_000 for configuration consumer.session.timeout.ms: Not a number of type INT"),
     ("share.session.timeout.ms", "50000", "Unknown group config name: share.session.timeout.ms"),
 ])
 def test_a_group_config_out_of_the_broker_side_bounds_is_invalid_config_with_kafkas_message(s, name, value,
