@@ -12,7 +12,7 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 
-from engine.config import BROKER_SYNONYMS, LogConfig, log_config_from_broker
+from engine.config import BROKER_SYNONYMS, LogConfig, java_integer, log_config_from_broker
 from engine.errors import ConfigError
 from protocol.limits import ListenerLimits
 from replication.replica_selector import selector_name
@@ -245,10 +245,7 @@ def resolve_ip_overrides(overrides: dict[str, int]) -> dict[str, int]:
 def _convert(name: str, kind: str, raw: Any) -> Any:
     text = str(raw).strip()
     if kind in (INT, LONG):
-        try:
-            value = int(text)
-        except ValueError:
-            raise ConfigError(name, f"expected an integer, got {raw!r}") from None
+        value = java_integer(name, text)
         limit = 2**31 if kind == INT else 2**63
         if not -limit <= value < limit:
             raise ConfigError(name, f"out of range: {value}")

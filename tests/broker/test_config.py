@@ -34,6 +34,7 @@ def test_log_properties_become_topic_defaults():
 @pytest.mark.parametrize("name,value,why", [
     ("no.such.property", "1", "unknown property"),
     ("num.partitions", "many", "expected an integer"),
+    ("num.partitions", "1_000", "expected an integer"),  # Java's parseInt takes no separators
     ("num.partitions", "0", "at least 1"),
     ("num.replica.fetchers", "0", "at least 1"),
     ("auto.create.topics.enable", "maybe", "true or false"),
