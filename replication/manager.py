@@ -692,7 +692,9 @@ class ReplicaManager:
         if partition is None:
             return ReadResult(error)
         log_ = partition.log
-        if client is not None and self.replica_selector is not None and partition.is_leader:
+        # No client rack: the leader serves (the selector's first rule), asked of no follower.
+        if client is not None and client.rack_id and self.replica_selector is not None \
+                and partition.is_leader:
             now = self.clock() if now_ms is None else now_ms
             preferred = self._preferred_read_replica(partition, client, fetch_offset, now)
             if preferred is not None:

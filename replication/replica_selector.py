@@ -15,9 +15,9 @@ id out:
 | rack-aware   | no client rack: the leader. Else the candidates in the client's rack: none, or |
 |              | the leader among them: the leader; else the most caught up of them (highest    |
 |              | log end offset, then the shortest time since it was last caught up; Kafka's    |
-|              | ReplicaView.comparator), ties to the lowest broker id                           |
+|              | ReplicaView.comparator, whose max it takes), ties to the highest broker id     |
 | answer       | the chosen follower's id, or None when the leader serves (Kafka never sends    |
-|              | the leader as preferred_read_replica)                                           |
+|              | the leader as preferred_read_replica)                                          |
 
 No selector configured (the default): None always; the leader serves every consumer, as before
 KIP-392. Nothing here does IO or reads a clock: the caller passes each follower's state.
@@ -74,7 +74,7 @@ def preferred_read_replica(selector: str | None, client_rack: str | None, leader
                  if f.has_endpoint and f.rack == client_rack and eligible(f, fetch_offset)]
     if not same_rack:
         return None
-    best = min(same_rack, key=lambda f: (-f.log_end_offset, f.time_since_caught_up_ms, f.broker_id))
+    best = max(same_rack, key=lambda f: (f.log_end_offset, -f.time_since_caught_up_ms, f.broker_id))
     return best.broker_id
 
 

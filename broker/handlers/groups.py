@@ -186,8 +186,9 @@ def apis(broker) -> list[Api]:
 
     async def handle_offset_delete(header, req):
         """OffsetDelete (KIP-496): partitions unknown to the metadata image answer
-        UNKNOWN_TOPIC_OR_PARTITION; the coordinator answers the rest (a group-level error
-        replaces its part of the answer), after its tombstones commit."""
+        UNKNOWN_TOPIC_OR_PARTITION; the coordinator answers the rest, after its tombstones
+        commit. A group-level error is the whole answer, with no partitions (Kafka's
+        OffsetDeleteResponse.Builder.merge keeps the coordinator's answer when it has one)."""
         R = M.OffsetDeleteResponse
         T, P = R.OffsetDeleteResponseTopic, R.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition
         unknown = unknown_partitions(req.topics)
@@ -208,7 +209,7 @@ def apis(broker) -> list[Api]:
             if code == Error.NONE:
                 out += [T(name=name, partitions=[P(partition_index=i, error_code=e) for i, e in parts])
                         for name, parts in answered]
-        return R(error_code=code, topics=out)
+        return R(error_code=code, topics=out if code == Error.NONE else [])
 
     async def fetch_group(group_id: str, topics, member_id: str | None = None, member_epoch: int = -1,
                           require_stable: bool = False):

@@ -85,6 +85,10 @@ def test_offset_delete_of_an_unknown_group_is_group_id_not_found(tmp_path):
         _, node = await _node(tmp_path)
         assert await _delete_offsets(node, {"t": [0]}, group="nobody") == (Error.GROUP_ID_NOT_FOUND, {})
         assert await _delete_offsets(node, {"t": [0]}, group="") == (Error.INVALID_GROUP_ID, {})
+        # A group-level error answers no partition, unknown ones included: Kafka's
+        # OffsetDeleteResponse.Builder.merge keeps the coordinator's answer whole when it has one.
+        assert await _delete_offsets(node, {"t": [0], "nope": [0]}, group="nobody") == \
+            (Error.GROUP_ID_NOT_FOUND, {})
     run(main())
 
 

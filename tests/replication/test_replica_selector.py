@@ -65,7 +65,10 @@ def test_of_several_followers_in_the_rack_the_most_caught_up_is_named():
     assert pick([view(2, "b", end=90), view(3, "b", end=100)]) == 3
     # the same log end offset: the one caught up most recently
     assert pick([view(2, "b", since=500), view(3, "b", since=20)]) == 3
-    assert pick([view(3, "b"), view(2, "b")]) == 2  # a full tie: the lowest id, whatever the order
+    # a full tie: the highest id, whatever the order (Kafka takes the max of ReplicaView.comparator,
+    # whose last key is the broker id)
+    assert pick([view(3, "b"), view(2, "b")]) == 3
+    assert pick([view(2, "b"), view(3, "b")]) == 3
 
 
 def test_a_node_config_accepts_kafkas_selector_and_refuses_another_naming_the_property():
