@@ -62,6 +62,16 @@ class LogConfig:
     follower_replication_throttled_replicas: str = ""  # follower.replication.throttled.replicas
 
     @property
+    def deletes(self) -> bool:
+        """cleanup.policy lists delete: retention and DeleteRecords may remove old segments."""
+        return "delete" in self.cleanup_policy.split(",")
+
+    @property
+    def compacts(self) -> bool:
+        """cleanup.policy lists compact (alone or with delete): offsets may have gaps."""
+        return "compact" in self.cleanup_policy.split(",")
+
+    @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
 

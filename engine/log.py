@@ -186,7 +186,7 @@ class Log:
             recovery_point=recovery_point,
             had_clean_shutdown=had_clean_shutdown,
             epoch_cache=self.leader_epoch_cache,
-            contiguous=self.config.cleanup_policy != "compact",
+            contiguous=not self.config.compacts,
         )
         self.segments: list[LogSegment] = loaded.segments
         self._bases = [s.base_offset for s in self.segments]
@@ -722,7 +722,7 @@ class Log:
         deleted = self._delete_segments(
             now_ms, lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset
         )
-        if "delete" not in config.cleanup_policy.split(","):
+        if not config.deletes:
             return deleted  # compacted-only topics keep every segment (until the cleaner runs)
         if config.retention_ms >= 0:
             deleted += self._delete_segments(

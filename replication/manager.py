@@ -847,7 +847,7 @@ class ReplicaManager:
         if partition is None:
             return error, -1
         log_ = partition.log
-        if "delete" not in log_.config.cleanup_policy.split(","):
+        if not log_.config.deletes:
             return Error.POLICY_VIOLATION, -1
         try:
             log_.maybe_increment_log_start_offset(log_.high_watermark if offset == -1 else offset)

@@ -72,3 +72,13 @@ def test_broker_defaults_map_log_properties():
                                      "log.index.interval.bytes": "100", "unrelated": "x"})
     assert (config.segment_bytes, config.retention_ms, config.index_interval_bytes) == (2048, 7200000, 100)
     assert log_config_from_broker({"log.retention.ms": "5", "log.retention.hours": "2"}).retention_ms == 5
+
+
+@pytest.mark.parametrize("policy,deletes,compacts", [
+    ("delete", True, False), ("compact", False, True), ("delete,compact", True, True),
+    ("compact, delete", True, True), ("", False, False)])
+def test_cleanup_policy_is_a_list_read_by_membership(policy, deletes, compacts):
+    """cleanup.policy is Kafka's LIST: retention and DeleteRecords need `delete` among its values,
+    and a log may have offset gaps whenever `compact` is among them, in either order."""
+    config = LogConfig().with_overrides({"cleanup.policy": policy})
+    assert (config.deletes, config.compacts) == (deletes, compacts)
