@@ -43,46 +43,35 @@ resource looked up:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from controller.result import ControllerResult
 from engine.config import TOPIC_CONFIGS, TOPIC_LIST_CONFIGS, LogConfig, java_integer
 from engine.errors import ConfigError
-from metadata.image import BROKER_RESOURCE, GROUP_CONFIGS, GROUP_RESOURCE, TOPIC_RESOURCE, MetadataImage
+from metadata.configs import (
+    APPEND,
+    BROKER_RESOURCE,
+    DELETE,
+    GROUP_CONFIGS,
+    GROUP_HEARTBEAT_INTERVAL,
+    GROUP_RESOURCE,
+    GROUP_SESSION_TIMEOUT,
+    OP_NAMES,
+    SET,
+    TOPIC_RESOURCE,
+    ConfigFailure,
+    GroupBounds,
+    check_request_shape,
+    not_dynamic,
+    unknown_operation,
+)
+from metadata.configs import (
+    GROUP_BOUNDS as GROUP_BOUNDS,  # re-exported: the quorum controller builds GroupBounds by it
+)
+from metadata.image import MetadataImage
 from protocol import messages as M
 from protocol.errors import Error
 from protocol.topics import topic_name_error
 
-SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 SERVED_RESOURCES = (TOPIC_RESOURCE, BROKER_RESOURCE, GROUP_RESOURCE)
-
-GROUP_SESSION_TIMEOUT = "consumer.session.timeout.ms"
-GROUP_HEARTBEAT_INTERVAL = "consumer.heartbeat.interval.ms"
-
-
-@dataclass(frozen=True)
-class GroupBounds:
-    """group.consumer.min/max.session.timeout.ms and .heartbeat.interval.ms (Kafka's defaults)."""
-    min_session_timeout_ms: int = 45000
-    max_session_timeout_ms: int = 60000
-    min_heartbeat_interval_ms: int = 5000
-    max_heartbeat_interval_ms: int = 15000
-
-
-# GroupBounds' fields and the broker properties that set them.
-GROUP_BOUNDS = {
-    "min_session_timeout_ms": "group.consumer.min.session.timeout.ms",
-    "max_session_timeout_ms": "group.consumer.max.session.timeout.ms",
-    "min_heartbeat_interval_ms": "group.consumer.min.heartbeat.interval.ms",
-    "max_heartbeat_interval_ms": "group.consumer.max.heartbeat.interval.ms",
-}
-
-class ConfigFailure(Exception):
-    def __init__(self, code: int, message: str | None = None):
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 def java_split(value: str) -> list[str]:
@@ -108,44 +97,20 @@ def apply_list_op(op: int, current: str | None, default: str | None, value: str)
     return ",".join(parts)
 
 
-def check_request_shape(req) -> dict[int, ConfigFailure]:
-    """The checks Kafka makes before any resource is decided, by index into req.resources:
-    a resource named twice (both fail), a key named twice, a null value for anything but
-    DELETE, an unknown operation or resource type."""
-    failed: dict[int, ConfigFailure] = {}
-    seen: dict[tuple[int, str], int] = {}
-    for i, res in enumerate(req.resources):
-        key = (res.resource_type, res.resource_name)
-        if key in seen:
-            for j in (seen[key], i):
-                failed[j] = ConfigFailure(Error.INVALID_REQUEST, "Each resource must appear at most once.")
-        seen[key] = i
+def request_failures(req) -> dict[int, ConfigFailure]:
+    """The resources refused before any is decided, by index into req.resources: the
+    preprocessing every resource gets (metadata.configs.check_request_shape), then an unknown
+    operation or a resource type not served here."""
+    failed = check_request_shape(req.resources)
     for i, res in enumerate(req.resources):
         if i in failed:
             continue
-        names = [c.name for c in res.configs]
-        if len(set(names)) != len(names):
-            failed[i] = ConfigFailure(Error.INVALID_REQUEST, "Error due to duplicate config keys")
-            continue
-        bad_ops = [c.config_operation for c in res.configs if c.config_operation not in OP_NAMES]
-        if bad_ops:
-            failed[i] = ConfigFailure(Error.INVALID_REQUEST, f"Unknown operations type {bad_ops[0]}")
-            continue
-        nulls = [c.name for c in res.configs if c.config_operation != DELETE and c.value is None]
-        if nulls:
-            failed[i] = ConfigFailure(Error.INVALID_REQUEST,
-                                      "Null value not supported for : " + ", ".join(nulls))
-            continue
-        if res.resource_type not in SERVED_RESOURCES:
+        bad = next((f for f in (unknown_operation(c.config_operation) for c in res.configs) if f), None)
+        if bad is not None:
+            failed[i] = bad
+        elif res.resource_type not in SERVED_RESOURCES:
             failed[i] = ConfigFailure(Error.INVALID_REQUEST, f"Unknown resource type {res.resource_type}")
     return failed
-
-
-def not_dynamic(names: list[str]) -> ConfigFailure:
-    """Kafka's answer to a change of a broker config that cannot be updated dynamically (every
-    broker config, in Strom)."""
-    return ConfigFailure(Error.INVALID_REQUEST,
-                         f"Cannot update these configs dynamically: Set({', '.join(names)})")
 
 
 def validate_group_config(configs: dict[str, str], bounds: GroupBounds) -> None:
@@ -196,7 +161,7 @@ class ConfigControl:
     def incremental_alter_configs(self, image: MetadataImage, req) -> ControllerResult:
         R = M.IncrementalAlterConfigsResponse
         results, records = [], []
-        failed = check_request_shape(req)
+        failed = request_failures(req)
         for i, res in enumerate(req.resources):
             result = R.AlterConfigsResourceResponse(resource_type=res.resource_type,
                                                     resource_name=res.resource_name, error_message=None)

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from controller.config_control import ConfigControl, GroupBounds
+from controller.config_control import ConfigControl
 from controller.placement import (
     InvalidReplicaAssignment,
     InvalidReplicationFactor,
@@ -39,7 +39,8 @@ from controller.placement import (
 from controller.result import ControllerResult
 from engine.config import LogConfig
 from engine.errors import ConfigError
-from metadata.image import TOPIC_RESOURCE, MetadataImage
+from metadata.configs import TOPIC_RESOURCE, GroupBounds
+from metadata.image import MetadataImage
 from protocol import messages as M
 from protocol.errors import Error
 from protocol.topics import topic_name_error

@@ -36,15 +36,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from metadata.configs import GROUP_RESOURCE, TOPIC_RESOURCE
 from protocol import messages as M
-
-TOPIC_RESOURCE = 2
-BROKER_RESOURCE = 4
-GROUP_RESOURCE = 32  # KIP-848's group configs (ConfigResource.Type.GROUP)
-# Kafka's GroupConfig keys Strom's coordinator honours, with GroupConfig's own defaults; each
-# takes its value, when a group does not set it, from the broker property "group." + key.
-# share.* and streams.* are Kafka's others: share and streams groups are not served.
-GROUP_CONFIGS: dict[str, int] = {"consumer.session.timeout.ms": 45000, "consumer.heartbeat.interval.ms": 5000}
 
 NO_LEADER = -1
 NO_LEADER_CHANGE = -2  # PartitionChangeRecord.leader: unchanged

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.groups import storage as S
+from metadata.configs import GROUP_HEARTBEAT_INTERVAL, GROUP_SESSION_TIMEOUT
 from protocol import messages as M
 from protocol.errors import Error
 
@@ -54,9 +55,6 @@ EMPTY, ASSIGNING, RECONCILING, STABLE = "Empty", "Assigning", "Reconciling", "St
 JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH = 0, -1, -2
 PROTOCOL_TYPE = "consumer"
 ASSIGNORS = ("uniform", "range")  # group.consumer.assignors; the first is the default
-# The group configs (KIP-848's GROUP config resource) that override the broker's for one group.
-GROUP_SESSION_TIMEOUT = "consumer.session.timeout.ms"
-GROUP_HEARTBEAT_INTERVAL = "consumer.heartbeat.interval.ms"
 
 Partitions = dict[bytes, set[int]]  # topic id -> partitions
 Topics = dict[str, tuple[bytes, int]]  # topic name -> (topic id, number of partitions)

@@ -15,13 +15,24 @@ from __future__ import annotations
 
 from broker.handlers.metadata import wait_for_topics
 from engine.config import BROKER_SYNONYMS, TOPIC_CONFIGS
-from metadata.image import GROUP_CONFIGS
+from metadata.configs import (
+    APPEND,
+    BROKER_RESOURCE,
+    DELETE,
+    GROUP_CONFIGS,
+    GROUP_RESOURCE,
+    SET,
+    SUBTRACT,
+    TOPIC_RESOURCE,
+    ConfigFailure,
+    check_request_shape,
+    not_dynamic,
+    unknown_operation,
+)
 from protocol import messages as M
 from protocol.dispatch import Api
 from protocol.errors import Error
 
-TOPIC, BROKER, GROUP = 2, 4, 32
-SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT, SOURCE_GROUP = 1, 4, 5, 8
 TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = 1, 2, 3, 5, 6, 7
 # A broker property's declared kind (strom.config) -> its DescribeConfigs type; lists and
@@ -106,8 +117,8 @@ def apis(broker) -> list[Api]:
         for res in req.resources:
             given = {c.name: c.value for c in res.configs}
             ops = [Inc.AlterableConfig(name=c.name, config_operation=SET, value=c.value) for c in res.configs]
-            current = {TOPIC: broker.image.topic_config, GROUP: broker.image.group_config}.get(
-                res.resource_type, lambda _name: {})(res.resource_name)
+            overrides = {TOPIC_RESOURCE: broker.image.topic_config, GROUP_RESOURCE: broker.image.group_config}
+            current = overrides.get(res.resource_type, lambda _name: {})(res.resource_name)
             ops += [Inc.AlterableConfig(name=n, config_operation=DELETE, value=None)
                     for n in current if n not in given]
             resources.append(Inc.AlterConfigsResource(resource_type=res.resource_type,
@@ -124,7 +135,7 @@ def apis(broker) -> list[Api]:
         for res in req.resources:
             out = R.DescribeConfigsResult(resource_type=res.resource_type, resource_name=res.resource_name)
             results.append(out)
-            if res.resource_type == TOPIC:
+            if res.resource_type == TOPIC_RESOURCE:
                 if res.resource_name not in broker.image.topics:
                     out.error_code = Error.UNKNOWN_TOPIC_OR_PARTITION
                     out.error_message = f"Topic {res.resource_name} does not exist"
@@ -132,7 +143,7 @@ def apis(broker) -> list[Api]:
                 names = sorted(TOPIC_CONFIGS) if res.configuration_keys is None else res.configuration_keys
                 out.configs = [_describe_entry(broker, res.resource_name, n, R.DescribeConfigsResourceResult)
                                for n in names if n in TOPIC_CONFIGS]
-            elif res.resource_type == BROKER:
+            elif res.resource_type == BROKER_RESOURCE:
                 if res.resource_name not in ("", str(broker.node_id)):
                     out.error_code = Error.INVALID_REQUEST
                     out.error_message = f"this is broker {broker.node_id}"
@@ -144,7 +155,7 @@ def apis(broker) -> list[Api]:
                     config_source=SOURCE_STATIC_BROKER if n in broker.config.originals else SOURCE_DEFAULT,
                     is_sensitive=False, config_type=_broker_config_type(broker.config, n))
                     for n in names if n in values]
-            elif res.resource_type == GROUP:
+            elif res.resource_type == GROUP_RESOURCE:
                 if not res.resource_name:
                     out.error_code, out.error_message = Error.INVALID_REQUEST, "Group name must not be empty"
                     continue
@@ -217,51 +228,50 @@ def apis(broker) -> list[Api]:
 def _broker_resources(broker, req) -> dict[int, tuple[int, str | None]]:
     """Kafka's ConfigAdminManager.preprocess of the BROKER resources, by index: answered here,
     never forwarded. Nothing is written for them (no broker config is dynamic here)."""
+    failed = check_request_shape(req.resources, lambda res: res.resource_type == BROKER_RESOURCE)
     answered: dict[int, tuple[int, str | None]] = {}
-    seen: dict[str, int] = {}
     for i, res in enumerate(req.resources):
-        if res.resource_type != BROKER:
+        if res.resource_type != BROKER_RESOURCE:
             continue
-        if res.resource_name in seen:
-            for j in (seen[res.resource_name], i):
-                answered[j] = (Error.INVALID_REQUEST, "Each resource must appear at most once.")
-        seen[res.resource_name] = i
-    for i, res in enumerate(req.resources):
-        if res.resource_type == BROKER and i not in answered:
-            answered[i] = _broker_change(broker, res)
+        try:
+            if i in failed:
+                raise failed[i]
+            _broker_change(broker, res)
+        except ConfigFailure as e:
+            answered[i] = (e.code, e.message)
+        else:
+            answered[i] = (Error.NONE, None)
     return answered
 
 
-def _broker_change(broker, res) -> tuple[int, str | None]:
-    names = [c.name for c in res.configs]
-    if len(set(names)) != len(names):
-        return Error.INVALID_REQUEST, "Error due to duplicate config keys"
-    nulls = [c.name for c in res.configs if c.config_operation != DELETE and c.value is None]
-    if nulls:
-        return Error.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls)
+def _broker_change(broker, res) -> None:
+    """The checks of a BROKER resource after the request's shape, as Kafka's
+    validateResourceNameIsCurrentNodeId and validateBrokerConfigChange: raises its failure."""
     if res.resource_name:
         try:
             node = int(res.resource_name)
         except ValueError:
-            return Error.INVALID_REQUEST, f"Node id must be an integer, but it is: {res.resource_name}"
+            raise ConfigFailure(Error.INVALID_REQUEST,
+                                f"Node id must be an integer, but it is: {res.resource_name}") from None
         if node != broker.node_id:
-            return (Error.INVALID_REQUEST,
-                    f"Unexpected broker id, expected {broker.node_id}, but received {res.resource_name}")
+            raise ConfigFailure(Error.INVALID_REQUEST, f"Unexpected broker id, expected {broker.node_id}, "
+                                                       f"but received {res.resource_name}")
     for c in res.configs:
-        if c.config_operation not in (SET, DELETE, APPEND, SUBTRACT):
-            return Error.INVALID_REQUEST, f"Unknown operations type {c.config_operation}"
+        bad = unknown_operation(c.config_operation)
+        if bad is not None:
+            raise bad
         if c.config_operation in (APPEND, SUBTRACT):
             kind = broker.config.kind(c.name)
             if kind is None:
-                return Error.INVALID_CONFIG, f"Unknown config name: {c.name}"
+                raise ConfigFailure(Error.INVALID_CONFIG, f"Unknown config name: {c.name}")
             topic = BROKER_SYNONYMS.get(c.name)
             if not (kind == "list" or topic is not None and TOPIC_CONFIGS[topic].is_list):
                 verb = "append" if c.config_operation == APPEND else "subtract"
-                return Error.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {c.name}"
+                raise ConfigFailure(Error.INVALID_CONFIG,
+                                    f"Config value {verb} is not allowed for config key: {c.name}")
     changed = [c.name for c in res.configs if c.config_operation != DELETE]
     if changed:
-        return Error.INVALID_REQUEST, f"Cannot update these configs dynamically: Set({', '.join(changed)})"
-    return Error.NONE, None
+        raise not_dynamic(changed)
 
 
 def _describe_group_entry(broker, group: str, name: str, synonyms: bool):

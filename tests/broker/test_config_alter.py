@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 from broker.handlers import admin
 from controller.config_control import ConfigControl
-from metadata.image import GROUP_RESOURCE
+from metadata.configs import APPEND, BROKER_RESOURCE, DELETE, GROUP_RESOURCE, SET, SUBTRACT
 from protocol import messages as M
 from protocol.errors import Error
 from protocol.headers import RequestHeader
@@ -15,8 +15,7 @@ from tests.broker.replica_nodes import TOPIC, Cluster
 
 from .test_config import BASE
 
-SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-GROUP, BROKER = GROUP_RESOURCE, 4
+GROUP, BROKER = GROUP_RESOURCE, BROKER_RESOURCE
 GROUP_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, INT = 8, 4, 5, 3
 Inc = M.IncrementalAlterConfigsRequest
 

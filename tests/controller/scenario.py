@@ -16,7 +16,8 @@ from controller.replication_control import ELR_FEATURE, ReplicationControl
 from controller.result import ControllerResult
 from controller.topic_control import TopicControl
 from engine.config import LogConfig
-from metadata.image import TOPIC_RESOURCE, MetadataImage, PartitionState
+from metadata.configs import TOPIC_RESOURCE
+from metadata.image import MetadataImage, PartitionState
 from protocol import messages as M
 from protocol.errors import Error
 from protocol.metadata_records import decode_record, encode_record

@@ -4,18 +4,26 @@ ControllerConfigurationValidator decide it: APPEND/SUBTRACT on LIST configs, gro
 no dynamic config here."""
 import pytest
 
-from controller.config_control import GroupBounds, apply_list_op
+from controller.config_control import apply_list_op
 from controller.process import controller_settings
 from controller.quorum_controller import QuorumController
 from controller.topic_control import TopicControl
-from metadata.image import GROUP_RESOURCE, TOPIC_RESOURCE
+from metadata.configs import (
+    APPEND,
+    BROKER_RESOURCE,
+    DELETE,
+    GROUP_RESOURCE,
+    SET,
+    SUBTRACT,
+    TOPIC_RESOURCE,
+    GroupBounds,
+)
 from protocol import messages as M
 from protocol.errors import Error
 from strom.config import ServerConfig
 from tests.controller.scenario import Scenario
 
-SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-GROUP, TOPIC, BROKER = GROUP_RESOURCE, TOPIC_RESOURCE, 4
+GROUP, TOPIC, BROKER = GROUP_RESOURCE, TOPIC_RESOURCE, BROKER_RESOURCE
 R = M.IncrementalAlterConfigsRequest
 OK = [(Error.NONE, None)]
 

@@ -1,6 +1,7 @@
 """Group configs (KIP-848's GROUP config resource, type 32) in the metadata image: ConfigRecords
 replayed into ``image.group_configs``, read through ``image.group_config(group_id)``."""
-from metadata.image import GROUP_RESOURCE, TOPIC_RESOURCE, MetadataImage
+from metadata.configs import GROUP_RESOURCE, TOPIC_RESOURCE
+from metadata.image import MetadataImage
 from protocol import messages as M
 from protocol.metadata_records import decode_record, encode_record
 

@@ -1,5 +1,6 @@
 """MetadataImage.records(): a snapshot's content rebuilds the same image, through the record codec."""
-from metadata.image import TOPIC_RESOURCE, MetadataImage
+from metadata.configs import TOPIC_RESOURCE
+from metadata.image import MetadataImage
 from protocol import messages as M
 from protocol.metadata_records import decode_record, encode_record
 

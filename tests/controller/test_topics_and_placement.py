@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from controller.placement import InvalidReplicationFactor, StripedReplicaPlacer, UsableBroker
-from metadata.image import TOPIC_RESOURCE
+from metadata.configs import TOPIC_RESOURCE
 from protocol import messages as M
 from protocol.errors import Error
 from tests.controller.scenario import Scenario

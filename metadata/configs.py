@@ -1,0 +1,106 @@
+"""Config resources as Kafka's admin protocol names them, shared by the controller, which
+decides IncrementalAlterConfigs (controller/config_control.py), the broker, which answers
+BROKER resources itself and describes every resource (broker/handlers/admin.py), the metadata
+image, which stores ConfigRecords by resource, and the group coordinator, which reads a
+group's configs.
+
+The request preprocessing Kafka's ConfigAdminManager.preprocess does for every resource, in
+its order: a resource named twice (each of the two fails), a key named twice in one resource,
+a null value for anything but DELETE, all INVALID_REQUEST (``check_request_shape``). Then each
+side checks its operations (``unknown_operation``, before or after its own checks of the
+resource name) and the controller the resource type it serves.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from protocol.errors import Error
+
+# ConfigResource.Type ids (a different enum from the ACL resource types of broker/authorizer.py).
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+GROUP_RESOURCE = 32  # KIP-848's group configs (ConfigResource.Type.GROUP)
+
+# AlterConfigOp.OpType ids.
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
+
+# Kafka's GroupConfig keys Strom's coordinator honours, with GroupConfig's own defaults; each
+# takes its value, when a group does not set it, from the broker property "group." + key.
+# share.* and streams.* are Kafka's others: share and streams groups are not served.
+GROUP_SESSION_TIMEOUT = "consumer.session.timeout.ms"
+GROUP_HEARTBEAT_INTERVAL = "consumer.heartbeat.interval.ms"
+GROUP_CONFIGS: dict[str, int] = {GROUP_SESSION_TIMEOUT: 45000, GROUP_HEARTBEAT_INTERVAL: 5000}
+
+
+@dataclass(frozen=True)
+class GroupBounds:
+    """The broker-side bounds of a consumer group's session timeout and heartbeat interval:
+    group.consumer.min/max.session.timeout.ms and .heartbeat.interval.ms, Kafka's defaults."""
+    min_session_timeout_ms: int = 45000
+    max_session_timeout_ms: int = 60000
+    min_heartbeat_interval_ms: int = 5000
+    max_heartbeat_interval_ms: int = 15000
+
+
+# GroupBounds' fields and the broker properties that set them.
+GROUP_BOUNDS = {
+    "min_session_timeout_ms": "group.consumer.min.session.timeout.ms",
+    "max_session_timeout_ms": "group.consumer.max.session.timeout.ms",
+    "min_heartbeat_interval_ms": "group.consumer.min.heartbeat.interval.ms",
+    "max_heartbeat_interval_ms": "group.consumer.max.heartbeat.interval.ms",
+}
+
+
+class ConfigFailure(Exception):
+    """A resource's one error: its code and Kafka's message."""
+
+    def __init__(self, code: int, message: str | None = None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def check_request_shape(resources: Sequence[Any],
+                        wanted: Callable[[Any], bool] = lambda _res: True) -> dict[int, ConfigFailure]:
+    """ConfigAdminManager.preprocess over the ``wanted`` resources, by index into
+    ``resources``: a resource named twice (both fail), a key named twice, a null value for
+    anything but DELETE."""
+    failed: dict[int, ConfigFailure] = {}
+    seen: dict[tuple[int, str], int] = {}
+    for i, res in enumerate(resources):
+        if not wanted(res):
+            continue
+        key = (res.resource_type, res.resource_name)
+        if key in seen:
+            for j in (seen[key], i):
+                failed[j] = ConfigFailure(Error.INVALID_REQUEST, "Each resource must appear at most once.")
+        seen[key] = i
+    for i, res in enumerate(resources):
+        if i in failed or not wanted(res):
+            continue
+        names = [c.name for c in res.configs]
+        if len(set(names)) != len(names):
+            failed[i] = ConfigFailure(Error.INVALID_REQUEST, "Error due to duplicate config keys")
+            continue
+        nulls = [c.name for c in res.configs if c.config_operation != DELETE and c.value is None]
+        if nulls:
+            failed[i] = ConfigFailure(Error.INVALID_REQUEST,
+                                      "Null value not supported for : " + ", ".join(nulls))
+    return failed
+
+
+def unknown_operation(op: int) -> ConfigFailure | None:
+    """INVALID_REQUEST for an operation id that is not one of AlterConfigOp.OpType's."""
+    if op in OP_NAMES:
+        return None
+    return ConfigFailure(Error.INVALID_REQUEST, f"Unknown operations type {op}")
+
+
+def not_dynamic(names: list[str]) -> ConfigFailure:
+    """Kafka's answer to a change of a broker config that cannot be updated dynamically (every
+    broker config, in Strom)."""
+    return ConfigFailure(Error.INVALID_REQUEST,
+                         f"Cannot update these configs dynamically: Set({', '.join(names)})")
