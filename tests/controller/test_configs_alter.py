@@ -162,6 +162,15 @@ def test_the_shape_of_the_request_is_checked_first(s):
     assert s.image.topic_config("t") == {}
 
 
+def test_a_null_value_is_refused_before_an_unknown_operation_as_kafka_preprocesses_the_request(s):
+    """ConfigAdminManager.preprocess refuses null values for every resource before any
+    operation is looked up; an unknown operation with a value is refused on its own."""
+    assert alter(s, resource(TOPIC, "t", ("retention.ms", 7, None))) == [
+        (Error.INVALID_REQUEST, "Null value not supported for : retention.ms")]
+    assert alter(s, resource(TOPIC, "t", ("retention.ms", 7, "1"))) == [
+        (Error.INVALID_REQUEST, "Unknown operations type 7")]
+
+
 def test_validate_only_writes_nothing(s):
     assert alter(s, resource(TOPIC, "t", ("cleanup.policy", APPEND, "compact")),
                  resource(GROUP, "g", ("consumer.session.timeout.ms", SET, "50000")),
