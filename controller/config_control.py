@@ -63,9 +63,6 @@ from metadata.configs import (
     not_dynamic,
     unknown_operation,
 )
-from metadata.configs import (
-    GROUP_BOUNDS as GROUP_BOUNDS,  # re-exported: the quorum controller builds GroupBounds by it
-)
 from metadata.image import MetadataImage
 from protocol import messages as M
 from protocol.errors import Error

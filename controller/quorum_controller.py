@@ -37,13 +37,13 @@ from typing import Any
 
 from controller.balanced_recovery import BalancedRecovery, LogEndQuery
 from controller.cluster_control import ClusterControl
-from controller.config_control import GROUP_BOUNDS, GroupBounds
 from controller.placement import StripedReplicaPlacer
 from controller.replication_control import ELR_FEATURE, ReplicationControl
 from controller.result import ControllerResult
 from controller.topic_control import TopicControl
 from engine.checkpoint import new_uuid, uuid_from_str
 from engine.config import LogConfig
+from metadata.configs import GROUP_BOUNDS, GroupBounds
 from metadata.image import MetadataImage
 from protocol import messages as M
 from protocol.client import KafkaConnection, listener_refuses

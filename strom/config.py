@@ -14,6 +14,13 @@ from typing import Any
 
 from engine.config import BROKER_SYNONYMS, LogConfig, java_integer, log_config_from_broker
 from engine.errors import ConfigError
+from metadata.configs import (
+    GROUP_BOUNDS,
+    GROUP_CONFIGS,
+    GROUP_HEARTBEAT_INTERVAL,
+    GROUP_SESSION_TIMEOUT,
+    GroupBounds,
+)
 from protocol.limits import ListenerLimits
 from replication.replica_selector import selector_name
 
@@ -67,16 +74,13 @@ PROPERTIES: dict[str, tuple[str, Any]] = {
     "group.max.session.timeout.ms": (INT, 1800000),
     "group.max.size": (INT, 2**31 - 1),
     "group.coordinator.rebalance.protocols": (LIST, "classic,consumer"),
-    "group.consumer.session.timeout.ms": (INT, 45000),
-    "group.consumer.heartbeat.interval.ms": (INT, 5000),
+    "group.consumer.session.timeout.ms": (INT, GROUP_CONFIGS[GROUP_SESSION_TIMEOUT]),
+    "group.consumer.heartbeat.interval.ms": (INT, GROUP_CONFIGS[GROUP_HEARTBEAT_INTERVAL]),
     "group.consumer.max.size": (INT, 2**31 - 1),
     # The bounds of a consumer group's session timeout and heartbeat interval (KIP-848): the
     # broker's own group.consumer.* values must lie within them, and so must a group's
     # consumer.* configs (IncrementalAlterConfigs on the GROUP resource).
-    "group.consumer.min.session.timeout.ms": (INT, 45000),
-    "group.consumer.max.session.timeout.ms": (INT, 60000),
-    "group.consumer.min.heartbeat.interval.ms": (INT, 5000),
-    "group.consumer.max.heartbeat.interval.ms": (INT, 15000),
+    **{prop: (INT, getattr(GroupBounds, bound)) for bound, prop in GROUP_BOUNDS.items()},
     "socket.request.max.bytes": (INT, 104857600),
     # SO_SNDBUF of accepted sockets, SO_RCVBUF of listening ones (accepted sockets inherit it),
     # SO_RCVBUF of the replica fetchers'. -1: the OS's own sizing. Kafka's defaults are 102400,

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.groups import storage as S
-from metadata.configs import GROUP_HEARTBEAT_INTERVAL, GROUP_SESSION_TIMEOUT
+from metadata.configs import GROUP_CONFIGS, GROUP_HEARTBEAT_INTERVAL, GROUP_SESSION_TIMEOUT
 from protocol import messages as M
 from protocol.errors import Error
 
@@ -70,8 +70,9 @@ class GroupError(Exception):
 
 @dataclass
 class ConsumerGroupConfig:
-    session_timeout_ms: int = 45000  # group.consumer.session.timeout.ms
-    heartbeat_interval_ms: int = 5000  # group.consumer.heartbeat.interval.ms
+    # group.consumer.session.timeout.ms and group.consumer.heartbeat.interval.ms
+    session_timeout_ms: int = GROUP_CONFIGS[GROUP_SESSION_TIMEOUT]
+    heartbeat_interval_ms: int = GROUP_CONFIGS[GROUP_HEARTBEAT_INTERVAL]
     max_size: int = 2**31 - 1  # group.consumer.max.size
 
 
