@@ -3400,6 +3400,40 @@ class ListPartitionReassignmentsResponse(KafkaStruct):
         topics: list[OngoingTopicReassignment] = ...,
     ) -> None: ...
 
+class TransactionLogKey(KafkaStruct):
+    transactional_id: str
+    def __init__(self, *, transactional_id: str = ...) -> None: ...
+
+class TransactionLogValue(KafkaStruct):
+    class PartitionsSchema(KafkaStruct):
+        topic: str
+        partition_ids: list[int]
+        def __init__(self, *, topic: str = ..., partition_ids: list[int] = ...) -> None: ...
+    producer_id: int
+    previous_producer_id: int
+    next_producer_id: int
+    producer_epoch: int
+    transaction_timeout_ms: int
+    transaction_status: int
+    transaction_partitions: list[PartitionsSchema] | None
+    transaction_last_update_timestamp_ms: int
+    transaction_start_timestamp_ms: int
+    client_transaction_version: int
+    def __init__(
+        self,
+        *,
+        producer_id: int = ...,
+        previous_producer_id: int = ...,
+        next_producer_id: int = ...,
+        producer_epoch: int = ...,
+        transaction_timeout_ms: int = ...,
+        transaction_status: int = ...,
+        transaction_partitions: list[PartitionsSchema] | None = ...,
+        transaction_last_update_timestamp_ms: int = ...,
+        transaction_start_timestamp_ms: int = ...,
+        client_transaction_version: int = ...,
+    ) -> None: ...
+
 class AddPartitionsToTxnRequest(KafkaStruct):
     class AddPartitionsToTxnTransaction(KafkaStruct):
         class AddPartitionsToTxnTopic(KafkaStruct):
