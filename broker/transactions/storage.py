@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
+from typing import Any
 
 from broker.groups.storage import java_string_hash
 from broker.transactions.state import NO_PRODUCER_EPOCH, TransactionMetadata, TxnState
@@ -63,17 +64,16 @@ def value(meta: TransactionMetadata, version: int = VALUE_VERSION_TV2) -> bytes:
             by_topic.setdefault(topic, []).append(p)
         partitions = [M.TransactionLogValue.PartitionsSchema(topic=t, partition_ids=ps)
                       for t, ps in by_topic.items()]
-    fields = dict(producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
-                  transaction_timeout_ms=meta.timeout_ms, transaction_status=int(meta.state),
-                  transaction_partitions=partitions,
-                  transaction_last_update_timestamp_ms=meta.last_update_ms,
-                  transaction_start_timestamp_ms=meta.start_ms)
-    if version >= 1:
-        fields.update(previous_producer_id=meta.previous_producer_id,
-                      next_producer_id=meta.next_producer_id,
-                      client_transaction_version=meta.client_transaction_version)
-    return _VERSION.pack(version) + M.DATA["TransactionLogValue"].encode(
-        version, M.TransactionLogValue(**fields))
+    v = M.TransactionLogValue(producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
+                              transaction_timeout_ms=meta.timeout_ms, transaction_status=int(meta.state),
+                              transaction_partitions=partitions,
+                              transaction_last_update_timestamp_ms=meta.last_update_ms,
+                              transaction_start_timestamp_ms=meta.start_ms)
+    if version >= 1:  # tagged fields: v0 has none
+        v.previous_producer_id = meta.previous_producer_id
+        v.next_producer_id = meta.next_producer_id
+        v.client_transaction_version = meta.client_transaction_version
+    return _VERSION.pack(version) + M.DATA["TransactionLogValue"].encode(version, v)
 
 
 def record(meta: TransactionMetadata) -> Record:
@@ -89,7 +89,8 @@ def parse_key(data: bytes | memoryview) -> str:
     if version != KEY_VERSION:
         raise ValueError(f"unknown __transaction_state key version {version}")
     try:
-        return M.DATA["TransactionLogKey"].decode(KEY_VERSION, Reader(memoryview(data)[2:])).transactional_id
+        k: Any = M.DATA["TransactionLogKey"].decode(KEY_VERSION, Reader(memoryview(data)[2:]))
+        return k.transactional_id
     except (IndexError, struct.error, EOFError) as e:
         raise ValueError("truncated __transaction_state key") from e
 
@@ -101,7 +102,7 @@ def parse_value(transactional_id: str, data: bytes | memoryview | None) -> Trans
     (version,) = _VERSION.unpack_from(data, 0)
     if not 0 <= version <= 1:
         raise ValueError(f"unknown __transaction_state value version {version}")
-    v = M.DATA["TransactionLogValue"].decode(version, Reader(memoryview(data)[2:]))
+    v: Any = M.DATA["TransactionLogValue"].decode(version, Reader(memoryview(data)[2:]))
     state = TxnState(v.transaction_status)
     partitions: set[tuple[str, int]] = set()
     if state is not TxnState.EMPTY:
