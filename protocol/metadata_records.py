@@ -54,13 +54,3 @@ def decode_record(value: bytes | memoryview) -> tuple[int, int, Any]:
     if codec is None:
         raise ProtocolError(f"unknown metadata record type {record_type}")
     return record_type, version, codec.decode(version, r)
-
-
-def control_key(control_type: int) -> bytes:
-    return (0).to_bytes(2, "big") + control_type.to_bytes(2, "big")
-
-
-def decode_control_key(key: bytes | None) -> int:
-    if key is None or len(key) < 4:
-        raise ProtocolError("control record key too short")
-    return int.from_bytes(key[2:4], "big", signed=True)

@@ -45,6 +45,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from engine.control import build_control_key, parse_control_type
+from engine.errors import InvalidRecordError
 from ext.batch import (
     LOG_OVERHEAD,
     BatchHeader,
@@ -61,8 +63,6 @@ from protocol.metadata_records import (
     CONTROL_SNAPSHOT_FOOTER,
     CONTROL_SNAPSHOT_HEADER,
     CONTROL_VOTERS,
-    control_key,
-    decode_control_key,
 )
 from protocol.types import ZERO_UUID
 
@@ -112,7 +112,10 @@ def build_control_record(value: Any) -> tuple[bytes, bytes]:
 def parse_control_record(key: bytes | None, value: bytes | None) -> Any:
     """The value of a control record: LeaderChange, KRaftVersion, VoterSet, SnapshotHeader or
     SnapshotFooter. ValueError for another control type (transaction markers) or a malformed one."""
-    control_type = decode_control_key(key)
+    try:
+        control_type = parse_control_type(key)
+    except InvalidRecordError as e:
+        raise ValueError(str(e)) from None
     if value is None or len(value) < 2:
         raise ValueError(f"control record of type {control_type} without a value")
     if control_type == CONTROL_LEADER_CHANGE:
@@ -159,7 +162,7 @@ def parse_voters_record(record: Any) -> VoterSet:
 
 
 def _encode(control_type: int, name: str, record: Any) -> tuple[bytes, bytes]:
-    return control_key(control_type), messages.DATA[name].encode(record.version, record)
+    return build_control_key(control_type), messages.DATA[name].encode(record.version, record)
 
 
 def _decode(name: str, value: bytes | memoryview) -> Any:
