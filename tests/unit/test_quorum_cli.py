@@ -9,6 +9,7 @@ import os
 import pytest
 
 from engine.checkpoint import read_properties, uuid_from_str
+from engine.control import parse_control_type
 from engine.errors import ConfigError, LogDirError
 from ext.batch import decode_records, iter_batches
 from protocol import messages as M
@@ -18,7 +19,6 @@ from protocol.metadata_records import (
     CONTROL_SNAPSHOT_FOOTER,
     CONTROL_SNAPSHOT_HEADER,
     CONTROL_VOTERS,
-    decode_control_key,
 )
 from protocol.types import Reader, Writer
 from raft.voters import Endpoint, Voter
@@ -66,7 +66,7 @@ def read_bootstrap_checkpoint(path):
     for header in iter_batches(data, 0, True):
         assert header.is_control
         for record in decode_records(data, header.position):
-            kind = decode_control_key(record.key)
+            kind = parse_control_type(record.key)
             types.append(kind)
             if kind == CONTROL_KRAFT_VERSION:
                 kraft_version = M.DATA["KRaftVersionRecord"].decode(0, Reader(record.value)).kraft_version
