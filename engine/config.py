@@ -16,22 +16,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from engine.checkpoint import java_int
 from engine.errors import ConfigError
 from ext.compress import LEVELS
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
-_JAVA_INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
 
 
 def java_integer(name: str, raw: Any) -> int:
-    """An integer config value as Kafka's ConfigDef reads INT and LONG (Integer.parseInt,
-    Long.parseLong of the trimmed text): ASCII digits with an optional sign, nothing else (no
-    "_" separators, no other scripts' digits, which Python's int() would take)."""
-    text = str(raw).strip()
-    if not _JAVA_INTEGER.fullmatch(text):
-        raise ConfigError(name, f"expected an integer, got {raw!r}")
-    return int(text)
+    """An integer config value as Kafka's ConfigDef reads INT and LONG: Integer.parseInt /
+    Long.parseLong of the trimmed text (engine.checkpoint.java_int), ConfigError naming the
+    property otherwise."""
+    try:
+        return java_int(str(raw).strip())
+    except ValueError:
+        raise ConfigError(name, f"expected an integer, got {raw!r}") from None
 
 
 @dataclass(frozen=True)
