@@ -49,6 +49,7 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"  # the log cleaner's first dirty offsets
 # What each offset checkpoint records of a log.
 _CHECKPOINTED = {
     REPLICATION_CHECKPOINT: lambda lg: lg.high_watermark,
