@@ -46,7 +46,7 @@ from engine.config import LogConfig
 from engine.errors import ConfigError
 from metadata.image import NO_LEADER, NO_LEADER_CHANGE, RECOVERED, RECOVERING, MetadataImage, PartitionState
 from protocol import messages as M
-from protocol.errors import Error
+from protocol.errors import Error, KafkaError
 
 ELR_FEATURE = "eligible.leader.replicas.version"
 MAX_ELECTIONS_PER_IMBALANCE = 1000
@@ -417,11 +417,8 @@ class ReplicationControl:
         return records
 
 
-class _Refused(Exception):
-    def __init__(self, code: int, message: str):
-        super().__init__(message)
-        self.code = code
-        self.message = message
+class _Refused(KafkaError):
+    """A partition change refused: its code and Kafka's message."""
 
 
 def partitions(image: MetadataImage) -> Iterator[PartitionRef]:

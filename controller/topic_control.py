@@ -42,18 +42,15 @@ from engine.errors import ConfigError
 from metadata.configs import TOPIC_RESOURCE, GroupBounds
 from metadata.image import MetadataImage
 from protocol import messages as M
-from protocol.errors import Error
+from protocol.errors import Error, KafkaError
 from protocol.topics import topic_name_error
 
 MAX_PARTITIONS_PER_REQUEST = 10_000  # Kafka's MAX_PARTITIONS_PER_BATCH
 TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
 
 
-class TopicError(Exception):
-    def __init__(self, code: int, message: str | None = None):
-        super().__init__(message)
-        self.code = code
-        self.message = message
+class TopicError(KafkaError):
+    """A topic's one error: its code and Kafka's message."""
 
 
 class TopicControl:

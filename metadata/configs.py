@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.errors import Error
+from protocol.errors import Error, KafkaError
 
 # ConfigResource.Type ids (a different enum from the ACL resource types of broker/authorizer.py).
 TOPIC_RESOURCE = 2
@@ -54,13 +54,8 @@ GROUP_BOUNDS = {
 }
 
 
-class ConfigFailure(Exception):
+class ConfigFailure(KafkaError):
     """A resource's one error: its code and Kafka's message."""
-
-    def __init__(self, code: int, message: str | None = None):
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 def check_request_shape(resources: Sequence[Any],

@@ -137,8 +137,8 @@ class Error(IntEnum):
 class KafkaError(Exception):
     """An error with its protocol code, raised by handlers and turned into a response field."""
 
-    def __init__(self, code: Error, message: str | None = None):
-        super().__init__(message or code.name)
+    def __init__(self, code: int, message: str | None = None):
+        super().__init__(message or Error(code).name)
         self.code = code
         self.message = message
 

@@ -45,7 +45,7 @@ from typing import Any
 from broker.groups import storage as S
 from metadata.configs import GROUP_CONFIGS, GROUP_HEARTBEAT_INTERVAL, GROUP_SESSION_TIMEOUT
 from protocol import messages as M
-from protocol.errors import Error
+from protocol.errors import Error, KafkaError
 
 # Member states (Kafka's MemberState values, as CurrentMemberAssignment records store them).
 MEMBER_STABLE, UNREVOKED_PARTITIONS, UNRELEASED_PARTITIONS = 0, 1, 2
@@ -61,11 +61,8 @@ Topics = dict[str, tuple[bytes, int]]  # topic name -> (topic id, number of part
 Record = S.Record
 
 
-class GroupError(Exception):
-    def __init__(self, code: int, message: str | None = None):
-        super().__init__(message or Error(code).name)
-        self.code = code
-        self.message = message
+class GroupError(KafkaError):
+    """A heartbeat's refusal: its code and message."""
 
 
 @dataclass
