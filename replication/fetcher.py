@@ -73,6 +73,7 @@ from typing import Any, NamedTuple
 from engine.log_dir_failure import KafkaStorageError
 from protocol import messages as M
 from protocol.client import ConnectionClosedByPeer, KafkaConnection, listener_refuses
+from protocol.java_hash import int32, java_string_hash, kafka_abs
 from protocol.list_offsets import EARLIEST, LATEST
 from protocol.types import ProtocolError
 
@@ -101,27 +102,10 @@ REQUEST_FAILURES = (ConnectionError, OSError, TimeoutError, asyncio.TimeoutError
 TopicPartition = tuple[str, int]
 
 
-def _int32(n: int) -> int:
-    """``n`` wrapped to a Java int (32-bit two's complement)."""
-    n &= 0xFFFFFFFF
-    return n - 0x100000000 if n & 0x80000000 else n
-
-
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode: h = 31 * h + c over the UTF-16 code units, wrapping at 32 bits.
-    Kafka places partitions in fetchers by it; Python's hash() differs and is salted per process."""
-    units = s.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(units), 2):
-        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
-    return _int32(h)
-
-
 def fetcher_id(topic: str, partition: int, num_fetchers: int) -> int:
     """Kafka's AbstractFetcherManager.getFetcherId: Utils.abs(31 * topic.hashCode() + partition)
     % num.replica.fetchers, with Java's int overflow and Kafka's abs(Integer.MIN_VALUE) = 0."""
-    n = _int32(31 * java_string_hash(topic) + partition)
-    return (0 if n == -0x80000000 else abs(n)) % num_fetchers
+    return kafka_abs(int32(31 * java_string_hash(topic) + partition)) % num_fetchers
 
 
 class BrokerIdAndFetcherId(NamedTuple):
@@ -634,4 +618,4 @@ class _SourceFetcher:
 
 
 __all__ = ["BrokerIdAndFetcherId", "FetcherConfig", "FollowerPartition", "ReplicaFetcherManager",
-           "UnsupportedVersion", "fetcher_id", "java_string_hash"]
+           "UnsupportedVersion", "fetcher_id"]

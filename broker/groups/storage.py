@@ -37,6 +37,7 @@ from typing import Any
 
 from ext.batch import build_batch, decode_records, iter_batches
 from protocol import messages as M
+from protocol.java_hash import coordinator_partition
 from protocol.types import Reader
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -74,20 +75,9 @@ for _type, _name in CONSUMER_RECORDS.items():
 _VERSION = struct.Struct(">h")
 
 
-def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode``: a signed int32."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
 def partition_for(group_id: str, partitions: int) -> int:
     """The ``__consumer_offsets`` partition of a group (Kafka's ``partitionFor``)."""
-    h = java_string_hash(group_id)
-    positive = 0 if h == -(1 << 31) else abs(h)
-    return positive % partitions
+    return coordinator_partition(group_id, partitions)
 
 
 # ---- keys and values ------------------------------------------------------------------

@@ -9,6 +9,7 @@ from broker.groups.coordinator import GroupCoordinator
 from engine.log import ORIGIN_COORDINATOR, Log
 from ext.batch import decode_records
 from protocol import messages as M
+from protocol.java_hash import java_string_hash
 from tests.groups.scenario import Scenario
 
 
@@ -19,12 +20,12 @@ def _str(s: str) -> bytes:
 # ---- partitioning --------------------------------------------------------------------------
 
 def test_java_string_hash():
-    assert S.java_string_hash("") == 0
-    assert S.java_string_hash("a") == 97
-    assert S.java_string_hash("abc") == 96354  # 97*31^2 + 98*31 + 99
-    assert S.java_string_hash("polygenelubricants") == -(2**31)  # Integer.MIN_VALUE
-    assert S.java_string_hash("\U0001F600") == 0xD83D * 31 + 0xDE00  # UTF-16 surrogates
-    assert S.java_string_hash("my-group") == -1906497762
+    assert java_string_hash("") == 0
+    assert java_string_hash("a") == 97
+    assert java_string_hash("abc") == 96354  # 97*31^2 + 98*31 + 99
+    assert java_string_hash("polygenelubricants") == -(2**31)  # Integer.MIN_VALUE
+    assert java_string_hash("\U0001F600") == 0xD83D * 31 + 0xDE00  # UTF-16 surrogates
+    assert java_string_hash("my-group") == -1906497762
 
 
 def test_partition_for_uses_kafkas_utils_abs():

@@ -9,13 +9,13 @@ import asyncio
 
 import pytest
 
+from protocol.java_hash import java_string_hash
 from replication.fetcher import (
     BrokerIdAndFetcherId,
     FetcherConfig,
     FollowerPartition,
     ReplicaFetcherManager,
     fetcher_id,
-    java_string_hash,
 )
 
 from .test_fetcher import (
