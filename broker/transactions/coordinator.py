@@ -70,6 +70,9 @@ class TransactionConfig:
     max_timeout_ms: int = 900000  # transaction.max.timeout.ms
     id_expiration_ms: int = 604800000  # transactional.id.expiration.ms
     offsets_partitions: int = 50  # offsets.topic.num.partitions, for AddOffsetsToTxn
+    # The cluster's transaction.version: an abort no client asked for (a fence, a timeout) is
+    # made at it, as Kafka's txnManager.transactionVersionLevel() ("not from client, use server TV").
+    transaction_version: int = 2
 
 
 @dataclass
@@ -285,7 +288,7 @@ class TransactionCoordinator:
             # client's retry gets an epoch above the fenced one
             fenced = meta.prepare_fence_producer_epoch()
             self._end(meta, False, meta.producer_id, fenced.producer_epoch, False,
-                      meta.client_transaction_version, now_ms, fx, waiter, "fence")
+                      self.config.transaction_version, now_ms, fx, waiter, "fence")
         else:
             raise AssertionError(f"{transactional_id} is {meta.state.kafka_name}: never held")
         return fx
@@ -488,14 +491,17 @@ class TransactionCoordinator:
             elif meta.producer_epoch not in expected_epochs:
                 self._answer(write, Error.PRODUCER_FENCED, fx)
             else:
+                # The reply names the producer id and epoch of CompleteX, not PrepareX's: an
+                # exhausted epoch moves to the next producer id there (Kafka 4.x answers
+                # newPreSendMetadata's).
+                tv2 = meta.client_transaction_version >= 2
+                complete = self._send_markers(meta, current, now_ms, fx)
                 if write.kind == "end":
-                    tv2 = meta.client_transaction_version >= 2
                     fx.reply(write.waiter, EndTxnReply(
-                        Error.NONE, meta.producer_id if tv2 else NO_PRODUCER_ID,
-                        meta.producer_epoch if tv2 else NO_PRODUCER_EPOCH))
+                        Error.NONE, complete.producer_id if tv2 else NO_PRODUCER_ID,
+                        complete.producer_epoch if tv2 else NO_PRODUCER_EPOCH))
                 elif write.kind == "fence":
                     fx.reply(write.waiter, InitProducerIdReply(Error.CONCURRENT_TRANSACTIONS))
-                self._send_markers(meta, current, now_ms, fx)
         return fx
 
     def _answer(self, write: Write, error: int, fx: Effects) -> None:
@@ -509,9 +515,10 @@ class TransactionCoordinator:
             fx.reply(write.waiter, InitProducerIdReply(error))
 
     def _send_markers(self, meta: TransactionMetadata, coordinator_epoch: int, now_ms: int,
-                      fx: Effects) -> None:
+                      fx: Effects) -> TransactionMetadata:
         """PrepareX is committed: prepare CompleteX (pending while the markers go out) and ask
-        for the markers, or write CompleteX now when the transaction holds no partition."""
+        for the markers, or write CompleteX now when the transaction holds no partition. The
+        CompleteX target is returned."""
         commit = meta.state is TxnState.PREPARE_COMMIT
         partitions = sorted(meta.partitions)
         target = meta.prepare_complete(now_ms)
@@ -519,10 +526,10 @@ class TransactionCoordinator:
             fx.markers.append(MarkerRequest(meta.transactional_id, meta.producer_id, meta.producer_epoch,
                                             commit, coordinator_epoch, partitions,
                                             meta.client_transaction_version))
+            self.completions[meta.transactional_id] = target
         else:
             self._write(meta, target, "complete", fx)
-            return
-        self.completions[meta.transactional_id] = target
+        return target
 
     def on_markers_written(self, transactional_id: str, coordinator_epoch: int,
                            partitions: Iterable[TopicPartition], now_ms: int) -> Effects:
@@ -561,7 +568,7 @@ class TransactionCoordinator:
             if meta.state is TxnState.ONGOING and meta.start_ms + meta.timeout_ms < now_ms:
                 fenced = meta.prepare_fence_producer_epoch()
                 self._end(meta, False, meta.producer_id, fenced.producer_epoch, False,
-                          meta.client_transaction_version, now_ms, fx, None, "timeout")
+                          self.config.transaction_version, now_ms, fx, None, "timeout")
             elif expire and meta.state.expiration_allowed \
                     and meta.last_update_ms <= now_ms - self.config.id_expiration_ms:
                 self._write(meta, meta.prepare_dead(), "expire", fx)

@@ -12,9 +12,9 @@ Each record (protocol/schemas/transaction_storage.schema) is a key and a value:
 
 Kafka 4.x writes value v1 (flexible, with the tagged previous and next producer ids and the
 client's transaction version) when transaction.version is 2, as a new 4.x cluster finalizes
-it, and v0 below; both are read. The partitions are null in the Empty (and Dead) state and
-grouped by topic otherwise. The producer's last epoch is not stored: a loaded transaction has
-none (-1), as in Kafka.
+it, and v0 below; both are read, and Strom, which runs at transaction.version 2, writes v1.
+The partitions are null in the Empty (and Dead) state and grouped by topic otherwise. The
+producer's last epoch is not stored: a loaded transaction has none (-1), as in Kafka.
 
 Example, the key of "t": ``0000 0001 74``.
 
@@ -27,9 +27,9 @@ import struct
 from collections.abc import Iterable
 from typing import Any
 
-from broker.groups.storage import java_string_hash
 from broker.transactions.state import NO_PRODUCER_EPOCH, TransactionMetadata, TxnState
 from protocol import messages as M
+from protocol.java_hash import coordinator_partition
 from protocol.types import Reader
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
@@ -44,8 +44,7 @@ _VERSION = struct.Struct(">h")
 
 def partition_for(transactional_id: str, partitions: int) -> int:
     """The ``__transaction_state`` partition of a transactional id (Kafka's ``partitionFor``)."""
-    h = java_string_hash(transactional_id)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
+    return coordinator_partition(transactional_id, partitions)
 
 
 def key(transactional_id: str) -> bytes:
@@ -83,11 +82,16 @@ def record(meta: TransactionMetadata) -> Record:
     return key(meta.transactional_id), value(meta)
 
 
-def parse_key(data: bytes | memoryview) -> str:
-    """The transactional id of a key; ValueError for a key version Kafka does not write."""
-    (version,) = _VERSION.unpack_from(data, 0)
+def parse_key(data: bytes | memoryview) -> str | None:
+    """The transactional id of a key; None for a key version this coordinator does not know
+    (Kafka's UnknownKey, "a left over from an aborted upgrade": loading skips it);
+    ValueError for a truncated key."""
+    try:
+        (version,) = _VERSION.unpack_from(data, 0)
+    except struct.error as e:
+        raise ValueError("truncated __transaction_state key") from e
     if version != KEY_VERSION:
-        raise ValueError(f"unknown __transaction_state key version {version}")
+        return None
     try:
         k: Any = M.DATA["TransactionLogKey"].decode(KEY_VERSION, Reader(memoryview(data)[2:]))
         return k.transactional_id
@@ -121,10 +125,13 @@ def parse_value(transactional_id: str, data: bytes | memoryview | None) -> Trans
 def replay(records: Iterable[tuple[bytes | memoryview, bytes | memoryview | None]]
            ) -> dict[str, TransactionMetadata]:
     """The transactions that a partition's records, in offset order, leave: the latest value
-    of each transactional id, less those a tombstone removed."""
+    of each transactional id, less those a tombstone removed. A record whose key version is
+    unknown is skipped, as Kafka's loadTransactionsForTxnTopicPartition skips it."""
     out: dict[str, TransactionMetadata] = {}
     for k, v in records:
         tid = parse_key(k)
+        if tid is None:
+            continue
         meta = parse_value(tid, v)
         if meta is None:
             out.pop(tid, None)

@@ -103,12 +103,23 @@ def test_init_producer_id_on_an_ongoing_transaction_fences_it_aborts_and_answers
     assert (retried.error_code, retried.producer_epoch) == (Error.NONE, 3)
 
 
-def test_tv1_fence_aborts_at_the_fenced_epoch():
-    node = Node()
+def test_a_fence_on_a_tv1_cluster_aborts_at_the_fenced_epoch():
+    node = Node(config=TransactionConfig(transaction_version=1))
     r = init(node)
     node.step(node.core.add_partitions(T, r.producer_id, 0, [("a", 0)], 1, "add", transaction_version=0), 1)
     init(node, now=2)
     assert node.markers[0].producer_epoch == 1
+
+
+def test_a_fence_is_made_at_the_clusters_transaction_version_not_the_clients():
+    """Kafka 4.x fences with txnManager.transactionVersionLevel() ("not from client, use server
+    TV"): on a transaction.version 2 cluster a TV1 client's transaction is aborted one epoch
+    above the fenced one, as every TV2 end bumps."""
+    node = Node()
+    r = init(node)
+    node.step(node.core.add_partitions(T, r.producer_id, 0, [("a", 0)], 1, "add", transaction_version=0), 1)
+    init(node, now=2)
+    assert node.markers[0].producer_epoch == 2
 
 
 # ---- KIP-360 ---------------------------------------------------------------------------------
@@ -149,6 +160,23 @@ def test_an_exhausted_epoch_rotates_to_a_new_producer_id_at_epoch_0():
     again = init(node)
     assert (again.producer_id, again.producer_epoch) == (r.producer_id + 1, 0)
     assert node.core.transactions[T].previous_producer_id == r.producer_id
+
+
+def test_end_txn_at_an_exhausted_epoch_answers_the_producer_id_and_epoch_the_transaction_completes_with():
+    """TV2: EndTxn at epoch 32766 bumps to Short.MAX_VALUE for the markers and moves to the next
+    producer id at epoch 0 on completion; the reply names the latter (Kafka 4.x answers
+    newPreSendMetadata's), never 32767, so the producer's next transaction is accepted."""
+    node = Node()
+    r = init(node)
+    node.core.transactions[T].producer_epoch = 32766
+    add(node, r.producer_id, 32766)
+    reply = end(node, r.producer_id, 32766)
+    assert node.markers[0].producer_epoch == 32767
+    node.write_markers(3)
+    m = node.core.transactions[T]
+    assert (reply.error_code, reply.producer_id, reply.producer_epoch) == (0, m.producer_id, m.producer_epoch)
+    assert (m.producer_id, m.producer_epoch) == (r.producer_id + 1, 0)
+    assert add(node, reply.producer_id, reply.producer_epoch, now=4).error_code == 0
 
 
 # ---- AddPartitions, AddOffsets -----------------------------------------------------------------

@@ -1,4 +1,6 @@
 """The records of __transaction_state, as Kafka writes and reads them (TransactionLog)."""
+import pytest
+
 from broker.transactions import storage
 from broker.transactions.state import TransactionMetadata, TxnState
 
@@ -55,6 +57,16 @@ def test_replay_keeps_the_latest_record_of_each_id():
     records = [storage.record(meta()), storage.record(meta(state=TxnState.PREPARE_COMMIT, producer_epoch=4))]
     out = storage.replay(records)
     assert out["t"].state is TxnState.PREPARE_COMMIT and out["t"].producer_epoch == 4
+
+
+def test_replay_skips_a_record_whose_key_version_it_does_not_know_as_kafkas_load_does():
+    """Kafka's loadTransactionsForTxnTopicPartition ignores an UnknownKey ("a left over from an
+    aborted upgrade") and loads the rest; a truncated key is still an error."""
+    k, v = storage.record(meta())
+    unknown = (b"\x00\x07" + bytes(k[2:]), v)
+    assert set(storage.replay([unknown, storage.record(meta(transactional_id="u"))])) == {"u"}
+    with pytest.raises(ValueError):
+        storage.replay([(b"\x00", v)])
 
 
 def test_partition_for_is_javas_hash_modulo_the_partition_count():
