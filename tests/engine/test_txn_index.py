@@ -189,8 +189,15 @@ def test_an_entry_of_an_unknown_version_is_refused_as_kafka_refuses_it(tmp_path)
     path.write_bytes(kafka_entry(1, 0, 5, 6) + kafka_entry(2, 6, 9, 10, version=1))
     with pytest.raises(InvalidIndexError, match="version 1"):
         read_aborted_txns(str(path))
+    # The writable index still opens, as Kafka's lazily opened one does: sanity_check names the
+    # corruption and recovery resets the index (no descriptor is left behind either way).
+    index = TransactionIndex(str(path), 0)
     with pytest.raises(InvalidIndexError, match="version 1"):
-        TransactionIndex(str(path), 0)
+        index.sanity_check()
+    index.reset()
+    index.sanity_check()
+    assert index.all_aborted() == []
+    index.close()
 
 
 def test_rename_follows_the_file_and_a_missing_file_alike(tmp_path, index):
