@@ -12,7 +12,7 @@ from collections.abc import Iterable
 BYTES_PER_ENTRY: int  # 24
 DEFAULT_LOAD_FACTOR: float  # 0.9, log.cleaner.io.buffer.load.factor
 
-def cleaner_map_memory(dedupe_buffer_size: int, threads: int) -> int:
+def cleaner_map_memory(dedupe_buffer_size: int, threads: int, load_factor: float = ...) -> int:
     """One cleaner thread's map bytes: log.cleaner.dedupe.buffer.size // log.cleaner.threads,
     at most 2**31 - 1, as Kafka's LogCleaner sizes its SkimpyOffsetMap."""
 

@@ -42,12 +42,19 @@ cdef extern from *:
     ctypedef unsigned long long u128 "unsigned __int128"
 
 
-def cleaner_map_memory(dedupe_buffer_size, threads):
+def cleaner_map_memory(dedupe_buffer_size, threads, load_factor=DEFAULT_LOAD_FACTOR):
     """The bytes of one cleaner thread's map: log.cleaner.dedupe.buffer.size shared among
-    log.cleaner.threads, at most 2**31 - 1 (Kafka's LogCleaner)."""
+    log.cleaner.threads, at most 2**31 - 1 (Kafka's LogCleaner). ValueError, with Kafka's
+    message, when that map could not take even one key (Kafka's Cleaner requires
+    slots * log.cleaner.io.buffer.load.factor > 1)."""
     if threads < 1:
         raise ValueError(f"log.cleaner.threads must be at least 1, got {threads}")
-    return min(dedupe_buffer_size // threads, INT32_MAX)
+    memory = min(dedupe_buffer_size // threads, INT32_MAX)
+    if (memory // sizeof(slot_t)) * load_factor <= 1:
+        raise ValueError("offset map is too small to fit in even a single message, so log cleaning "
+                         "will never make progress. You can increase log.cleaner.dedupe.buffer.size "
+                         "or decrease log.cleaner.threads")
+    return memory
 
 
 # ---- MurmurHash3 x64 128 ----
@@ -347,17 +354,19 @@ cdef class OffsetMap:
         cdef int64_t* ab = NULL
         cdef cptr p
         cdef bint skip
-        aborted = list(aborted)
-        if aborted:
-            ab = <int64_t*>PyMem_Malloc(3 * len(aborted) * sizeof(int64_t))
-            if ab == NULL:
-                raise MemoryError()
-            for j, (pid, first, last_ab) in enumerate(aborted):
-                ab[3 * j], ab[3 * j + 1], ab[3 * j + 2] = pid, first, last_ab
-            na = len(aborted)
+        # Python's own checks first (the ranges' shape and int64 range, buf a buffer), so
+        # nothing is allocated before an exception can leave.
+        ranges = [(<int64_t>pid, <int64_t>first, <int64_t>last_ab) for pid, first, last_ab in aborted]
         fill.stop_offset = -1
         PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
         try:
+            if ranges:
+                ab = <int64_t*>PyMem_Malloc(3 * len(ranges) * sizeof(int64_t))
+                if ab == NULL:
+                    raise MemoryError()
+                for j in range(len(ranges)):
+                    ab[3 * j], ab[3 * j + 1], ab[3 * j + 2] = ranges[j]
+                na = len(ranges)
             n = view.len
             if not 0 <= pos <= n:
                 raise ValueError(f"position {pos} outside a buffer of {n} bytes")
@@ -422,15 +431,16 @@ cdef class OffsetMap:
         cdef rec_t rec
         cdef Py_ssize_t n, used = 0, cap = 1024
         cdef int64_t i, offset, found
-        cdef unsigned char* out = <unsigned char*>PyMem_Malloc(cap)
+        cdef unsigned char* out = NULL
         cdef unsigned char* grown
         cdef unsigned char keep
         cdef bint drop_tombstones, control
         cdef cptr p
-        if out == NULL:
-            raise MemoryError()
         PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
         try:
+            out = <unsigned char*>PyMem_Malloc(cap)
+            if out == NULL:
+                raise MemoryError()
             n = view.len
             if not 0 <= pos <= n:
                 raise ValueError(f"position {pos} outside a buffer of {n} bytes")

@@ -94,6 +94,12 @@ def test_sized_as_kafka_sizes_its_md5_map():
     assert cleaner_map_memory(128 * 1024 * 1024, 1) == 134217728
     assert cleaner_map_memory(128 * 1024 * 1024, 3) == 44739242
     assert cleaner_map_memory(10 * 2**30, 2) == 2**31 - 1
+    # Kafka's Cleaner refuses a map that cannot take one key: slots * load factor must exceed 1
+    assert cleaner_map_memory(2 * BYTES_PER_ENTRY, 1) == 2 * BYTES_PER_ENTRY
+    with pytest.raises(ValueError, match="too small to fit in even a single message"):
+        cleaner_map_memory(BYTES_PER_ENTRY, 1)
+    with pytest.raises(ValueError, match="too small"):
+        cleaner_map_memory(4 * BYTES_PER_ENTRY, 4)
     m = OffsetMap(1000)
     assert m.slots == 1000 // 24 and m.max_entries == int(41 * 0.9)
     assert OffsetMap(slots=10, load_factor=0.5).max_entries == 5
@@ -298,3 +304,18 @@ def test_control_records_are_kept_and_records_past_the_map_are_kept():
     m.put(b"a", 1)  # a map that stops before offset 3
     assert m.latest_offset == 1
     assert list(m.retain_mask(buf)) == [0, 1, 1, 1, 1]
+
+
+def test_bad_arguments_raise_before_anything_is_allocated():
+    """A malformed aborted range, an offset beyond int64 or a buffer that is not one raise the
+    Python error (and, since the checks come first, leave nothing allocated behind)."""
+    m = OffsetMap(slots=16)
+    with pytest.raises(ValueError):
+        m.add_batches(b"", aborted=[(1, 2)])
+    with pytest.raises(OverflowError):
+        m.add_batches(b"", aborted=[(1, 2, 2**64)])
+    with pytest.raises(TypeError):
+        m.add_batches(object())
+    with pytest.raises(TypeError):
+        m.retain_mask(object())
+    assert m.add_batches(b"", aborted=[(1, 2, 3)]).records == 0
