@@ -17,6 +17,7 @@ import pytest
 from protocol import messages as M
 from protocol.client import ConnectionClosedByPeer, KafkaConnection
 from protocol.net import Server
+from raft import messages as raft_messages
 from raft.peers import API_VERSIONS_VERSION, CLOSED, REFUSED, Peer, PeerUnavailable, closed_by_peer
 from raft.quorum_state import Follower
 from raft.wire import API_VERSIONS
@@ -71,8 +72,15 @@ def test_a_leader_that_drops_its_followers_connections_keeps_leading_in_its_epoc
             leader = await elected(nodes)
             leader_and_epoch = leader.driver.leader_and_epoch()
             followers = [n for n in nodes if n is not leader]
+            parked = leader.driver._awaiting  # inbound requests awaiting the core's answer
             for _ in range(5):
                 await eventually(lambda: all_following(nodes, leader), 5, "followers fetching")
+                # Drop the connections while each follower's Fetch is parked at the leader, so
+                # the reset reaches a fetch in flight on every one (a follower between two
+                # fetches would only meet it on its next send: its log line differs). Nothing
+                # else runs between this check and the aborts below.
+                await eventually(lambda: all((f.node_id, raft_messages.FetchResponse) in parked
+                                             for f in followers), 5, "every follower's fetch parked")
                 caplog.clear()
                 dropped = leader.driver.now_ms()
                 for conn in list(leader.server.connections):
