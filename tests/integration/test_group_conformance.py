@@ -109,7 +109,12 @@ def test_offset_commit_in_the_revoke_callback_is_stored_as_kafka_does_kafka_pyth
     outcome: list = []
     consumer = KafkaConsumer(bootstrap_servers=shared_node.bootstrap, group_id=group,
                              enable_auto_commit=False, auto_offset_reset="earliest",
-                             session_timeout_ms=6000, heartbeat_interval_ms=300)
+                             session_timeout_ms=6000, heartbeat_interval_ms=300, metadata_max_age_ms=2000)
+    # kafka-python's range assignor assigns nothing for a topic its metadata does not hold yet and
+    # rebalances only at its next metadata refresh: have the topic's partitions first.
+    deadline = time.monotonic() + WAIT_S
+    while not consumer.partitions_for_topic(topic) and time.monotonic() < deadline:
+        time.sleep(0.1)
 
     class CommitOnRevoke(AsyncConsumerRebalanceListener):
         """kafka-python 3 runs the listener on its IO loop: a blocking commit() there cannot
