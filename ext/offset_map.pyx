@@ -199,21 +199,30 @@ cdef object _corrupt(const batch_header_t* h, int64_t index, str what):
     return CorruptRecordError(f"batch at {h.position}: record {index}: {what}", h.position)
 
 
-cdef object _records_of(const batch_header_t* h, cptr batch):
-    # The records section of a batch, decompressed (a bytes object) when its codec says so;
-    # a memoryview over the batch's own bytes otherwise.
+cdef object _records_of(const batch_header_t* h, cptr batch, cursor_t* r):
+    # The records section of a batch, decompressed (a bytes object) when its codec says so,
+    # a memoryview over the batch's own bytes otherwise, with ``r`` set over it. The caller
+    # keeps the returned object alive while it reads through ``r``.
     cdef cptr section = batch + HEADER_SIZE
     cdef Py_ssize_t section_len = h.batch_length + LENGTH_FIELDS_SIZE - HEADER_SIZE
     cdef int codec = h.attributes & ATTR_COMPRESSION_MASK
+    cdef cptr p = section
     view = PyMemoryView_FromMemory(<char*>section, section_len, PyBUF_READ)
     if codec == 0:
-        return view
-    if codec > 4:
+        out = view
+    elif codec > 4:
         raise CorruptRecordError(f"batch at {h.position}: unknown codec {codec}", h.position)
-    try:
-        return decompress(codec, view)
-    except CorruptRecordError as e:
-        raise CorruptRecordError(f"batch at {h.position}: {e}", h.position) from e
+    else:
+        try:
+            out = decompress(codec, view)
+        except CorruptRecordError as e:
+            raise CorruptRecordError(f"batch at {h.position}: {e}", h.position) from e
+        p = <cptr>PyBytes_AS_STRING(out)
+        section_len = len(out)
+    r.base = p
+    r.p = p
+    r.end = p + section_len
+    return out
 
 
 cdef inline bint _whole_batch_at(cptr buf, Py_ssize_t n, Py_ssize_t pos) noexcept nogil:
@@ -352,7 +361,6 @@ cdef class OffsetMap:
         cdef Py_ssize_t n, limit = <Py_ssize_t>(self.slots * self.load_factor), na = 0, j
         cdef int64_t i, offset, last
         cdef int64_t* ab = NULL
-        cdef cptr p
         cdef bint skip
         # Python's own checks first (the ranges' shape and int64 range, buf a buffer), so
         # nothing is allocated before an exception can leave.
@@ -381,12 +389,7 @@ cdef class OffsetMap:
                             skip = 1
                             break
                 if not skip:
-                    section = _records_of(&h, <cptr>view.buf + pos)
-                    p = <cptr>PyBytes_AS_STRING(section) if isinstance(section, bytes) else (
-                        <cptr>view.buf + pos + HEADER_SIZE)
-                    r.base = p
-                    r.p = p
-                    r.end = p + len(section)
+                    section = _records_of(&h, <cptr>view.buf + pos, &r)
                     for i in range(h.records_count):
                         if not _next(&r, &rec):
                             raise _corrupt(&h, i, "bad record framing")
@@ -435,7 +438,6 @@ cdef class OffsetMap:
         cdef unsigned char* grown
         cdef unsigned char keep
         cdef bint drop_tombstones, control
-        cdef cptr p
         PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
         try:
             out = <unsigned char*>PyMem_Malloc(cap)
@@ -449,12 +451,7 @@ cdef class OffsetMap:
                 control = (h.attributes & ATTR_CONTROL) != 0
                 drop_tombstones = ((h.attributes & ATTR_DELETE_HORIZON) != 0
                                    and now_ms >= h.base_timestamp)
-                section = _records_of(&h, <cptr>view.buf + pos)
-                p = <cptr>PyBytes_AS_STRING(section) if isinstance(section, bytes) else (
-                    <cptr>view.buf + pos + HEADER_SIZE)
-                r.base = p
-                r.p = p
-                r.end = p + len(section)
+                section = _records_of(&h, <cptr>view.buf + pos, &r)
                 for i in range(h.records_count):
                     if not _next(&r, &rec):
                         raise _corrupt(&h, i, "bad record framing")
