@@ -67,6 +67,22 @@ PROPERTIES: dict[str, tuple[str, Any]] = {
     "transaction.state.log.replication.factor": (INT, 3),
     "transaction.state.log.min.isr": (INT, 2),
     "transactional.id.expiration.ms": (INT, 604800000),
+    "transaction.state.log.segment.bytes": (INT, 104857600),
+    "transaction.state.log.load.buffer.size": (INT, 5242880),
+    "transaction.max.timeout.ms": (INT, 900000),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (INT, 10000),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": (INT, 3600000),
+    "transaction.partition.verification.enable": (BOOL, True),
+    # The log cleaner (compaction). Its topic defaults (log.cleaner.delete.retention.ms,
+    # log.cleaner.min.compaction.lag.ms, log.cleaner.max.compaction.lag.ms,
+    # log.cleaner.min.cleanable.ratio) are engine.config.BROKER_SYNONYMS.
+    "log.cleaner.enable": (BOOL, True),
+    "log.cleaner.threads": (INT, 1),
+    "log.cleaner.dedupe.buffer.size": (LONG, 134217728),
+    "log.cleaner.io.buffer.size": (INT, 524288),
+    "log.cleaner.io.buffer.load.factor": (DOUBLE, 0.9),
+    "log.cleaner.io.max.bytes.per.second": (DOUBLE, 1.7976931348623157e308),
+    "log.cleaner.backoff.ms": (LONG, 15000),
     "producer.id.expiration.ms": (INT, 86400000),
     "producer.id.expiration.check.interval.ms": (INT, 600000),
     "group.initial.rebalance.delay.ms": (INT, 3000),
@@ -147,6 +163,8 @@ PROPERTIES: dict[str, tuple[str, Any]] = {
 }
 
 METADATA_LOG_SEGMENT_MIN_BYTES = 8 << 20  # Kafka's metadata.log.segment.min.bytes
+_NO_TRANSACTIONS = "transactions are not served yet"
+_NO_CLEANER = "logs are not compacted yet"
 _SNAPSHOT_RETENTION = "a controller deletes its metadata log's segments below a snapshot once it is written"
 
 # Kafka properties Strom accepts so that a Kafka server.properties starts unchanged, but that
@@ -160,10 +178,23 @@ WITHOUT_EFFECT: dict[str, str] = {
     "request.timeout.ms": "a broker's requests to the controller time out after "
                           "controller.socket.timeout.ms, its replica fetches after replica.socket.timeout.ms",
     "unstable.api.versions.enable": "no unstable API version is served",
-    "transaction.state.log.num.partitions": "transactions are not served yet",
-    "transaction.state.log.replication.factor": "transactions are not served yet",
-    "transaction.state.log.min.isr": "transactions are not served yet",
-    "transactional.id.expiration.ms": "transactions are not served yet",
+    "transaction.state.log.num.partitions": _NO_TRANSACTIONS,
+    "transaction.state.log.replication.factor": _NO_TRANSACTIONS,
+    "transaction.state.log.min.isr": _NO_TRANSACTIONS,
+    "transaction.state.log.segment.bytes": _NO_TRANSACTIONS,
+    "transaction.state.log.load.buffer.size": _NO_TRANSACTIONS,
+    "transactional.id.expiration.ms": _NO_TRANSACTIONS,
+    "transaction.max.timeout.ms": _NO_TRANSACTIONS,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": _NO_TRANSACTIONS,
+    "transaction.remove.expired.transaction.cleanup.interval.ms": _NO_TRANSACTIONS,
+    "transaction.partition.verification.enable": _NO_TRANSACTIONS,
+    "log.cleaner.enable": _NO_CLEANER,
+    "log.cleaner.threads": _NO_CLEANER,
+    "log.cleaner.dedupe.buffer.size": _NO_CLEANER,
+    "log.cleaner.io.buffer.size": _NO_CLEANER,
+    "log.cleaner.io.buffer.load.factor": _NO_CLEANER,
+    "log.cleaner.io.max.bytes.per.second": _NO_CLEANER,
+    "log.cleaner.backoff.ms": _NO_CLEANER,
     "metadata.max.retention.bytes": _SNAPSHOT_RETENTION,
     "metadata.max.retention.ms": _SNAPSHOT_RETENTION,
 }
