@@ -56,8 +56,12 @@ def test_acks_all_produce_latency(benchmark, cluster):
     e = benchmark.pedantic(R.latency, args=(cluster, rate, seconds, 1), rounds=1, iterations=1)
     s = {k: v["median"] for k, v in e["rf3"].items()}
     assert 0 < s["p50_ms"] <= s["p99_ms"] <= s["p999_ms"] <= s["max_ms"]
+    ratio = e["vs_rf1"]["rf3"]
+    assert ratio["p99_ms"]["pair_min"] <= ratio["p99_ms"]["pair_max"]
     benchmark.extra_info.update({"broker": "3 brokers, RF=3 acks=all", "rate": rate, **s,
-                                 "rf1_acks1_p99_ms": e["rf1"]["p99_ms"]["median"]})
+                                 "rf1_acks1_p99_ms": e["rf1"]["p99_ms"]["median"],
+                                 "p50_over_rf1_acks1": ratio["p50_ms"]["ratio"],
+                                 "p99_over_rf1_acks1": ratio["p99_ms"]["ratio"]})
 
 
 def _failover_info(d: dict) -> dict:

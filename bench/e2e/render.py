@@ -167,14 +167,18 @@ def render_replication(rep: dict) -> list[str]:
     ]
     # The host's steal during each round, where the report measured it (older ones did not).
     steal = any("steal_cores" in e[name] for e in rep["latency"] for name in e["labels"])
-    lines += ["| rate | topic, acks | p50 ms | p99 ms | p99.9 ms | brokers' CPU s |"
-              + (" host steal, cores |" if steal else ""),
-              "|---|---|---|---|---|---|" + ("---|" if steal else "")]
+    lines += ["| rate | topic, acks | p50 ms | p99 ms | p99.9 ms | p50, p99 ÷ RF=1 acks=1's "
+              "| brokers' CPU s |" + (" host steal, cores |" if steal else ""),
+              "|---|---|---|---|---|---|---|" + ("---|" if steal else "")]
     for e in rep["latency"]:
         for name, label in e["labels"].items():
             s = e[name]
+            ratio = e.get("vs_rf1", {}).get(name)
+            vs = (f"{ratio['p50_ms']['ratio']:.2f}×, {ratio['p99_ms']['ratio']:.2f}× (pairs "
+                  f"{ratio['p99_ms']['pair_min']:.2f}–{ratio['p99_ms']['pair_max']:.2f})" if ratio else "")
             row = (f"| {e['rate']:,} msg/s | {label} | {_fig(s['p50_ms'], '.2f')} | "
-                   f"{_fig(s['p99_ms'], '.2f')} | {_fig(s['p999_ms'], '.2f')} | {_fig(s['cpu_s'], '.2f')} |")
+                   f"{_fig(s['p99_ms'], '.2f')} | {_fig(s['p999_ms'], '.2f')} | {vs} | "
+                   f"{_fig(s['cpu_s'], '.2f')} |")
             if steal:
                 row += f" {_fig(s['steal_cores'], '.2f')} |" if "steal_cores" in s else " |"
             lines.append(row)

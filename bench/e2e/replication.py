@@ -193,7 +193,19 @@ def latency(cluster: ReplicatedCluster, rate: int, seconds: float, reps: int,
                 f"p99 {r['p99_ms']:.2f} ms p99.9 {r['p999_ms']:.2f} ms"
                 + (f", host steal {r['steal_cores']:.2f} cores" if "steal_cores" in r else ""))
     return {"rate": rate, "seconds": seconds, "labels": {key: label for key, label, *_ in LATENCY_VARIANTS},
-            **{key: _summarize(rs) for key, rs in rounds.items()}}
+            **{key: _summarize(rs) for key, rs in rounds.items()},
+            "vs_rf1": latency_ratios(rounds)}
+
+
+def latency_ratios(rounds: dict[str, list[dict]], base: str = "rf1") -> dict:
+    """Each variant's p50 and p99 as a ratio of RF=1 acks=1's in the same rounds (the i-th round
+    of each ran back to back): this VM's absolute latency moves with its host, the ratio far less."""
+    out = {}
+    for key, rs in rounds.items():
+        if key != base and len(rs) == len(rounds[base]) and rs:
+            out[key] = {q: paired_ratio([r[q] for r in rs], [r[q] for r in rounds[base]])
+                        for q in ("p50_ms", "p99_ms")}
+    return out
 
 
 # ---- failover ----------------------------------------------------------------------------------
@@ -380,6 +392,10 @@ def targets(rep: dict) -> list[dict]:
                 if key in entry:
                     p50, p99 = entry[key]["p50_ms"]["median"], entry[key]["p99_ms"]["median"]
                     measured += f"; {entry['labels'][key].split(', ')[-1]}: p50 {_ms(p50)}, p99 {_ms(p99)}"
+            ratio = entry.get("vs_rf1", {}).get("rf3")
+            if ratio is not None:
+                measured += (f"; p99 {ratio['p99_ms']['ratio']:.2f}x RF=1 acks=1's in the same rounds "
+                             f"(pairs {ratio['p99_ms']['pair_min']:.2f}-{ratio['p99_ms']['pair_max']:.2f})")
             out.append({"target": "acks=all (RF=3) produce latency p99 <= 5 ms at 5 k msg/s, linger.ms=0",
                         "measured": measured, "met": s["p99_ms"]["max"] <= 5.0})
     kill9 = rep["failover"].get("kill9")

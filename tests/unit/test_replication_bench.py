@@ -178,8 +178,26 @@ def test_the_latency_table_shows_the_hosts_steal_when_the_report_measured_it():
     for variant in ("rf3", "rf1"):
         rep["latency"][0][variant] = {**rep["latency"][0][variant], "steal_cores": _stat(0.12, 0.03, 0.43)}
     text = render_markdown(report)
-    assert "| p99.9 ms | brokers' CPU s | host steal, cores |" in text
-    assert "| 4.00 (4.00–4.00) | 1.00 (1.00–1.00) | 0.12 (0.03–0.43) |" in text
+    assert "| p99.9 ms | p50, p99 ÷ RF=1 acks=1's | brokers' CPU s | host steal, cores |" in text
+    assert "| 4.00 (4.00–4.00) |  | 1.00 (1.00–1.00) | 0.12 (0.03–0.43) |" in text
+
+
+def test_acks_all_latency_is_a_ratio_of_rf1_acks1_in_the_same_rounds():
+    rounds = {"rf3": [{"p50_ms": 2.0, "p99_ms": 6.0}, {"p50_ms": 3.0, "p99_ms": 12.0}],
+              "rf1": [{"p50_ms": 1.0, "p99_ms": 2.0}, {"p50_ms": 1.0, "p99_ms": 6.0}]}
+    ratios = replication.latency_ratios(rounds)
+    assert set(ratios) == {"rf3"}, "the base is not compared with itself"
+    p99 = ratios["rf3"]["p99_ms"]
+    assert p99["ratio"] == pytest.approx(9.0 / 4.0), "the ratio of the medians"
+    assert (p99["pair_min"], p99["pair_max"]) == (pytest.approx(2.0), pytest.approx(3.0))
+    rep = _replication_part([0.4], [0.3])
+    rep["latency"][0]["vs_rf1"] = ratios
+    report = _skeleton(rep)
+    report["targets"] = targets(report)
+    text = render_markdown(report)
+    assert "| 2.50×, 2.25× (pairs 2.00–3.00) |" in text
+    lat = next(t for t in report["targets"] if "latency" in t["target"])
+    assert "p99 2.25x RF=1 acks=1's in the same rounds (pairs 2.00-3.00)" in lat["measured"]
 
 
 def test_the_hosts_steal_is_read_from_proc_stat(tmp_path):
