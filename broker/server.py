@@ -25,7 +25,8 @@ stalls the loop), producer id expiration every
 producer.id.expiration.check.interval.ms (and once the logs are loaded). Once started, the
 heap it has so far is frozen out of the garbage collector's full collections
 (protocol.net.freeze_startup_heap). Stopping closes the listeners, the group coordinator, the
-replica fetchers and the AlterPartition manager, the metadata follower, then the logs.
+transaction coordinator (broker/transactions/runtime.py), the replica fetchers and the
+AlterPartition manager, the metadata follower, then the logs.
 
 ``run(config)`` takes the parsed configuration from the ``strom`` command.
 """
@@ -42,9 +43,10 @@ import time
 
 from broker.fetch_waiters import FetchWaiters
 from broker.groups.runtime import GroupCoordinatorRuntime
-from broker.handlers import admin, fetch, groups, metadata, offsets, produce
+from broker.handlers import admin, fetch, groups, metadata, offsets, produce, transactions
 from broker.metadata_follower import MetadataFollower
 from broker.off_loop import flush_dirty_off_loop, flush_rolled_off_loop, write_off_loop
+from broker.transactions.runtime import TransactionCoordinatorRuntime
 from engine.log_dir_failure import KafkaStorageError, LogDirFailureChannel
 from engine.manager import LOG_START_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_CHECKPOINT, LogManager
 from metadata.image import MetadataImage
@@ -109,9 +111,13 @@ class Broker:
         self.pending_auto_create: set[str] = set()
         self.server: Server | None = None
         self.logs_started = False
-        self._producer_ids: list[int] | None = None
+        self._producer_ids: list[int] | None = None  # [next, end) of the block at hand
+        self._next_producer_ids: list[int] | None = None  # the block fetched ahead
+        self._producer_block_size = 1000  # Kafka's block; the controller's answer says
+        self._producer_ids_fetch: asyncio.Task | None = None
         self._tasks: list[asyncio.Task] = []
         self.groups: GroupCoordinatorRuntime | None = None
+        self.transactions: TransactionCoordinatorRuntime | None = None
 
     @property
     def image(self) -> MetadataImage:
@@ -137,17 +143,57 @@ class Broker:
     async def allocate_producer_id(self) -> int:
         """The next producer id from this broker's block, fetching a new block from the
         controller (AllocateProducerIds) when it runs out."""
-        if self._producer_ids is None or self._producer_ids[0] >= self._producer_ids[1]:
-            request = M.AllocateProducerIdsRequest(broker_id=self.node_id,
-                                                   broker_epoch=self.follower.broker_epoch)
-            response = await self.follower.forward(67, 0, request)
-            if response.error_code != Error.NONE:
-                raise RuntimeError(f"producer id allocation failed: {Error(response.error_code).name}")
+        producer_id = self.take_producer_id()
+        while producer_id is None:
+            await self.prefetch_producer_ids(force=True)
+            producer_id = self.take_producer_id()
+        return producer_id
+
+    def take_producer_id(self) -> int | None:
+        """The next producer id of the block at hand, without waiting; None when the block is
+        used up (the transaction coordinator then answers a retriable error)."""
+        ids = self._producer_ids
+        if (ids is None or ids[0] >= ids[1]) and self._next_producer_ids is not None:
+            ids = self._producer_ids = self._next_producer_ids
+            self._next_producer_ids = None
+        if ids is None or ids[0] >= ids[1]:
+            return None
+        producer_id = ids[0]
+        ids[0] += 1
+        return producer_id
+
+    def producer_ids_low(self) -> bool:
+        """Under a tenth of the block is left: time to fetch the next (Kafka's prefetch at 90%)."""
+        if self._next_producer_ids is not None:
+            return False
+        ids = self._producer_ids
+        return ids is None or (ids[1] - ids[0]) * 10 < self._producer_block_size
+
+    async def prefetch_producer_ids(self, force: bool = False) -> None:
+        """Fetch the next block from the controller once the one at hand runs low; one fetch
+        at a time. Raises RuntimeError when the controller refuses."""
+        if self._producer_ids_fetch is not None and not self._producer_ids_fetch.done():
+            await asyncio.shield(self._producer_ids_fetch)
+            return
+        if not force and not self.producer_ids_low():
+            return
+        self._producer_ids_fetch = asyncio.get_running_loop().create_task(self._fetch_producer_ids())
+        await asyncio.shield(self._producer_ids_fetch)
+
+    async def _fetch_producer_ids(self) -> None:
+        request = M.AllocateProducerIdsRequest(broker_id=self.node_id,
+                                               broker_epoch=self.follower.broker_epoch)
+        response = await self.follower.forward(67, 0, request)
+        if response.error_code != Error.NONE:
+            raise RuntimeError(f"producer id allocation failed: {Error(response.error_code).name}")
+        self._producer_block_size = response.producer_id_len
+        if self._producer_ids is not None and self._producer_ids[0] < self._producer_ids[1]:
+            # the rest of the old block is used first: keep it, and the new block after it
+            self._next_producer_ids = [response.producer_id_start,
+                                       response.producer_id_start + response.producer_id_len]
+        else:
             self._producer_ids = [response.producer_id_start,
                                   response.producer_id_start + response.producer_id_len]
-        producer_id = self._producer_ids[0]
-        self._producer_ids[0] += 1
-        return producer_id
 
     def notify_appended(self, topic: str, partition: int) -> None:
         """Records were appended to the partition, or it changed otherwise: answer its waiting
@@ -171,8 +217,10 @@ class Broker:
         self.replicas.apply_image(self.image)
         self.groups = GroupCoordinatorRuntime(self)
         self.groups.start()
+        self.transactions = TransactionCoordinatorRuntime(self)
+        self.transactions.start()
         apis = []
-        for module in (metadata, produce, fetch, offsets, admin, groups):
+        for module in (metadata, produce, fetch, offsets, admin, groups, transactions):
             apis += module.apis(self)
         self.dispatcher = Dispatcher(apis)
         self.server = Server(self.dispatcher.handle, self.config["socket.request.max.bytes"],
@@ -249,6 +297,9 @@ class Broker:
         log.debug("stopping the group coordinator")
         if self.groups is not None:
             await self.groups.stop()
+        log.debug("stopping the transaction coordinator")
+        if self.transactions is not None:
+            await self.transactions.stop()
         log.debug("stopping the replica fetchers and the AlterPartition manager")
         await self.replicas.close()
         log.debug("stopping the metadata follower")

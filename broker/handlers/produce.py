@@ -13,17 +13,21 @@ leader and, in node_endpoints, its endpoint on the listener the request came on 
 v10+), so the producer moves at once.
 
 InitProducerId hands out idempotent producer ids (the controller allocates blocks of them);
-DescribeProducers shows the state a partition's leader keeps for each.
+with a transactional id it is the transaction coordinator's (broker/transactions/: epoch bump,
+zombie fencing, KIP-360 recovery). DescribeProducers shows the state a partition's leader
+keeps for each producer, with the start offset of its open transaction.
 """
 from __future__ import annotations
 
 import asyncio
+import time
 
 from ext.batch import COMPRESSION_ZSTD, LOG_OVERHEAD, MAGIC, read_prefix
 from protocol import messages as M
 from protocol.dispatch import Api, Deferred
 from protocol.errors import Error
 
+INIT_REPLY_TIMEOUT_S = 60.0  # a write is answered within its append timeout; this only guards a bug
 RECORD_OVERHEAD_V0 = 14  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0: the smallest size a header may give
 
 
@@ -157,9 +161,18 @@ def apis(broker) -> list[Api]:
     async def handle_init_producer_id(header, req):
         R = M.InitProducerIdResponse
         if req.transactional_id is not None:
-            # Transactions need a transaction coordinator, which this broker does not run.
-            return R(error_code=Error.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                     producer_id=-1, producer_epoch=-1)
+            runtime = broker.transactions
+            waiter = runtime.waiter()
+            # producer_id and producer_epoch are -1 below v3 (the schema's defaults)
+            runtime.run(runtime.core.init_producer_id(
+                req.transactional_id, req.transaction_timeout_ms, req.producer_id, req.producer_epoch,
+                int(time.time() * 1000), waiter))
+            try:
+                reply = await asyncio.wait_for(waiter, INIT_REPLY_TIMEOUT_S)
+            except TimeoutError:
+                return R(error_code=Error.REQUEST_TIMED_OUT, producer_id=-1, producer_epoch=-1)
+            return R(error_code=reply.error_code, producer_id=reply.producer_id,
+                     producer_epoch=reply.producer_epoch)
         if req.producer_id >= 0:
             # KIP-360: an idempotent producer bumps its epoch to reset its sequences.
             if req.producer_epoch >= 32766:
@@ -174,9 +187,10 @@ def apis(broker) -> list[Api]:
         return R(error_code=Error.NONE, producer_id=producer_id, producer_epoch=0)
 
     async def handle_describe_producers(header, req):
-        """The idempotent producers each partition's leader keeps state for (Kafka's
-        DescribeProducers): NOT_LEADER_OR_FOLLOWER on any other replica. Transactions are not
-        served, so there is no coordinator epoch and no open transaction."""
+        """The producers each partition's leader keeps state for (Kafka's DescribeProducers):
+        NOT_LEADER_OR_FOLLOWER on any other replica. current_txn_start_offset is the first
+        offset of the producer's open transaction, -1 when none; coordinator_epoch that of
+        the last marker written for it, -1 when none."""
         R = M.DescribeProducersResponse
         topics = []
         for t in req.topics:
@@ -187,7 +201,9 @@ def apis(broker) -> list[Api]:
                     partition_index=index, error_code=error, active_producers=[
                         R.TopicResponse.PartitionResponse.ProducerState(
                             producer_id=p.producer_id, producer_epoch=p.epoch, last_sequence=p.last_sequence,
-                            last_timestamp=p.last_timestamp, coordinator_epoch=-1)
+                            last_timestamp=p.last_timestamp,
+                            coordinator_epoch=getattr(p, "coordinator_epoch", -1),
+                            current_txn_start_offset=getattr(p, "current_txn_start_offset", -1))
                         for p in producers]))
             topics.append(R.TopicResponse(name=t.name, partitions=partitions))
         return R(topics=topics)

@@ -1,0 +1,193 @@
+"""The transaction APIs: AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, WriteTxnMarkers,
+DescribeTransactions and ListTransactions (InitProducerId with a transactional id and
+DescribeProducers are produce.py's; FindCoordinator's TRANSACTION key type is groups.py's).
+
+The producer's requests step the transaction coordinator's core (broker/transactions/) through
+its runtime and are answered once the record of their transition is committed to
+``__transaction_state``. A client's transaction version is 2 for EndTxn v5+ and
+AddPartitionsToTxn v5+ (KIP-890: the epoch is bumped at each transaction's end), 0 below.
+
+AddPartitionsToTxn v0-v3 is a client's, for one transaction: a partition that does not exist
+answers UNKNOWN_TOPIC_OR_PARTITION and the request's other partitions OPERATION_NOT_ATTEMPTED,
+as Kafka answers. v4+ is a broker's, batched (``transactions``, one result each); with
+``verify_only`` nothing is added: each partition answers whether the transaction holds it
+(KIP-890's verification: TRANSACTION_ABORTABLE when it does not).
+
+WriteTxnMarkers is the partition leader's side of the markers: each marker's partitions get
+one control batch (engine/control.py), appended with acks=-1 as the coordinator's write
+(ORIGIN_COORDINATOR), answered per partition; a ``__consumer_offsets`` partition's marker is
+written by the group coordinator (``complete_transaction``), which applies or drops the
+producer's transactional offsets with it.
+"""
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from typing import Any
+
+from broker.transactions.coordinator import OFFSETS_TOPIC, TxnReply
+from engine.control import CONTROL_ABORT, CONTROL_COMMIT, build_end_txn_marker_batch
+from engine.log import ORIGIN_COORDINATOR
+from protocol import messages as M
+from protocol.dispatch import Api
+from protocol.errors import Error
+
+REPLY_TIMEOUT_S = 60.0  # a write is answered within its append timeout; this only guards a bug
+MARKER_APPEND_TIMEOUT_MS = 30000  # Kafka's request.timeout.ms for the markers' acks=-1
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _partitions(topics) -> list[tuple[str, int]]:
+    return [(t.name, p) for t in topics for p in t.partitions]
+
+
+def apis(broker) -> list[Api]:
+    runtime = broker.transactions
+
+    async def call(step, error_reply) -> Any:
+        """Run a core step whose reply goes to a fresh waiter; its reply."""
+        waiter = runtime.waiter()
+        runtime.run(step(waiter))
+        try:
+            return await asyncio.wait_for(waiter, REPLY_TIMEOUT_S)
+        except TimeoutError:
+            return error_reply(Error.REQUEST_TIMED_OUT)
+
+    def exists(topic: str, partition: int) -> bool:
+        t = broker.image.topics.get(topic)
+        return t is not None and partition in t.partitions
+
+    # ---- AddPartitionsToTxn ----------------------------------------------------------------
+
+    def topic_results(errors: dict[tuple[str, int], int]) -> list:
+        R = M.AddPartitionsToTxnResponse
+        by_topic: dict[str, list] = {}
+        for (topic, p), code in errors.items():
+            by_topic.setdefault(topic, []).append(
+                R.AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=code))
+        return [R.AddPartitionsToTxnTopicResult(name=t, results_by_partition=ps)
+                for t, ps in by_topic.items()]
+
+    async def add_one(tid: str, producer_id: int, producer_epoch: int, parts: list[tuple[str, int]],
+                      verify_only: bool, tv: int) -> dict[tuple[str, int], int]:
+        if verify_only:
+            return runtime.core.verify_partitions(tid, producer_id, producer_epoch, parts)
+        missing = [tp for tp in parts if not exists(*tp)]
+        if missing:
+            return {tp: Error.UNKNOWN_TOPIC_OR_PARTITION if tp in missing else Error.OPERATION_NOT_ATTEMPTED
+                    for tp in parts}
+        reply = await call(lambda w: runtime.core.add_partitions(tid, producer_id, producer_epoch, parts,
+                                                                 _now_ms(), w, tv),
+                           TxnReply)
+        return dict.fromkeys(parts, reply.error_code)
+
+    async def handle_add_partitions_to_txn(header, req):
+        R = M.AddPartitionsToTxnResponse
+        version = header.api_version
+        tv = 2 if version >= 5 else 0
+        if version < 4:
+            parts = _partitions(req.v3_and_below_topics)
+            errors = await add_one(req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
+                                   req.v3_and_below_producer_epoch, parts, False, tv)
+            return R(results_by_topic_v3_and_below=topic_results(errors))
+        results = await asyncio.gather(*[
+            add_one(t.transactional_id, t.producer_id, t.producer_epoch, _partitions(t.topics),
+                    t.verify_only, tv) for t in req.transactions])
+        return R(error_code=Error.NONE, results_by_transaction=[
+            R.AddPartitionsToTxnResult(transactional_id=t.transactional_id, topic_results=topic_results(e))
+            for t, e in zip(req.transactions, results)])
+
+    # ---- AddOffsetsToTxn, EndTxn ---------------------------------------------------------------
+
+    async def handle_add_offsets_to_txn(header, req):
+        R = M.AddOffsetsToTxnResponse
+        reply = await call(lambda w: runtime.core.add_offsets(
+            req.transactional_id, req.producer_id, req.producer_epoch, req.group_id, _now_ms(), w, 0),
+            lambda code: R(error_code=code))
+        return R(error_code=reply.error_code)
+
+    async def handle_end_txn(header, req):
+        R = M.EndTxnResponse
+        tv = 2 if header.api_version >= 5 else 0
+        reply = await call(lambda w: runtime.core.end_txn(
+            req.transactional_id, req.producer_id, req.producer_epoch, req.committed, _now_ms(), w, tv),
+            lambda code: R(error_code=code))
+        return R(error_code=reply.error_code, producer_id=getattr(reply, "producer_id", -1),
+                 producer_epoch=getattr(reply, "producer_epoch", -1))
+
+    # ---- WriteTxnMarkers ------------------------------------------------------------------------
+
+    async def handle_write_txn_markers(header, req):
+        R = M.WriteTxnMarkersResponse
+        TR = R.WritableTxnMarkerResult.WritableTxnMarkerTopicResult
+        PR = TR.WritableTxnMarkerPartitionResult
+        now = _now_ms()
+        errors: dict[tuple[int, str, int], int] = {}  # (marker index, topic, partition) -> error
+        entries, keys, offsets_writes = [], [], []
+        for i, marker in enumerate(req.markers):
+            control = CONTROL_COMMIT if marker.transaction_result else CONTROL_ABORT
+            for t in marker.topics:
+                for p in t.partition_indexes:
+                    if t.name == OFFSETS_TOPIC:
+                        offsets_writes.append(((i, t.name, p), marker))
+                        continue
+                    batch = bytearray(build_end_txn_marker_batch(control, marker.producer_id,
+                                                                 marker.producer_epoch,
+                                                                 marker.coordinator_epoch, now))
+                    entries.append((t.name, p, batch))
+                    keys.append((i, t.name, p))
+        if entries:
+            results = await broker.replicas.append_records(entries, -1, MARKER_APPEND_TIMEOUT_MS,
+                                                           origin=ORIGIN_COORDINATOR)
+            for key, result in zip(keys, results):
+                errors[key] = result.error
+        for key, marker in offsets_writes:
+            complete = getattr(broker.groups, "complete_transaction", None)
+            if complete is None:
+                errors[key] = Error.UNKNOWN_SERVER_ERROR
+                continue
+            errors[key] = await complete(key[2], marker.producer_id, marker.producer_epoch,
+                                         marker.coordinator_epoch, marker.transaction_result,
+                                         getattr(marker, "transaction_version", 0))
+        out = []
+        for i, marker in enumerate(req.markers):
+            out.append(R.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=[
+                TR(name=t.name, partitions=[PR(partition_index=p, error_code=errors[(i, t.name, p)])
+                                            for p in t.partition_indexes])
+                for t in marker.topics]))
+        return R(markers=out)
+
+    # ---- DescribeTransactions, ListTransactions ------------------------------------------------
+
+    async def handle_describe_transactions(header, req):
+        R = M.DescribeTransactionsResponse
+        TS = R.TransactionState
+        states = []
+        for tid in req.transactional_ids:
+            d = runtime.core.describe(tid)
+            topics = [TS.TopicData(topic=t, partitions=ps) for t, ps in d.pop("topics", [])]
+            states.append(TS(**d, topics=topics))
+        return R(transaction_states=states)
+
+    async def handle_list_transactions(header, req):
+        R = M.ListTransactionsResponse
+        version = header.api_version
+        pattern = req.transactional_id_pattern if version >= 2 else None
+        try:
+            listed = runtime.core.list_transactions(req.state_filters, req.producer_id_filters, _now_ms(),
+                                                    req.duration_filter if version >= 1 else -1,
+                                                    pattern or None)
+        except re.error:
+            return R(error_code=Error.INVALID_REQUEST, unknown_state_filters=[], transaction_states=[])
+        return R(error_code=listed["error_code"], unknown_state_filters=listed["unknown_state_filters"],
+                 transaction_states=[R.TransactionState(transactional_id=tid, producer_id=pid,
+                                                        transaction_state=state)
+                                     for tid, pid, state in listed["transaction_states"]])
+
+    return [Api(24, 0, 5, handle_add_partitions_to_txn), Api(25, 0, 4, handle_add_offsets_to_txn),
+            Api(26, 0, 5, handle_end_txn), Api(27, 1, 2, handle_write_txn_markers),
+            Api(65, 0, 0, handle_describe_transactions), Api(66, 0, 2, handle_list_transactions)]

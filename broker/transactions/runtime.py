@@ -1,0 +1,309 @@
+"""The transaction coordinator's asyncio shell: the broker's IO around the pure core
+(coordinator.py), as broker/groups/runtime.py is the group coordinator's.
+
+Theory of operation. The shell
+
+- watches the metadata image for the ``__transaction_state`` partitions this broker leads:
+  it loads each by replaying its log (``storage.replay``; the coordinator epoch is the
+  partition's leader epoch), unloads it when the leadership moves away, and reloads it when
+  its leader epoch changed in between;
+- appends each ``Write``'s record to its partition as one batch with acks=-1 (Kafka's
+  appendTransactionToLog: requiredAcks -1, so transaction.state.log.min.isr replicas hold it)
+  and steps the core with the outcome (``complete_write``); the core's error mapping is
+  Kafka's (coordinator.append_error). Writes to one partition are appended in the order the
+  core made them; a CompleteCommit/CompleteAbort that failed is appended again after
+  ``RETRY_BACKOFF_S``;
+- hands the core's ``MarkerRequest``s to the marker channel (markers.py), which reports each
+  written partition back (``on_markers_written``);
+- answers each parked request (a future) with the core's reply, which the core gives only once
+  the request's record is committed;
+- keeps a block of producer ids at hand (the core's allocator is synchronous): the broker's
+  block is fetched ahead from the controller (AllocateProducerIds) before it runs out; while
+  none is at hand the core answers COORDINATOR_LOAD_IN_PROGRESS (retriable), as Kafka's
+  RPCProducerIdManager does before its first block arrives;
+- ticks the core every transaction.abort.timed.out.transaction.cleanup.interval.ms (abort
+  the transactions older than their timeout) and every
+  transaction.remove.expired.transaction.cleanup.interval.ms (expire the ids idle for
+  transactional.id.expiration.ms);
+- asks the controller to create ``__transaction_state`` the first time a FindCoordinator
+  needs it, with Kafka's configs for it (``state_topic_configs``).
+
+Loading reads the partition from its log start offset to its log end offset, as Kafka's
+loadTransactionsForTxnTopicPartition does (transaction.state.log.load.buffer.size at a time);
+control batches are skipped. A transaction found in PrepareCommit or PrepareAbort resumes its
+markers.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from broker.groups.storage import build_records_batch
+from broker.transactions import storage
+from broker.transactions.coordinator import Effects, TransactionConfig, TransactionCoordinator, Write
+from broker.transactions.markers import MarkerChannel
+from engine.log import FETCH_LOG_END, ORIGIN_COORDINATOR
+from ext.batch import decode_records, iter_batches
+from protocol import messages as M
+from protocol.errors import Error
+
+log = logging.getLogger("strom.broker.transactions")
+
+TOPIC = storage.TRANSACTION_STATE_TOPIC
+CREATE_TOPICS_VERSION = 7
+CREATE_RETRY_S = 1.0
+RETRY_BACKOFF_S = 0.1
+APPEND_TIMEOUT_MS = 30000  # Kafka's transaction coordinator waits request.timeout.ms for acks=-1
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def state_topic_configs(config: Any) -> dict[str, str]:
+    """The configs Kafka creates ``__transaction_state`` with (TransactionStateManager's
+    transactionTopicConfigs)."""
+    return {
+        "cleanup.policy": "compact",
+        "compression.type": "uncompressed",
+        "min.insync.replicas": str(config["transaction.state.log.min.isr"]),
+        "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
+        "unclean.leader.election.enable": "false",
+    }
+
+
+def read_records(log_: Any, chunk_bytes: int) -> list[tuple[bytes, bytes | None]]:
+    """The (key, value) records of a ``__transaction_state`` partition from its log start offset
+    to its log end offset (as it stood when reading began), control batches left out."""
+    out: list[tuple[bytes, bytes | None]] = []
+    offset, end = log_.log_start_offset, log_.log_end_offset
+    while offset < end:
+        info = log_.read(offset, chunk_bytes, FETCH_LOG_END)
+        if info.records is None:
+            break
+        data = info.records.read() if hasattr(info.records, "read") else bytes(info.records)
+        last = None
+        for header in iter_batches(data):
+            last = header
+            if header.is_control:
+                continue
+            for record in decode_records(data, header.position, False):
+                if record.key is not None:
+                    out.append((bytes(record.key), None if record.value is None else bytes(record.value)))
+        if last is None or last.next_offset <= offset:
+            break
+        offset = last.next_offset
+    return out
+
+
+class TransactionCoordinatorRuntime:
+    def __init__(self, broker: Any):
+        self.broker = broker
+        c = broker.config
+        self.core = TransactionCoordinator(
+            self._take_producer_id,
+            TransactionConfig(max_timeout_ms=c["transaction.max.timeout.ms"],
+                              id_expiration_ms=c["transactional.id.expiration.ms"],
+                              offsets_partitions=c["offsets.topic.num.partitions"]),
+            num_partitions=0)
+        self.abort_interval_ms = c["transaction.abort.timed.out.transaction.cleanup.interval.ms"]
+        self.expire_interval_ms = c["transaction.remove.expired.transaction.cleanup.interval.ms"]
+        self.load_buffer = c["transaction.state.log.load.buffer.size"]
+        self.markers = MarkerChannel(self)
+        self._epochs: dict[int, int] = {}  # partition -> leader epoch, loading or loaded here
+        self._loads: dict[int, asyncio.Task] = {}
+        self._tasks: list[asyncio.Task] = []
+        self._writes: set[asyncio.Task] = set()
+        self._creating: asyncio.Task | None = None
+        self._refill: asyncio.Task | None = None
+
+    # ---- lifecycle -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._watch_metadata()),
+                       loop.create_task(self._every(self.abort_interval_ms, False)),
+                       loop.create_task(self._every(self.expire_interval_ms, True))]
+        self.markers.start()
+        self._refill_producer_ids()
+
+    async def stop(self) -> None:
+        tasks = self._tasks + list(self._loads.values()) + list(self._writes)
+        tasks += [t for t in (self._creating, self._refill) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.markers.stop()
+        for p in sorted(set(self._epochs) | set(self.core.owned) | set(self.core.loading)):
+            self._unload(p)
+
+    # ---- producer ids --------------------------------------------------------------------
+
+    def _take_producer_id(self) -> int | None:
+        take = getattr(self.broker, "take_producer_id", None)
+        return take() if take is not None else None
+
+    def _refill_producer_ids(self) -> None:
+        if getattr(self.broker, "prefetch_producer_ids", None) is not None \
+                and (self._refill is None or self._refill.done()):
+            self._refill = asyncio.get_running_loop().create_task(self._prefetch())
+
+    async def _prefetch(self) -> None:
+        try:
+            await self.broker.prefetch_producer_ids()
+        except (ConnectionError, TimeoutError, OSError, RuntimeError) as e:
+            log.warning("fetching a block of producer ids failed: %s", e)
+
+    # ---- the topic and its partitions ----------------------------------------------------
+
+    def ensure_state_topic(self) -> bool:
+        """True if ``__transaction_state`` exists; otherwise start creating it (once)."""
+        if TOPIC in self.broker.image.topics:
+            return True
+        if self._creating is None or self._creating.done():
+            self._creating = asyncio.get_running_loop().create_task(self._create_state_topic())
+        return False
+
+    async def _create_state_topic(self) -> None:
+        c = self.broker.config
+        R = M.CreateTopicsRequest
+        request = R(topics=[R.CreatableTopic(
+            name=TOPIC, num_partitions=c["transaction.state.log.num.partitions"],
+            replication_factor=c["transaction.state.log.replication.factor"],
+            configs=[R.CreatableTopic.CreatableTopicConfig(name=k, value=v)
+                     for k, v in state_topic_configs(c).items()])],
+            timeout_ms=5000, validate_only=False)
+        try:
+            response = await self.broker.follower.forward(19, CREATE_TOPICS_VERSION, request)
+            for t in response.topics:
+                if t.error_code not in (Error.NONE, Error.TOPIC_ALREADY_EXISTS):
+                    log.warning("creating %s failed: %s %s", t.name, Error(t.error_code).name,
+                                t.error_message)
+                    await asyncio.sleep(CREATE_RETRY_S)
+        except (ConnectionError, TimeoutError, OSError) as e:
+            log.warning("creating %s failed: %s", TOPIC, e)
+            await asyncio.sleep(CREATE_RETRY_S)
+
+    def coordinator_of(self, transactional_id: str) -> tuple[int, int]:
+        """(error, node id of the leader of the id's ``__transaction_state`` partition)."""
+        topic = self.broker.image.topics.get(TOPIC)
+        if topic is None or not topic.partitions:
+            return Error.COORDINATOR_NOT_AVAILABLE, -1
+        partition = topic.partitions.get(storage.partition_for(transactional_id, len(topic.partitions)))
+        if partition is None or partition.leader < 0:
+            return Error.COORDINATOR_NOT_AVAILABLE, -1
+        return Error.NONE, partition.leader
+
+    async def _watch_metadata(self) -> None:
+        while True:
+            try:
+                self._reconcile()
+            except Exception:
+                log.exception("transaction coordinator: reconciling with the metadata image failed")
+            await self.broker.follower.wait_for_change(1.0)
+
+    def _reconcile(self) -> None:
+        topic = self.broker.image.topics.get(TOPIC)
+        led: dict[int, int] = {}
+        if topic is not None:
+            self.core.num_partitions = len(topic.partitions)
+            led = {p: st.leader_epoch for p, st in topic.partitions.items()
+                   if st.leader == self.broker.node_id}
+        for p in sorted(set(self._epochs) | set(self.core.owned) | set(self.core.loading)):
+            if p not in led or self._epochs.get(p) != led[p]:
+                self._unload(p)
+        if topic is None:
+            self.core.num_partitions = 0
+            return
+        for p, epoch in sorted(led.items()):
+            if p not in self._epochs:
+                self._epochs[p] = epoch
+                self.core.begin_load(p, epoch)
+                self._loads[p] = asyncio.get_running_loop().create_task(self._load(p, epoch))
+
+    async def _load(self, partition: int, epoch: int) -> None:
+        started = time.monotonic()
+        log_ = self.broker.replicas.local_log(TOPIC, partition)
+        records = read_records(log_, self.load_buffer) if log_ is not None else []
+        await asyncio.sleep(0)
+        self._loads.pop(partition, None)
+        transactions = storage.replay(records)
+        self.run(self.core.complete_load(partition, epoch, transactions, _now_ms()))
+        log.info("loaded %s-%d at coordinator epoch %d: %d transactional ids from %d records in %.3f s",
+                 TOPIC, partition, epoch, len(transactions), len(records), time.monotonic() - started)
+
+    def _unload(self, partition: int) -> None:
+        task = self._loads.pop(partition, None)
+        if task is not None:
+            task.cancel()
+        self._epochs.pop(partition, None)
+        self.core.unload(partition)
+        self.markers.drop_partition(partition)
+
+    # ---- effects -------------------------------------------------------------------------
+
+    def waiter(self) -> asyncio.Future:
+        return asyncio.get_running_loop().create_future()
+
+    def run(self, fx: Effects) -> None:
+        """Append the step's writes (in order), send its markers, answer its replies."""
+        for write in fx.writes:
+            self._append(write)
+        for request in fx.markers:
+            self.markers.add(request)
+        for waiter, reply in fx.replies:
+            if isinstance(waiter, asyncio.Future) and not waiter.done():
+                waiter.set_result(reply)
+        self._refill_producer_ids_if_low()
+
+    def _refill_producer_ids_if_low(self) -> None:
+        low = getattr(self.broker, "producer_ids_low", None)
+        if low is not None and low():
+            self._refill_producer_ids()
+
+    def _append(self, write: Write, delay: float = 0.0) -> None:
+        """Append the write's record now (so writes keep their order) and complete it once
+        committed or failed."""
+        now = _now_ms()
+        if delay:
+            task = asyncio.get_running_loop().create_task(self._append_later(write, delay))
+        else:
+            batch = build_records_batch([write.record], now)
+            entries = [(TOPIC, write.partition, batch)]
+            results = self.broker.replicas.append_records_locally(entries, -1, origin=ORIGIN_COORDINATOR)
+            task = asyncio.get_running_loop().create_task(self._complete(write, entries, results))
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    async def _append_later(self, write: Write, delay: float) -> None:
+        await asyncio.sleep(delay)
+        self._append(write)
+
+    async def _complete(self, write: Write, entries: list, results: list) -> None:
+        if not results[0].error:
+            await self.broker.replicas.wait_replicated(entries, results, APPEND_TIMEOUT_MS)
+        error = results[0].error
+        if error:
+            log.warning("appending %s's %s record to %s-%d failed: %s", write.transactional_id, write.kind,
+                        TOPIC, write.partition, Error(error).name)
+        fx = self.core.complete_write(write, error, _now_ms())
+        if error and write.kind == "complete":
+            for again in fx.writes:
+                self._append(again, RETRY_BACKOFF_S)
+            fx.writes = []
+        self.run(fx)
+
+    def markers_written(self, transactional_id: str, coordinator_epoch: int, partitions: list) -> None:
+        self.run(self.core.on_markers_written(transactional_id, coordinator_epoch, partitions, _now_ms()))
+
+    async def _every(self, interval_ms: int, expire: bool) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                fx = self.core.tick(_now_ms(), expire=expire)
+                if fx.writes or fx.replies or fx.markers:
+                    self.run(fx)
+            except Exception:
+                log.exception("transaction coordinator timers failed")
