@@ -503,7 +503,7 @@ class ClassicGroups:
     # ---- offsets -------------------------------------------------------------------------
 
     def validate_offset_commit(self, group_id: str, generation_id: int, member_id: str,
-                               instance_id: str | None, version: int) -> int:
+                               instance_id: str | None, version: int, transactional: bool = False) -> int:
         """Whether the classic group ``group_id`` takes an OffsetCommit now, in Kafka 4.x's
         order (OffsetMetadataManager.validateOffsetCommit, ClassicGroup.validateOffsetCommit):
 
@@ -519,12 +519,19 @@ class ClassicGroups:
                                  not its assignment yet
 
         PreparingRebalance takes the commit of a member of the current generation: that is a
-        consumer committing in its partitions-revoked callback before it rejoins."""
+        consumer committing in its partitions-revoked callback before it rejoins.
+
+        A ``transactional`` commit (TxnOffsetCommit) differs in two rules: one that names no
+        member, generation or instance id (v0-2 carry none) is taken in any state, and
+        CompletingRebalance does not refuse it; an unknown group with a generation answers
+        ILLEGAL_GENERATION at every version."""
         group = self.groups.get(group_id)
         if group is None:
             if generation_id < 0:
                 return Error.NONE
-            return Error.GROUP_ID_NOT_FOUND if version >= 9 else Error.ILLEGAL_GENERATION
+            if version >= 9 and not transactional:
+                return Error.GROUP_ID_NOT_FOUND
+            return Error.ILLEGAL_GENERATION
         if group.state == DEAD:
             return Error.COORDINATOR_NOT_AVAILABLE
         if generation_id < 0 and group.state == EMPTY:
@@ -535,9 +542,9 @@ class ClassicGroups:
                 return code
             if generation_id != group.generation_id:
                 return Error.ILLEGAL_GENERATION
-        elif group.state != EMPTY:
+        elif group.state != EMPTY and not transactional:
             return Error.UNKNOWN_MEMBER_ID
-        if group.state == COMPLETING_REBALANCE:
+        if group.state == COMPLETING_REBALANCE and not transactional:
             return Error.REBALANCE_IN_PROGRESS
         return Error.NONE
 

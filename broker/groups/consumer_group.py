@@ -513,20 +513,26 @@ class ConsumerGroups:
     # ---- offsets ---------------------------------------------------------------------------
 
     def validate_offset_commit(self, group: ConsumerGroup, member_id: str, member_epoch: int,
-                               version: int) -> int:
+                               version: int, instance_id: str | None = None,
+                               transactional: bool = False) -> int:
         """Kafka 4.x's ConsumerGroup.validateOffsetCommit: member epoch -1 (the admin client, a
         consumer without group management) commits only to a group with no members; otherwise
         the member must exist (UNKNOWN_MEMBER_ID), commit with OffsetCommit v9+ since it uses
         the consumer protocol (UNSUPPORTED_VERSION), and with its current epoch
         (STALE_MEMBER_EPOCH). Every member here uses the consumer protocol: a classic-protocol
         JoinGroup to a consumer group with members is refused, so none gets the
-        ILLEGAL_GENERATION that Kafka answers such a member."""
+        ILLEGAL_GENERATION that Kafka answers such a member.
+
+        A ``transactional`` commit (TxnOffsetCommit) naming no member, epoch or instance id is
+        taken (its v0-2 carry none), and its version is not checked."""
         if member_epoch < 0 and not group.members:
+            return Error.NONE
+        if transactional and member_epoch == -1 and not member_id and instance_id is None:
             return Error.NONE
         member = group.members.get(member_id)
         if member is None:
             return Error.UNKNOWN_MEMBER_ID
-        if version < 9:
+        if version < 9 and not transactional:
             return Error.UNSUPPORTED_VERSION
         if member_epoch != member.member_epoch:
             return Error.STALE_MEMBER_EPOCH

@@ -34,6 +34,16 @@ protocols share and hands each protocol's requests to the class that runs it:
 
 A group id is one or the other; both share the committed offsets and the timers here.
 
+Transactional offset commits (KIP-98, KIP-447). TxnOffsetCommit is validated as an
+OffsetCommit is, with Kafka's transactional rules (``commit_transactional_offsets``), and its
+records are written in one transactional batch of the producer (``Effects.producer``). Once
+committed they are *pending* for that producer (``pending``, ``open_txns``: storage.py has the
+replay rules) and invisible to OffsetFetch; the transaction coordinator's marker, appended
+through the shell (``complete_transaction`` there), commits or drops them once it is
+committed itself. OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for a
+partition with pending offsets; retention keeps such a partition's offset and its group;
+DeleteGroups and OffsetDelete write a tombstone for a partition with pending offsets only.
+
 Offsets retention (offsets.retention.minutes) is a pass the shell runs every
 offsets.retention.check.interval.ms: ``cleanup_group_metadata`` writes tombstones for the
 offsets broker/groups/retention.py finds expired, and deletes each Empty group left with no
@@ -79,6 +89,9 @@ class CoordinatorConfig:
 class Effects:
     appends: list[tuple[int, list[Record]]] = field(default_factory=list)
     replies: list[tuple[Any, Any]] = field(default_factory=list)
+    # (producer id, producer epoch): the appends are a transaction's offset commits, written as
+    # one transactional batch of that producer (TxnOffsetCommit); None for the coordinator's own
+    producer: tuple[int, int] | None = None
     # What happened to a group's membership, for the operator's log (Kafka logs the same at INFO).
     events: list[str] = field(default_factory=list)
 
@@ -106,6 +119,9 @@ class GroupCoordinator:
         self.owned: set[int] = set()
         self.loading: set[int] = set()
         self.offsets: dict[str, dict[tuple[str, int], storage.OffsetAndMetadata]] = {}
+        # transactional offsets of transactions not ended yet (storage.GroupState's fields)
+        self.pending: dict[int, dict[str, dict[tuple[str, int], storage.OffsetAndMetadata]]] = {}
+        self.open_txns: dict[str, set[int]] = {}
         self.classic = ClassicGroups(self, self.config)
         self.consumer = ConsumerGroups(self, self.config.consumer)
 
@@ -144,16 +160,24 @@ class GroupCoordinator:
         self.owned.add(partition)
         for group_id, offsets in state.offsets.items():
             self.offsets[group_id] = dict(offsets)
+        for producer_id, by_group in state.pending.items():
+            mine = self.pending.setdefault(producer_id, {})
+            for group_id, offsets in by_group.items():
+                mine[group_id] = dict(offsets)
+        for group_id, producers in state.open_txns.items():
+            self.open_txns[group_id] = set(producers)
         for group_id, value in state.groups.items():
             self.classic.load(group_id, value, now_ms)
         for group_id, records in state.consumer_groups.items():
             self.consumer.load(group_id, records, now_ms)
-        for group_id in state.offsets:
+        for group_id in [*state.offsets, *state.open_txns]:
             self._ensure_simple_group(group_id, now_ms)
 
     def _ensure_simple_group(self, group_id: str, now_ms: int) -> None:
-        """Offsets with no group record: the group of a consumer without group management."""
-        if group_id in self.offsets and group_id not in self.groups and group_id not in self.consumer.groups:
+        """Offsets with no group record, committed or pending in a transaction: the group of a
+        consumer without group management."""
+        if (group_id in self.offsets or group_id in self.open_txns) and group_id not in self.groups \
+                and group_id not in self.consumer.groups:
             self.groups[group_id] = ClassicGroup(group_id, state_timestamp=now_ms, protocol_type="")
 
     def unload(self, partition: int) -> Effects:
@@ -165,23 +189,46 @@ class GroupCoordinator:
             self.classic.unload(fx, group_id)
         for group_id in [g for g in self.offsets if self.partition_for(g) == partition]:
             del self.offsets[group_id]
+        for group_id in [g for g in self.open_txns if self.partition_for(g) == partition]:
+            del self.open_txns[group_id]
+        for producer_id, by_group in list(self.pending.items()):
+            for group_id in [g for g in by_group if self.partition_for(g) == partition]:
+                del by_group[group_id]
+            if not by_group:
+                del self.pending[producer_id]
         for group_id in [g for g in self.consumer.groups if self.partition_for(g) == partition]:
             del self.consumer.groups[group_id]
         return fx
 
-    def apply_records(self, records: list[Record], now_ms: int = 0) -> None:
-        """Committed records of this partition, in log order: offset commits and their
-        tombstones take effect, and a group left with offsets but no group becomes a simple
-        group, as loading makes it (group records describe state the core already holds)."""
-        scratch = storage.GroupState(offsets=self.offsets)
+    def apply_records(self, records: list[Record], now_ms: int = 0, base_offset: int = -1,
+                      producer_id: int = -1) -> None:
+        """Committed records of this partition, one batch written at ``base_offset`` (-1:
+        unknown) by ``producer_id`` (a transaction's, or -1): ``apply_batch``."""
+        offsets = [base_offset + i if base_offset >= 0 else -1 for i in range(len(records))]
+        self.apply_batch(storage.LogBatch([(o, k, v) for o, (k, v) in zip(offsets, records)], producer_id),
+                         now_ms)
+
+    def apply_batch(self, batch: storage.LogBatch, now_ms: int = 0) -> None:
+        """A committed batch of this partition, in log order: offset commits and their
+        tombstones take effect (a transaction's stay pending until its marker, which commits
+        or drops them), and a group left with offsets but no group becomes a simple group, as
+        loading makes it (group records describe state the core already holds)."""
+        self._txn_state().replay_batch(batch)
         committed_to: set[str] = set()
-        for key, value in records:
-            scratch.replay(key, value)
+        for _, key, value in batch.records:
             version, k = storage.parse_key(key)
             if version <= 1 and value is not None:
                 committed_to.add(k.group)
         for group_id in committed_to:
             self._ensure_simple_group(group_id, now_ms)
+
+    def _txn_state(self) -> storage.GroupState:
+        """The core's offsets as a GroupState, to replay into (it shares the core's dicts)."""
+        return storage.GroupState(offsets=self.offsets, pending=self.pending, open_txns=self.open_txns)
+
+    def pending_partitions(self, group_id: str) -> set[tuple[str, int]]:
+        """The group's partitions with an offset pending in a transaction not ended yet."""
+        return self._txn_state().pending_partitions(group_id)
 
     # ---- the classic group protocol ------------------------------------------------------
 
@@ -247,11 +294,56 @@ class GroupCoordinator:
         fx.append(self.partition_for(group_id), records)
         return errors, fx
 
-    def _validate_commit(self, group_id, generation_id, member_id, instance_id, version) -> int:
+    def _validate_commit(self, group_id, generation_id, member_id, instance_id, version,
+                         transactional: bool = False) -> int:
         consumer_group = self.consumer.groups.get(group_id)
         if consumer_group is not None:
-            return self.consumer.validate_offset_commit(consumer_group, member_id, generation_id, version)
-        return self.classic.validate_offset_commit(group_id, generation_id, member_id, instance_id, version)
+            return self.consumer.validate_offset_commit(consumer_group, member_id, generation_id, version,
+                                                        instance_id, transactional)
+        return self.classic.validate_offset_commit(group_id, generation_id, member_id, instance_id, version,
+                                                   transactional)
+
+    def commit_transactional_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                                     generation_id: int, member_id: str, instance_id: str | None,
+                                     offsets: list[tuple[str, int, int, int, str | None]], version: int,
+                                     now_ms: int) -> tuple[list[int], Effects]:
+        """TxnOffsetCommit (KIP-98, KIP-447): an error per offset; the records to append as one
+        transactional batch of the producer (``fx.producer``). Kafka 4.x's
+        OffsetMetadataManager.validateTransactionalOffsetCommit:
+
+            no such group          generation -1: accepted (a simple group, created when the
+                                   records are applied); else ILLEGAL_GENERATION
+            a classic group        Dead: COORDINATOR_NOT_AVAILABLE; generation -1 and Empty, or
+                                   no member, generation or instance id (v0-2 carry none):
+                                   accepted in any state; else the member (UNKNOWN_MEMBER_ID,
+                                   FENCED_INSTANCE_ID) and its generation (ILLEGAL_GENERATION);
+                                   a rebalance in progress does not refuse it
+            a consumer group       epoch -1 with no members, or no member, epoch or instance
+                                   id: accepted; else UNKNOWN_MEMBER_ID, and a stale member
+                                   epoch answers ILLEGAL_GENERATION
+
+        then OFFSET_METADATA_TOO_LARGE per offset. The offsets stay pending, invisible to
+        OffsetFetch, until the transaction's marker commits them."""
+        fx = Effects(producer=(producer_id, producer_epoch))
+        code = self.coordinator_error(group_id) if group_id else Error.INVALID_GROUP_ID
+        if code == Error.NONE:
+            code = self._validate_commit(group_id, generation_id, member_id, instance_id, version,
+                                         transactional=True)
+            if code == Error.STALE_MEMBER_EPOCH:
+                code = Error.ILLEGAL_GENERATION
+        if code != Error.NONE:
+            return [code] * len(offsets), fx
+        errors: list[int] = []
+        records: list[Record] = []
+        for topic, partition, offset, leader_epoch, metadata in offsets:
+            if metadata is not None and len(metadata.encode()) > self.config.offset_metadata_max_bytes:
+                errors.append(Error.OFFSET_METADATA_TOO_LARGE)
+                continue
+            errors.append(Error.NONE)
+            value = storage.offset_commit_value(offset, leader_epoch, metadata or "", now_ms)
+            records.append((storage.offset_commit_key(group_id, topic, partition), value))
+        fx.append(self.partition_for(group_id), records)
+        return errors, fx
 
     def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None,
                       member_id: str | None = None, member_epoch: int = -1
@@ -358,7 +450,7 @@ class GroupCoordinator:
             return code, [], fx
         assert group is not None
         subscribed = retention.subscription(group)
-        present = set(self.offsets.get(group_id, {}))
+        present = set(self.offsets.get(group_id, {})) | self.pending_partitions(group_id)
         present.update((t, p) for g, t, p in pending if g == group_id)
         out: list[tuple[str, list[tuple[int, int]]]] = []
         records: list[Record] = []
@@ -373,9 +465,11 @@ class GroupCoordinator:
         return Error.NONE, out, fx
 
     def _offset_tombstones(self, group_id: str) -> list[Record]:
-        """A tombstone for each committed offset of the group, in (topic, partition) order."""
-        return [(storage.offset_commit_key(group_id, t, p), None)
-                for t, p in sorted(self.offsets.get(group_id, {}))]
+        """A tombstone for each committed offset of the group, and for each partition with
+        only a pending transactional offset (Kafka's deleteAllOffsets), in (topic, partition)
+        order."""
+        partitions = set(self.offsets.get(group_id, {})) | self.pending_partitions(group_id)
+        return [(storage.offset_commit_key(group_id, t, p), None) for t, p in sorted(partitions)]
 
     def _delete_group(self, group: ClassicGroup | ConsumerGroup, now_ms: int) -> list[Record]:
         """Remove an Empty group; the tombstones of its own records (its offsets are the caller's)."""
@@ -394,6 +488,10 @@ class GroupCoordinator:
         waiting: dict[str, set[tuple[str, int]]] = {}
         for group_id, topic, partition in pending:
             waiting.setdefault(group_id, set()).add((topic, partition))
+        # A partition with a pending transactional offset keeps its offset, and a group with an
+        # open transaction is not deleted (Kafka's cleanupExpiredOffsets).
+        for group_id in self.open_txns:
+            waiting.setdefault(group_id, set()).update(self.pending_partitions(group_id))
         groups: list[ClassicGroup | ConsumerGroup] = [*self.groups.values(), *self.consumer.groups.values()]
         for group in groups:
             group_id = group.group_id
@@ -405,7 +503,7 @@ class GroupCoordinator:
             records: list[Record] = [(storage.offset_commit_key(group_id, t, p), None) for t, p in expired]
             if expired:
                 fx.event(f"group {group_id}: {len(expired)} committed offsets expired")
-            if none_left and group.state == EMPTY:
+            if none_left and group.state == EMPTY and group_id not in self.open_txns:
                 fx.event(f"group {group_id} is Empty with no committed offsets left; deleting it")
                 records += self._delete_group(group, now_ms)
             fx.append(self.partition_for(group_id), records)

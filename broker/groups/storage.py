@@ -27,6 +27,24 @@ Example, OffsetCommitKey v1 for ("g", "t", 3): ``0001 0001 67 0001 74 00000003``
 The partition is compacted: the latest record of a key wins, a tombstone deletes it.
 ``GroupState`` is what replaying a partition from its start yields; loading and the
 live coordinator agree because the coordinator applies its own records the same way.
+
+Transactional offset commits (KIP-98, KIP-447). TxnOffsetCommit writes the usual offset
+commit records in one transactional batch (attributes bit 4) carrying the producer's id and
+epoch; the transaction coordinator's marker (a control batch, engine/control.py) ends it on
+this partition. Replay follows Kafka's OffsetMetadataManager:
+
+    | batch                       | replay                                                  |
+    |-----------------------------|---------------------------------------------------------|
+    | producer id -1              | offsets committed at once                               |
+    | transactional, producer P   | offsets pending for P (``pending``); P open in the group |
+    | an offset tombstone         | the committed offset and every producer's pending one   |
+    |                             | for that partition go                                   |
+    | COMMIT marker of P          | P's pending offsets committed, each unless the partition |
+    |                             | holds an offset written later in the log (a larger      |
+    |                             | record offset: compaction may have dropped the rest)    |
+    | ABORT marker of P           | P's pending offsets dropped                             |
+
+A control batch is never read as offset records.
 """
 from __future__ import annotations
 
@@ -35,7 +53,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ext.batch import build_batch, decode_records, iter_batches
+from engine.control import read_end_txn_marker
+from engine.errors import InvalidRecordError
+from ext.batch import NO_SEQUENCE, build_batch, decode_records, iter_batches
 from protocol import messages as M
 from protocol.java_hash import coordinator_partition
 from protocol.types import Reader
@@ -139,9 +159,16 @@ def consumer_record(record_type: int, key, value) -> Record:
     return k, _encode(_VALUES[record_type], CONSUMER_VALUE_VERSION, value)
 
 
-def build_records_batch(records: Iterable[Record], now_ms: int) -> bytearray:
-    """One uncompressed batch of (key, value) records, ready for ``append_as_leader``."""
-    return bytearray(build_batch([(k, v, [], now_ms) for k, v in records]))
+def build_records_batch(records: Iterable[Record], now_ms: int, producer_id: int = -1,
+                        producer_epoch: int = -1) -> bytearray:
+    """One uncompressed batch of (key, value) records, ready for ``append_as_leader``; with a
+    producer id, a transactional batch of that producer and epoch (a TxnOffsetCommit's). Its
+    base sequence is -1: the log checks no sequence of the coordinator's own writes."""
+    if producer_id < 0:
+        return bytearray(build_batch([(k, v, [], now_ms) for k, v in records]))
+    return bytearray(build_batch([(k, v, [], now_ms) for k, v in records], producer_id=producer_id,
+                                 producer_epoch=producer_epoch, base_sequence=NO_SEQUENCE,
+                                 is_transactional=True))
 
 
 # ---- replay ---------------------------------------------------------------------------
@@ -153,6 +180,23 @@ class OffsetAndMetadata:
     metadata: str
     commit_timestamp: int
     expire_timestamp: int = -1
+    # The log offset of the record that wrote it (-1 unknown): a transaction's commit does not
+    # replace an offset written after the transaction's own record.
+    record_offset: int = field(default=-1, compare=False)
+
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass
+class LogBatch:
+    """A batch of ``__consumer_offsets`` as replay takes it: its records with their offsets,
+    the producer of a transactional batch (-1 otherwise), or, for a marker, the marker's
+    verdict (``marker`` True for COMMIT, False for ABORT, None for a data batch)."""
+
+    records: list[tuple[int, bytes, bytes | None]]  # (offset, key, value)
+    producer_id: int = -1
+    marker: bool | None = None
 
 
 @dataclass
@@ -164,8 +208,54 @@ class GroupState:
     # group id -> {(record type, member id or ""): value}: consumer groups' latest records,
     # each value the decoded struct of its record type
     consumer_groups: dict[str, dict[tuple[int, str], Any]] = field(default_factory=dict)
+    # producer id -> group -> (topic, partition) -> offset: the transactional offset commits of
+    # transactions not ended yet (Kafka's pendingTransactionalOffsets)
+    pending: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = field(default_factory=dict)
+    # group -> the producers with a transaction open in it (Kafka's openTransactionsByGroup); a
+    # producer stays here until its marker, even if a tombstone removed its pending offsets
+    open_txns: dict[str, set[int]] = field(default_factory=dict)
 
-    def replay(self, key: bytes | memoryview, value: bytes | memoryview | None) -> None:
+    def replay_batch(self, batch: LogBatch) -> None:
+        if batch.marker is not None:
+            self.replay_end_txn(batch.producer_id, batch.marker)
+            return
+        for offset, key, value in batch.records:
+            self.replay(key, value, batch.producer_id, offset)
+
+    def has_pending(self, group: str, topic: str, partition: int) -> bool:
+        """Whether a transaction not ended yet wrote an offset for the partition."""
+        return any((topic, partition) in self.pending.get(p, {}).get(group, {})
+                   for p in self.open_txns.get(group, ()))
+
+    def pending_partitions(self, group: str) -> set[TopicPartition]:
+        return {tp for p in self.open_txns.get(group, ()) for tp in self.pending.get(p, {}).get(group, {})}
+
+    def replay_end_txn(self, producer_id: int, commit: bool) -> None:
+        """A marker of ``producer_id``: its pending offsets are committed or dropped."""
+        pending = self.pending.pop(producer_id, None)
+        if pending is None:
+            return
+        for group in pending:
+            producers = self.open_txns.get(group)
+            if producers is not None:
+                producers.discard(producer_id)
+                if not producers:
+                    del self.open_txns[group]
+        if not commit:
+            return
+        for group, offsets in pending.items():
+            committed = self.offsets.setdefault(group, {})
+            for tp, om in offsets.items():
+                existing = committed.get(tp)
+                # Kafka keeps the offset written last in the log; offsets unknown (-1) on both
+                # sides compare equal and the transaction, which ended later, wins.
+                if existing is None or om.record_offset >= existing.record_offset:
+                    committed[tp] = om
+            if not committed:
+                del self.offsets[group]
+
+    def replay(self, key: bytes | memoryview, value: bytes | memoryview | None, producer_id: int = -1,
+               offset: int = -1) -> None:
         version, k = parse_key(key)
         v = parse_value(version, value)
         if version in CONSUMER_RECORDS:
@@ -191,23 +281,44 @@ class GroupState:
                 group.pop(tp, None)
                 if not group:
                     del self.offsets[k.group]
+            for p in self.open_txns.get(k.group, ()):
+                self.pending.get(p, {}).get(k.group, {}).pop(tp, None)
             return
-        self.offsets.setdefault(k.group, {})[tp] = OffsetAndMetadata(
-            v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp)
+        om = OffsetAndMetadata(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp,
+                               v.expire_timestamp, offset)
+        if producer_id < 0:
+            self.offsets.setdefault(k.group, {})[tp] = om
+            return
+        self.pending.setdefault(producer_id, {}).setdefault(k.group, {})[tp] = om
+        self.open_txns.setdefault(k.group, set()).add(producer_id)
+
+
+def read_batches(data: bytes | memoryview) -> Iterator[tuple[int, LogBatch]]:
+    """(next offset, batch) for each whole batch in ``data``. A control batch that holds no
+    transaction marker (what compaction leaves of one) is a batch of no records."""
+    for header in iter_batches(data):
+        producer_id = header.producer_id if header.is_transactional else -1
+        if header.is_control:
+            try:
+                read = read_end_txn_marker(data, header.position)
+            except InvalidRecordError:  # a control record of another type: not ours to replay
+                read = None
+            verdict = None if read is None else read.marker.is_commit
+            yield header.next_offset, LogBatch([], producer_id, verdict)
+            continue
+        records = [(r.offset, r.key, r.value) for r in decode_records(data, header.position, False)
+                   if r.key is not None]
+        yield header.next_offset, LogBatch(records, producer_id)
 
 
 def replay_batches(state: GroupState, data: bytes | memoryview) -> int:
-    """Replay every record of the whole batches in ``data`` into ``state``; the offset after
+    """Replay every batch of the whole batches in ``data`` into ``state``; the offset after
     the last batch (-1 if there was none)."""
-    next_offset = -1
-    for header in iter_batches(data):
-        next_offset = header.next_offset
-        if header.is_control:
-            continue
-        for record in decode_records(data, header.position, False):
-            if record.key is not None:
-                state.replay(record.key, record.value)
-    return next_offset
+    last = -1
+    for next_offset, batch in read_batches(data):
+        state.replay_batch(batch)
+        last = next_offset
+    return last
 
 
 def read_chunks(log, chunk_bytes: int) -> Iterator[bytes]:

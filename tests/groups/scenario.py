@@ -25,12 +25,23 @@ class Scenario:
         self.replies: dict[str, object] = {}
         self.appended: list[tuple[int, list]] = []
         self.events: list[str] = []  # what the shell logs
+        self.log_end = 0  # the offset the next applied batch starts at, as in the log
+
+    def apply(self, records, producer_id: int = -1) -> None:
+        """Apply one batch as the shell does once it is committed, at the next log offsets."""
+        self.core.apply_records(records, self.now, self.log_end, producer_id)
+        self.log_end += len(records)
+
+    def end_txn(self, producer_id: int, commit: bool) -> None:
+        """The transaction coordinator's marker of ``producer_id`` on this partition, committed."""
+        self.core.apply_batch(storage.LogBatch([], producer_id, commit), self.now)
+        self.log_end += 1
 
     def run(self, fx: Effects) -> Effects:
         self.events.extend(fx.events)
         for partition, records in fx.appends:
             self.appended.append((partition, records))
-            self.core.apply_records(records)
+            self.apply(records, fx.producer[0] if fx.producer else -1)
         for waiter, response in fx.replies:
             assert waiter not in self.replies, f"{waiter} answered twice"
             self.replies[waiter] = response
@@ -88,6 +99,15 @@ class Scenario:
         rows = [(t, p, o, -1, "meta") for t, p, o in offsets]
         errors, fx = self.core.commit_offsets(group, generation, member_id, instance_id, rows, version,
                                               self.now)
+        self.run(fx)
+        return errors
+
+    def txn_commit(self, offsets, producer_id: int = 1000, group: str = "g", generation: int = -1,
+                   member_id: str = "", instance_id: str | None = None, version: int = 5):
+        """TxnOffsetCommit of (topic, partition, offset)s by ``producer_id`` (epoch 0)."""
+        rows = [(t, p, o, -1, "meta") for t, p, o in offsets]
+        errors, fx = self.core.commit_transactional_offsets(group, producer_id, 0, generation, member_id,
+                                                            instance_id, rows, version, self.now)
         self.run(fx)
         return errors
 
