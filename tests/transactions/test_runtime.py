@@ -1,0 +1,190 @@
+"""The transaction coordinator's shell (broker/transactions/runtime.py) in-process, over a real
+``__transaction_state`` log (engine.log.Log) behind a stand-in ReplicaManager: answers only
+once the record is committed, a failed append mapped as Kafka's appendTransactionToLog maps it
+and not applied, loading by replay at the partition's leader epoch, reloading when the epoch
+changes, and a PrepareCommit found by the load resuming its markers."""
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+
+from broker.transactions.coordinator import InitProducerIdReply, TxnReply
+from broker.transactions.runtime import TOPIC, TransactionCoordinatorRuntime, state_topic_configs
+from engine.log import Log
+from protocol.errors import Error
+from replication.manager import AppendResult
+
+CONFIG = {
+    "transaction.max.timeout.ms": 900000, "transactional.id.expiration.ms": 604800000,
+    "offsets.topic.num.partitions": 50,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 3600000,
+    "transaction.remove.expired.transaction.cleanup.interval.ms": 3600000,
+    "transaction.state.log.load.buffer.size": 5242880, "transaction.state.log.num.partitions": 1,
+    "transaction.state.log.replication.factor": 3, "transaction.state.log.min.isr": 2,
+    "transaction.state.log.segment.bytes": 104857600,
+}
+
+
+class Replicas:
+    """The ReplicaManager calls the runtime makes, over one real Log; ``refuse`` is the error
+    the next appends answer (NOT_ENOUGH_REPLICAS: under min.insync.replicas)."""
+
+    def __init__(self, log: Log):
+        self.log = log
+        self.refuse = Error.NONE
+        self.leader_epoch = 0
+
+    def local_log(self, topic, partition):
+        return self.log if (topic, partition) == (TOPIC, 0) else None
+
+    def append_records_locally(self, entries, acks, origin="client"):
+        assert acks == -1  # Kafka's transaction log appends wait for min.insync.replicas
+        out = []
+        for _, _, batch in entries:
+            if self.refuse:
+                out.append(AppendResult(self.refuse))
+                continue
+            info = self.log.append_as_leader(batch, self.leader_epoch, 0, origin=origin)
+            self.log.high_watermark = info.last_offset + 1  # the stand-in's replicas are in sync
+            out.append(AppendResult(Error.NONE, None, info.first_offset, -1, 0, info.last_offset + 1))
+        return out
+
+    async def wait_replicated(self, entries, results, timeout_ms):
+        await asyncio.sleep(0)
+
+
+class Broker:
+    def __init__(self, log: Log):
+        self.config = CONFIG
+        self.node_id = 1
+        self.replicas = Replicas(log)
+        self.leader_epoch = 0
+        self.leader = 1
+        self.next_id = 1000
+        self.changed = asyncio.Event()
+        self.follower = SimpleNamespace(wait_for_change=self._wait)
+
+    async def _wait(self, timeout):
+        try:
+            async with asyncio.timeout(timeout):
+                await self.changed.wait()
+        except TimeoutError:
+            pass
+        self.changed.clear()
+
+    @property
+    def image(self):
+        state = SimpleNamespace(leader=self.leader, leader_epoch=self.leader_epoch)
+        return SimpleNamespace(topics={TOPIC: SimpleNamespace(partitions={0: state})})
+
+    def take_producer_id(self):
+        self.next_id += 1
+        return self.next_id
+
+
+async def until(predicate, timeout=5.0):
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.01)
+
+
+async def call(runtime, step):
+    waiter = runtime.waiter()
+    runtime.run(step(waiter))
+    async with asyncio.timeout(5):
+        return await waiter
+
+
+@pytest.fixture
+def log(tmp_path):
+    log = Log(str(tmp_path / f"{TOPIC}-0"))
+    yield log
+    log.close()
+
+
+def run(scenario):
+    asyncio.run(scenario())
+
+
+def test_a_transition_is_answered_once_its_record_is_in_the_log_and_a_reload_finds_it(log):
+    async def scenario():
+        broker = Broker(log)
+        runtime = TransactionCoordinatorRuntime(broker)
+        runtime.start()
+        try:
+            await until(lambda: 0 in runtime.core.owned)
+            reply = await call(runtime, lambda w: runtime.core.init_producer_id("t", 60000, -1, -1, 1, w))
+            assert reply == InitProducerIdReply(Error.NONE, 1001, 0)
+            reply = await call(runtime, lambda w: runtime.core.add_partitions("t", 1001, 0, [("a", 0)], 2, w))
+            assert reply == TxnReply(Error.NONE)
+            assert log.log_end_offset == 2
+            broker.leader_epoch = 4  # led again at a new epoch: reloaded from the log
+            broker.changed.set()
+            await until(lambda: runtime.core.owned.get(0) == 4)
+            meta = runtime.core.transactions["t"]
+            assert (meta.producer_id, meta.producer_epoch, meta.state.kafka_name, meta.partitions) == \
+                (1001, 0, "Ongoing", {("a", 0)})
+            broker.leader = 2  # the leadership moved away: unloaded
+            broker.changed.set()
+            await until(lambda: 0 not in runtime.core.owned)
+            assert runtime.core.transactions == {}
+        finally:
+            await runtime.stop()
+    run(scenario)
+
+
+def test_a_failed_append_is_not_applied_and_answers_as_kafkas_append_transaction_to_log(log):
+    async def scenario():
+        broker = Broker(log)
+        runtime = TransactionCoordinatorRuntime(broker)
+        runtime.start()
+        try:
+            await until(lambda: 0 in runtime.core.owned)
+            await call(runtime, lambda w: runtime.core.init_producer_id("t", 60000, -1, -1, 1, w))
+            broker.replicas.refuse = Error.NOT_ENOUGH_REPLICAS
+            reply = await call(runtime, lambda w: runtime.core.add_partitions("t", 1001, 0, [("a", 0)], 2, w))
+            assert reply == TxnReply(Error.COORDINATOR_NOT_AVAILABLE)
+            meta = runtime.core.transactions["t"]
+            assert (meta.state.kafka_name, meta.pending) == ("Empty", None)
+            broker.replicas.refuse = Error.NOT_LEADER_OR_FOLLOWER
+            reply = await call(runtime, lambda w: runtime.core.add_partitions("t", 1001, 0, [("a", 0)], 3, w))
+            assert reply == TxnReply(Error.NOT_COORDINATOR)
+        finally:
+            await runtime.stop()
+    run(scenario)
+
+
+def test_a_prepare_commit_found_by_the_load_resumes_its_markers(log):
+    async def scenario():
+        broker = Broker(log)
+        runtime = TransactionCoordinatorRuntime(broker)
+        sent = []
+        runtime.markers.add = sent.append  # the channel itself is tested in test_markers.py
+        runtime.start()
+        try:
+            await until(lambda: 0 in runtime.core.owned)
+            await call(runtime, lambda w: runtime.core.init_producer_id("t", 60000, -1, -1, 1, w))
+            both = [("a", 0), ("b", 1)]
+            await call(runtime, lambda w: runtime.core.add_partitions("t", 1001, 0, both, 2, w))
+            reply = await call(runtime, lambda w: runtime.core.end_txn("t", 1001, 0, True, 3, w, 2))
+            assert (reply.error_code, reply.producer_id, reply.producer_epoch) == (Error.NONE, 1001, 1)
+            assert [(m.producer_epoch, m.commit, m.coordinator_epoch, m.partitions) for m in sent] == \
+                [(1, True, 0, [("a", 0), ("b", 1)])]
+            broker.leader_epoch = 1  # the coordinator moved before the markers were written
+            broker.changed.set()
+            await until(lambda: runtime.core.owned.get(0) == 1)
+            assert [(m.producer_epoch, m.commit, m.coordinator_epoch, m.partitions) for m in sent[1:]] == \
+                [(1, True, 1, [("a", 0), ("b", 1)])]
+            runtime.markers_written("t", 1, [("a", 0), ("b", 1)])
+            await until(lambda: runtime.core.transactions["t"].state.kafka_name == "CompleteCommit")
+        finally:
+            await runtime.stop()
+    run(scenario)
+
+
+def test_the_state_topic_is_created_with_kafkas_configs():
+    assert state_topic_configs(CONFIG) == {
+        "cleanup.policy": "compact", "compression.type": "uncompressed", "min.insync.replicas": "2",
+        "segment.bytes": "104857600", "unclean.leader.election.enable": "false"}
