@@ -50,11 +50,24 @@ Kafka's mapping of a write's error (CoordinatorOperationExceptionHelper, Kafka 4
 | INVALID_FETCH_SIZE                                  |                           |
 | NOT_ENOUGH_REPLICAS_AFTER_APPEND                    | none: it is committed     |
 
+Transactions. A TxnOffsetCommit's records are appended as one transactional batch of the
+producer (its id and epoch, base sequence -1), like any offset commit (acks=-1); once
+committed they are pending in the core. ``complete_transaction`` is how the WriteTxnMarkers
+handler ends a transaction on a partition of ``__consumer_offsets``: it appends the marker
+(engine/control.py) through the same path, acks=-1, and answers once it is committed, when the
+core commits or drops the producer's pending offsets. Its answer is what WriteTxnMarkers
+answers for the partition (Kafka's KafkaApis): the append's own error (a stale coordinator
+epoch is TRANSACTION_COORDINATOR_FENCED, from the log), REQUEST_TIMED_OUT, or
+NOT_LEADER_OR_FOLLOWER when this broker does not coordinate the partition (not led, loading,
+unloaded while waiting), so that the transaction coordinator retries it at the new leader.
+
 Loading. The new leader's log holds everything committed, so a partition is replayed from
 its log start offset to its log end offset. The batches below the high watermark (as it
 stood when loading began) are committed; the tail above it is replayed into group state but
 its offsets wait, and every reply waits, until the high watermark passes the log end offset
-(the tail is one pending write).
+(the tail is one pending write). Transactional batches and markers replay as storage.py says,
+so a partition loaded mid-transaction holds the same pending offsets as the coordinator that
+wrote them.
 
 Per loaded partition (``_Partition``):
 
@@ -80,8 +93,8 @@ from typing import Any
 from broker.groups import storage
 from broker.groups.consumer_group import ConsumerGroupConfig, Topics
 from broker.groups.coordinator import CoordinatorConfig, Effects, GroupCoordinator
+from engine.control import CONTROL_ABORT, CONTROL_COMMIT, build_end_txn_marker_batch
 from engine.log import ORIGIN_COORDINATOR
-from ext.batch import decode_records, iter_batches
 from protocol import messages as M
 from protocol.errors import Error
 
@@ -106,6 +119,9 @@ _COORDINATOR_ERRORS: dict[int, int] = {
 _LEADERSHIP_LOST = {Error.NOT_LEADER_OR_FOLLOWER, Error.UNKNOWN_TOPIC_OR_PARTITION,
                     Error.KAFKA_STORAGE_ERROR}
 _KEY_VERSION = struct.Struct(">h")
+# What WriteTxnMarkers answers NOT_LEADER_OR_FOLLOWER instead (Kafka's KafkaApis: the
+# transaction coordinator does not expect them, and retries that one).
+_NOT_HERE = {Error.NOT_COORDINATOR, Error.COORDINATOR_NOT_AVAILABLE, Error.COORDINATOR_LOAD_IN_PROGRESS}
 
 
 def coordinator_error(append_error: int) -> int:
@@ -138,11 +154,11 @@ class Waiter:
 
 
 class _Write:
-    __slots__ = ("committed", "records", "required")
+    __slots__ = ("batches", "committed", "required")
 
-    def __init__(self, required: int, records: list, committed: asyncio.Future):
+    def __init__(self, required: int, batches: list[storage.LogBatch], committed: asyncio.Future):
         self.required = required  # the high watermark that commits it
-        self.records = records  # applied to the core when committed
+        self.batches = batches  # applied to the core when committed, in order
         self.committed = committed  # NONE once committed; NOT_COORDINATOR if unloaded first
 
 
@@ -290,7 +306,7 @@ class GroupCoordinatorRuntime:
         started = time.monotonic()
         ctx = self._partitions[partition]
         state = storage.GroupState()
-        tail: list[tuple[bytes, bytes | None]] = []  # offset records above the high watermark
+        tail: list[storage.LogBatch] = []  # offset records and markers above the high watermark
         log_ = self.broker.replicas.local_log(storage.OFFSETS_TOPIC, partition)
         hw = end = 0
         if log_ is not None:
@@ -347,7 +363,7 @@ class GroupCoordinatorRuntime:
             batches.setdefault(partition, []).extend(records)
         failed = {}
         for partition, records in batches.items():
-            code = self._append(partition, records)
+            code = self._append(partition, records, fx.producer)
             if code != Error.NONE:
                 failed[partition] = code
         self._complete(fx, failed)
@@ -373,15 +389,30 @@ class GroupCoordinatorRuntime:
             code = Error.REQUEST_TIMED_OUT
         return coordinator_error(code)
 
-    def _append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> int:
+    def _append(self, partition: int, records: list[tuple[bytes, bytes | None]],
+                producer: tuple[int, int] | None = None) -> int:
+        """Append one batch of ``records`` (a transactional batch of ``producer`` if given);
+        NONE or the error its requests answer."""
+        offsets_only = all(_is_offset_commit(key) for key, _ in records)
+        now = _now_ms()
+        producer_id, producer_epoch = producer or (-1, -1)
+        buf = storage.build_records_batch(records, now, producer_id, producer_epoch)
+        code = self._append_batch(partition, buf, storage.LogBatch(
+            [(i, key, value) for i, (key, value) in enumerate(records)], producer_id),
+            offsets_only, now)
+        return coordinator_error(code)
+
+    def _append_batch(self, partition: int, buf: bytearray, batch: storage.LogBatch, undone: bool,
+                      now: int) -> int:
+        """Append ``buf``, which holds ``batch`` (its record offsets relative to the batch's
+        base offset); ``undone``: a refusal leaves the core as it was (offset records and
+        markers apply only once committed), so it is appended with acks=-1 and its failure
+        needs no reload. NONE or the append's error."""
         ctx = self._partitions.get(partition)
         if ctx is None or partition not in self.core.owned:
             return Error.NOT_COORDINATOR
-        offsets_only = all(_is_offset_commit(key) for key, _ in records)
-        now = _now_ms()
-        batch = storage.build_records_batch(records, now)
-        result = self.broker.replicas.append_local(storage.OFFSETS_TOPIC, partition, batch,
-                                                   acks=-1 if offsets_only else 1,
+        result = self.broker.replicas.append_local(storage.OFFSETS_TOPIC, partition, buf,
+                                                   acks=-1 if undone else 1,
                                                    origin=ORIGIN_COORDINATOR, now_ms=now)
         if result.error != Error.NONE:
             log.warning("append to %s-%d failed: %s %s", storage.OFFSETS_TOPIC, partition,
@@ -389,16 +420,45 @@ class GroupCoordinatorRuntime:
             if result.error in _LEADERSHIP_LOST:
                 self._unload(partition)
                 self._reconcile()
-            elif not offsets_only:  # the core already changed what the log did not take
+            elif not undone:  # the core already changed what the log did not take
                 self._reload(partition, f"a write failed with {Error(result.error).name}")
-            return coordinator_error(result.error)
+            return result.error
         if result.base_offset != ctx.log_end:
             self._reload(partition, f"appended at {result.base_offset}, the core expected {ctx.log_end}")
             return Error.NOT_COORDINATOR
         ctx.log_end = result.required_offset
-        ctx.writes.append(_Write(result.required_offset, records, asyncio.get_running_loop().create_future()))
+        batch.records = [(result.base_offset + i, key, value) for i, key, value in batch.records]
+        ctx.writes.append(_Write(result.required_offset, [batch], asyncio.get_running_loop().create_future()))
         self._maybe_commit(partition, ctx)
         return Error.NONE
+
+    # ---- transactions --------------------------------------------------------------------
+
+    async def complete_transaction(self, partition: int, producer_id: int, producer_epoch: int,
+                                   coordinator_epoch: int, commit: bool, transaction_version: int = 2) -> int:
+        """End the producer's transaction on ``__consumer_offsets-partition``: append the
+        marker, wait for it to commit (the core then commits or drops the producer's pending
+        offsets). The error WriteTxnMarkers answers for the partition (see the module doc)."""
+        if partition not in self.core.owned or partition not in self._partitions:
+            return Error.NOT_LEADER_OR_FOLLOWER  # not coordinated here, or still loading
+        now = _now_ms()
+        buf = bytearray(build_end_txn_marker_batch(CONTROL_COMMIT if commit else CONTROL_ABORT, producer_id,
+                                                   producer_epoch, coordinator_epoch, now))
+        code = self._append_batch(partition, buf, storage.LogBatch([], producer_id, commit), True, now)
+        if code == Error.NONE:
+            ctx = self._partitions.get(partition)
+            if ctx is not None and ctx.writes:
+                try:
+                    async with asyncio.timeout(self.commit_timeout_ms / 1000):
+                        code = await asyncio.shield(ctx.writes[-1].committed)
+                except TimeoutError:
+                    code = Error.REQUEST_TIMED_OUT
+        if code in _NOT_HERE:
+            return Error.NOT_LEADER_OR_FOLLOWER
+        if code != Error.NONE:
+            log.info("%s-%d: the %s marker of producer %d ended with %s", storage.OFFSETS_TOPIC, partition,
+                     "COMMIT" if commit else "ABORT", producer_id, Error(code).name)
+        return code
 
     def _maybe_commit(self, partition: int, ctx: _Partition) -> None:
         """Apply the writes the high watermark passed, in order; wait for the rest."""
@@ -407,7 +467,8 @@ class GroupCoordinatorRuntime:
         now = _now_ms()
         while ctx.writes and ctx.writes[0].required <= hw:
             write = ctx.writes.popleft()
-            self.core.apply_records(write.records, now)
+            for batch in write.batches:
+                self.core.apply_batch(batch, now)
             write.committed.set_result(Error.NONE)
         if ctx.writes and (ctx.committer is None or ctx.committer.done()):
             ctx.committer = asyncio.get_running_loop().create_task(self._commit(partition, ctx))
@@ -494,26 +555,27 @@ class GroupCoordinatorRuntime:
         pending = set()
         for ctx in self._partitions.values():
             for write in ctx.writes:
-                for key, _ in write.records:
-                    if _is_offset_commit(key):
-                        k = storage.parse_key(key)[1]
-                        pending.add((k.group, k.topic, k.partition))
+                for batch in write.batches:
+                    for _, key, _ in batch.records:
+                        if _is_offset_commit(key):
+                            k = storage.parse_key(key)[1]
+                            pending.add((k.group, k.topic, k.partition))
         return pending
 
 
 def _replay(state: storage.GroupState, data: bytes | memoryview, high_watermark: int,
-            tail: list[tuple[bytes, bytes | None]]) -> None:
-    """Replay whole batches into ``state``; the offset records of batches above the high
-    watermark go to ``tail`` instead, to be applied once committed."""
-    for header in iter_batches(data):
-        if header.is_control:
+            tail: list[storage.LogBatch]) -> None:
+    """Replay whole batches into ``state``; the offset records and markers of batches above
+    the high watermark go to ``tail`` instead, to be applied once committed (their group
+    records are group state, replayed at once)."""
+    for next_offset, batch in storage.read_batches(data):
+        if next_offset <= high_watermark:
+            state.replay_batch(batch)
             continue
-        committed = header.next_offset <= high_watermark
-        for record in decode_records(data, header.position, False):
-            key, value = record.key, record.value
-            if key is None:
-                continue
-            if committed or not _is_offset_commit(key):
-                state.replay(key, value)
+        offsets = []
+        for offset, key, value in batch.records:
+            if _is_offset_commit(key):
+                offsets.append((offset, bytes(key), None if value is None else bytes(value)))
             else:
-                tail.append((bytes(key), None if value is None else bytes(value)))
+                state.replay(key, value)
+        tail.append(storage.LogBatch(offsets, batch.producer_id, batch.marker))

@@ -1,6 +1,6 @@
 """The classic group protocol and offset storage: FindCoordinator, JoinGroup, SyncGroup,
-Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, OffsetDelete, DescribeGroups, ListGroups,
-DeleteGroups;
+Heartbeat, LeaveGroup, OffsetCommit, TxnOffsetCommit, OffsetFetch, OffsetDelete,
+DescribeGroups, ListGroups, DeleteGroups;
 and the consumer group protocol (KIP-848): ConsumerGroupHeartbeat, ConsumerGroupDescribe,
 served when ``group.coordinator.rebalance.protocols`` lists ``consumer``.
 
@@ -9,7 +9,15 @@ Requests become calls on the coordinator core (broker/groups/coordinator.py); th
 Every group request first makes sure ``__consumer_offsets`` exists (it is created through
 the controller on first use) and answers COORDINATOR_NOT_AVAILABLE until it does.
 FindCoordinator names the coordinator at its endpoint on the listener the request came on, as
-Kafka's does; a coordinator without that listener is COORDINATOR_NOT_AVAILABLE.
+Kafka's does; a coordinator without that listener is COORDINATOR_NOT_AVAILABLE. Its key type
+TRANSACTION names the transaction coordinator of a transactional id (the leader of the id's
+``__transaction_state`` partition, the topic created on first use), when this broker runs one.
+
+TxnOffsetCommit (KIP-98, KIP-447) is answered as Kafka 4.x's KafkaApis and group coordinator
+answer it: partitions the metadata image lacks UNKNOWN_TOPIC_OR_PARTITION, the rest by the
+core's validation, once the transactional batch of its records is committed; the offsets are
+then pending in the transaction, visible to OffsetFetch only once its COMMIT marker is, and
+OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for a partition with one.
 
 Every request that steps the core (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
 DeleteGroups, ConsumerGroupHeartbeat, and OffsetFetch with require_stable) is answered only
@@ -74,17 +82,23 @@ def apis(broker) -> list[Api]:
     def find(key: str, key_type: int, listener: str) -> tuple[int, str | None, int, str, int]:
         """(error, message, node id, host, port), the host and port on ``listener``: the
         coordinator is where the client reaches it on the listener it asked on."""
-        if key_type != GROUP_KEY:
+        transactions = getattr(broker, "transactions", None)
+        if key_type == GROUP_KEY:
+            coordinator, ensure, what = groups, groups.ensure_offsets_topic, "group"
+        elif key_type == TRANSACTION_KEY and transactions is not None:
+            coordinator, ensure, what = transactions, transactions.ensure_state_topic, "transaction"
+        else:
             why = ("this broker runs no transaction coordinator" if key_type == TRANSACTION_KEY
                    else f"unknown coordinator key type {key_type}")
             return Error.INVALID_REQUEST, why, -1, "", -1
-        if not groups.ensure_offsets_topic():
-            return Error.COORDINATOR_NOT_AVAILABLE, "the group coordinator is not available", -1, "", -1
-        code, node = groups.coordinator_of(key)
+        unavailable = f"the {what} coordinator is not available"
+        if not ensure():
+            return Error.COORDINATOR_NOT_AVAILABLE, unavailable, -1, "", -1
+        code, node = coordinator.coordinator_of(key)
         b = broker.image.brokers.get(node)
         endpoint = b.endpoint(listener) if b is not None and not b.fenced else None
         if code != Error.NONE or endpoint is None:
-            return Error.COORDINATOR_NOT_AVAILABLE, "the group coordinator is not available", -1, "", -1
+            return Error.COORDINATOR_NOT_AVAILABLE, unavailable, -1, "", -1
         return Error.NONE, None, node, endpoint[0], endpoint[1]
 
     async def handle_find_coordinator(header, req):
@@ -184,6 +198,43 @@ def apis(broker) -> list[Api]:
               error_code=Error.UNKNOWN_TOPIC_OR_PARTITION if (t.name, p.partition_index) in unknown
               else next(answers)) for p in t.partitions]) for t in req.topics])
 
+    async def handle_txn_offset_commit(header, req):
+        """TxnOffsetCommit: partitions the image lacks answer UNKNOWN_TOPIC_OR_PARTITION and
+        the coordinator is not asked about them (nor at all if none is left); the rest answer
+        the core's errors, or the write's (mapped as for OffsetCommit) once appended as one
+        transactional batch of the producer. Before v2 a loading coordinator is answered
+        COORDINATOR_NOT_AVAILABLE (clients before KAFKA-7296 do not retry the other)."""
+        R = M.TxnOffsetCommitResponse
+        version = header.api_version
+        unknown = unknown_partitions(req.topics)
+        offsets = [(t.name, p.partition_index, p.committed_offset,
+                    p.committed_leader_epoch if version >= 2 else -1, p.committed_metadata)
+                   for t in req.topics for p in t.partitions if (t.name, p.partition_index) not in unknown]
+        code = coordinator_error(req.group_id) if offsets else Error.NONE
+        if code != Error.NONE:
+            errors = [code] * len(offsets)
+        elif not offsets:
+            errors = []
+        else:
+            errors, fx = groups.core.commit_transactional_offsets(
+                req.group_id, req.producer_id, req.producer_epoch,
+                req.generation_id if version >= 3 else -1, req.member_id if version >= 3 else "",
+                req.group_instance_id if version >= 3 else None, offsets, version, _now_ms())
+            if fx.appends:
+                p = groups.partition_of(req.group_id)
+                failed = (await groups.write(fx, [p]))[p]
+                if failed != Error.NONE:
+                    errors = [failed if e == Error.NONE else e for e in errors]
+        if version < 2:
+            errors = [Error.COORDINATOR_NOT_AVAILABLE if e == Error.COORDINATOR_LOAD_IN_PROGRESS else e
+                      for e in errors]
+        answers = iter(errors)
+        T = R.TxnOffsetCommitResponseTopic
+        return R(topics=[T(name=t.name, partitions=[T.TxnOffsetCommitResponsePartition(
+            partition_index=p.partition_index,
+            error_code=Error.UNKNOWN_TOPIC_OR_PARTITION if (t.name, p.partition_index) in unknown
+            else next(answers)) for p in t.partitions]) for t in req.topics])
+
     async def handle_offset_delete(header, req):
         """OffsetDelete (KIP-496): partitions unknown to the metadata image answer
         UNKNOWN_TOPIC_OR_PARTITION; the coordinator answers the rest, after its tombstones
@@ -226,7 +277,11 @@ def apis(broker) -> list[Api]:
             # Kafka answers a group-level error on every requested partition too.
             return code, [(name, [(p, NO_OFFSET, -1, "", code) for p in parts])
                           for name, parts in wanted or []]
-        return Error.NONE, [(name, [(p, om.offset, om.leader_epoch, om.metadata, Error.NONE) if om
+        # A partition with an offset pending in a transaction is unstable to a stable read.
+        unstable = groups.core.pending_partitions(group_id) if require_stable else set()
+        return Error.NONE, [(name, [(p, NO_OFFSET, -1, "", Error.UNSTABLE_OFFSET_COMMIT)
+                                    if (name, p) in unstable
+                                    else (p, om.offset, om.leader_epoch, om.metadata, Error.NONE) if om
                                     else (p, NO_OFFSET, -1, "", Error.NONE) for p, om in parts])
                             for name, parts in found]
 
@@ -356,6 +411,7 @@ def apis(broker) -> list[Api]:
         Api(12, 0, 4, handle_heartbeat),
         Api(13, 0, 5, handle_leave_group),
         Api(8, 2, 9, handle_offset_commit),
+        Api(28, 0, 5, handle_txn_offset_commit),
         Api(9, 1, 9, handle_offset_fetch),
         Api(15, 0, 6, handle_describe_groups),
         Api(16, 0, 5, handle_list_groups),
