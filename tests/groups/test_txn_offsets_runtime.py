@@ -7,7 +7,7 @@ import asyncio
 from ext.batch import iter_batches
 from protocol import messages as M
 from protocol.errors import Error
-from tests.broker.replica_nodes import Cluster
+from tests.broker.replica_nodes import LISTENER, Cluster, endpoint_host, endpoint_port
 from tests.groups.coordinator_node import OFFSETS_ID, CoordinatorNode, create_offsets_topic, settle
 
 PID = 4000
@@ -141,4 +141,36 @@ def test_complete_transaction_answers_once_the_marker_is_committed(tmp_path):
         await node.replica_fetch(3, end)
         assert await asyncio.wait_for(marker, 1) == Error.NONE
         assert await _fetch(node) == {0: (5, Error.NONE), 1: (-1, Error.NONE)}
+    run(main())
+
+
+class _TransactionCoordinatorOf:
+    """The two calls FindCoordinator makes of ``broker.transactions``: the state topic exists
+    once asked ``ready_after`` times, and every id is coordinated by ``node``."""
+
+    def __init__(self, node: int, ready_after: int = 0):
+        self.node, self.asked, self.ready_after = node, 0, ready_after
+
+    def ensure_state_topic(self) -> bool:
+        self.asked += 1
+        return self.asked > self.ready_after
+
+    def coordinator_of(self, transactional_id: str) -> tuple[int, int]:
+        return Error.NONE, self.node
+
+
+def test_find_coordinator_for_a_transaction_names_its_coordinator_on_the_requests_listener(tmp_path):
+    async def main():
+        cluster = Cluster(brokers=(1, 2, 3))
+        create_offsets_topic(cluster)
+        node = CoordinatorNode(tmp_path, 1, cluster)
+        R = M.FindCoordinatorRequest
+        v4 = await node.call(10, 4, R(key_type=1, coordinator_keys=["tx"]), listener_name=LISTENER)
+        assert [c.error_code for c in v4.coordinators] == [Error.INVALID_REQUEST]  # none runs here
+        node.broker.transactions = _TransactionCoordinatorOf(3, ready_after=1)
+        v3 = await node.call(10, 3, R(key="tx", key_type=1), listener_name=LISTENER)
+        assert v3.error_code == Error.COORDINATOR_NOT_AVAILABLE  # the state topic is being created
+        v4 = await node.call(10, 4, R(key_type=1, coordinator_keys=["tx", "ty"]), listener_name=LISTENER)
+        assert [(c.key, c.error_code, c.node_id, c.host, c.port) for c in v4.coordinators] == [
+            (k, Error.NONE, 3, endpoint_host(3), endpoint_port(3)) for k in ("tx", "ty")]
     run(main())
