@@ -1,0 +1,96 @@
+"""AddPartitionsToTxn as Kafka's KafkaApis answers it, through broker/handlers/transactions.py
+and the coordinator's shell over a real ``__transaction_state`` log: a client's v0-v3 with a
+partition that does not exist, a broker's batched v4 with verify_only (KIP-890)."""
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+
+from broker.handlers import transactions as handlers
+from broker.transactions.runtime import TOPIC, TransactionCoordinatorRuntime
+from engine.log import Log
+from protocol import messages as M
+from protocol.errors import Error
+from tests.transactions.test_runtime import Broker, until
+
+R = M.AddPartitionsToTxnRequest
+
+
+class TopicsBroker(Broker):
+    @property
+    def image(self):
+        state = SimpleNamespace(leader=self.leader, leader_epoch=self.leader_epoch)
+        return SimpleNamespace(topics={TOPIC: SimpleNamespace(partitions={0: state}),
+                                       "a": SimpleNamespace(partitions={0: state, 1: state})})
+
+
+@pytest.fixture
+def log(tmp_path):
+    log = Log(str(tmp_path / f"{TOPIC}-0"))
+    yield log
+    log.close()
+
+
+def errors_of(topic_results):
+    return {(t.name, p.partition_index): p.partition_error_code for t in topic_results
+            for p in t.results_by_partition}
+
+
+def serve(log, scenario):
+    async def run():
+        broker = TopicsBroker(log)
+        broker.transactions = TransactionCoordinatorRuntime(broker)
+        broker.transactions.start()
+        apis = {api.key: api.fn for api in handlers.apis(broker)}
+        try:
+            await until(lambda: 0 in broker.transactions.core.owned)
+            core = broker.transactions.core
+            waiter = broker.transactions.waiter()
+            broker.transactions.run(core.init_producer_id("t", 60000, -1, -1, 1, waiter))
+            reply = await waiter
+            await scenario(apis, reply.producer_id, reply.producer_epoch)
+        finally:
+            await broker.transactions.stop()
+    asyncio.run(run())
+
+
+def test_a_partition_that_does_not_exist_fails_alone_and_the_others_are_not_attempted(log):
+    async def scenario(apis, pid, epoch):
+        request = R(v3_and_below_transactional_id="t", v3_and_below_producer_id=pid,
+                    v3_and_below_producer_epoch=epoch,
+                    v3_and_below_topics=[R.AddPartitionsToTxnTopic(name="a", partitions=[0, 7]),
+                                         R.AddPartitionsToTxnTopic(name="nope", partitions=[0])])
+        response = await apis[24](SimpleNamespace(api_version=3), request)
+        assert errors_of(response.results_by_topic_v3_and_below) == {
+            ("a", 0): Error.OPERATION_NOT_ATTEMPTED, ("a", 7): Error.UNKNOWN_TOPIC_OR_PARTITION,
+            ("nope", 0): Error.UNKNOWN_TOPIC_OR_PARTITION}
+        request.v3_and_below_topics = [R.AddPartitionsToTxnTopic(name="a", partitions=[0])]
+        response = await apis[24](SimpleNamespace(api_version=3), request)
+        assert errors_of(response.results_by_topic_v3_and_below) == {("a", 0): Error.NONE}
+    serve(log, scenario)
+
+
+def test_verify_only_answers_whether_the_transaction_holds_each_partition_and_adds_nothing(log):
+    async def scenario(apis, pid, epoch):
+        add = R(v3_and_below_transactional_id="t", v3_and_below_producer_id=pid,
+                v3_and_below_producer_epoch=epoch,
+                v3_and_below_topics=[R.AddPartitionsToTxnTopic(name="a", partitions=[0])])
+        await apis[24](SimpleNamespace(api_version=3), add)
+        verify = R(transactions=[
+            R.AddPartitionsToTxnTransaction(transactional_id="t", producer_id=pid, producer_epoch=epoch,
+                                            verify_only=True,
+                                            topics=[R.AddPartitionsToTxnTopic(name="a", partitions=[0, 1])]),
+            R.AddPartitionsToTxnTransaction(transactional_id="t", producer_id=pid, producer_epoch=epoch + 5,
+                                            verify_only=True,
+                                            topics=[R.AddPartitionsToTxnTopic(name="a", partitions=[0])])])
+        response = await apis[24](SimpleNamespace(api_version=4), verify)
+        assert response.error_code == Error.NONE
+        held, stale = response.results_by_transaction
+        assert errors_of(held.topic_results) == {("a", 0): Error.NONE, ("a", 1): Error.TRANSACTION_ABORTABLE}
+        assert errors_of(stale.topic_results) == {("a", 0): Error.PRODUCER_FENCED}
+        response = await apis[24](SimpleNamespace(api_version=4), verify)  # nothing was added
+        assert errors_of(response.results_by_transaction[0].topic_results)[("a", 1)] == \
+            Error.TRANSACTION_ABORTABLE
+    serve(log, scenario)
