@@ -60,6 +60,11 @@ class LogConfig:
     preallocate: bool = False  # preallocate
     leader_replication_throttled_replicas: str = ""  # leader.replication.throttled.replicas
     follower_replication_throttled_replicas: str = ""  # follower.replication.throttled.replicas
+    # Compaction (the log cleaner, engine/cleaner.py; Kafka's defaults).
+    min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
+    min_compaction_lag_ms: int = 0  # min.compaction.lag.ms
+    max_compaction_lag_ms: int = LONG_MAX  # max.compaction.lag.ms
+    delete_retention_ms: int = 86400000  # delete.retention.ms (1 day)
 
     @property
     def deletes(self) -> bool:
@@ -91,7 +96,18 @@ class LogConfig:
             if spec is None:
                 raise ConfigError(name, "unknown topic config")
             changes[spec.attr] = spec.parse(name, raw)
-        return replace(self, **changes)
+        config = replace(self, **changes)
+        config.validate_values()
+        return config
+
+    def validate_values(self) -> None:
+        """Kafka's LogConfig.validateValues: the checks across properties, on the merged config."""
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
+            message = (f"conflict topic config setting min.compaction.lag.ms ({self.min_compaction_lag_ms}) "
+                       f"> max.compaction.lag.ms ({self.max_compaction_lag_ms})")
+            error = ConfigError("min.compaction.lag.ms", message)
+            error.args = (message,)  # Kafka's message alone, as kafka-configs prints it
+            raise error
 
     def to_properties(self) -> dict[str, str]:
         out = {}
@@ -126,6 +142,8 @@ class _Spec:
             if text not in ("true", "false"):
                 raise ConfigError(name, f"expected true or false, got {raw!r}")
             return text == "true"
+        if self.kind is float:
+            return self._parse_double(name, raw)
         if self.kind is int:
             value = raw if isinstance(raw, int) else java_integer(name, raw)
             if value == self.also:
@@ -151,6 +169,28 @@ class _Spec:
             self.check(name, parts)
         return ",".join(parts)
 
+
+    def _parse_double(self, name: str, raw: Any) -> float:
+        """Kafka's DOUBLE: Double.parseDouble of the trimmed text (an int or float as it is),
+        within [minimum, maximum] when they are set (Range.between)."""
+        if isinstance(raw, bool):
+            raise ConfigError(name, f"expected a double, got {raw!r}")
+        if isinstance(raw, (int, float)):
+            value = float(raw)
+        else:
+            text = str(raw).strip()
+            if not _JAVA_DOUBLE.fullmatch(text):
+                raise ConfigError(name, f"expected a double, got {raw!r}")
+            value = float(text.rstrip("dDfF"))
+        if self.minimum is not None and value < self.minimum:
+            raise ConfigError(name, f"must be at least {self.minimum}, got {value}")
+        if self.maximum is not None and value > self.maximum:
+            raise ConfigError(name, f"must be no more than {self.maximum}, got {value}")
+        return value
+
+
+# The decimal forms Java's Double.parseDouble reads (hexadecimal floats aside).
+_JAVA_DOUBLE = re.compile(r"[+-]?(NaN|Infinity|(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?[fFdD]?)", re.ASCII)
 
 _THROTTLED_REPLICA = re.compile(r"([0-9]+:[0-9]+)?", re.ASCII)
 
@@ -203,6 +243,10 @@ TOPIC_CONFIGS: dict[str, _Spec] = {
                                                    check=_throttled_replicas),
     "follower.replication.throttled.replicas": _Spec("follower_replication_throttled_replicas", str,
                                                      is_list=True, check=_throttled_replicas),
+    "min.cleanable.dirty.ratio": _Spec("min_cleanable_dirty_ratio", float, 0, maximum=1),
+    "min.compaction.lag.ms": _Spec("min_compaction_lag_ms", int, 0),
+    "max.compaction.lag.ms": _Spec("max_compaction_lag_ms", int, 1),
+    "delete.retention.ms": _Spec("delete_retention_ms", int, 0),
 }
 
 # Kafka's LIST-type topic configs (IncrementalAlterConfigs APPEND/SUBTRACT apply to these alone).
@@ -243,6 +287,10 @@ BROKER_SYNONYMS: dict[str, str] = {
     "min.insync.replicas": "min.insync.replicas",
     "unclean.leader.election.enable": "unclean.leader.election.enable",
     "log.preallocate": "preallocate",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
 }
 
 # Coarser broker properties, used when the finer one is absent: (name, factor to ms).
