@@ -2,8 +2,10 @@
 
 On open:
  1. Leftovers of interrupted operations go: ``*.deleted`` (segments awaiting deletion),
-    ``*.cleaned``/``*.swap`` (interrupted compaction output), ``*.tmp`` (checkpoint temps),
-    and index files without a ``.log`` beside them.
+    ``*.cleaned`` (unfinished compaction output), ``*.tmp`` (checkpoint temps); a cleaned
+    segment the cleaner had begun to swap in (``<base>.log.swap``) is swapped in, as Kafka's
+    LogLoader completes it (``complete_swap``); then index files (``.index``, ``.timeindex``,
+    ``.txnindex``) without a ``.log`` beside them go.
  2. Every segment opens; one whose ``.index`` or ``.timeindex`` is missing, fails its
     sanity check, or whose last entries do not fit the log is recovered (its indexes rebuilt
     from the log, its batches validated). Kafka checks only sizes and the last offsets; we
@@ -45,10 +47,13 @@ from engine.reader import (
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     base_offset_of,
+    file_name,
+    iter_file_batches,
     segment_base_offsets,
 )
 from engine.segment import LogSegment
-from ext.batch import BATCH_OVERHEAD, CorruptRecordError, peek_header
+from engine.txn_index import TXN_INDEX_SUFFIX
+from ext.batch import BATCH_OVERHEAD, CorruptRecordError, peek_header, read_header
 from ext.epoch import LeaderEpochCache
 
 log = logging.getLogger(__name__)
@@ -64,14 +69,79 @@ class LoadedLog:
 
 
 def remove_leftovers(directory: str) -> None:
+    """Kafka's LogLoader.removeTempFilesAndCollectSwapFiles, then its swap completion:
+    ``*.deleted``, ``*.cleaned`` and ``*.tmp`` files go; a ``<base>.log.swap`` (a cleaned
+    segment the cleaner had begun to swap in: engine/cleaner.py) is completed, unless a
+    ``.cleaned`` file at or below its base shows an unfinished clean; index ``.swap`` files
+    without their ``.log.swap`` go; then index files without a ``.log`` beside them."""
+    names = os.listdir(directory)
+    cleaned_bases = []
+    for name in names:
+        if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")):
+            if name.endswith(CLEANED_SUFFIX) and name[:20].isdigit():
+                cleaned_bases.append(base_offset_of(name))
+            _unlink(os.path.join(directory, name))
+    min_cleaned = min(cleaned_bases, default=None)
+    swaps = sorted(base_offset_of(name) for name in names
+                   if name.endswith(LOG_SUFFIX + SWAP_SUFFIX) and name[:20].isdigit())
+    completed = []
+    for base in swaps:
+        if min_cleaned is not None and base >= min_cleaned:
+            _unlink(os.path.join(directory, file_name(base, LOG_SUFFIX + SWAP_SUFFIX)))
+        else:
+            completed.append(base)
+    for name in os.listdir(directory):
+        if name.endswith(SWAP_SUFFIX) and not (name[:20].isdigit() and base_offset_of(name) in completed):
+            _unlink(os.path.join(directory, name))
+    for base in completed:
+        complete_swap(directory, base)
     logs = {name for name in os.listdir(directory) if name.endswith(LOG_SUFFIX)}
     for name in os.listdir(directory):
-        path = os.path.join(directory, name)
-        if name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX, ".tmp")):
-            os.unlink(path)
-        elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
+        if name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)):
             if name.rsplit(".", 1)[0] + LOG_SUFFIX not in logs:
-                os.unlink(path)
+                _unlink(os.path.join(directory, name))
+
+
+def complete_swap(directory: str, base: int) -> None:
+    """Finish swapping in the cleaned segment ``<base>.log.swap`` (LogLoader): the segments
+    it replaces (those based in [base, its next offset)) are removed, its index ``.swap``
+    files take their final names (one already renamed is the new one: the cleaner renames
+    the ``.log`` last), and it becomes ``<base>.log``. Its indexes are checked, and rebuilt
+    if need be, when the segment opens."""
+    swap = os.path.join(directory, file_name(base, LOG_SUFFIX + SWAP_SUFFIX))
+    next_offset = _next_offset_of_file(swap, base)
+    for other in segment_base_offsets(directory):
+        if base < other < next_offset:
+            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+                _unlink(os.path.join(directory, file_name(other, suffix)))
+    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+        final = os.path.join(directory, file_name(base, suffix))
+        if os.path.exists(final + SWAP_SUFFIX):
+            os.replace(final + SWAP_SUFFIX, final)
+    os.replace(swap, os.path.join(directory, file_name(base, LOG_SUFFIX)))
+    log.info("%s: completed the swap of the cleaned segment at %d (replaced up to %d)",
+             directory, base, next_offset)
+
+
+def _next_offset_of_file(path: str, base: int) -> int:
+    """The offset after the last whole batch of a segment file (``base`` when it has none)."""
+    next_offset = base
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        for _, data in iter_file_batches(fd, 0, os.fstat(fd).st_size):
+            next_offset = read_header(data).next_offset
+    except CorruptRecordError:
+        pass
+    finally:
+        os.close(fd)
+    return next_offset
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def check_index_ends(segment: LogSegment, next_base: int | None) -> None:

@@ -1,0 +1,770 @@
+"""The log cleaner: Apache Kafka's Cleaner (log compaction) over a ``Log``.
+
+Theory of operation. ``engine/cleaner_plan.py`` decides which log to clean and how far
+(``describe`` turns a Log into its ``CleanerLog``); ``Cleaner.clean`` then does what Kafka's
+Cleaner.doClean does:
+
+1. The offset map (ext.offset_map, keys hashed in C) takes every keyed record of the dirty
+   section [first dirty offset, first uncleanable offset), skipping the data of aborted
+   transactions (the segments' ``.txnindex`` entries); when it fills up, cleaning stops
+   after the last offset it took (``end_offset``). A segment that ends in a gap moves the
+   map's latest offset to the offset before the next segment.
+2. The segments from the log's first up to ``end_offset`` are grouped
+   (``group_segments_by_size``) and each group is rewritten into one segment, batch by
+   batch, with Kafka's MemoryRecords.filterTo rules:
+
+   - a record is kept when ``OffsetMap.retain_mask`` keeps it (the last of its key, or past
+     the map; a tombstone only until its batch's delete horizon has passed);
+   - a batch that keeps every record, and needs no delete horizon, is copied byte for byte;
+   - a batch that keeps some is rebuilt: its base offset, last offset (so offsets keep their
+     gaps), partition leader epoch, producer id, epoch and base sequence and its
+     transactional and control bits kept, its records kept with their own offsets and
+     timestamps, in its own codec;
+   - a batch that keeps none is dropped, unless it holds its producer's last sequence (then
+     an empty batch of its header is kept, so the producer's state survives, as Kafka does);
+   - transactions (Kafka's CleanedTransactionMetadata): the data batches of an aborted
+     transaction are dropped; its ABORT marker is kept (and its ``.txnindex`` entry copied)
+     while any of its data was still met in this clean, and a COMMIT marker while any data
+     of its transaction was; a marker that may go is kept until its delete horizon;
+   - KIP-534's delete horizon: a batch kept with a tombstone, or a marker that may go, and
+     no horizon yet, is rebuilt with its base timestamp set to now + delete.retention.ms and
+     the attribute bit 6 set; a later clean past that time drops them.
+
+3. The swap, Kafka's replaceSegments, so that a kill -9 at any point leaves a log that loads
+   with nothing lost or doubled (engine/recovery.py completes or undoes it):
+
+   - ``<base>.log.cleaned`` and its ``.index``, ``.timeindex``, ``.txnindex`` ``.cleaned``
+     files are written and fsynced;
+   - they are renamed ``.swap``, the indexes first and the ``.log`` last: a ``.log.swap``
+     means a complete cleaned segment, which recovery finishes swapping in;
+   - the replaced segments are renamed ``.deleted`` (their fds stay open for reads in
+     flight; they are unlinked after file.delete.delay.ms, as retention's are);
+   - the ``.swap`` files are renamed to their final names, the ``.log`` last again;
+   - the Log's segment list takes the new segment in place of the group in one step.
+
+4. The checkpoint: ``end_offset`` becomes the partition's entry in the log dir's
+   ``cleaner-offset-checkpoint`` (engine.manager.CLEANER_CHECKPOINT, Kafka's format).
+
+Reads in flight hold the old segments' fds, so a reader sees the old segment or the new one,
+never a mix. The whole clean is IO and C over batch bytes; Python runs per batch, and per
+record only for a batch it rebuilds.
+
+``log.cleaner.io.max.bytes.per.second`` throttles the bytes read and written (Kafka's
+Throttler); ``hook(step)`` is called after each step of the swap (for tests that kill the
+process there).
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+import struct
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
+
+from engine.checkpoint import fsync_dir, read_offset_checkpoint, write_offset_checkpoint
+from engine.cleaner_plan import (
+    CleanerLog,
+    CompactionSettings,
+    LogToClean,
+    SegmentInfo,
+    group_segments_by_size,
+    survey,
+)
+from engine.control import CONTROL_ABORT, CONTROL_COMMIT, parse_control_type
+from engine.errors import InvalidRecordError
+from engine.reader import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    file_name,
+    iter_file_chunks,
+)
+from engine.segment import LogSegment
+from engine.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex, read_aborted_txns
+from ext.batch import BATCH_OVERHEAD, CorruptRecordError, decode_records, peek_header, read_header
+from ext.compress import compress
+from ext.crc import crc32c
+from ext.index import OffsetIndex, TimeIndex
+from ext.offset_map import OffsetMap, cleaner_map_memory
+
+if TYPE_CHECKING:
+    from engine.log import Log
+
+log = logging.getLogger("strom.cleaner")
+
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"  # engine.manager.CLEANER_CHECKPOINT
+# The files of a segment the swap moves, the .log last (recovery keys on ``<base>.log.swap``).
+INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+SEGMENT_SUFFIXES = INDEX_SUFFIXES + (LOG_SUFFIX,)
+
+# Batch attributes (DefaultRecordBatch).
+_CODEC_MASK = 0x07
+_TRANSACTIONAL = 0x10
+_CONTROL = 0x20
+_DELETE_HORIZON = 0x40  # KIP-534: the base timestamp is the delete horizon
+_MAGIC = 2
+_HEAD = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
+_TAIL = struct.Struct(">hiqqqhii")  # attributes .. recordsCount: what the CRC covers first
+_READ_CHUNK = 1 << 20
+
+# The steps a clean passes, in order (``hook``).
+STEP_CLEANED = "cleaned"      # the .cleaned files are written and fsynced
+STEP_SWAP = "swap"            # they are renamed .swap
+STEP_DELETED = "deleted"      # the replaced segments are renamed .deleted
+STEP_SWAPPED = "swapped"      # the .swap files have their final names; the Log holds the new segment
+STEP_CHECKPOINT = "checkpoint"  # cleaner-offset-checkpoint holds the new first dirty offset
+STEPS = (STEP_CLEANED, STEP_SWAP, STEP_DELETED, STEP_SWAPPED, STEP_CHECKPOINT)
+
+
+# ---- describing a log to cleaner_plan ------------------------------------------------------
+
+def last_stable_offset(lg: Log) -> int:
+    """The log's last stable offset (the high watermark while it has none of its own)."""
+    lso = getattr(lg, "last_stable_offset", None)
+    if callable(lso):
+        lso = lso()
+    return lg.high_watermark if lso is None else int(lso)
+
+
+def _first_batch_timestamp(segment: LogSegment) -> int | None:
+    if segment.size == 0:
+        return None
+    if segment.rolling_based_timestamp is not None:
+        return segment.rolling_based_timestamp
+    try:
+        return peek_header(os.pread(segment.fd, BATCH_OVERHEAD, 0)).max_timestamp
+    except CorruptRecordError:
+        return None
+
+
+def compaction_settings(lg: Log) -> CompactionSettings:
+    config = lg.config
+    return CompactionSettings(config.min_cleanable_dirty_ratio, config.min_compaction_lag_ms,
+                              config.max_compaction_lag_ms)
+
+
+def describe(lg: Log, cleaner_checkpoint: int | None = None) -> CleanerLog:
+    """The log as cleaner_plan sees it."""
+    segments = []
+    for i, s in enumerate(lg.segments):
+        nxt = lg.segments[i + 1].base_offset if i + 1 < len(lg.segments) else lg.log_end_offset
+        segments.append(SegmentInfo(s.base_offset, s.size, s.offset_index.size_in_bytes,
+                                    s.time_index.size_in_bytes, nxt, s.max_timestamp_so_far,
+                                    _first_batch_timestamp(s)))
+    lso = last_stable_offset(lg)
+    return CleanerLog(lg.topic, lg.partition, tuple(segments), lg.log_start_offset, lg.high_watermark,
+                      lso if lso < lg.high_watermark else None, cleaner_checkpoint,
+                      compaction_settings(lg), lg.config.compacts)
+
+
+# ---- the cleaner's checkpoint --------------------------------------------------------------
+
+def checkpoint_path(log_dir: str) -> str:
+    return os.path.join(log_dir, CLEANER_CHECKPOINT)
+
+
+def read_cleaner_checkpoint(log_dir: str) -> dict[tuple[str, int], int]:
+    """The log dir's cleaner-offset-checkpoint ({} when absent or unreadable, as Kafka starts
+    over from the log start offsets then)."""
+    try:
+        return read_offset_checkpoint(checkpoint_path(log_dir))
+    except FileNotFoundError:
+        return {}
+    except ValueError as e:
+        log.warning("%s: unreadable, cleaning starts over: %s", checkpoint_path(log_dir), e)
+        return {}
+
+
+def update_cleaner_checkpoint(log_dir: str, updates: dict[tuple[str, int], int],
+                              remove: Iterable[tuple[str, int]] = ()) -> None:
+    offsets = read_cleaner_checkpoint(log_dir)
+    offsets.update(updates)
+    for tp in remove:
+        offsets.pop(tp, None)
+    write_offset_checkpoint(checkpoint_path(log_dir), offsets)
+
+
+# ---- the throttle --------------------------------------------------------------------------
+
+class Throttler:
+    """Kafka's Throttler: at most ``rate`` bytes a second on average, by sleeping once the
+    bytes done since the last check run ahead of the clock (checked every ``check_ms``)."""
+
+    def __init__(self, rate: float, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic, check_ms: int = 300):
+        self.rate = rate
+        self.sleep = sleep
+        self.clock = clock
+        self.check_s = check_ms / 1000
+        self.period_start = clock()
+        self.observed = 0.0
+        self.slept_s = 0.0
+
+    def maybe_throttle(self, observed: int) -> None:
+        if not math.isfinite(self.rate) or self.rate <= 0:
+            return
+        self.observed += observed
+        now = self.clock()
+        elapsed = now - self.period_start
+        if elapsed < self.check_s and self.observed < self.rate * self.check_s:
+            return
+        wanted = self.observed / self.rate
+        if wanted > elapsed:
+            self.sleep(wanted - elapsed)
+            self.slept_s += wanted - elapsed
+        self.period_start = self.clock()
+        self.observed = 0.0
+
+
+# ---- writing batches -----------------------------------------------------------------------
+
+def _varint(value: int) -> bytes:
+    """A zigzag varint (Kafka's ByteUtils.writeVarlong)."""
+    v = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def _bytes_field(data: bytes | None) -> bytes:
+    return _varint(-1) if data is None else _varint(len(data)) + data
+
+
+def _encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None, value: bytes | None,
+                   headers: Iterable[tuple[str | bytes, bytes | None]]) -> bytes:
+    parts = [b"\x00", _varint(timestamp_delta), _varint(offset_delta), _bytes_field(key),
+             _bytes_field(value)]
+    headers = list(headers)
+    parts.append(_varint(len(headers)))
+    for name, header_value in headers:
+        raw = name.encode() if isinstance(name, str) else bytes(name)
+        parts.append(_varint(len(raw)) + raw)
+        parts.append(_bytes_field(header_value))
+    body = b"".join(parts)
+    return _varint(len(body)) + body
+
+
+def encode_batch(*, base_offset: int, last_offset_delta: int, partition_leader_epoch: int,
+                 attributes: int, base_timestamp: int, max_timestamp: int, producer_id: int,
+                 producer_epoch: int, base_sequence: int, records: list[bytes]) -> bytes:
+    """One v2 batch from its header fields and its encoded records (compressed here in the
+    codec ``attributes`` names)."""
+    body = b"".join(records)
+    codec = attributes & _CODEC_MASK
+    if codec and records:
+        body = compress(codec, body)
+    tail = _TAIL.pack(attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id,
+                      producer_epoch, base_sequence, len(records)) + body
+    batch_length = 4 + 1 + 4 + len(tail)  # partitionLeaderEpoch, magic, crc, then the tail
+    return _HEAD.pack(base_offset, batch_length, partition_leader_epoch, _MAGIC, crc32c(tail)) + tail
+
+
+def empty_batch(header) -> bytes:
+    """Kafka's DefaultRecordBatch.writeEmptyHeader for a batch the cleaner emptied that holds
+    its producer's last sequence: no records, no codec, both timestamps its max timestamp."""
+    attributes = header.attributes & (_TRANSACTIONAL | _CONTROL | 0x08)
+    return encode_batch(base_offset=header.base_offset, last_offset_delta=header.last_offset_delta,
+                        partition_leader_epoch=header.partition_leader_epoch, attributes=attributes,
+                        base_timestamp=header.max_timestamp, max_timestamp=header.max_timestamp,
+                        producer_id=header.producer_id, producer_epoch=header.producer_epoch,
+                        base_sequence=header.base_sequence, records=[])
+
+
+def rebuild_batch(header, records, delete_horizon_ms: int | None) -> bytes:
+    """MemoryRecords.buildRetainedRecordsInto: the batch of ``records`` (ext.batch.Record,
+    each with its own offset and timestamp) with ``header``'s base and last offset, producer
+    fields, leader epoch, codec and bits; the delete horizon as its base timestamp when given
+    (or the one it has)."""
+    log_append_time = header.attributes & 0x08
+    attributes = header.attributes & ~_DELETE_HORIZON
+    if delete_horizon_ms is None and header.attributes & _DELETE_HORIZON:
+        delete_horizon_ms = header.base_timestamp
+    if delete_horizon_ms is not None:
+        attributes |= _DELETE_HORIZON
+        base_timestamp = delete_horizon_ms
+    else:
+        base_timestamp = records[0].timestamp
+    if log_append_time:
+        max_timestamp = header.max_timestamp
+    else:
+        max_timestamp = max(r.timestamp for r in records)
+    encoded = [_encode_record(r.offset - header.base_offset, r.timestamp - base_timestamp, r.key, r.value,
+                              r.headers) for r in records]
+    return encode_batch(base_offset=header.base_offset, last_offset_delta=header.last_offset_delta,
+                        partition_leader_epoch=header.partition_leader_epoch, attributes=attributes,
+                        base_timestamp=base_timestamp, max_timestamp=max_timestamp,
+                        producer_id=header.producer_id, producer_epoch=header.producer_epoch,
+                        base_sequence=header.base_sequence, records=encoded)
+
+
+# ---- transactions (Kafka's CleanedTransactionMetadata) -------------------------------------
+
+class _AbortedMeta:
+    __slots__ = ("txn", "last_obsolete_offset")
+
+    def __init__(self, txn: AbortedTxn):
+        self.txn = txn
+        self.last_obsolete_offset: int | None = None
+
+
+class CleanedTransactionMetadata:
+    """What the cleaner knows of transactions while it walks a group's batches in order:
+    the aborted ones (from the ``.txnindex``, by first offset) it is inside, the committed
+    ones it met data of, and the aborted-transaction entries the cleaned segment keeps."""
+
+    def __init__(self, aborted: Iterable[AbortedTxn]):
+        self.aborted = deque(sorted(aborted, key=lambda t: t.first_offset))
+        self.ongoing_aborted: dict[int, _AbortedMeta] = {}
+        self.ongoing_committed: set[int] = set()
+        self.cleaned_index: list[AbortedTxn] = []
+
+    def _consume_aborted_up_to(self, offset: int) -> None:
+        while self.aborted and self.aborted[0].first_offset <= offset:
+            txn = self.aborted.popleft()
+            self.ongoing_aborted.setdefault(txn.producer_id, _AbortedMeta(txn))
+
+    def on_control_batch(self, header, records) -> bool:
+        """May the marker batch go (once its delete horizon has passed)?"""
+        self._consume_aborted_up_to(header.last_offset)
+        if not records:
+            return True  # an empty control batch was cleaned already
+        try:
+            control_type = parse_control_type(records[0].key)
+        except InvalidRecordError:
+            return False
+        pid = header.producer_id
+        if control_type == CONTROL_ABORT:
+            meta = self.ongoing_aborted.pop(pid, None)
+            if meta is not None and meta.last_obsolete_offset is not None:
+                # Kept until every batch of the transaction is gone.
+                self.cleaned_index.append(meta.txn)
+                return False
+            return True
+        if control_type == CONTROL_COMMIT:
+            # May go when no batch of its transaction was met.
+            if pid in self.ongoing_committed:
+                self.ongoing_committed.discard(pid)
+                return False
+            return True
+        return False
+
+    def on_batch(self, header) -> bool:
+        """May the data batch go (it belongs to an aborted transaction)?"""
+        self._consume_aborted_up_to(header.last_offset)
+        if not header.attributes & _TRANSACTIONAL:
+            return False
+        meta = self.ongoing_aborted.get(header.producer_id)
+        if meta is not None:
+            meta.last_obsolete_offset = header.last_offset
+            return True
+        self.ongoing_committed.add(header.producer_id)
+        return False
+
+
+def collect_aborted(lg: Log, start: int, upper: int) -> list[AbortedTxn]:
+    """Kafka's UnifiedLog.collectAbortedTransactions: the aborted transactions of the
+    segments' ``.txnindex`` files, from the segment holding ``start`` on, that overlap
+    [start, upper)."""
+    found: list[AbortedTxn] = []
+    for i, segment in enumerate(lg.segments):
+        nxt = lg.segments[i + 1].base_offset if i + 1 < len(lg.segments) else None
+        if nxt is not None and nxt <= start:
+            continue
+        index = getattr(segment, "txn_index", None)
+        if index is not None and not getattr(index, "closed", False):
+            entries = index.all_aborted()
+        else:
+            path = os.path.join(lg.dir, file_name(segment.base_offset, TXN_INDEX_SUFFIX))
+            entries = read_aborted_txns(path)
+        found.extend(t for t in entries if t.last_offset >= start and t.first_offset < upper)
+    return found
+
+
+# ---- the cleaned segment -------------------------------------------------------------------
+
+class _CleanedSegment:
+    """``<base>.log.cleaned`` and its indexes, written in one pass, indexed as LogSegment
+    indexes its appends."""
+
+    def __init__(self, directory: str, base_offset: int, index_interval_bytes: int, max_index_size: int):
+        self.dir = directory
+        self.base_offset = base_offset
+        self.interval = index_interval_bytes
+        for suffix in SEGMENT_SUFFIXES:
+            for extra in (CLEANED_SUFFIX, SWAP_SUFFIX):
+                _unlink(self.path(suffix) + extra)
+        self.fd = os.open(self.path(LOG_SUFFIX) + CLEANED_SUFFIX,
+                          os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        cleaned = CLEANED_SUFFIX
+        self.offset_index = OffsetIndex(self.path(INDEX_SUFFIX) + cleaned, base_offset, max_index_size)
+        self.time_index = TimeIndex(self.path(TIME_INDEX_SUFFIX) + cleaned, base_offset, max_index_size)
+        self.txn_index = TransactionIndex(self.path(TXN_INDEX_SUFFIX) + CLEANED_SUFFIX, base_offset)
+        self.size = 0
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.bytes_since_last_index_entry = 0
+        self.closed = False
+
+    def path(self, suffix: str) -> str:
+        return os.path.join(self.dir, file_name(self.base_offset, suffix))
+
+    def append(self, batch: bytes | memoryview, last_offset: int, max_timestamp: int) -> None:
+        position = self.size
+        view = memoryview(batch)
+        while view:
+            written = os.pwrite(self.fd, view, self.size)
+            self.size += written
+            view = view[written:]
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = last_offset
+        if self.bytes_since_last_index_entry > self.interval:
+            self.offset_index.append(last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += len(batch)
+
+    def finish(self, mtime: float | None) -> None:
+        """The roll's last time index entry, indexes trimmed, everything fsynced."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, True)
+        for index in (self.offset_index, self.time_index):
+            index.trim_to_valid_size()
+            index.flush()
+        if not self.txn_index.exists:
+            # Always a .txnindex beside a cleaned .log, so recovery never takes an old one for it.
+            with open(self.path(TXN_INDEX_SUFFIX) + CLEANED_SUFFIX, "wb"):
+                pass
+        os.fsync(self.fd)
+        fd = os.open(self.path(TXN_INDEX_SUFFIX) + CLEANED_SUFFIX, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.close()
+        if mtime is not None:
+            os.utime(self.path(LOG_SUFFIX) + CLEANED_SUFFIX, (mtime, mtime))
+        fsync_dir(self.dir)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.offset_index.close()
+        self.time_index.close()
+        self.txn_index.close()
+        os.close(self.fd)
+
+    def discard(self) -> None:
+        self.close()
+        for suffix in SEGMENT_SUFFIXES:
+            for extra in (CLEANED_SUFFIX, SWAP_SUFFIX):
+                _unlink(self.path(suffix) + extra)
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+# ---- the cleaner ---------------------------------------------------------------------------
+
+@dataclass
+class CleanerStats:
+    """Kafka's CleanerStats, the parts a report or a benchmark reads."""
+    map_bytes_read: int = 0
+    map_messages_read: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    batches_read: int = 0
+    batches_copied: int = 0
+    batches_rebuilt: int = 0
+    batches_dropped: int = 0
+    segments_cleaned: int = 0
+    groups: int = 0
+
+
+class CleanResult(NamedTuple):
+    first_dirty_offset: int
+    end_offset: int  # the next first dirty offset: what the checkpoint records
+    stats: CleanerStats
+
+
+class CleanAborted(Exception):
+    """The log changed under the clean (a truncation, a deletion, retention): the cleaned
+    output is discarded and the log is left as it was."""
+
+
+class Cleaner:
+    """One cleaner thread's state: its offset map and throttle (Kafka's Cleaner)."""
+
+    def __init__(self, offset_map: OffsetMap | None = None, *, dedupe_buffer_size: int = 128 * 1024 * 1024,
+                 threads: int = 1, load_factor: float = 0.9, io_buffer_size: int = _READ_CHUNK,
+                 io_max_bytes_per_second: float = float("inf"),
+                 sleep: Callable[[float], None] = time.sleep,
+                 hook: Callable[[str], None] | None = None):
+        self.offset_map = offset_map if offset_map is not None else OffsetMap(
+            cleaner_map_memory(dedupe_buffer_size, threads, load_factor), load_factor=load_factor)
+        self.chunk_size = max(io_buffer_size, BATCH_OVERHEAD)
+        self.throttler = Throttler(io_max_bytes_per_second, sleep)
+        self.hook = hook
+
+    def _step(self, step: str) -> None:
+        if self.hook is not None:
+            self.hook(step)
+
+    # ---- the whole clean ------------------------------------------------------------------
+
+    def clean(self, lg: Log, to_clean: LogToClean, now_ms: int) -> CleanResult:
+        """Kafka's Cleaner.doClean of ``lg`` as ``to_clean`` (cleaner_plan's choice) says, then
+        the checkpoint. Returns where the next clean starts."""
+        stats = CleanerStats()
+        first_dirty = to_clean.first_dirty_offset
+        upper = to_clean.first_uncleanable_offset
+        if upper <= first_dirty:
+            return CleanResult(first_dirty, first_dirty, stats)
+        end_offset = self.build_offset_map(lg, first_dirty, upper, stats)
+        delete_retention_ms = lg.config.delete_retention_ms
+        infos = describe(lg).segments
+        active = lg.active_segment.base_offset
+        to_group = [s for s in infos if s.base_offset < end_offset and s.base_offset < active]
+        groups = group_segments_by_size(to_group, lg.config.segment_bytes, lg.config.segment_index_bytes,
+                                        upper)
+        for group in groups:
+            self.clean_segments(lg, [s.base_offset for s in group], now_ms, delete_retention_ms, stats)
+        update_cleaner_checkpoint(lg.parent_dir, {(lg.topic, lg.partition): end_offset})
+        self._step(STEP_CHECKPOINT)
+        return CleanResult(first_dirty, end_offset, stats)
+
+    def build_offset_map(self, lg: Log, start: int, upper: int, stats: CleanerStats) -> int:
+        """Kafka's buildOffsetMap over the segments of [start, upper): the offset after the
+        last one the map took (``upper`` unless it filled up)."""
+        offset_map = self.offset_map
+        offset_map.clear()
+        aborted = [(t.producer_id, t.first_offset, t.last_offset) for t in collect_aborted(lg, start, upper)]
+        segments = list(lg.segments)
+        for i, segment in enumerate(segments):
+            nxt = segments[i + 1].base_offset if i + 1 < len(segments) else lg.log_end_offset
+            if nxt <= start or segment.base_offset >= upper:
+                continue
+            position = 0
+            if segment.base_offset < start:
+                found = segment.translate_offset(start)
+                position = segment.size if found is None else found.position
+            full = False
+            for _, chunk, summary in iter_file_chunks(segment.fd, position, segment.size, self.chunk_size):
+                fill = offset_map.add_batches(chunk, start, 0, aborted)
+                stats.map_bytes_read += summary.valid_bytes
+                stats.map_messages_read += fill.records
+                self.throttler.maybe_throttle(summary.valid_bytes)
+                if fill.full:
+                    full = True
+                    break
+            if full:
+                break
+            offset_map.update_latest_offset(min(nxt, upper) - 1)
+        return max(offset_map.latest_offset + 1, start)
+
+    # ---- one group ------------------------------------------------------------------------
+
+    def clean_segments(self, lg: Log, bases: list[int], now_ms: int, delete_retention_ms: int,
+                       stats: CleanerStats) -> None:
+        """Kafka's cleanSegments: the group of segments starting at ``bases`` cleaned into one,
+        then swapped in."""
+        by_base = {s.base_offset: s for s in lg.segments}
+        group = [by_base[b] for b in bases]
+        last = group[-1]
+        idx = lg.segments.index(last)
+        group_end = lg.segments[idx + 1].base_offset if idx + 1 < len(lg.segments) else lg.log_end_offset
+        txn = CleanedTransactionMetadata(collect_aborted(lg, group[0].base_offset, group_end))
+        last_of_producer: dict[int, int] = {}
+        for pid, entry in lg.producer_state.producers.items():
+            batches = getattr(entry, "batches", None)
+            if batches:
+                last_of_producer[pid] = batches[-1].last_offset
+        config = lg.config
+        out = _CleanedSegment(lg.dir, group[0].base_offset, config.index_interval_bytes,
+                              config.segment_index_bytes)
+        try:
+            for segment in group:
+                self._clean_into(segment, out, txn, last_of_producer, now_ms, delete_retention_ms, stats)
+            for aborted in txn.cleaned_index:
+                if out.txn_index.last_offset is None or aborted.last_offset > out.txn_index.last_offset:
+                    out.txn_index.append(aborted)
+            out.finish(os.fstat(last.fd).st_mtime)
+        except BaseException:
+            out.discard()
+            raise
+        self._step(STEP_CLEANED)
+        self.swap(lg, group, out)
+        stats.groups += 1
+        stats.segments_cleaned += len(group)
+
+    def _clean_into(self, segment: LogSegment, out: _CleanedSegment, txn: CleanedTransactionMetadata,
+                    last_of_producer: dict[int, int], now_ms: int, delete_retention_ms: int,
+                    stats: CleanerStats) -> None:
+        offset_map = self.offset_map
+        for _, chunk, summary in iter_file_chunks(segment.fd, 0, segment.size, self.chunk_size):
+            mask = offset_map.retain_mask(chunk, 0, now_ms)
+            stats.bytes_read += summary.valid_bytes
+            self.throttler.maybe_throttle(summary.valid_bytes)
+            view = memoryview(chunk)
+            r = 0
+            for position, size, count in zip(summary.positions, summary.sizes, summary.records_counts):
+                keep = mask[r:r + count]
+                r += count
+                stats.batches_read += 1
+                batch = self._filter_batch(view, position, size, keep, txn, last_of_producer, now_ms,
+                                           delete_retention_ms, stats)
+                if batch is not None:
+                    header = read_header(batch)
+                    out.append(batch, header.last_offset, header.max_timestamp)
+                    stats.bytes_written += len(batch)
+                    self.throttler.maybe_throttle(len(batch))
+
+    def _filter_batch(self, view: memoryview, position: int, size: int, keep: bytearray | bytes,
+                      txn: CleanedTransactionMetadata, last_of_producer: dict[int, int], now_ms: int,
+                      delete_retention_ms: int, stats: CleanerStats) -> bytes | memoryview | None:
+        """MemoryRecords.filterTo with the cleaner's LogCleanerFilter, for one batch."""
+        header = read_header(view, position)
+        has_horizon = bool(header.attributes & _DELETE_HORIZON)
+        is_control = bool(header.attributes & _CONTROL)
+        records = None
+        if is_control:
+            records = decode_records(view, position, False)
+            can_discard = txn.on_control_batch(header, records)
+            discard = can_discard and has_horizon and header.base_timestamp <= now_ms
+            marker_for_empty_txn = can_discard
+        else:
+            discard = txn.on_batch(header)
+            marker_for_empty_txn = False
+        producer_last = (header.producer_id >= 0
+                         and last_of_producer.get(header.producer_id) == header.last_offset)
+        if producer_last:
+            retention = "retain_empty"
+        elif discard:
+            retention = "delete"
+        else:
+            retention = "delete_empty"
+        if retention == "delete":
+            stats.batches_dropped += 1
+            return None
+        if discard:
+            all_kept = any_kept = False  # an aborted transaction's data: every record goes
+        else:
+            all_kept = is_control or all(keep)
+            any_kept = is_control or any(keep)
+        if any_kept:
+            needs_horizon = False
+            if not has_horizon:
+                if marker_for_empty_txn:
+                    needs_horizon = True
+                elif not is_control:
+                    records = decode_records(view, position, False)
+                    needs_horizon = any(r.value is None for r, k in zip(records, keep) if k)
+            if all_kept and not needs_horizon:
+                stats.batches_copied += 1
+                return view[position:position + size]
+            if records is None:
+                records = decode_records(view, position, False)
+            kept = records if is_control else [rec for rec, k in zip(records, keep) if k]
+            stats.batches_rebuilt += 1
+            return rebuild_batch(header, kept, now_ms + delete_retention_ms if needs_horizon else None)
+        if retention == "retain_empty":
+            stats.batches_rebuilt += 1
+            return empty_batch(header)
+        stats.batches_dropped += 1
+        return None
+
+    # ---- the swap -------------------------------------------------------------------------
+
+    def swap(self, lg: Log, group: list[LogSegment], out: _CleanedSegment) -> None:
+        """Kafka's replaceSegments: ``out`` in place of ``group`` (see the module docstring)."""
+        segments = lg.segments
+        try:
+            start = next(i for i, s in enumerate(segments) if s is group[0])
+        except StopIteration:
+            start = -1
+        if start < 0 or segments[start:start + len(group)] != group or group[-1] is lg.active_segment:
+            out.discard()
+            raise CleanAborted(f"{lg.dir}: the segments from {group[0].base_offset} changed during the clean")
+        for suffix in SEGMENT_SUFFIXES:  # the .log last
+            os.replace(out.path(suffix) + CLEANED_SUFFIX, out.path(suffix) + SWAP_SUFFIX)
+        fsync_dir(lg.dir)
+        self._step(STEP_SWAP)
+        due = int(time.time() * 1000) + lg.config.file_delete_delay_ms
+        for old in group:
+            old_txn = os.path.join(lg.dir, file_name(old.base_offset, TXN_INDEX_SUFFIX))
+            old.mark_deleted()
+            if os.path.exists(old_txn):
+                os.replace(old_txn, old_txn + DELETED_SUFFIX)
+        fsync_dir(lg.dir)
+        self._step(STEP_DELETED)
+        for suffix in SEGMENT_SUFFIXES:
+            os.replace(out.path(suffix) + SWAP_SUFFIX, out.path(suffix))
+        if os.path.getsize(out.path(TXN_INDEX_SUFFIX)) == 0:
+            os.unlink(out.path(TXN_INDEX_SUFFIX))  # Kafka keeps no .txnindex without entries
+        fsync_dir(lg.dir)
+        config = lg.config
+        cleaned = LogSegment(lg.dir, out.base_offset, config.index_interval_bytes, config.segment_index_bytes)
+        cleaned.on_become_inactive()
+        install_segment(lg, group, cleaned, due)
+        self._step(STEP_SWAPPED)
+
+
+def install_segment(lg: Log, group: list[LogSegment], cleaned: LogSegment, delete_due_ms: int) -> None:
+    """The Log's segment list takes ``cleaned`` in place of ``group`` in one step, and the
+    old segments wait for file.delete.delay.ms before their files go (as retention's)."""
+    segments = list(lg.segments)
+    start = next(i for i, s in enumerate(segments) if s is group[0])
+    segments[start:start + len(group)] = [cleaned]
+    lg.segments = segments
+    lg._bases = [s.base_offset for s in segments]
+    lg._bound_cache = None
+    for old in group:
+        lg._pending_deletes.append((delete_due_ms, old))
+
+
+# ---- choosing and cleaning (LogCleanerManager, one pass) -----------------------------------
+
+def clean_filthiest(cleaner: Cleaner, logs: Iterable[Log], now_ms: int,
+                    uncleanable: Iterable[tuple[str, int]] = ()) -> CleanResult | None:
+    """One pass of Kafka's CleanerThread.tryCleanFilthiestLog over ``logs`` (of one or more
+    log dirs): the checkpoints read, invalid ones reset, the filthiest log cleaned. None when
+    no log needs cleaning."""
+    logs = [lg for lg in logs if lg.config.compacts]
+    by_tp = {(lg.topic, lg.partition): lg for lg in logs}
+    checkpoints: dict[str, dict[tuple[str, int], int]] = {}
+    described = []
+    for lg in logs:
+        if lg.parent_dir not in checkpoints:
+            checkpoints[lg.parent_dir] = read_cleaner_checkpoint(lg.parent_dir)
+        described.append(describe(lg, checkpoints[lg.parent_dir].get((lg.topic, lg.partition))))
+    found = survey(described, now_ms, (), uncleanable)
+    resets: dict[str, dict[tuple[str, int], int]] = {}
+    for tp, offset in found.checkpoint_resets.items():
+        resets.setdefault(by_tp[tp].parent_dir, {})[tp] = offset
+    for log_dir, updates in resets.items():
+        update_cleaner_checkpoint(log_dir, updates)
+    if found.filthiest is None:
+        return None
+    return cleaner.clean(by_tp[found.filthiest.topic_partition], found.filthiest, now_ms)
+
+
+__all__ = [
+    "CLEANER_CHECKPOINT", "CleanAborted", "CleanResult", "CleanedTransactionMetadata", "Cleaner",
+    "CleanerStats", "STEPS", "Throttler", "clean_filthiest", "collect_aborted", "describe",
+    "encode_batch", "install_segment", "read_cleaner_checkpoint", "update_cleaner_checkpoint",
+]
