@@ -22,7 +22,16 @@ from __future__ import annotations
 import asyncio
 import time
 
-from ext.batch import COMPRESSION_ZSTD, LOG_OVERHEAD, MAGIC, read_prefix
+from broker.transactions.runtime import verification_error
+from ext.batch import (
+    COMPRESSION_ZSTD,
+    LOG_OVERHEAD,
+    MAGIC,
+    CorruptRecordError,
+    TruncatedBatchError,
+    read_header,
+    read_prefix,
+)
 from protocol import messages as M
 from protocol.dispatch import Api, Deferred
 from protocol.errors import Error
@@ -111,6 +120,8 @@ def apis(broker) -> list[Api]:
                     records = p.records if valid == len(p.records) else p.records[:valid]
                     entries.append((name, p.index, records))
                     slots.append(pr)
+        if entries and version >= 3 and req.transactional_id is not None:
+            entries, slots = await verified(req.transactional_id, version, entries, slots)
         results = replicas.append_records_locally(entries, req.acks) if entries else []
         if req.acks == 0:
             return None
@@ -135,6 +146,47 @@ def apis(broker) -> list[Api]:
             replicas.when_replicated(entries, results, req.timeout_ms, replicated)
             return Deferred(body)
         return answer(header, responses, entries, slots, results)
+
+    async def verified(transactional_id, version, entries, slots):
+        """KIP-890's verification (transaction.partition.verification.enable): a transactional
+        batch of a producer with no open transaction on its partition is appended only once
+        the transaction's coordinator says the partition was added to the transaction; the
+        others answer the coordinator's refusal as Kafka maps it. The entries and slots to
+        append."""
+        runtime = broker.transactions
+        if runtime is None or not runtime.verification_enabled:
+            return entries, slots
+        unverified: dict[tuple[int, int], list[int]] = {}  # (producer id, epoch) -> entry indexes
+        for i, (name, index, records) in enumerate(entries):
+            try:
+                header = read_header(records, 0)
+            except (CorruptRecordError, TruncatedBatchError, ValueError):
+                continue  # the log's validation answers it
+            if not header.is_transactional or header.is_control:
+                continue
+            log_ = replicas.local_log(name, index)
+            if log_ is None:
+                continue  # not the leader: the append answers it
+            entry = log_.producer_state.producers.get(header.producer_id)
+            if entry is not None and entry.epoch == header.producer_epoch \
+                    and getattr(entry, "current_txn_first_offset", -1) >= 0:
+                continue  # its transaction is open here: the partition was verified before
+            unverified.setdefault((header.producer_id, header.producer_epoch), []).append(i)
+        if not unverified:
+            return entries, slots
+        refused: set[int] = set()
+        for (producer_id, producer_epoch), indexes in unverified.items():
+            tps = [(entries[i][0], entries[i][1]) for i in indexes]
+            errors = await runtime.verify(transactional_id, producer_id, producer_epoch, tps)
+            for i, tp in zip(indexes, tps):
+                code = errors.get(tp, Error.NONE)
+                if code != Error.NONE:
+                    slots[i].error_code = verification_error(code, version)
+                    refused.add(i)
+        if not refused:
+            return entries, slots
+        keep = [i for i in range(len(entries)) if i not in refused]
+        return [entries[i] for i in keep], [slots[i] for i in keep]
 
     def answer(header, responses, entries, slots, results):
         R = M.ProduceResponse

@@ -47,6 +47,7 @@ from broker.transactions.markers import MarkerChannel
 from engine.log import FETCH_LOG_END, ORIGIN_COORDINATOR
 from ext.batch import decode_records, iter_batches
 from protocol import messages as M
+from protocol.client import KafkaConnection
 from protocol.errors import Error
 
 log = logging.getLogger("strom.broker.transactions")
@@ -56,6 +57,28 @@ CREATE_TOPICS_VERSION = 7
 CREATE_RETRY_S = 1.0
 RETRY_BACKOFF_S = 0.1
 APPEND_TIMEOUT_MS = 30000  # Kafka's transaction coordinator waits request.timeout.ms for acks=-1
+ADD_PARTITIONS_TO_TXN = 24
+VERIFY_VERSION = 4  # AddPartitionsToTxn v4: batched, verify_only (a broker's)
+VERIFY_TIMEOUT_S = 30.0
+# What a produce answers for a verification that could not be made: retriable for the producer
+# (Kafka's ReplicaManager: "Unable to verify the partition has been added to the transaction").
+_VERIFY_RETRIABLE = {Error.CONCURRENT_TRANSACTIONS, Error.COORDINATOR_LOAD_IN_PROGRESS,
+                     Error.COORDINATOR_NOT_AVAILABLE, Error.NOT_COORDINATOR}
+LATEST_PRODUCE_VERSION = 12  # the produce version whose clients know TRANSACTION_ABORTABLE
+
+
+def verification_error(error: int, produce_version: int) -> int:
+    """The error a produce answers when its partition's verification answered ``error``
+    (Kafka's AddPartitionsToTxnManager and ReplicaManager): PRODUCER_FENCED as
+    INVALID_PRODUCER_EPOCH, a partition not in the transaction as INVALID_TXN_STATE (below
+    the latest produce version), a coordinator that cannot answer as NOT_ENOUGH_REPLICAS."""
+    if error == Error.PRODUCER_FENCED:
+        return Error.INVALID_PRODUCER_EPOCH
+    if error == Error.TRANSACTION_ABORTABLE and produce_version < LATEST_PRODUCE_VERSION:
+        return Error.INVALID_TXN_STATE
+    if error in _VERIFY_RETRIABLE:
+        return Error.NOT_ENOUGH_REPLICAS
+    return error
 
 
 def _now_ms() -> int:
@@ -118,6 +141,8 @@ class TransactionCoordinatorRuntime:
         self._writes: set[asyncio.Task] = set()
         self._creating: asyncio.Task | None = None
         self._refill: asyncio.Task | None = None
+        self.verification_enabled = bool(c.get("transaction.partition.verification.enable", True))
+        self._coordinator_connections: dict[int, tuple[tuple[str, int], KafkaConnection]] = {}
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -136,6 +161,9 @@ class TransactionCoordinatorRuntime:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await self.markers.stop()
+        for _, conn in self._coordinator_connections.values():
+            await conn.close()
+        self._coordinator_connections.clear()
         for p in sorted(set(self._epochs) | set(self.core.owned) | set(self.core.loading)):
             self._unload(p)
 
@@ -307,3 +335,62 @@ class TransactionCoordinatorRuntime:
                     self.run(fx)
             except Exception:
                 log.exception("transaction coordinator timers failed")
+
+    # ---- KIP-890 verification (the partition leader's side) ---------------------------------
+
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Ask the transactional id's coordinator whether its transaction holds ``partitions``
+        (AddPartitionsToTxn v4 with verify_only, as Kafka's AddPartitionsToTxnManager): each
+        partition's error as the coordinator answers it; NETWORK_EXCEPTION when it could not be
+        reached; COORDINATOR_NOT_AVAILABLE when there is none. The coordinator on this broker
+        answers from its core directly: the same answer, without the round trip."""
+        error, node = self.coordinator_of(transactional_id)
+        if error:
+            return dict.fromkeys(partitions, error)
+        if node == self.broker.node_id:
+            return self.core.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
+        R = M.AddPartitionsToTxnRequest
+        topics: dict[str, list[int]] = {}
+        for topic, p in partitions:
+            topics.setdefault(topic, []).append(p)
+        request = R(transactions=[R.AddPartitionsToTxnTransaction(
+            transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
+            verify_only=True, topics=[R.AddPartitionsToTxnTopic(name=t, partitions=ps)
+                                      for t, ps in sorted(topics.items())])])
+        try:
+            conn = await self._coordinator_connection(node)
+            response = await conn.request(ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, request,
+                                          timeout=VERIFY_TIMEOUT_S)
+        except (ConnectionError, TimeoutError, OSError) as e:
+            log.info("verifying %s's partitions with broker %d failed: %s", transactional_id, node, e)
+            held = self._coordinator_connections.pop(node, None)
+            if held is not None:
+                await held[1].close()
+            return dict.fromkeys(partitions, Error.NETWORK_EXCEPTION)
+        if response.error_code:
+            code = (Error.INVALID_TXN_STATE if response.error_code == Error.CLUSTER_AUTHORIZATION_FAILED
+                    else response.error_code)
+            return dict.fromkeys(partitions, code)
+        out = dict.fromkeys(partitions, Error.NONE)
+        for result in response.results_by_transaction:
+            for t in result.topic_results:
+                for p in t.results_by_partition:
+                    if (t.name, p.partition_index) in out:
+                        out[(t.name, p.partition_index)] = p.partition_error_code
+        return out
+
+    async def _coordinator_connection(self, node: int) -> KafkaConnection:
+        endpoint = self.broker.replicas.brokers.endpoint_of(node)
+        if endpoint is None:
+            raise ConnectionError(f"broker {node} has no known endpoint")
+        endpoint = (endpoint[0], endpoint[1])
+        held = self._coordinator_connections.get(node)
+        if held is not None and held[0] == endpoint and held[1].connected:
+            return held[1]
+        if held is not None:
+            await held[1].close()
+        conn = KafkaConnection(endpoint[0], endpoint[1], f"broker-{self.broker.node_id}-txn-verifier")
+        await conn.connect(5.0)
+        self._coordinator_connections[node] = (endpoint, conn)
+        return conn

@@ -348,3 +348,45 @@ def test_each_client_commits_and_aborts_and_confluent_reads_the_outcome(node, co
     assert sorted(read(node, topic, 1, "read_uncommitted", count=7)) == sorted(committed + aborted)
     _require_read_committed()
     assert sorted(read(node, topic, 1, "read_committed", idle_s=2.0)) == sorted(committed)
+
+
+# ---- KIP-890 verification on the partition leader ------------------------------------------------
+
+def test_a_transactional_batch_for_a_partition_not_added_to_the_transaction_is_refused(node, coordinator):
+    """transaction.partition.verification.enable (Kafka's default): the leader asks the
+    coordinator before the producer's first transactional batch on a partition; one the
+    transaction does not hold is refused with INVALID_TXN_STATE and nothing is written."""
+    from ext.batch import build_batch
+
+    topic = new_topic(node, partitions=2)
+    tid = f"tid-{uuid.uuid4().hex[:8]}"
+    P = M.ProduceRequest
+
+    async def scenario():
+        conn = KafkaConnection("127.0.0.1", node.broker_port)
+        await conn.connect()
+        try:
+            init = await conn.request(22, 3, M.InitProducerIdRequest(
+                transactional_id=tid, transaction_timeout_ms=20000, producer_id=-1, producer_epoch=-1))
+            assert init.error_code == Error.NONE
+            T = M.AddPartitionsToTxnRequest
+            added = await conn.request(24, 3, T(
+                v3_and_below_transactional_id=tid, v3_and_below_producer_id=init.producer_id,
+                v3_and_below_producer_epoch=init.producer_epoch,
+                v3_and_below_topics=[T.AddPartitionsToTxnTopic(name=topic, partitions=[0])]))
+            assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
+
+            def batch():
+                return build_batch([(b"k", b"v", (), 0)], producer_id=init.producer_id,
+                                   producer_epoch=init.producer_epoch, base_sequence=0, is_transactional=True)
+
+            data = [P.TopicProduceData(name=topic, partition_data=[
+                P.PartitionProduceData(index=i, records=batch()) for i in (0, 1)])]
+            produced = await conn.request(0, 9, P(transactional_id=tid, acks=-1, timeout_ms=10000,
+                                                  topic_data=data))
+            return {p.index: p.error_code for p in produced.responses[0].partition_responses}
+        finally:
+            await conn.close()
+
+    assert asyncio.run(scenario()) == {0: Error.NONE, 1: Error.INVALID_TXN_STATE}
+    assert read(node, topic, 2, "read_uncommitted", idle_s=1.0) == [b"v"]  # partition 0's only

@@ -11,7 +11,12 @@ from types import SimpleNamespace
 import pytest
 
 from broker.transactions.coordinator import InitProducerIdReply, TxnReply
-from broker.transactions.runtime import TOPIC, TransactionCoordinatorRuntime, state_topic_configs
+from broker.transactions.runtime import (
+    TOPIC,
+    TransactionCoordinatorRuntime,
+    state_topic_configs,
+    verification_error,
+)
 from engine.log import Log
 from protocol.errors import Error
 from replication.manager import AppendResult
@@ -188,3 +193,14 @@ def test_the_state_topic_is_created_with_kafkas_configs():
     assert state_topic_configs(CONFIG) == {
         "cleanup.policy": "compact", "compression.type": "uncompressed", "min.insync.replicas": "2",
         "segment.bytes": "104857600", "unclean.leader.election.enable": "false"}
+
+
+def test_a_refused_verification_answers_the_produce_as_kafkas_replica_manager_maps_it():
+    assert verification_error(Error.PRODUCER_FENCED, 9) == Error.INVALID_PRODUCER_EPOCH
+    assert verification_error(Error.TRANSACTION_ABORTABLE, 11) == Error.INVALID_TXN_STATE
+    assert verification_error(Error.TRANSACTION_ABORTABLE, 12) == Error.TRANSACTION_ABORTABLE
+    for unable in (Error.CONCURRENT_TRANSACTIONS, Error.COORDINATOR_LOAD_IN_PROGRESS,
+                   Error.COORDINATOR_NOT_AVAILABLE, Error.NOT_COORDINATOR):
+        assert verification_error(unable, 9) == Error.NOT_ENOUGH_REPLICAS  # the producer retries
+    assert verification_error(Error.NETWORK_EXCEPTION, 9) == Error.NETWORK_EXCEPTION
+    assert verification_error(Error.INVALID_PRODUCER_ID_MAPPING, 9) == Error.INVALID_PRODUCER_ID_MAPPING
