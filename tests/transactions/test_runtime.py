@@ -204,3 +204,59 @@ def test_a_refused_verification_answers_the_produce_as_kafkas_replica_manager_ma
         assert verification_error(unable, 9) == Error.NOT_ENOUGH_REPLICAS  # the producer retries
     assert verification_error(Error.NETWORK_EXCEPTION, 9) == Error.NETWORK_EXCEPTION
     assert verification_error(Error.INVALID_PRODUCER_ID_MAPPING, 9) == Error.INVALID_PRODUCER_ID_MAPPING
+
+
+def test_verification_asks_a_coordinator_on_another_broker_with_add_partitions_to_txn_v4(log):
+    """The coordinator of the id is broker 2: the leader sends it AddPartitionsToTxn v4 with
+    verify_only and takes each partition's answer; a top-level CLUSTER_AUTHORIZATION_FAILED
+    becomes INVALID_TXN_STATE (Kafka never shows it to the producer); an unreachable
+    coordinator is NETWORK_EXCEPTION."""
+    from protocol import messages as M
+    from protocol.dispatch import Api, Dispatcher
+    from protocol.net import Server
+
+    asked = []
+    refuse_all = []
+
+    async def handle(header, req):
+        R = M.AddPartitionsToTxnResponse
+        asked.append((header.api_version, [
+            (t.transactional_id, t.producer_id, t.producer_epoch, t.verify_only,
+             [(x.name, x.partitions) for x in t.topics]) for t in req.transactions]))
+        if refuse_all:
+            return R(error_code=Error.CLUSTER_AUTHORIZATION_FAILED)
+        held = {("a", 0)}
+
+        def topic_result(x):
+            return R.AddPartitionsToTxnTopicResult(name=x.name, results_by_partition=[
+                R.AddPartitionsToTxnPartitionResult(
+                    partition_index=p, partition_error_code=Error.NONE if (x.name, p) in held
+                    else Error.TRANSACTION_ABORTABLE) for p in x.partitions])
+
+        return R(results_by_transaction=[
+            R.AddPartitionsToTxnResult(transactional_id=t.transactional_id,
+                                       topic_results=[topic_result(x) for x in t.topics])
+            for t in req.transactions])
+
+    async def scenario():
+        server = Server(Dispatcher([Api(24, 0, 5, handle)]).handle, 1 << 20)
+        port = server.bind("127.0.0.1", 0)
+        server.start()
+        broker = Broker(log)
+        broker.leader = 2
+        endpoints = {2: port}
+        broker.replicas.brokers = SimpleNamespace(endpoint_of=lambda b: ("127.0.0.1", endpoints[b]))
+        runtime = TransactionCoordinatorRuntime(broker)
+        try:
+            answers = await runtime.verify("t", 5, 1, [("a", 0), ("a", 1)])
+            assert answers == {("a", 0): Error.NONE, ("a", 1): Error.TRANSACTION_ABORTABLE}
+            assert asked == [(4, [("t", 5, 1, True, [("a", [0, 1])])])]
+            refuse_all.append(True)
+            assert await runtime.verify("t", 5, 1, [("a", 0)]) == {("a", 0): Error.INVALID_TXN_STATE}
+            await server.close()
+            endpoints[2] = 1  # nothing listens there
+            await runtime._coordinator_connections[2][1].close()
+            assert await runtime.verify("t", 5, 1, [("a", 0)]) == {("a", 0): Error.NETWORK_EXCEPTION}
+        finally:
+            await runtime.stop()
+    run(scenario)
