@@ -7,7 +7,20 @@ is not the one compression.type names is first rebuilt in it, at compression.<co
 a follower append takes the leader's batches as they are. The active segment rolls on
 segment.bytes, segment.ms, a full index, or an offset the relative index cannot hold.
 Reads return file slices for sendfile, bounded by the log end offset, the high watermark or
-(for read_committed, once transactions exist) the last stable offset.
+(for read_committed) the last stable offset.
+
+Transactions (KIP-98). Producer state (engine/producer_state.py) follows every transactional
+batch and marker, on the leader and on followers alike, and keeps the open transactions. The
+last stable offset is min(first unstable offset, high watermark), the first unstable offset
+being the least first offset of a transaction still open or whose marker the high watermark
+has not passed, never below the log start offset (Kafka's UnifiedLog). An ABORT marker that
+completes a transaction appends an AbortedTxn to the ``.txnindex`` of the segment it lands
+in; a read_committed read returns, with its records, the aborted transactions of the range
+it returns (Kafka's collectAbortedTransactions up to the offset after the last batch read).
+The index entry's last stable offset is computed batch by batch, so every replica, whatever
+batches its appends grouped, writes the same bytes. A recovered segment's ``.txnindex`` is
+rebuilt by replaying producer state from a snapshot at or below it (Kafka's recoverSegment).
+Retention and DeleteRecords never move the log start offset past the first unstable offset.
 
 Invariants:
     log_start_offset <= high_watermark <= log_end_offset
@@ -31,11 +44,12 @@ import os
 import shutil
 import time
 from bisect import bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from engine.config import LogConfig
+from engine.control import read_end_txn_marker
 from engine.errors import (
     DuplicateSequenceError,
     InvalidRecordError,
@@ -45,11 +59,18 @@ from engine.errors import (
     UnexpectedAppendOffsetError,
 )
 from engine.log_dir_failure import LogDirFailureChannel, log_dir_of, storage_operation
-from engine.producer_state import SNAPSHOT_SUFFIX, CorruptSnapshotError, ProducerStateManager
+from engine.producer_state import (
+    SNAPSHOT_SUFFIX,
+    CompletedTxn,
+    CorruptSnapshotError,
+    ProducerStateManager,
+    marker_of,
+)
 from engine.producer_state import last_sequence as _last_seq
 from engine.reader import base_offset_of, file_name, iter_file_chunks, parse_partition_dir
 from engine.recovery import load_log
 from engine.segment import FileSlice, LogSegment
+from engine.txn_index import AbortedTxn
 from ext.batch import (
     COMPRESSION_GZIP,
     COMPRESSION_LZ4,
@@ -108,6 +129,7 @@ class FetchDataInfo(NamedTuple):
     fetch_offset: int
     records: FileSlice | None
     first_batch_offset: int = -1
+    aborted_transactions: list[AbortedTxn] | None = None  # read_committed reads only
 
     @property
     def size(self) -> int:
@@ -229,19 +251,23 @@ class Log:
 
     @storage_operation("appending to")
     def append_as_leader(self, buf: bytearray | memoryview, leader_epoch: int,
-                         now_ms: int | None = None, origin: str = ORIGIN_CLIENT) -> LogAppendInfo:
+                         now_ms: int | None = None, origin: str = ORIGIN_CLIENT,
+                         transaction_version: int = 0) -> LogAppendInfo:
         """Validate the batches, assign offsets from the log end offset, stamp the leader
         epoch, and append. ``buf`` must be writable: offsets are patched in place. Batches
         from clients are checked as Kafka's LogValidator does; the broker's own writers
         (a raft leader, a coordinator) may also write control batches. A topic whose
         compression.type names a codec stores its data batches in that codec, whoever
-        wrote them (``_maybe_recompress``)."""
+        wrote them (``_maybe_recompress``). A marker is checked against producer state at
+        ``transaction_version`` (the coordinator's, from WriteTxnMarkers)."""
         now_ms = _now_ms() if now_ms is None else now_ms
         append_time = now_ms if self.config.log_append_time else -1
         summary = assign_offsets(buf, self.log_end_offset, leader_epoch, append_time)
         self._check_batches(buf, summary, now_ms, from_client=origin == ORIGIN_CLIENT)
         if origin == ORIGIN_CLIENT:
             self._check_producers(summary)
+        elif origin == ORIGIN_COORDINATOR:
+            self._check_coordinator_writes(buf, summary, transaction_version)
         codec = TARGET_CODECS.get(self.config.compression_type)
         written: bytes | bytearray | memoryview = buf
         if codec is not None:
@@ -328,26 +354,75 @@ class Log:
             if pid < 0 or attributes & 0x20:
                 continue
             known = self.producer_state.producers.get(pid)
-            duplicate = self.producer_state.check(pid, epoch, seq, _last_seq(seq, last - base))
+            duplicate = self.producer_state.check(pid, epoch, seq, _last_seq(seq, last - base),
+                                                  transactional=bool(attributes & 0x10))
             if duplicate is not None:
                 raise DuplicateSequenceError(duplicate.first_offset, duplicate.last_offset)
             if known is not None and epoch > known.epoch:
                 log.info("%s: producer %d moves from epoch %d to %d at sequence %d", self.dir, pid,
                          known.epoch, epoch, seq)
 
-    def _update_producers(self, summary: BatchSummary) -> None:
-        for pid, epoch, seq, base, last, attributes, max_ts in zip(
+    def _check_coordinator_writes(self, buf, summary: BatchSummary, transaction_version: int) -> None:
+        """A coordinator's batches (Kafka's AppendOrigin.COORDINATOR): a marker is checked as
+        appendEndTxnMarker checks it, a data batch with a producer id by its epoch alone."""
+        state = self.producer_state
+        for pid, epoch, seq, base, last, attributes, position in zip(
+            summary.producer_ids, summary.producer_epochs, summary.base_sequences,
+            summary.base_offsets, summary.last_offsets, summary.attributes, summary.positions,
+        ):
+            if pid < 0:
+                continue
+            if attributes & 0x20:
+                marker = read_end_txn_marker(buf, position)
+                if marker is not None:
+                    state.check_marker(pid, epoch, marker.marker.coordinator_epoch, transaction_version)
+            else:
+                state.check(pid, epoch, seq, _last_seq(seq, last - base),
+                            transactional=bool(attributes & 0x10), coordinator=True)
+
+    def _update_producers(self, buf, summary: BatchSummary, segment: LogSegment) -> None:
+        for pid, epoch, seq, base, last, attributes, max_ts, position in zip(
             summary.producer_ids, summary.producer_epochs, summary.base_sequences,
             summary.base_offsets, summary.last_offsets, summary.attributes, summary.max_timestamps,
+            summary.positions,
         ):
-            if pid >= 0 and not attributes & 0x20:
+            if pid < 0:
+                continue
+            if not attributes & 0x30:
                 self.producer_state.update(pid, epoch, seq, _last_seq(seq, last - base), base, last, max_ts)
+            elif not attributes & 0x20:
+                self.producer_state.update(pid, epoch, seq, _last_seq(seq, last - base), base, last, max_ts,
+                                           transactional=True)
+            else:
+                marker = marker_of(buf, position)
+                if marker is not None:
+                    done = self.producer_state.complete(
+                        pid, epoch, marker.marker.coordinator_epoch, marker.marker.is_commit,
+                        marker.offset, marker.timestamp)
+                    if done is not None and done.is_aborted:
+                        self._index_aborted(segment, done)
+
+    @staticmethod
+    def _index_aborted(segment: LogSegment, txn: CompletedTxn) -> None:
+        """An aborted transaction into the .txnindex of the segment holding its marker, unless
+        already there (a replay over a segment whose index was kept)."""
+        index = segment.txn_index
+        if index.last_offset is None or txn.last_offset > index.last_offset:
+            index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset,
+                                    txn.last_stable_offset))
 
     def _load_producer_state(self) -> None:
         """Producer state from the newest snapshot at or below the log end offset (and above
         the log start), then the batches after it; from every batch when there is none.
         Snapshots outside that range, and corrupt ones, are deleted (Kafka's loadProducerState
-        and truncateAndReload)."""
+        and truncateAndReload). When recovery reset the .txnindex of some segments, the
+        snapshot is one at or below the first of them, so the replay rebuilds their indexes
+        (Kafka's recoverSegment); the later snapshots are only checked."""
+        rebuild = [s.base_offset for s in self.segments if s.txn_index_rebuild]
+        at_most = rebuild[0] if rebuild else self.log_end_offset
+        for segment in self.segments:
+            segment.txn_index_rebuild = False
+        state = self.producer_state
         for offset in reversed(self._snapshot_offsets()):
             path = self._snapshot_path(offset)
             if offset > self.log_end_offset or offset <= self.log_start_offset:
@@ -356,13 +431,16 @@ class Log:
             try:
                 with open(path, "rb") as f:
                     data = f.read()
+                if offset > at_most:
+                    ProducerStateManager().load_snapshot(data)
+                    continue
                 starts = self._positions_from(offset)
-                self.producer_state.load_snapshot(data)
+                state.load_snapshot(data)
             except CorruptSnapshotError as e:
                 log.warning("%s: producer snapshot not used, deleting it: %s", path, e)
                 _unlink(path)
                 continue
-            self.producer_state.replay(self._summaries(starts))
+            self._replay(starts)
             return
         self._rebuild_producer_state()
 
@@ -370,12 +448,16 @@ class Log:
         """Replay the producer batches of the whole log from its batch headers, scanned in C a
         chunk at a time."""
         self.producer_state.truncate()
-        self.producer_state.replay(self._summaries([(segment, 0) for segment in self.segments]))
+        self._replay([(segment, 0) for segment in self.segments])
 
-    @staticmethod
-    def _summaries(starts: list[tuple[LogSegment, int]]) -> Iterator[BatchSummary]:
-        return (summary for segment, position in starts
-                for _, _, summary in iter_file_chunks(segment.fd, position, segment.size))
+    def _replay(self, starts: list[tuple[LogSegment, int]]) -> None:
+        """Producer state through the batches from ``starts`` on; each aborted transaction met
+        goes into its segment's .txnindex unless there already."""
+        for segment, position in starts:
+            chunks = iter_file_chunks(segment.fd, position, segment.size)
+            for txn in self.producer_state.replay((chunk, summary) for _, chunk, summary in chunks):
+                if txn.is_aborted:
+                    self._index_aborted(segment, txn)
 
     def _positions_from(self, offset: int) -> list[tuple[LogSegment, int]]:
         """(segment, file position) of where the batches from ``offset`` on begin, per segment;
@@ -428,7 +510,7 @@ class Log:
     def _append(self, buf, summary: BatchSummary, now_ms: int, append_time: int) -> LogAppendInfo:
         segment = self._maybe_roll(summary.valid_bytes, summary.max_timestamp, summary.last_offset, now_ms)
         segment.append(buf, summary)
-        self._update_producers(summary)
+        self._update_producers(buf, summary, segment)
         self.log_end_offset = summary.last_offset + 1
         self.unflushed_messages += summary.records_count
         if self.unflushed_messages >= self.config.flush_messages:
@@ -478,10 +560,40 @@ class Log:
 
     # ---- reads ---------------------------------------------------------------------------
 
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The least first offset of a transaction open, or completed by a marker the high
+        watermark has not passed, at least the log start offset; None when there is none."""
+        first = self.producer_state.first_unstable_offset(self.high_watermark)
+        return None if first is None else max(first, self.log_start_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """What read_committed consumers may read up to: min(first unstable offset, HW)."""
+        first = self.first_unstable_offset
+        hw = self.high_watermark
+        return hw if first is None or first > hw else first
+
     def fetch_upper_bound(self, isolation: str) -> int:
         if isolation == FETCH_LOG_END:
             return self.log_end_offset
-        return self.high_watermark  # the last stable offset equals the HW until transactions land
+        if isolation == FETCH_TXN_COMMITTED:
+            return self.last_stable_offset
+        return self.high_watermark
+
+    @storage_operation("reading the transaction index of")
+    def collect_aborted(self, start_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [start_offset, upper_bound): those whose marker
+        is at or after ``start_offset`` and whose first offset is below ``upper_bound``, from the
+        segment holding ``start_offset`` on until a segment's search is complete (Kafka's
+        collectAbortedTransactions)."""
+        aborted: list[AbortedTxn] = []
+        for segment in self.segments[self._segment_index(start_offset):]:
+            found = segment.txn_index.collect_aborted(start_offset, upper_bound)
+            aborted.extend(found.aborted)
+            if found.is_complete:
+                break
+        return aborted
 
     @storage_operation("reading")
     def read(self, start_offset: int, max_bytes: int, isolation: str = FETCH_LOG_END,
@@ -495,7 +607,8 @@ class Log:
             )
         upper = self.fetch_upper_bound(isolation)
         if start_offset >= upper:
-            return FetchDataInfo(start_offset, None)
+            return FetchDataInfo(start_offset, None,
+                                 aborted_transactions=[] if isolation == FETCH_TXN_COMMITTED else None)
         i = self._segment_index(start_offset)
         while i < len(self.segments):
             segment = self.segments[i]
@@ -509,9 +622,25 @@ class Log:
             found = segment.read(start_offset, max_bytes, max_position, min_one_message)
             if found is not None:
                 first, records = found
-                return FetchDataInfo(start_offset, records, first.base_offset)
+                aborted = None
+                if isolation == FETCH_TXN_COMMITTED:
+                    aborted = self.collect_aborted(start_offset, self._offset_after(i, records))
+                return FetchDataInfo(start_offset, records, first.base_offset, aborted)
             i += 1
-        return FetchDataInfo(start_offset, None)
+        return FetchDataInfo(start_offset, None,
+                             aborted_transactions=[] if isolation == FETCH_TXN_COMMITTED else None)
+
+    def _offset_after(self, i: int, records: FileSlice) -> int:
+        """The offset of the first batch after ``records`` read from segment ``i``: the next
+        segment's base or the log end when the slice reaches the segment's end (Kafka's
+        fetchUpperBoundOffset, the upper bound of a read_committed read's aborted transactions)."""
+        segment = self.segments[i]
+        end = records.position + records.size
+        if end < segment.size:
+            after = segment.batch_at(end)
+            if after is not None:
+                return after
+        return self.segments[i + 1].base_offset if i + 1 < len(self.segments) else self.log_end_offset
 
     def _position_of(self, segment: LogSegment, offset: int) -> int | None:
         """The file position of the batch holding ``offset`` (a fetch's upper bound), cached:
@@ -685,6 +814,8 @@ class Log:
                 plan.data_fds.append(os.dup(segment.fd))
                 for index in (segment.offset_index, segment.time_index):
                     plan.index_fds.append(os.open(index.path, os.O_RDONLY | os.O_CLOEXEC))
+                if segment.txn_index.exists:
+                    plan.index_fds.append(os.open(segment.txn_index.path, os.O_RDONLY | os.O_CLOEXEC))
                 if segment.base_offset >= self.recovery_point and plan.dir_fd is None:
                     plan.dir_fd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             for snapshot in self._snapshot_offsets():
@@ -715,8 +846,9 @@ class Log:
     def delete_old_segments(self, now_ms: int | None = None) -> int:
         """Retention: remove whole segments below the log start offset, older than
         retention.ms (by their largest timestamp) or beyond retention.bytes. Never removes
-        data at or above the high watermark; if every segment is deletable, rolls first so
-        an empty active segment remains. Returns the number of segments deleted."""
+        data at or above the high watermark or an open transaction's first offset; if every
+        segment is deletable, rolls first so an empty active segment remains. Returns the
+        number of segments deleted."""
         now_ms = _now_ms() if now_ms is None else now_ms
         config = self.config
         deleted = self._delete_segments(
@@ -743,10 +875,11 @@ class Log:
 
     def _delete_segments(self, now_ms: int, predicate) -> int:
         deletable: list[LogSegment] = []
+        bound = self.last_stable_offset  # Kafka's deletableSegments: min(HW, first unstable)
         for i, segment in enumerate(self.segments):
             nxt = self.segments[i + 1] if i + 1 < len(self.segments) else None
             upper = nxt.base_offset if nxt is not None else self.log_end_offset
-            if upper > self.high_watermark or not predicate(segment, nxt):
+            if upper > bound or not predicate(segment, nxt):
                 break
             if nxt is None and segment.size == 0:
                 break

@@ -22,10 +22,30 @@ Expiration (producer.id.expiration.ms, Kafka's ``isProducerExpired``): a produce
 batch's max timestamp is ``producer.id.expiration.ms`` or more before now is forgotten. That
 timestamp is the batch's as stored, so the producer's record time under CreateTime and the
 leader's append time under LogAppendTime; leader and followers read the same one, and a
-restart rebuilds it from the log. Kafka never expires a producer with an ongoing
-transaction; Strom has no transactions yet, so no producer is exempt. Forgetting is what
+restart rebuilds it from the log. A producer with an ongoing transaction is never expired
+(Kafka's rule: its open transaction holds the last stable offset). Forgetting is what
 bounds this state, and what it costs: a retry of a batch written before the expiry is no
 longer recognised as a duplicate.
+
+Transactions (KIP-98, Kafka's ProducerAppendInfo). A transactional data batch (attributes bit
+4, not control) opens its producer's transaction at the batch's first offset when none is
+open (``current_txn_first_offset``); a non-transactional batch while one is open is
+INVALID_TXN_STATE. A marker (a control batch, engine/control.py) ends it, as
+appendEndTxnMarker: refused with INVALID_PRODUCER_EPOCH when its producer epoch is below the
+producer's (with transaction.version 2, KIP-890, at or below it: the coordinator bumps the
+epoch before it writes the marker), and with TRANSACTION_COORDINATOR_FENCED when its
+coordinator epoch is below the last one this producer's markers carried. A marker takes the
+producer to its epoch (a new epoch forgets the batches, so the next one starts at sequence
+0), records its coordinator epoch, and, if a transaction was open, completes it: a
+CompletedTxn (producer, first offset, the marker's offset, aborted or not, and the last
+stable offset once it completed: the first offset of the earliest other open transaction, or
+the marker's offset + 1, Kafka's lastStableOffset(CompletedTxn)) that the log indexes in its
+.txnindex when aborted. A completed transaction stays unstable until the high watermark passes
+its marker (Kafka's unreplicatedTxns): ``first_unstable_offset(hw)`` is the least first offset
+of the open and the not yet replicated ones. Markers replayed from a log (a follower's append,
+a recovery) are never refused, as Kafka's REPLICATION origin only warns. Writes of the broker's
+own coordinators (``coordinator=True``: the group coordinator's transactional offset commits,
+base sequence -1) have their epoch checked and no sequence, as Kafka's COORDINATOR origin.
 
 Sequences wrap at 2**31. After a restart or a truncation the state comes from the newest
 snapshot at or below the log end, then the batch headers after it (no records are decoded):
@@ -37,7 +57,9 @@ Snapshots are Kafka's files (``<20-digit offset>.snapshot``, the ProducerSnapsho
 int16 version, uint32 CRC32C of everything after it, int32 count, then per entry producer id
 int64, epoch int16, last sequence int32, last offset int64, offset delta int32, timestamp
 int64, coordinator epoch int32, current transaction's first offset int64). The log writes one
-at each roll and at its log end when it closes (engine/log.py). Kafka writes one entry per
+at each roll and at its log end when it closes (engine/log.py). The coordinator epoch and
+the current transaction's first offset are written as Kafka writes them, and loading a
+snapshot reopens the transactions it names (Kafka's loadFromSnapshot). Kafka writes one entry per
 producer, its last batch, and keeps the last entry of a producer id when it reads one; Strom
 writes a producer's remembered batches oldest first, so Kafka reads the newest and Strom gets
 all five back: a retry of any of them after a restart is still recognised.
@@ -48,13 +70,17 @@ import struct
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
+from engine.control import MarkerBatch, read_end_txn_marker
+from engine.errors import InvalidRecordError
 from ext.crc import crc32c
 
 BATCHES_KEPT = 5
 INT_MAX = 2**31 - 1
 _CONTROL = 0x20  # batch attributes: a control batch (transaction markers) is no producer's write
+_TRANSACTIONAL = 0x10  # batch attributes: part of a transaction
+_TXN_OR_CONTROL = _CONTROL | _TRANSACTIONAL
 
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
@@ -80,6 +106,25 @@ class CorruptSnapshotError(Exception):
     """A producer snapshot file that fails its version, length or CRC check."""
 
 
+class InvalidTxnStateError(Exception):
+    """A non-transactional write from a producer whose transaction is open."""
+
+
+class CoordinatorFencedError(Exception):
+    """A marker from a transaction coordinator older than the last one seen for its producer."""
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction a marker ended (Kafka's CompletedTxn), with the last stable offset its
+    .txnindex entry records."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the marker's offset
+    is_aborted: bool
+    last_stable_offset: int
+
+
 @dataclass(frozen=True)
 class BatchMetadata:
     first_seq: int
@@ -93,6 +138,8 @@ class ProducerEntry:
     epoch: int
     batches: deque = field(default_factory=lambda: deque(maxlen=BATCHES_KEPT))
     last_timestamp: int = -1  # max timestamp of the last batch written; expiry counts from it
+    coordinator_epoch: int = -1  # of the last marker
+    current_txn_first_offset: int = -1  # the open transaction's first offset; -1: none
 
     @property
     def last_seq(self) -> int:
@@ -103,6 +150,16 @@ def _next_seq(seq: int) -> int:
     return 0 if seq == INT_MAX else seq + 1
 
 
+def marker_of(buf: Any, position: int) -> MarkerBatch | None:
+    """The transaction marker of the control batch at ``buf[position:]`` as written to a log;
+    None when it holds none (an empty control batch, or a control record that is no
+    transaction marker: written by a replica, such a batch ends nothing)."""
+    try:
+        return read_end_txn_marker(buf, position)
+    except InvalidRecordError:
+        return None
+
+
 def last_sequence(first_seq: int, delta: int) -> int:
     """The last sequence of a batch of ``delta`` + 1 records from ``first_seq`` (-1: none)."""
     return (first_seq + delta) % 2**31 if first_seq >= 0 else -1
@@ -111,19 +168,31 @@ def last_sequence(first_seq: int, delta: int) -> int:
 class ProducerStateManager:
     def __init__(self) -> None:
         self.producers: dict[int, ProducerEntry] = {}
+        # Open transactions: producer id -> first offset. Completed ones whose marker the high
+        # watermark has not passed yet, in marker order: (first offset, marker offset).
+        self.ongoing: dict[int, int] = {}
+        self.unreplicated: deque[tuple[int, int]] = deque()
 
-    def check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+    def check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int,
+              transactional: bool = False, coordinator: bool = False) -> BatchMetadata | None:
         """Validate one batch before it is written. Returns the remembered batch if this one
-        is a duplicate (retry of a batch already in the log), None if it may be written."""
+        is a duplicate (retry of a batch already in the log), None if it may be written.
+        ``coordinator``: a broker coordinator's write, whose epoch alone is checked."""
         entry = self.producers.get(producer_id)
         if entry is None:
-            if first_seq != 0:
+            if first_seq != 0 and not coordinator:
                 raise UnknownProducerIdError(
                     f"producer {producer_id} is unknown here and its first sequence is {first_seq}")
             return None
         if epoch < entry.epoch:
             raise ProducerFencedError(
                 f"producer {producer_id} epoch {epoch} is older than the current epoch {entry.epoch}")
+        if not transactional and entry.current_txn_first_offset >= 0:
+            raise InvalidTxnStateError(
+                f"producer {producer_id} wrote outside its transaction open since offset "
+                f"{entry.current_txn_first_offset}")
+        if coordinator:
+            return None
         if epoch > entry.epoch:
             if first_seq != 0:
                 raise OutOfOrderSequenceError(
@@ -137,29 +206,112 @@ class ProducerStateManager:
                 f"producer {producer_id} sent sequence {first_seq}, expected {_next_seq(entry.last_seq)}")
         return None
 
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int,
+                     transaction_version: int = 0) -> None:
+        """A leader's checks of a marker before it is written (Kafka's appendEndTxnMarker):
+        ProducerFencedError for an older epoch (transaction.version 2: not newer), and
+        CoordinatorFencedError for an older coordinator epoch."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if epoch < entry.epoch or (transaction_version >= 2 and epoch <= entry.epoch):
+            raise ProducerFencedError(
+                f"marker of producer {producer_id} at epoch {epoch}, which is "
+                f"{'<=' if transaction_version >= 2 else '<'} the last seen epoch {entry.epoch} "
+                f"(transaction.version {transaction_version})")
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise CoordinatorFencedError(
+                f"marker of producer {producer_id} from coordinator epoch {coordinator_epoch} "
+                f"(zombie), {entry.coordinator_epoch} (current)")
+
     def update(self, producer_id: int, epoch: int, first_seq: int, last_seq: int,
-               first_offset: int, last_offset: int, max_timestamp: int) -> None:
+               first_offset: int, last_offset: int, max_timestamp: int,
+               transactional: bool = False) -> None:
         """Record a batch that was written (leader or follower append, or log replay);
         ``max_timestamp`` is the batch header's, as stored."""
         entry = self.producers.get(producer_id)
-        if entry is None or epoch > entry.epoch:
+        if entry is None:
             entry = self.producers[producer_id] = ProducerEntry(epoch)
+        elif epoch > entry.epoch:
+            entry.epoch = epoch
+            entry.batches.clear()
         elif epoch < entry.epoch:
             return
         entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset))
         entry.last_timestamp = max_timestamp
+        if transactional and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = first_offset
+            self.ongoing[producer_id] = first_offset
 
-    def replay(self, summaries: Iterable[Any]) -> None:
-        """``update`` for every producer batch of ``summaries`` (ext.batch.BatchSummary scans of
-        the log, in log order), in one pass: each producer keeps a plain tail of its newest
-        epoch's last batches until the end, when its entry is made."""
+    def complete(self, producer_id: int, epoch: int, coordinator_epoch: int, is_commit: bool,
+                 offset: int, timestamp: int) -> CompletedTxn | None:
+        """A marker was written at ``offset``: the producer moves to its epoch and coordinator
+        epoch, and its open transaction, if any, completes (see the module docstring). A
+        marker older than the producer's epoch changes nothing (a replica only logs it)."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = self.producers[producer_id] = ProducerEntry(epoch)
+        elif epoch < entry.epoch:
+            return None
+        elif epoch > entry.epoch:
+            entry.epoch = epoch
+            entry.batches.clear()
+        entry.coordinator_epoch = coordinator_epoch
+        entry.last_timestamp = timestamp
+        first = entry.current_txn_first_offset
+        if first < 0:
+            return None
+        entry.current_txn_first_offset = -1
+        lso = offset + 1
+        for pid, other_first in self.ongoing.items():
+            if pid != producer_id and other_first < lso:
+                lso = other_first
+        del self.ongoing[producer_id]
+        self.unreplicated.append((first, offset))
+        return CompletedTxn(producer_id, first, offset, not is_commit, lso)
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The least first offset of a transaction still open, or completed by a marker the
+        high watermark has not passed (Kafka's firstUnstableOffset); None when there is none."""
+        unreplicated = self.unreplicated
+        while unreplicated and unreplicated[0][1] < high_watermark:
+            unreplicated.popleft()
+        if not self.ongoing and not unreplicated:
+            return None
+        firsts = [first for first, _ in unreplicated]
+        firsts.extend(self.ongoing.values())
+        return min(firsts)
+
+    def replay(self, chunks: Iterable[tuple[Any, Any]]) -> list[CompletedTxn]:
+        """``update`` (and ``complete`` for each marker) for every producer batch of
+        ``chunks`` ((bytes, their ext.batch.BatchSummary scan) of the log, in log order), in
+        one pass: each producer keeps a plain tail of its newest epoch's last batches until
+        the end, when its entry is made; a transactional batch or a marker goes through the
+        entry at once. The transactions completed, in order."""
         tails: dict[int, list] = {}  # producer id -> [epoch, deque of batch tuples, max timestamp]
-        for summary in summaries:
-            for pid, epoch, seq, base, last, attributes, max_ts in zip(
+        completed: list[CompletedTxn] = []
+        for chunk, summary in chunks:
+            for pid, epoch, seq, base, last, attributes, max_ts, position in zip(
                 summary.producer_ids, summary.producer_epochs, summary.base_sequences,
                 summary.base_offsets, summary.last_offsets, summary.attributes, summary.max_timestamps,
+                summary.positions,
             ):
-                if pid < 0 or attributes & _CONTROL:
+                if pid < 0:
+                    continue
+                if attributes & _TXN_OR_CONTROL:
+                    tail = tails.pop(pid, None)
+                    if tail is not None:
+                        self._settle(pid, *tail)
+                    if attributes & _CONTROL:
+                        marker = marker_of(chunk, position)
+                        if marker is not None:
+                            done = self.complete(pid, epoch, marker.marker.coordinator_epoch,
+                                                 marker.marker.is_commit, marker.offset, marker.timestamp)
+                            if done is not None:
+                                completed.append(done)
+                    else:
+                        self.update(pid, epoch, seq, last_sequence(seq, last - base), base, last, max_ts,
+                                    transactional=True)
                     continue
                 tail = tails.get(pid)
                 if tail is None:
@@ -176,27 +328,43 @@ class ProducerStateManager:
                 tail[1].append((seq, last - base, base, last))
                 tail[2] = max_ts
         for pid, (epoch, batches, max_ts) in tails.items():
+            self._settle(pid, epoch, batches, max_ts)
+        return completed
+
+    def _settle(self, pid: int, epoch: int, batches: deque, max_ts: int) -> None:
+        """A replay tail becomes the producer's entry (its transaction fields stay)."""
+        entry = self.producers.get(pid)
+        if entry is None or entry.epoch != epoch:
+            old = entry
             entry = self.producers[pid] = ProducerEntry(epoch)
-            entry.batches.extend(BatchMetadata(seq, last_sequence(seq, delta), first, last)
-                                 for seq, delta, first, last in batches)
-            entry.last_timestamp = max_ts
+            if old is not None:
+                entry.coordinator_epoch = old.coordinator_epoch
+                entry.current_txn_first_offset = old.current_txn_first_offset
+        entry.batches.clear()
+        entry.batches.extend(BatchMetadata(seq, last_sequence(seq, delta), first, last)
+                             for seq, delta, first, last in batches)
+        entry.last_timestamp = max_ts
 
     def snapshot(self) -> bytes:
         """The producer state as a snapshot file's bytes (see the module docstring)."""
         pack = _SNAPSHOT_ENTRY.pack
         rows = []
         for pid, entry in self.producers.items():
+            coordinator_epoch, txn_first = entry.coordinator_epoch, entry.current_txn_first_offset
             if not entry.batches:
-                rows.append(pack(pid, entry.epoch, -1, -1, 0, entry.last_timestamp, -1, -1))
+                rows.append(pack(pid, entry.epoch, -1, -1, 0, entry.last_timestamp, coordinator_epoch,
+                                 txn_first))
             for b in entry.batches:
                 rows.append(pack(pid, entry.epoch, b.last_seq, b.last_offset, b.last_offset - b.first_offset,
-                                 entry.last_timestamp, -1, -1))
+                                 entry.last_timestamp, coordinator_epoch, txn_first))
         body = _SNAPSHOT_COUNT.pack(len(rows)) + b"".join(rows)
         return _SNAPSHOT_HEAD.pack(SNAPSHOT_VERSION, crc32c(body)) + body
 
     def load_snapshot(self, data: bytes) -> None:
         """Replace the state with a snapshot file's; CorruptSnapshotError (state untouched) when
-        the file fails its checks."""
+        the file fails its checks. The transactions the snapshot names as open are open again;
+        none is completed-but-unreplicated (a snapshot is taken below the log end, and a
+        loaded log's high watermark is taken as passing every marker below it)."""
         if len(data) < _CRC_FROM + _SNAPSHOT_COUNT.size:
             raise CorruptSnapshotError(f"{len(data)} bytes: shorter than a snapshot's header")
         version, crc = _SNAPSHOT_HEAD.unpack_from(data, 0)
@@ -209,8 +377,8 @@ class ProducerStateManager:
         if computed != crc:
             raise CorruptSnapshotError(f"CRC {crc:#010x} stored, {computed:#010x} computed")
         producers: dict[int, ProducerEntry] = {}
-        for pid, epoch, last_seq, last_offset, delta, timestamp, _, _ in _SNAPSHOT_ENTRY.iter_unpack(
-                memoryview(data)[_CRC_FROM + _SNAPSHOT_COUNT.size:]):
+        for pid, epoch, last_seq, last_offset, delta, timestamp, coordinator_epoch, txn_first in \
+                _SNAPSHOT_ENTRY.iter_unpack(memoryview(data)[_CRC_FROM + _SNAPSHOT_COUNT.size:]):
             entry = producers.get(pid)
             if entry is None or entry.epoch != epoch:
                 entry = producers[pid] = ProducerEntry(epoch)
@@ -218,16 +386,24 @@ class ProducerStateManager:
                 first_seq = (last_seq - delta) % 2**31 if last_seq >= 0 else -1
                 entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset - delta, last_offset))
             entry.last_timestamp = timestamp
+            entry.coordinator_epoch = coordinator_epoch
+            entry.current_txn_first_offset = txn_first
         self.producers = producers
+        self.ongoing = {pid: entry.current_txn_first_offset for pid, entry in producers.items()
+                        if entry.current_txn_first_offset >= 0}
+        self.unreplicated.clear()
 
     def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> list[int]:
         """Forget every producer whose last batch's max timestamp is ``expiration_ms`` or more
-        before ``now_ms`` (producer.id.expiration.ms); the ids forgotten."""
+        before ``now_ms`` (producer.id.expiration.ms) and whose transaction is not open; the
+        ids forgotten."""
         expired = [pid for pid, entry in self.producers.items()
-                   if now_ms - entry.last_timestamp >= expiration_ms]
+                   if now_ms - entry.last_timestamp >= expiration_ms and entry.current_txn_first_offset < 0]
         for pid in expired:
             del self.producers[pid]
         return expired
 
     def truncate(self) -> None:
         self.producers.clear()
+        self.ongoing.clear()
+        self.unreplicated.clear()

@@ -1,5 +1,6 @@
-"""LogSegment: one ``.log`` file of concatenated v2 batches with its ``.index`` and
-``.timeindex``.
+"""LogSegment: one ``.log`` file of concatenated v2 batches with its ``.index``,
+``.timeindex`` and ``.txnindex`` (engine/txn_index.py: created by its first aborted
+transaction, as Kafka's; renamed, truncated, flushed, closed and deleted with the segment).
 
 Theory of operation. A segment holds offsets [base_offset, next segment's base_offset).
 Appends go to the end of the file in one write; every batch that starts more than
@@ -31,8 +32,9 @@ from engine.reader import (
     search_for_offset,
     whole_batches_size,
 )
+from engine.txn_index import TransactionIndex
 from ext import segment as native
-from ext.batch import BatchSummary, decode_records, read_header
+from ext.batch import BATCH_OVERHEAD, BatchSummary, decode_records, peek_header, read_header
 from ext.epoch import LeaderEpochCache
 from ext.index import OffsetIndex, TimeIndex
 
@@ -78,6 +80,15 @@ class LogSegment:
         self.time_index = TimeIndex(
             os.path.join(directory, file_name(base_offset, TIME_INDEX_SUFFIX)), base_offset, max_index_size
         )
+        self.txn_index = TransactionIndex.for_segment(directory, base_offset)
+        # Set when the .txnindex was reset (recovery, corruption): the log rebuilds it by
+        # replaying producer state over this segment.
+        self.txn_index_rebuild = False
+        try:
+            self.txn_index.sanity_check()
+        except InvalidIndexError:
+            self.txn_index.reset()
+            self.txn_index_rebuild = True
         self.bytes_since_last_index_entry = 0
         ts, offset = self.time_index.last_entry
         self.max_timestamp_so_far = ts
@@ -235,6 +246,13 @@ class LogSegment:
             return None
         return None
 
+    def batch_at(self, position: int) -> int | None:
+        """The base offset of the batch at file ``position``, None when none starts there."""
+        try:
+            return peek_header(os.pread(self.fd, BATCH_OVERHEAD, position)).base_offset
+        except CorruptRecordError:
+            return None
+
     def read_next_offset(self) -> int:
         """The offset after the last batch (base_offset for an empty segment)."""
         position = self.offset_index.lookup(2**63 - 1)[1] if self.offset_index.entries else 0
@@ -267,6 +285,8 @@ class LogSegment:
         self._starts.clear()
         self.offset_index.truncate()
         self.time_index.truncate()
+        self.txn_index.reset()
+        self.txn_index_rebuild = True  # the log's producer-state replay refills it
         self.resize_indexes(self.max_index_size)
         self.max_timestamp_so_far = -1
         self.offset_of_max_timestamp_so_far = -1
@@ -314,6 +334,7 @@ class LogSegment:
         self._starts.clear()
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         removed = self.size - found.position
         os.ftruncate(self.fd, found.position)
         self.size = found.position
@@ -349,6 +370,7 @@ class LogSegment:
         os.fsync(self.fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         if self.closed:
@@ -358,6 +380,7 @@ class LogSegment:
             self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, True)
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
         os.close(self.fd)
 
     def close_handlers(self) -> None:
@@ -367,7 +390,7 @@ class LogSegment:
             return
         self.closed = True
         for close in (self.offset_index.close_handler, self.time_index.close_handler,
-                      lambda: os.close(self.fd)):
+                      self.txn_index.close, lambda: os.close(self.fd)):
             try:
                 close()
             except OSError:
@@ -378,15 +401,17 @@ class LogSegment:
         ``close_and_delete`` runs after file.delete.delay.ms."""
         for index in (self.offset_index, self.time_index):
             index.rename(index.path + DELETED_SUFFIX)
+        self.txn_index.rename(self.txn_index.path + DELETED_SUFFIX)
         os.rename(self.log_path, self.log_path + DELETED_SUFFIX)
         self.log_path += DELETED_SUFFIX
 
     def close_and_delete(self) -> None:
-        paths = [self.log_path, self.offset_index.path, self.time_index.path]
+        paths = [self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path]
         if not self.closed:
             self.closed = True
             self.offset_index.close()
             self.time_index.close()
+            self.txn_index.close()
             os.close(self.fd)
         for path in paths:
             try:
