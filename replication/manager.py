@@ -93,7 +93,13 @@ from engine.errors import (
 )
 from engine.log import FETCH_HIGH_WATERMARK, FETCH_LOG_END, FETCH_TXN_COMMITTED, ORIGIN_CLIENT
 from engine.log_dir_failure import KafkaStorageError, LogDirFailureChannel
-from engine.producer_state import OutOfOrderSequenceError, ProducerFencedError, UnknownProducerIdError
+from engine.producer_state import (
+    CoordinatorFencedError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+    ProducerFencedError,
+    UnknownProducerIdError,
+)
 from protocol.errors import Error
 from protocol.list_offsets import (
     DEBUGGING_REPLICA_ID,
@@ -126,6 +132,8 @@ _APPEND_ERRORS = [
     (OutOfOrderSequenceError, Error.OUT_OF_ORDER_SEQUENCE_NUMBER),
     (ProducerFencedError, Error.INVALID_PRODUCER_EPOCH),
     (UnknownProducerIdError, Error.UNKNOWN_PRODUCER_ID),
+    (InvalidTxnStateError, Error.INVALID_TXN_STATE),
+    (CoordinatorFencedError, Error.TRANSACTION_COORDINATOR_FENCED),
     (KafkaStorageError, Error.KAFKA_STORAGE_ERROR),
 ]
 
@@ -257,6 +265,9 @@ class ReadResult:
     records: Any = None  # a FileSlice, or None when there is nothing to send
     size: int = 0
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset): no records with it
+    # read_committed: the (producer id, first offset) of the aborted transactions of the range
+    # returned; None for read_uncommitted and replicas
+    aborted_transactions: list[tuple[int, int]] | None = None
     preferred_read_replica: int = -1  # KIP-392: read from this follower (no records with it)
 
 
@@ -291,6 +302,8 @@ class ProducerView(NamedTuple):
     epoch: int
     last_sequence: int
     last_timestamp: int
+    coordinator_epoch: int = -1
+    current_txn_start_offset: int = -1  # the open transaction's first offset; -1: none
 
 
 class ReplicaManager:
@@ -555,9 +568,11 @@ class ReplicaManager:
     # ---- appends ------------------------------------------------------------------------------
 
     def append_local(self, topic: str, index: int, records: Any, acks: int = 1,
-                     origin: str = ORIGIN_CLIENT, now_ms: int | None = None) -> AppendResult:
+                     origin: str = ORIGIN_CLIENT, now_ms: int | None = None,
+                     transaction_version: int = 0) -> AppendResult:
         """Append to the leader's log and answer at once; ``required_offset`` says which high
-        watermark commits it."""
+        watermark commits it. ``transaction_version``: the coordinator's, for the markers it
+        writes (KIP-890: at 2 a marker must carry a newer producer epoch)."""
         tp = (topic, index)
         partition = self.partitions.get(tp)
         if partition is None:
@@ -575,7 +590,8 @@ class ReplicaManager:
                 error = partition.check_append(acks)
                 if error:
                     return AppendResult(error)
-                info = log_.append_as_leader(records, partition.leader_epoch, now, origin=origin)
+                info = log_.append_as_leader(records, partition.leader_epoch, now, origin=origin,
+                                             transaction_version=transaction_version)
                 outcome = Outcome(hw_advanced=partition.maybe_increment_leader_hw(now))
         except DuplicateSequenceError as dup:  # a retry: the original offsets are the answer
             return AppendResult(errors.NONE, None, dup.first_offset, -1, log_.log_start_offset,
@@ -589,7 +605,8 @@ class ReplicaManager:
         except Exception as e:
             for cls, code in _APPEND_ERRORS:
                 if isinstance(e, cls):
-                    if cls in (OutOfOrderSequenceError, ProducerFencedError, UnknownProducerIdError):
+                    if cls in (OutOfOrderSequenceError, ProducerFencedError, UnknownProducerIdError,
+                               InvalidTxnStateError, CoordinatorFencedError):
                         # idempotence refusals: what a producer's retries met, for the logs
                         log.info("%s-%d: produce refused, %s: %s", topic, index, Error(code).name, e)
                     return AppendResult(code, str(e))
@@ -600,19 +617,21 @@ class ReplicaManager:
                             info.log_start_offset, info.last_offset + 1)
 
     async def append_records(self, entries: list[tuple[str, int, Any]], acks: int, timeout_ms: int,
-                             origin: str = ORIGIN_CLIENT) -> list[AppendResult]:
+                             origin: str = ORIGIN_CLIENT, transaction_version: int = 0) -> list[AppendResult]:
         """Append each (topic, partition, records); with acks=-1 answer once each append is
         committed, failed, or ``timeout_ms`` passed."""
-        results = self.append_records_locally(entries, acks, origin)
+        results = self.append_records_locally(entries, acks, origin, transaction_version)
         if acks == -1:
             await self.wait_replicated(entries, results, timeout_ms)
         return results
 
     def append_records_locally(self, entries: list[tuple[str, int, Any]], acks: int,
-                               origin: str = ORIGIN_CLIENT) -> list[AppendResult]:
+                               origin: str = ORIGIN_CLIENT,
+                               transaction_version: int = 0) -> list[AppendResult]:
         """The leader's appends of ``append_records``, in order, without waiting."""
         now = self.clock()
-        return [self.append_local(t, p, records, acks, origin, now) for t, p, records in entries]
+        return [self.append_local(t, p, records, acks, origin, now, transaction_version)
+                for t, p, records in entries]
 
     async def wait_replicated(self, entries: list[tuple[str, int, Any]], results: list[AppendResult],
                               timeout_ms: int) -> None:
@@ -685,7 +704,9 @@ class ReplicaManager:
              min_one_message: bool = True, client: ClientMetadata | None = None,
              now_ms: int | None = None) -> ReadResult:
         """A consumer's read: below this replica's high watermark (the last stable offset for
-        read_committed), never past it. Without ``client`` (Fetch < v11) from the leader only;
+        read_committed, with the aborted transactions of the range read), never past it; the
+        answer's last stable offset is the log's whatever the isolation, as Kafka's. Without
+        ``client`` (Fetch < v11) from the leader only;
         with it from a follower too, and a leader with a replica selector may answer with a
         preferred read replica instead of records (Kafka's readFromLog)."""
         partition, error = self._leader((topic, index), current_leader_epoch, require_leader=client is None)
@@ -698,9 +719,9 @@ class ReplicaManager:
             now = self.clock() if now_ms is None else now_ms
             preferred = self._preferred_read_replica(partition, client, fetch_offset, now)
             if preferred is not None:
-                return ReadResult(errors.NONE, log_.high_watermark, log_.high_watermark,
+                return ReadResult(errors.NONE, log_.high_watermark, log_.last_stable_offset,
                                   log_.log_start_offset, preferred_read_replica=preferred)
-        result = ReadResult(errors.NONE, log_.high_watermark, log_.high_watermark, log_.log_start_offset)
+        result = ReadResult(errors.NONE, log_.high_watermark, log_.last_stable_offset, log_.log_start_offset)
         isolation = FETCH_TXN_COMMITTED if read_committed else FETCH_HIGH_WATERMARK
         return self._read_into(result, log_, fetch_offset, max_bytes, isolation, min_one_message)
 
@@ -780,6 +801,8 @@ class ReplicaManager:
             return result
         if info.records is not None and info.size:
             result.records, result.size = info.records, info.size
+        if info.aborted_transactions is not None:
+            result.aborted_transactions = [(t.producer_id, t.first_offset) for t in info.aborted_transactions]
         return result
 
     # ---- offsets ------------------------------------------------------------------------------
@@ -795,7 +818,12 @@ class ReplicaManager:
             return OffsetResult(error)
         log_ = partition.log
         from_client = replica_id == -1
-        last_fetchable = log_.high_watermark if from_client else log_.log_end_offset
+        if not from_client:
+            last_fetchable = log_.log_end_offset
+        elif isolation_level == 1:  # read_committed: Kafka's lastFetchableOffset
+            last_fetchable = log_.last_stable_offset
+        else:
+            last_fetchable = log_.high_watermark
         # After an unclean election the HW may lag the epoch start: clients must not see it.
         start = partition.leader_epoch_start_offset
         not_available = from_client and start is not None and start > log_.high_watermark
@@ -864,7 +892,8 @@ class ReplicaManager:
         partition, error = self._leader((topic, index))
         if partition is None:
             return error, []
-        return errors.NONE, [ProducerView(pid, entry.epoch, entry.last_seq, entry.last_timestamp)
+        return errors.NONE, [ProducerView(pid, entry.epoch, entry.last_seq, entry.last_timestamp,
+                                          entry.coordinator_epoch, entry.current_txn_first_offset)
                              for pid, entry in sorted(partition.log.producer_state.producers.items())]
 
     def describe_log_dirs(self, wanted: set[TopicPartition] | None = None) -> list[LogDirView]:

@@ -89,6 +89,11 @@ def apis(broker) -> list[Api]:
             pd.high_watermark = res.high_watermark
             pd.last_stable_offset = res.last_stable_offset
             pd.log_start_offset = res.log_start_offset
+            # read_committed: the aborted transactions of the range read (an empty list when
+            # none); any other read answers null, as Kafka's KafkaApis does.
+            aborted = res.aborted_transactions
+            pd.aborted_transactions = None if aborted is None else [
+                R.AbortedTransaction(producer_id=pid, first_offset=first) for pid, first in aborted]
             if res.diverging_epoch is not None:
                 pd.diverging_epoch = R.PartitionData.EpochEndOffset(
                     epoch=res.diverging_epoch[0], end_offset=res.diverging_epoch[1])
