@@ -372,7 +372,7 @@ class TransactionCoordinatorRuntime:
             code = (Error.INVALID_TXN_STATE if response.error_code == Error.CLUSTER_AUTHORIZATION_FAILED
                     else response.error_code)
             return dict.fromkeys(partitions, code)
-        out = dict.fromkeys(partitions, Error.NONE)
+        out: dict[tuple[str, int], int] = dict.fromkeys(partitions, int(Error.NONE))
         for result in response.results_by_transaction:
             for t in result.topic_results:
                 for p in t.results_by_partition:
