@@ -514,12 +514,17 @@ class Cleaner:
                  threads: int = 1, load_factor: float = 0.9, io_buffer_size: int = _READ_CHUNK,
                  io_max_bytes_per_second: float = float("inf"),
                  sleep: Callable[[float], None] = time.sleep,
-                 hook: Callable[[str], None] | None = None):
+                 hook: Callable[[str], None] | None = None,
+                 on_log_thread: Callable[[Callable[[], None]], None] | None = None):
         self.offset_map = offset_map if offset_map is not None else OffsetMap(
             cleaner_map_memory(dedupe_buffer_size, threads, load_factor), load_factor=load_factor)
         self.chunk_size = max(io_buffer_size, BATCH_OVERHEAD)
         self.throttler = Throttler(io_max_bytes_per_second, sleep)
         self.hook = hook
+        # Runs the swap where the log's appends, rolls and reads run (the broker's event loop),
+        # and returns once it has: the cleaner reads and writes on its own thread, but the
+        # Log's segment list changes only there. None: here.
+        self.on_log_thread = on_log_thread
 
     def _step(self, step: str) -> None:
         if self.hook is not None:
@@ -608,7 +613,10 @@ class Cleaner:
             out.discard()
             raise
         self._step(STEP_CLEANED)
-        self.swap(lg, group, out)
+        if self.on_log_thread is None:
+            self.swap(lg, group, out)
+        else:
+            self.on_log_thread(lambda: self.swap(lg, group, out))
         stats.groups += 1
         stats.segments_cleaned += len(group)
 
@@ -740,10 +748,11 @@ def install_segment(lg: Log, group: list[LogSegment], cleaned: LogSegment, delet
 # ---- choosing and cleaning (LogCleanerManager, one pass) -----------------------------------
 
 def clean_filthiest(cleaner: Cleaner, logs: Iterable[Log], now_ms: int,
-                    uncleanable: Iterable[tuple[str, int]] = ()) -> CleanResult | None:
+                    uncleanable: Iterable[tuple[str, int]] = (),
+                    on_choice: Callable[[tuple[str, int]], None] | None = None) -> CleanResult | None:
     """One pass of Kafka's CleanerThread.tryCleanFilthiestLog over ``logs`` (of one or more
-    log dirs): the checkpoints read, invalid ones reset, the filthiest log cleaned. None when
-    no log needs cleaning."""
+    log dirs): the checkpoints read, invalid ones reset, the filthiest log cleaned
+    (``on_choice`` told of it first). None when no log needs cleaning."""
     logs = [lg for lg in logs if lg.config.compacts]
     by_tp = {(lg.topic, lg.partition): lg for lg in logs}
     checkpoints: dict[str, dict[tuple[str, int], int]] = {}
@@ -760,6 +769,8 @@ def clean_filthiest(cleaner: Cleaner, logs: Iterable[Log], now_ms: int,
         update_cleaner_checkpoint(log_dir, updates)
     if found.filthiest is None:
         return None
+    if on_choice is not None:
+        on_choice(found.filthiest.topic_partition)
     return cleaner.clean(by_tp[found.filthiest.topic_partition], found.filthiest, now_ms)
 
 

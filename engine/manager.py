@@ -35,8 +35,16 @@ from engine.checkpoint import (
     write_offset_checkpoint,
     write_partition_metadata,
 )
+from engine.cleaner import (
+    CleanAborted,
+    Cleaner,
+    CleanResult,
+    clean_filthiest,
+    update_cleaner_checkpoint,
+)
+from engine.cleaner import checkpoint_path as cleaner_checkpoint_path
 from engine.config import LogConfig
-from engine.errors import LogDirError
+from engine.errors import CorruptRecordError, InvalidIndexError, LogDirError
 from engine.log import PARTITION_METADATA, Log
 from engine.log_dir_failure import KafkaStorageError, LogDirFailureChannel
 from engine.reader import parse_partition_dir
@@ -103,6 +111,10 @@ class LogManager:
         self.clean_shutdown_epochs: dict[str, int] = {}  # brokerEpoch of the marker, -1 if none
         # Storage operations while serving take a failing dir offline (engine/log_dir_failure.py).
         self.failure_channel = failure_channel or LogDirFailureChannel()
+        # The log cleaner (clean_once): the partitions it is cleaning, and those it gave up on
+        # (Kafka's LogCleanerManager in-progress and uncleanable partitions).
+        self.cleaning: set[TopicPartition] = set()
+        self.uncleanable: set[TopicPartition] = set()
 
     # ---- startup -------------------------------------------------------------------------
 
@@ -216,6 +228,10 @@ class LogManager:
         if log_ is None:
             return False
         log_.close(snapshot=False)
+        self.uncleanable.discard((topic, partition))
+        if os.path.exists(cleaner_checkpoint_path(log_.parent_dir)):
+            with self.failure_channel.guard(log_.parent_dir, f"updating {CLEANER_CHECKPOINT}"):
+                update_cleaner_checkpoint(log_.parent_dir, {}, remove=[(topic, partition)])
         doomed = f"{log_.dir}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
         with self.failure_channel.guard(log_.parent_dir, f"deleting {topic}-{partition}"):
             os.rename(log_.dir, doomed)
@@ -225,12 +241,51 @@ class LogManager:
     # ---- periodic work -------------------------------------------------------------------
 
     def cleanup_logs(self, now_ms: int | None = None) -> int:
-        """One retention pass over every log (log.retention.check.interval.ms)."""
+        """One retention pass over every log (log.retention.check.interval.ms). A log the
+        cleaner is cleaning is skipped (Kafka's deletableLogs leaves it to the next pass)."""
         deleted = 0
-        for log_ in self.logs.values():
+        for tp, log_ in self.logs.items():
+            if tp in self.cleaning:
+                continue
             deleted += log_.delete_old_segments(now_ms)
             log_.delete_pending_segments(now_ms)
         return deleted
+
+    def clean_once(self, cleaner: Cleaner, now_ms: int) -> CleanResult | None:
+        """One pass of Kafka's CleanerThread (log.cleaner.backoff.ms apart when it finds
+        nothing): the filthiest compacted log of the online log dirs is cleaned, on the
+        caller's thread (a worker thread; ``Cleaner.on_log_thread`` brings the swap back to
+        the logs' thread). Retention skips the log meanwhile. A log whose batches do not
+        parse is marked uncleanable (Kafka's markPartitionUncleanable) and skipped from then
+        on; an OSError takes its log dir offline through the failure channel. None when no
+        log needed cleaning."""
+        logs = [lg for d in self.log_dirs if not self.failure_channel.is_offline(d)
+                for tp, lg in self.logs_in(d).items() if tp not in self.uncleanable]
+        chosen: list[TopicPartition] = []
+
+        def mark(tp: TopicPartition) -> None:
+            chosen.append(tp)
+            self.cleaning.add(tp)
+
+        try:
+            return clean_filthiest(cleaner, logs, now_ms, self.uncleanable, on_choice=mark)
+        except CleanAborted as e:
+            log.info("cleaning aborted: %s", e)
+            return None
+        except (CorruptRecordError, InvalidIndexError, ValueError) as e:
+            for tp in chosen:
+                log.error("%s-%d: marked uncleanable: %s", tp[0], tp[1], e)
+                self.uncleanable.add(tp)
+            return None
+        except OSError as e:
+            lg = self.logs.get(chosen[0]) if chosen else None
+            if lg is None:
+                raise
+            raise self.failure_channel.maybe_add_offline_log_dir(
+                lg.parent_dir, f"cleaning {lg.topic}-{lg.partition}", e) from e
+        finally:
+            for tp in chosen:
+                self.cleaning.discard(tp)
 
     def due_for_flush(self, now_ms: int) -> list[Log]:
         """The logs a flush.ms asks to flush now (Kafka's flushDirtyLogs): something written
