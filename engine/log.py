@@ -441,8 +441,12 @@ class Log:
                 _unlink(path)
                 continue
             self._replay(starts)
-            return
-        self._rebuild_producer_state()
+            break
+        else:
+            self._rebuild_producer_state()
+        # Forget the completed transactions the high watermark already passed (a replay of a
+        # long history completes many).
+        self.producer_state.first_unstable_offset(self.high_watermark)
 
     def _rebuild_producer_state(self) -> None:
         """Replay the producer batches of the whole log from its batch headers, scanned in C a
