@@ -302,7 +302,8 @@ def _text(value) -> str:
 
 def _topic_config_type(name: str) -> int:
     kind = TOPIC_CONFIGS[name].kind
-    return _KAFKA_TYPES.get(name, TYPE_BOOLEAN if kind is bool else TYPE_LONG if kind is int else TYPE_STRING)
+    return _KAFKA_TYPES.get(name, TYPE_BOOLEAN if kind is bool else TYPE_LONG if kind is int
+                            else TYPE_DOUBLE if kind is float else TYPE_STRING)
 
 
 def _broker_config_type(config, name: str) -> int:

@@ -13,7 +13,7 @@ from tests.broker.replica_nodes import TOPIC, Cluster
 from .test_config import BASE
 
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
-BOOLEAN, STRING, INT, LONG, LIST = 1, 2, 3, 5, 7  # DescribeConfigs' ConfigType
+BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 1, 2, 3, 5, 6, 7  # DescribeConfigs' ConfigType
 
 
 def describe_topic(config: ServerConfig, overrides: dict[str, str], names=None, version: int = 4) -> dict:
@@ -68,7 +68,9 @@ def test_describe_configs_gives_each_topic_config_the_type_kafka_defines_it_with
         "min.insync.replicas", "compression.gzip.level", "compression.lz4.level", "compression.zstd.level"}
     assert {n for n, t in types.items() if t == LONG} == {
         "segment.ms", "segment.jitter.ms", "retention.ms", "retention.bytes", "flush.messages", "flush.ms",
-        "file.delete.delay.ms", "message.timestamp.before.max.ms", "message.timestamp.after.max.ms"}
+        "file.delete.delay.ms", "message.timestamp.before.max.ms", "message.timestamp.after.max.ms",
+        "delete.retention.ms", "min.compaction.lag.ms", "max.compaction.lag.ms"}
+    assert types["min.cleanable.dirty.ratio"] == DOUBLE
     assert types["cleanup.policy"] == LIST
     assert {n for n, t in types.items() if t == BOOLEAN} == {"unclean.leader.election.enable", "preallocate"}
     assert {n for n, t in types.items() if t == STRING} == {"compression.type", "message.timestamp.type"}
