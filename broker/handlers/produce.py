@@ -153,7 +153,7 @@ def apis(broker) -> list[Api]:
         the transaction's coordinator says the partition was added to the transaction; the
         others answer the coordinator's refusal as Kafka maps it. The entries and slots to
         append."""
-        runtime = broker.transactions
+        runtime = getattr(broker, "transactions", None)
         if runtime is None or not runtime.verification_enabled:
             return entries, slots
         unverified: dict[tuple[int, int], list[int]] = {}  # (producer id, epoch) -> entry indexes
@@ -213,7 +213,9 @@ def apis(broker) -> list[Api]:
     async def handle_init_producer_id(header, req):
         R = M.InitProducerIdResponse
         if req.transactional_id is not None:
-            runtime = broker.transactions
+            runtime = getattr(broker, "transactions", None)
+            if runtime is None:  # not started yet
+                return R(error_code=Error.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1)
             waiter = runtime.waiter()
             # producer_id and producer_epoch are -1 below v3 (the schema's defaults)
             runtime.run(runtime.core.init_producer_id(
