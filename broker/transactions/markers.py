@@ -222,6 +222,7 @@ class MarkerChannel:
             log.info("WriteTxnMarkers to broker %d failed: %s; retrying", leader, e)
             self._drop_connection(leader)
             errors = [dict.fromkeys(tps, Error.NETWORK_EXCEPTION) for _, tps in items]
+        retry = False
         for (entry, tps), answers in zip(items, errors):
             entry.in_flight.difference_update(tps)
             if not self._current(entry):
@@ -235,11 +236,13 @@ class MarkerChannel:
             written = [tp for tp, code in answers.items() if outcome(code) == WRITTEN]
             for tp, code in answers.items():
                 if outcome(code) == RETRY:
+                    retry = True
                     log.debug("marker of %s for %s-%d: %s; retrying", entry.request.transactional_id,
                               tp[0], tp[1], Error(code).name)
             if written:
                 self._written(entry, written)
-        self._wake.set()
+        if retry:  # the partitions refused go out again after the backoff, their leaders looked up again
+            asyncio.get_running_loop().call_later(RETRY_BACKOFF_S, self._wake.set)
 
     async def _connection(self, leader: int) -> KafkaConnection:
         endpoint = self.runtime.broker.replicas.brokers.endpoint_of(leader)
