@@ -15,7 +15,8 @@ as Kafka answers. v4+ is a broker's, batched (``transactions``, one result each)
 
 WriteTxnMarkers is the partition leader's side of the markers: each marker's partitions get
 one control batch (engine/control.py), appended with acks=-1 as the coordinator's write
-(ORIGIN_COORDINATOR), answered per partition; a ``__consumer_offsets`` partition's marker is
+(ORIGIN_COORDINATOR) at the marker's transaction version (v2+; 0 below), answered per
+partition; a ``__consumer_offsets`` partition's marker is
 written by the group coordinator (``complete_transaction``), which applies or drops the
 producer's transactional offsets with it.
 """
@@ -127,8 +128,12 @@ def apis(broker) -> list[Api]:
         PR = TR.WritableTxnMarkerPartitionResult
         now = _now_ms()
         errors: dict[tuple[int, str, int], int] = {}  # (marker index, topic, partition) -> error
-        entries, keys, offsets_writes = [], [], []
+        # the markers' appends, by transaction version (the partition checks a marker's epoch by it)
+        appends: dict[int, tuple[list, list]] = {}
+        offsets_writes = []
         for i, marker in enumerate(req.markers):
+            tv = getattr(marker, "transaction_version", 0)
+            entries, keys = appends.setdefault(tv, ([], []))
             control = CONTROL_COMMIT if marker.transaction_result else CONTROL_ABORT
             for t in marker.topics:
                 for p in t.partition_indexes:
@@ -140,9 +145,11 @@ def apis(broker) -> list[Api]:
                                                                  marker.coordinator_epoch, now))
                     entries.append((t.name, p, batch))
                     keys.append((i, t.name, p))
-        if entries:
-            results = await broker.replicas.append_records(entries, -1, MARKER_APPEND_TIMEOUT_MS,
-                                                           origin=ORIGIN_COORDINATOR)
+        answers = await asyncio.gather(*[
+            broker.replicas.append_records(entries, -1, MARKER_APPEND_TIMEOUT_MS, origin=ORIGIN_COORDINATOR,
+                                           transaction_version=tv)
+            for tv, (entries, _) in appends.items()])
+        for (_, keys), results in zip(appends.values(), answers):
             for key, result in zip(keys, results):
                 errors[key] = result.error
         for key, marker in offsets_writes:
