@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from broker.groups.storage import build_records_batch
@@ -97,16 +98,17 @@ def state_topic_configs(config: Any) -> dict[str, str]:
     }
 
 
-def read_records(log_: Any, chunk_bytes: int) -> list[tuple[bytes, bytes | None]]:
+def read_chunks(log_: Any, chunk_bytes: int) -> Iterator[list[tuple[bytes, bytes | None]]]:
     """The (key, value) records of a ``__transaction_state`` partition from its log start offset
-    to its log end offset (as it stood when reading began), control batches left out."""
-    out: list[tuple[bytes, bytes | None]] = []
+    to its log end offset (as it stood when reading began), ``chunk_bytes`` at a time (at least
+    one batch each), control batches left out."""
     offset, end = log_.log_start_offset, log_.log_end_offset
     while offset < end:
         info = log_.read(offset, chunk_bytes, FETCH_LOG_END)
         if info.records is None:
-            break
+            return
         data = info.records.read() if hasattr(info.records, "read") else bytes(info.records)
+        out: list[tuple[bytes, bytes | None]] = []
         last = None
         for header in iter_batches(data):
             last = header
@@ -115,10 +117,10 @@ def read_records(log_: Any, chunk_bytes: int) -> list[tuple[bytes, bytes | None]
             for record in decode_records(data, header.position, False):
                 if record.key is not None:
                     out.append((bytes(record.key), None if record.value is None else bytes(record.value)))
+        yield out
         if last is None or last.next_offset <= offset:
-            break
+            return
         offset = last.next_offset
-    return out
 
 
 class TransactionCoordinatorRuntime:
@@ -254,8 +256,11 @@ class TransactionCoordinatorRuntime:
     async def _load(self, partition: int, epoch: int) -> None:
         started = time.monotonic()
         log_ = self.broker.replicas.local_log(TOPIC, partition)
-        records = read_records(log_, self.load_buffer) if log_ is not None else []
-        await asyncio.sleep(0)
+        records: list[tuple[bytes, bytes | None]] = []
+        if log_ is not None:
+            for chunk in read_chunks(log_, self.load_buffer):
+                records += chunk
+                await asyncio.sleep(0)  # let other requests in between chunks
         self._loads.pop(partition, None)
         transactions = storage.replay(records)
         self.run(self.core.complete_load(partition, epoch, transactions, _now_ms()))
