@@ -52,6 +52,11 @@ CONNECT_TIMEOUT_S = 5.0
 WRITTEN, RETRY, ABORT = "written", "retry", "abort"
 _WRITTEN = {Error.NONE, Error.UNSUPPORTED_FOR_MESSAGE_FORMAT, Error.UNSUPPORTED_VERSION}
 _ABORT = {Error.INVALID_PRODUCER_EPOCH, Error.TRANSACTION_COORDINATOR_FENCED}
+# What Kafka's completion handler retries; any other answer is retried too, with a warning
+# (Kafka takes it for a bug: IllegalStateException).
+_EXPECTED_RETRIES = {Error.UNKNOWN_TOPIC_OR_PARTITION, Error.NOT_LEADER_OR_FOLLOWER,
+                     Error.NOT_ENOUGH_REPLICAS, Error.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                     Error.REQUEST_TIMED_OUT, Error.KAFKA_STORAGE_ERROR, Error.NETWORK_EXCEPTION}
 NO_LEADER = "no leader"
 GONE = "gone"
 
@@ -237,8 +242,9 @@ class MarkerChannel:
             for tp, code in answers.items():
                 if outcome(code) == RETRY:
                     retry = True
-                    log.debug("marker of %s for %s-%d: %s; retrying", entry.request.transactional_id,
-                              tp[0], tp[1], Error(code).name)
+                    say = log.debug if code in _EXPECTED_RETRIES else log.warning
+                    say("marker of %s for %s-%d: %s; retrying", entry.request.transactional_id,
+                        tp[0], tp[1], Error(code).name)
             if written:
                 self._written(entry, written)
         if retry:  # the partitions refused go out again after the backoff, their leaders looked up again
