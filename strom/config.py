@@ -163,7 +163,6 @@ PROPERTIES: dict[str, tuple[str, Any]] = {
 }
 
 METADATA_LOG_SEGMENT_MIN_BYTES = 8 << 20  # Kafka's metadata.log.segment.min.bytes
-_NO_TRANSACTIONS = "transactions are not served yet"
 _NO_CLEANER = "logs are not compacted yet"
 _SNAPSHOT_RETENTION = "a controller deletes its metadata log's segments below a snapshot once it is written"
 
@@ -178,16 +177,6 @@ WITHOUT_EFFECT: dict[str, str] = {
     "request.timeout.ms": "a broker's requests to the controller time out after "
                           "controller.socket.timeout.ms, its replica fetches after replica.socket.timeout.ms",
     "unstable.api.versions.enable": "no unstable API version is served",
-    "transaction.state.log.num.partitions": _NO_TRANSACTIONS,
-    "transaction.state.log.replication.factor": _NO_TRANSACTIONS,
-    "transaction.state.log.min.isr": _NO_TRANSACTIONS,
-    "transaction.state.log.segment.bytes": _NO_TRANSACTIONS,
-    "transaction.state.log.load.buffer.size": _NO_TRANSACTIONS,
-    "transactional.id.expiration.ms": _NO_TRANSACTIONS,
-    "transaction.max.timeout.ms": _NO_TRANSACTIONS,
-    "transaction.abort.timed.out.transaction.cleanup.interval.ms": _NO_TRANSACTIONS,
-    "transaction.remove.expired.transaction.cleanup.interval.ms": _NO_TRANSACTIONS,
-    "transaction.partition.verification.enable": _NO_TRANSACTIONS,
     "log.cleaner.enable": _NO_CLEANER,
     "log.cleaner.threads": _NO_CLEANER,
     "log.cleaner.dedupe.buffer.size": _NO_CLEANER,
