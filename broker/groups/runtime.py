@@ -49,9 +49,20 @@ Kafka's mapping of a write's error (CoordinatorOperationExceptionHelper, Kafka 4
 | MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE,           | UNKNOWN_SERVER_ERROR      |
 | INVALID_FETCH_SIZE                                  |                           |
 | NOT_ENOUGH_REPLICAS_AFTER_APPEND                    | none: it is committed     |
+| NETWORK_EXCEPTION (a TxnOffsetCommit's verification)| COORDINATOR_LOAD_IN_PROGRESS |
 
-Transactions. A TxnOffsetCommit's records are appended as one transactional batch of the
-producer (its id and epoch, base sequence -1), like any offset commit (acks=-1); once
+Transactions. A TxnOffsetCommit is first verified (KIP-890, Kafka's
+scheduleTransactionalWriteOperation, when transaction.partition.verification.enable): unless the
+producer's transaction is already open on the group's partition, ``verify_transaction`` asks the
+transaction coordinator (``broker.transactions.verify``) whether the transaction holds that
+partition, and the request answers its refusal as Kafka's AddPartitionsToTxnManager and
+CoordinatorOperationExceptionHelper map it (PRODUCER_FENCED as INVALID_PRODUCER_EPOCH,
+TRANSACTION_ABORTABLE as INVALID_TXN_STATE below v4, NETWORK_EXCEPTION as
+COORDINATOR_LOAD_IN_PROGRESS). A marker of the producer appended to the partition while it was
+being verified voids the verification (Kafka's VerificationGuard): INVALID_TXN_STATE. So a
+late retry, a zombie, or a producer that skipped AddOffsetsToTxn cannot open a transaction on
+``__consumer_offsets`` that no marker ends. Its records are appended as one transactional
+batch of the producer (its id and epoch, base sequence -1), like any offset commit (acks=-1); once
 committed they are pending in the core. ``complete_transaction`` is how the WriteTxnMarkers
 handler ends a transaction on a partition of ``__consumer_offsets``: it appends the marker
 (engine/control.py) through the same path, acks=-1, and answers once it is committed, when the
@@ -113,6 +124,9 @@ _COORDINATOR_ERRORS: dict[int, int] = {
     Error.RECORD_LIST_TOO_LARGE: Error.UNKNOWN_SERVER_ERROR,
     Error.INVALID_FETCH_SIZE: Error.UNKNOWN_SERVER_ERROR,
     Error.NOT_ENOUGH_REPLICAS_AFTER_APPEND: Error.NONE,  # the high watermark passed it
+    # A transaction coordinator that could not be reached to verify a TxnOffsetCommit: clients
+    # retry this one without looking the group coordinator up again.
+    Error.NETWORK_EXCEPTION: Error.COORDINATOR_LOAD_IN_PROGRESS,
 }
 # Append errors that end this broker's tenure of the partition: unload it (it is loaded again
 # only if the metadata image still makes this broker its leader).
@@ -162,6 +176,29 @@ class _Write:
         self.committed = committed  # NONE once committed; NOT_COORDINATOR if unloaded first
 
 
+class _Guard:
+    """A verification under way for a producer on a partition (Kafka's VerificationGuard):
+    its marker landing meanwhile voids it."""
+
+    __slots__ = ("users", "valid")
+
+    def __init__(self) -> None:
+        self.users = 0
+        self.valid = True
+
+
+def verification_error(error: int, version: int) -> int:
+    """What a TxnOffsetCommit of ``version`` answers when the transaction coordinator answered
+    ``error`` to its verification: AddPartitionsToTxnManager's mapping (PRODUCER_FENCED is
+    INVALID_PRODUCER_EPOCH; TRANSACTION_ABORTABLE is INVALID_TXN_STATE for the versions before
+    4, whose clients do not know it), then the coordinator's (``coordinator_error``)."""
+    if error == Error.PRODUCER_FENCED:
+        error = Error.INVALID_PRODUCER_EPOCH
+    elif error == Error.TRANSACTION_ABORTABLE and version < 4:
+        error = Error.INVALID_TXN_STATE
+    return coordinator_error(error)
+
+
 class _Partition:
     def __init__(self, epoch: int):
         self.epoch = epoch
@@ -195,6 +232,7 @@ class GroupCoordinatorRuntime:
         self._loads: dict[int, asyncio.Task] = {}
         self._partitions: dict[int, _Partition] = {}  # loading or loaded here
         self._creating: asyncio.Task | None = None
+        self._guards: dict[tuple[int, int], _Guard] = {}  # (partition, producer id) being verified
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -332,6 +370,8 @@ class GroupCoordinatorRuntime:
         task = self._loads.pop(partition, None)
         if task is not None:
             task.cancel()
+        for key in [k for k in self._guards if k[0] == partition]:
+            self._guards.pop(key).valid = False  # markers may land elsewhere meanwhile
         ctx = self._partitions.pop(partition, None)
         if ctx is not None:
             if ctx.committer is not None and ctx.committer is not asyncio.current_task():
@@ -434,6 +474,41 @@ class GroupCoordinatorRuntime:
 
     # ---- transactions --------------------------------------------------------------------
 
+    async def verify_transaction(self, partition: int, transactional_id: str, producer_id: int,
+                                 producer_epoch: int, version: int) -> int:
+        """KIP-890's verification of a TxnOffsetCommit of ``version`` before its records are
+        written to ``partition``: NONE, or the error the request answers. NONE at once when
+        verification is off or no transaction coordinator runs, when the partition is not
+        coordinated here (the core answers that), or when the producer's transaction is already
+        open on the partition. Returns without yielding after its last check, so a caller that
+        appends right after it appends what was verified."""
+        txns = getattr(self.broker, "transactions", None)
+        if txns is None or not txns.verification_enabled or partition not in self.core.owned:
+            return Error.NONE
+        log_ = self.broker.replicas.local_log(storage.OFFSETS_TOPIC, partition)
+        if log_ is None:
+            return Error.NONE
+        entry = log_.producer_state.producers.get(producer_id)
+        if entry is not None and entry.epoch == producer_epoch \
+                and getattr(entry, "current_txn_first_offset", -1) >= 0:
+            return Error.NONE
+        key = (partition, producer_id)
+        guard = self._guards.setdefault(key, _Guard())
+        guard.users += 1
+        try:
+            errors = await txns.verify(transactional_id, producer_id, producer_epoch,
+                                       [(storage.OFFSETS_TOPIC, partition)])
+        finally:
+            guard.users -= 1
+            if guard.users == 0 and self._guards.get(key) is guard:
+                del self._guards[key]
+        code = errors.get((storage.OFFSETS_TOPIC, partition), Error.NONE)
+        if code != Error.NONE:
+            return verification_error(code, version)
+        if not guard.valid:
+            return Error.INVALID_TXN_STATE  # its marker landed meanwhile
+        return Error.NONE
+
     async def complete_transaction(self, partition: int, producer_id: int, producer_epoch: int,
                                    coordinator_epoch: int, commit: bool, transaction_version: int = 2) -> int:
         """End the producer's transaction on ``__consumer_offsets-partition``: append the
@@ -441,6 +516,9 @@ class GroupCoordinatorRuntime:
         offsets). The error WriteTxnMarkers answers for the partition (see the module doc)."""
         if partition not in self.core.owned or partition not in self._partitions:
             return Error.NOT_LEADER_OR_FOLLOWER  # not coordinated here, or still loading
+        guard = self._guards.pop((partition, producer_id), None)
+        if guard is not None:
+            guard.valid = False  # what was verified before this marker is no longer open
         now = _now_ms()
         buf = bytearray(build_end_txn_marker_batch(CONTROL_COMMIT if commit else CONTROL_ABORT, producer_id,
                                                    producer_epoch, coordinator_epoch, now))

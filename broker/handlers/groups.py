@@ -17,7 +17,12 @@ TxnOffsetCommit (KIP-98, KIP-447) is answered as Kafka 4.x's KafkaApis and group
 answer it: partitions the metadata image lacks UNKNOWN_TOPIC_OR_PARTITION, the rest by the
 core's validation, once the transactional batch of its records is committed; the offsets are
 then pending in the transaction, visible to OffsetFetch only once its COMMIT marker is, and
-OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for a partition with one.
+OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for a partition with one. Before
+anything is written the transaction coordinator is asked whether the transaction holds the
+group's partition of ``__consumer_offsets`` (KIP-890, transaction.partition.verification.enable,
+as Kafka's GroupCoordinatorService does): a TxnOffsetCommit without AddOffsetsToTxn answers
+INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v4), a fenced epoch INVALID_PRODUCER_EPOCH, an
+unreachable transaction coordinator COORDINATOR_LOAD_IN_PROGRESS.
 
 Every request that steps the core (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
 DeleteGroups, ConsumerGroupHeartbeat, and OffsetFetch with require_stable) is answered only
@@ -201,8 +206,9 @@ def apis(broker) -> list[Api]:
     async def handle_txn_offset_commit(header, req):
         """TxnOffsetCommit: partitions the image lacks answer UNKNOWN_TOPIC_OR_PARTITION and
         the coordinator is not asked about them (nor at all if none is left); the rest answer
-        the core's errors, or the write's (mapped as for OffsetCommit) once appended as one
-        transactional batch of the producer. Before v2 a loading coordinator is answered
+        the verification's refusal (KIP-890, see broker/groups/runtime.py), the core's errors, or
+        the write's (mapped as for OffsetCommit) once appended as one transactional batch of the
+        producer. Before v2 a loading coordinator is answered
         COORDINATOR_NOT_AVAILABLE (clients before KAFKA-7296 do not retry the other)."""
         R = M.TxnOffsetCommitResponse
         version = header.api_version
@@ -211,6 +217,11 @@ def apis(broker) -> list[Api]:
                     p.committed_leader_epoch if version >= 2 else -1, p.committed_metadata)
                    for t in req.topics for p in t.partitions if (t.name, p.partition_index) not in unknown]
         code = coordinator_error(req.group_id) if offsets else Error.NONE
+        if code == Error.NONE and offsets:
+            # KIP-890: the transaction must hold the group's partition; nothing is awaited
+            # between this answer and the append below, so what is appended was verified.
+            code = await groups.verify_transaction(groups.partition_of(req.group_id), req.transactional_id,
+                                                   req.producer_id, req.producer_epoch, version)
         if code != Error.NONE:
             errors = [code] * len(offsets)
         elif not offsets:

@@ -174,3 +174,145 @@ def test_find_coordinator_for_a_transaction_names_its_coordinator_on_the_request
         assert [(c.key, c.error_code, c.node_id, c.host, c.port) for c in v4.coordinators] == [
             (k, Error.NONE, 3, endpoint_host(3), endpoint_port(3)) for k in ("tx", "ty")]
     run(main())
+
+
+# ---- KIP-890 verification of TxnOffsetCommit ----------------------------------------------
+
+class _TransactionCoordinator:
+    """What the group coordinator asks of ``broker.transactions`` before a TxnOffsetCommit is
+    written: ``verify``, answering as the transaction coordinator's verify_partitions does
+    (the id unknown or of another producer INVALID_PRODUCER_ID_MAPPING, an older epoch
+    PRODUCER_FENCED, a partition the transaction does not hold TRANSACTION_ABORTABLE), or
+    ``unreachable`` for every partition when set. ``hold``: each verification waits for it."""
+
+    def __init__(self, verification_enabled: bool = True):
+        self.verification_enabled = verification_enabled
+        self.transactions: dict[str, tuple[int, int, set]] = {}
+        self.unreachable: int | None = None
+        self.hold: asyncio.Event | None = None
+        self.asked = 0
+
+    def begin(self, transactional_id: str, producer_id: int, epoch: int, *partitions) -> None:
+        self.transactions[transactional_id] = (producer_id, epoch, set(partitions))
+
+    def end(self, transactional_id: str) -> None:
+        producer_id, epoch, _ = self.transactions[transactional_id]
+        self.transactions[transactional_id] = (producer_id, epoch, set())
+
+    async def verify(self, transactional_id, producer_id, producer_epoch, partitions):
+        self.asked += 1
+        if self.hold is not None:
+            await self.hold.wait()
+        if self.unreachable is not None:
+            return dict.fromkeys(partitions, self.unreachable)
+        known = self.transactions.get(transactional_id)
+        if known is None or known[0] != producer_id:
+            return dict.fromkeys(partitions, Error.INVALID_PRODUCER_ID_MAPPING)
+        if known[1] != producer_epoch:
+            return dict.fromkeys(partitions, Error.PRODUCER_FENCED)
+        return {tp: Error.NONE if tp in known[2] else Error.TRANSACTION_ABORTABLE for tp in partitions}
+
+
+OFFSETS_0 = ("__consumer_offsets", 0)
+
+
+async def _verified_leader(tmp_path, **properties) -> tuple[CoordinatorNode, _TransactionCoordinator]:
+    cluster = Cluster()
+    create_offsets_topic(cluster, replicas=(1,))
+    node = CoordinatorNode(tmp_path, 1, cluster, **properties)
+    await node.sync()
+    node.broker.transactions = _TransactionCoordinator()
+    return node, node.broker.transactions
+
+
+def test_txn_offset_commit_without_add_offsets_to_txn_is_refused_as_kafka_verifies_it(tmp_path):
+    """Kafka's GroupCoordinatorService writes a TxnOffsetCommit only once the transaction
+    coordinator says the transaction holds the group's partition (KIP-890); below v4 a
+    partition the transaction lacks is INVALID_TXN_STATE (AddPartitionsToTxnManager's
+    defaultError), from v4 TRANSACTION_ABORTABLE. Nothing is written, so no transaction is
+    left open on ``__consumer_offsets`` for no marker to end."""
+    async def main():
+        node, txns = await _verified_leader(tmp_path)
+        txns.begin("tx", PID, 0)  # InitProducerId done, AddOffsetsToTxn not
+        assert await _txn_commit(node, {0: 5}, version=3) == {("t", 0): Error.INVALID_TXN_STATE}
+        assert await _txn_commit(node, {0: 5}, version=4) == {("t", 0): Error.TRANSACTION_ABORTABLE}
+        assert node.log().log_end_offset == 0
+        assert node.core.pending_partitions("g") == set()
+        assert await _fetch(node, require_stable=True) == {0: (-1, Error.NONE), 1: (-1, Error.NONE)}
+    run(main())
+
+
+def test_txn_offset_commit_of_a_fenced_epoch_is_invalid_producer_epoch_as_kafka_maps_it(tmp_path):
+    async def main():
+        node, txns = await _verified_leader(tmp_path)
+        txns.begin("tx", PID, 1, OFFSETS_0)  # the zombie's epoch 0 was fenced by epoch 1
+        assert await _txn_commit(node, {0: 5}, epoch=0) == {("t", 0): Error.INVALID_PRODUCER_EPOCH}
+        assert await _txn_commit(node, {0: 5}, producer_id=PID + 1) == \
+            {("t", 0): Error.INVALID_PRODUCER_ID_MAPPING}
+        assert node.log().log_end_offset == 0
+        assert await _txn_commit(node, {0: 5}, epoch=1) == {("t", 0): Error.NONE}
+        assert node.log().log_end_offset == 1
+    run(main())
+
+
+def test_a_txn_offset_commit_retried_after_the_marker_is_refused_and_opens_no_transaction(tmp_path):
+    async def main():
+        node, txns = await _verified_leader(tmp_path)
+        txns.begin("tx", PID, 0, OFFSETS_0)
+        assert await _txn_commit(node, {0: 5}) == {("t", 0): Error.NONE}
+        assert txns.asked == 1
+        assert await _txn_commit(node, {1: 6}) == {("t", 1): Error.NONE}
+        assert txns.asked == 1, "the transaction is open on the partition: no need to ask again"
+        txns.end("tx")
+        assert await node.runtime.complete_transaction(0, PID, 0, 7, True, 2) == Error.NONE
+        end = node.log().log_end_offset
+        assert await _txn_commit(node, {0: 9}) == {("t", 0): Error.INVALID_TXN_STATE}  # the late retry
+        assert node.log().log_end_offset == end
+        assert await _fetch(node, require_stable=True) == {0: (5, Error.NONE), 1: (6, Error.NONE)}
+    run(main())
+
+
+def test_a_marker_landing_while_a_txn_offset_commit_is_verified_refuses_the_commit(tmp_path):
+    """Kafka's VerificationGuard: a marker written while the verification was under way makes
+    the verified append INVALID_TXN_STATE instead of opening a transaction no marker ends."""
+    async def main():
+        node, txns = await _verified_leader(tmp_path)
+        txns.begin("tx", PID, 0, OFFSETS_0)
+        txns.hold = asyncio.Event()
+        commit = asyncio.ensure_future(_txn_commit(node, {0: 5}))
+        await settle()
+        assert txns.asked == 1 and not commit.done()
+        assert await node.runtime.complete_transaction(0, PID, 0, 7, False, 2) == Error.NONE
+        end = node.log().log_end_offset
+        txns.hold.set()
+        assert await asyncio.wait_for(commit, 1) == {("t", 0): Error.INVALID_TXN_STATE}
+        assert node.log().log_end_offset == end
+        assert await _fetch(node, require_stable=True) == {0: (-1, Error.NONE), 1: (-1, Error.NONE)}
+    run(main())
+
+
+def test_a_verification_that_cannot_be_made_answers_what_kafka_answers_for_txn_offset_commit(tmp_path):
+    """CoordinatorOperationExceptionHelper: NETWORK_EXCEPTION is COORDINATOR_LOAD_IN_PROGRESS
+    (COORDINATOR_NOT_AVAILABLE before v2, as any loading answer there); the coordinator's own
+    retriable errors are answered as they are."""
+    async def main():
+        node, txns = await _verified_leader(tmp_path)
+        txns.begin("tx", PID, 0, OFFSETS_0)
+        txns.unreachable = Error.NETWORK_EXCEPTION
+        assert await _txn_commit(node, {0: 5}, version=3) == {("t", 0): Error.COORDINATOR_LOAD_IN_PROGRESS}
+        assert await _txn_commit(node, {0: 5}, version=1) == {("t", 0): Error.COORDINATOR_NOT_AVAILABLE}
+        txns.unreachable = Error.CONCURRENT_TRANSACTIONS
+        assert await _txn_commit(node, {0: 5}, version=3) == {("t", 0): Error.CONCURRENT_TRANSACTIONS}
+        txns.unreachable = Error.NOT_COORDINATOR
+        assert await _txn_commit(node, {0: 5}, version=3) == {("t", 0): Error.NOT_COORDINATOR}
+        assert node.log().log_end_offset == 0
+    run(main())
+
+
+def test_txn_offset_commit_is_not_verified_when_transaction_partition_verification_is_disabled(tmp_path):
+    async def main():
+        node, txns = await _verified_leader(tmp_path)
+        txns.verification_enabled = False  # transaction.partition.verification.enable=false
+        assert await _txn_commit(node, {0: 5}) == {("t", 0): Error.NONE}
+        assert txns.asked == 0 and node.log().log_end_offset == 1
+    run(main())
