@@ -355,7 +355,7 @@ class Log:
                 continue
             known = self.producer_state.producers.get(pid)
             duplicate = self.producer_state.check(pid, epoch, seq, _last_seq(seq, last - base),
-                                                  transactional=bool(attributes & 0x10))
+                                                  attributes & 0x10)
             if duplicate is not None:
                 raise DuplicateSequenceError(duplicate.first_offset, duplicate.last_offset)
             if known is not None and epoch > known.epoch:
@@ -381,10 +381,9 @@ class Log:
                             transactional=bool(attributes & 0x10), coordinator=True)
 
     def _update_producers(self, buf, summary: BatchSummary, segment: LogSegment) -> None:
-        for pid, epoch, seq, base, last, attributes, max_ts, position in zip(
+        for pid, epoch, seq, base, last, attributes, max_ts in zip(
             summary.producer_ids, summary.producer_epochs, summary.base_sequences,
             summary.base_offsets, summary.last_offsets, summary.attributes, summary.max_timestamps,
-            summary.positions,
         ):
             if pid < 0:
                 continue
@@ -393,8 +392,8 @@ class Log:
             elif not attributes & 0x20:
                 self.producer_state.update(pid, epoch, seq, _last_seq(seq, last - base), base, last, max_ts,
                                            transactional=True)
-            else:
-                marker = marker_of(buf, position)
+            else:  # a marker (rare: its position is looked up, not zipped for every batch)
+                marker = marker_of(buf, summary.positions[summary.base_offsets.index(base)])
                 if marker is not None:
                     done = self.producer_state.complete(
                         pid, epoch, marker.marker.coordinator_epoch, marker.marker.is_commit,
@@ -611,8 +610,9 @@ class Log:
             )
         upper = self.fetch_upper_bound(isolation)
         if start_offset >= upper:
-            return FetchDataInfo(start_offset, None,
-                                 aborted_transactions=[] if isolation == FETCH_TXN_COMMITTED else None)
+            if isolation == FETCH_TXN_COMMITTED:
+                return FetchDataInfo(start_offset, None, -1, [])
+            return FetchDataInfo(start_offset, None)
         i = self._segment_index(start_offset)
         while i < len(self.segments):
             segment = self.segments[i]
@@ -626,13 +626,14 @@ class Log:
             found = segment.read(start_offset, max_bytes, max_position, min_one_message)
             if found is not None:
                 first, records = found
-                aborted = None
                 if isolation == FETCH_TXN_COMMITTED:
-                    aborted = self.collect_aborted(start_offset, self._offset_after(i, records))
-                return FetchDataInfo(start_offset, records, first.base_offset, aborted)
+                    return FetchDataInfo(start_offset, records, first.base_offset,
+                                         self.collect_aborted(start_offset, self._offset_after(i, records)))
+                return FetchDataInfo(start_offset, records, first.base_offset)
             i += 1
-        return FetchDataInfo(start_offset, None,
-                             aborted_transactions=[] if isolation == FETCH_TXN_COMMITTED else None)
+        if isolation == FETCH_TXN_COMMITTED:
+            return FetchDataInfo(start_offset, None, -1, [])
+        return FetchDataInfo(start_offset, None)
 
     def _offset_after(self, i: int, records: FileSlice) -> int:
         """The offset of the first batch after ``records`` read from segment ``i``: the next

@@ -174,9 +174,10 @@ class ProducerStateManager:
         self.unreplicated: deque[tuple[int, int]] = deque()
 
     def check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int,
-              transactional: bool = False, coordinator: bool = False) -> BatchMetadata | None:
+              transactional: int = 0, coordinator: bool = False) -> BatchMetadata | None:
         """Validate one batch before it is written. Returns the remembered batch if this one
         is a duplicate (retry of a batch already in the log), None if it may be written.
+        ``transactional``: non-zero for a batch of a transaction (its attributes bit 4);
         ``coordinator``: a broker coordinator's write, whose epoch alone is checked."""
         entry = self.producers.get(producer_id)
         if entry is None:

@@ -69,8 +69,9 @@ def apis(broker) -> list[Api]:
         for key, index, fetch_offset, max_bytes, current_epoch, last_epoch, log_start in wanted:
             name = replicas.topic_name(key) if version >= 13 else key
             # Empty records are sent as zero bytes, never null (clients index into them).
+            # aborted_transactions: null but for a read_committed read, as Kafka's KafkaApis.
             pd = R.PartitionData(partition_index=index, high_watermark=-1, last_stable_offset=-1,
-                                 log_start_offset=-1, records=b"")
+                                 log_start_offset=-1, records=b"", aborted_transactions=None)
             out.append((key, index, pd))
             names.append((name, index))
             if name is None:
@@ -89,11 +90,9 @@ def apis(broker) -> list[Api]:
             pd.high_watermark = res.high_watermark
             pd.last_stable_offset = res.last_stable_offset
             pd.log_start_offset = res.log_start_offset
-            # read_committed: the aborted transactions of the range read (an empty list when
-            # none); any other read answers null, as Kafka's KafkaApis does.
-            aborted = res.aborted_transactions
-            pd.aborted_transactions = None if aborted is None else [
-                R.AbortedTransaction(producer_id=pid, first_offset=first) for pid, first in aborted]
+            if res.aborted_transactions is not None:  # read_committed: a list, maybe empty
+                pd.aborted_transactions = [R.AbortedTransaction(producer_id=pid, first_offset=first)
+                                           for pid, first in res.aborted_transactions]
             if res.diverging_epoch is not None:
                 pd.diverging_epoch = R.PartitionData.EpochEndOffset(
                     epoch=res.diverging_epoch[0], end_offset=res.diverging_epoch[1])
