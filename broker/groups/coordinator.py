@@ -13,12 +13,12 @@ response never precedes its record.
 
 What the core holds is the partition's log in two cuts. Group state (classic and consumer
 groups) changes in the step that writes its records: it is the log up to the log end
-offset, as later steps must see it. Committed offsets change only through
-``apply_records``, which the shell calls once the high watermark passed the records (the
-same replay that loads a partition): ``offsets`` is the log below the high watermark, so
-an OffsetFetch never returns an offset a failover can lose. A commit changes nothing else
-before that: even the "simple" group of a consumer without group management appears only
-when its first offsets are applied.
+offset, as later steps must see it. Committed offsets change only through ``apply_batch``,
+which the shell calls with each batch, at its log offsets, once the high watermark passed
+it (the same replay that loads a partition): ``offsets`` is the log below the high
+watermark, so an OffsetFetch never returns an offset a failover can lose. A commit changes
+nothing else before that: even the "simple" group of a consumer without group management
+appears only when its first offsets are applied.
 
 ``GroupCoordinator`` is the one object the shell steps. It keeps what the two group
 protocols share and hands each protocol's requests to the class that runs it:
@@ -199,14 +199,6 @@ class GroupCoordinator:
         for group_id in [g for g in self.consumer.groups if self.partition_for(g) == partition]:
             del self.consumer.groups[group_id]
         return fx
-
-    def apply_records(self, records: list[Record], now_ms: int = 0, base_offset: int = -1,
-                      producer_id: int = -1) -> None:
-        """Committed records of this partition, one batch written at ``base_offset`` (-1:
-        unknown) by ``producer_id`` (a transaction's, or -1): ``apply_batch``."""
-        offsets = [base_offset + i if base_offset >= 0 else -1 for i in range(len(records))]
-        self.apply_batch(storage.LogBatch([(o, k, v) for o, (k, v) in zip(offsets, records)], producer_id),
-                         now_ms)
 
     def apply_batch(self, batch: storage.LogBatch, now_ms: int = 0) -> None:
         """A committed batch of this partition, in log order: offset commits and their

@@ -17,10 +17,10 @@ for parked requests. This shell
   offset records are still waiting to commit.
 
 Writes. Group state is changed by the step that writes its records; committed offsets only
-once the high watermark passed their records (``apply_records``, in log order). A reply is
-released once the high watermark passed every record written to its partition so far, the
-step's own and earlier ones, since it may depend on any of them; a request that writes
-nothing (a heartbeat) waits the same way. How a write ends:
+once the high watermark passed their records (the core's ``apply_batch``, batch by batch in
+log order, each at its log offsets). A reply is released once the high watermark passed
+every record written to its partition so far, the step's own and earlier ones, since it may
+depend on any of them; a request that writes nothing (a heartbeat) waits the same way. How a write ends:
 
 | the write                                  | the core                         | the reply                 |
 |--------------------------------------------|----------------------------------|---------------------------|

@@ -29,7 +29,9 @@ class Scenario:
 
     def apply(self, records, producer_id: int = -1) -> None:
         """Apply one batch as the shell does once it is committed, at the next log offsets."""
-        self.core.apply_records(records, self.now, self.log_end, producer_id)
+        self.core.apply_batch(storage.LogBatch([(self.log_end + i, key, value)
+                                                for i, (key, value) in enumerate(records)], producer_id),
+                              self.now)
         self.log_end += len(records)
 
     def end_txn(self, producer_id: int, commit: bool) -> None:
