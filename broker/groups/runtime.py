@@ -655,5 +655,5 @@ def _replay(state: storage.GroupState, data: bytes | memoryview, high_watermark:
             if _is_offset_commit(key):
                 offsets.append((offset, bytes(key), None if value is None else bytes(value)))
             else:
-                state.replay(key, value)
+                state.replay(key, value, batch.producer_id, offset)
         tail.append(storage.LogBatch(offsets, batch.producer_id, batch.marker))

@@ -180,8 +180,8 @@ class OffsetAndMetadata:
     metadata: str
     commit_timestamp: int
     expire_timestamp: int = -1
-    # The log offset of the record that wrote it (-1 unknown): a transaction's commit does not
-    # replace an offset written after the transaction's own record.
+    # The log offset of the record that wrote it (replay always knows it): a transaction's
+    # commit does not replace an offset written after the transaction's own record.
     record_offset: int = field(default=-1, compare=False)
 
 
@@ -247,15 +247,17 @@ class GroupState:
             committed = self.offsets.setdefault(group, {})
             for tp, om in offsets.items():
                 existing = committed.get(tp)
-                # Kafka keeps the offset written last in the log; offsets unknown (-1) on both
-                # sides compare equal and the transaction, which ended later, wins.
-                if existing is None or om.record_offset >= existing.record_offset:
+                # Kafka's replayEndTransactionMarker: the offset whose record is later in the
+                # log stays.
+                if existing is None or om.record_offset > existing.record_offset:
                     committed[tp] = om
             if not committed:
                 del self.offsets[group]
 
-    def replay(self, key: bytes | memoryview, value: bytes | memoryview | None, producer_id: int = -1,
-               offset: int = -1) -> None:
+    def replay(self, key: bytes | memoryview, value: bytes | memoryview | None, producer_id: int,
+               offset: int) -> None:
+        """One record of the log at ``offset``, of a transactional batch of ``producer_id``
+        (-1: not transactional)."""
         version, k = parse_key(key)
         v = parse_value(version, value)
         if version in CONSUMER_RECORDS:

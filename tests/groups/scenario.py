@@ -34,6 +34,17 @@ class Scenario:
                               self.now)
         self.log_end += len(records)
 
+    def replayed(self) -> storage.GroupState:
+        """What a coordinator loading the partition replays: the appended records, each at its
+        log offset (no transaction here: ``appended`` does not say whose batch it was)."""
+        state = storage.GroupState()
+        offset = 0
+        for _, records in self.appended:
+            for key, value in records:
+                state.replay(key, value, -1, offset)
+                offset += 1
+        return state
+
     def end_txn(self, producer_id: int, commit: bool) -> None:
         """The transaction coordinator's marker of ``producer_id`` on this partition, committed."""
         self.core.apply_batch(storage.LogBatch([], producer_id, commit), self.now)

@@ -1,5 +1,4 @@
 """The consumer group protocol (KIP-848) under a clock the test controls: one test per rule."""
-from broker.groups import storage
 from broker.groups.consumer_group import (
     MEMBER_STABLE,
     UNRELEASED_PARTITIONS,
@@ -283,10 +282,7 @@ def test_reloaded_group_keeps_epochs_members_and_assignments():
     cg.join("b")
     cg.converge("a", "b")
     cg.hb("a", owned=None)
-    state = storage.GroupState()
-    for _, records in cg.s.appended:
-        for key, value in records:
-            state.replay(key, value)
+    state = cg.s.replayed()
     reloaded = Scenario(consumer=ConsumerGroupConfig()).core
     reloaded.complete_load(0, state, 0)
     old, new = cg.group(), reloaded.consumer.groups["g"]
@@ -307,10 +303,7 @@ def test_deleting_an_empty_consumer_group_writes_tombstones():
     errors, fx = cg.core.delete_groups(["g"], 0)
     cg.s.run(fx)
     assert errors == [Error.NONE] and "g" not in cg.core.consumer.groups
-    state = storage.GroupState()
-    for _, records in cg.s.appended:
-        for key, value in records:
-            state.replay(key, value)
+    state = cg.s.replayed()
     assert state.consumer_groups == {}
 
 

@@ -59,11 +59,7 @@ def commit_as_member(s: Scenario, member: str, offsets, group: str = "g") -> Non
 
 
 def replay(s: Scenario) -> storage.GroupState:
-    state = storage.GroupState()
-    for _, records in s.appended:
-        for key, value in records:
-            state.replay(key, value)
-    return state
+    return s.replayed()
 
 
 # ---- classic groups --------------------------------------------------------------------------

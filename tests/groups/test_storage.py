@@ -101,12 +101,12 @@ def test_key_version_0_is_an_offset_commit_too():
 
 def test_replay_latest_value_wins_and_tombstones_delete():
     state = S.GroupState()
-    state.replay(S.offset_commit_key("g", "t", 0), S.offset_commit_value(1, -1, "", 0))
-    state.replay(S.offset_commit_key("g", "t", 0), S.offset_commit_value(2, -1, "", 0))
-    state.replay(S.offset_commit_key("g", "t", 1), S.offset_commit_value(3, -1, "", 0))
-    state.replay(S.offset_commit_key("g", "t", 1), None)
-    state.replay(S.offset_commit_key("h", "t", 0), S.offset_commit_value(4, -1, "", 0))
-    state.replay(S.offset_commit_key("h", "t", 0), None)
+    state.replay(S.offset_commit_key("g", "t", 0), S.offset_commit_value(1, -1, "", 0), -1, 0)
+    state.replay(S.offset_commit_key("g", "t", 0), S.offset_commit_value(2, -1, "", 0), -1, 1)
+    state.replay(S.offset_commit_key("g", "t", 1), S.offset_commit_value(3, -1, "", 0), -1, 2)
+    state.replay(S.offset_commit_key("g", "t", 1), None, -1, 3)
+    state.replay(S.offset_commit_key("h", "t", 0), S.offset_commit_value(4, -1, "", 0), -1, 4)
+    state.replay(S.offset_commit_key("h", "t", 0), None, -1, 5)
     offsets = {g: {tp: om.offset for tp, om in o.items()} for g, o in state.offsets.items()}
     assert offsets == {"g": {("t", 0): 2}}
 
@@ -153,10 +153,7 @@ def test_coordinator_records_load_after_restart(tmp_path):
 def test_loaded_members_heartbeat_with_their_generation_and_expire_without():
     s = Scenario()
     leader, follower = s.stable_group(2)
-    state = S.GroupState()
-    for _, records in s.appended:
-        for k, v in records:
-            state.replay(k, v)
+    state = s.replayed()
     t = Scenario()
     t.core.complete_load(0, state, now_ms=0)
     assert t.heartbeat(leader, 1) == 0

@@ -199,6 +199,18 @@ def test_replay_keeps_the_later_non_transactional_offset_over_a_committed_transa
     assert _committed(state) == {("t", 0): 7}
 
 
+def test_a_committed_transaction_replaces_an_offset_only_if_its_record_is_strictly_later_as_kafka_does():
+    """replayEndTransactionMarker compares the two records' log offsets with a strict ``>``:
+    the committed offset stays unless the transaction's record comes after it."""
+    key = storage.offset_commit_key("g", "t", 0)
+    for txn_record, kept in ((4, 7), (5, 7), (6, 9)):
+        state = storage.GroupState()
+        state.replay(key, storage.offset_commit_value(7, -1, "", 0), -1, 5)
+        state.replay(key, storage.offset_commit_value(9, -1, "", 0), PID, txn_record)
+        state.replay_end_txn(PID, True)
+        assert _committed(state) == {("t", 0): kept}, f"transaction's record at {txn_record}"
+
+
 def test_the_transactional_batch_carries_the_producer_and_epoch_with_base_sequence_minus_one():
     buf = storage.build_records_batch([(storage.offset_commit_key("g", "t", 0),
                                         storage.offset_commit_value(1, -1, "", 0))], 0, PID, 4)
