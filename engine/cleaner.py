@@ -20,12 +20,19 @@ Cleaner.doClean does:
      gaps), partition leader epoch, producer id, epoch and base sequence and its
      transactional and control bits kept, its records kept with their own offsets and
      timestamps, in its own codec;
-   - a batch that keeps none is dropped, unless it holds its producer's last sequence (then
-     an empty batch of its header is kept, so the producer's state survives, as Kafka does);
-   - transactions (Kafka's CleanedTransactionMetadata): the data batches of an aborted
-     transaction are dropped; its ABORT marker is kept (and its ``.txnindex`` entry copied)
-     while any of its data was still met in this clean, and a COMMIT marker while any data
-     of its transaction was; a marker that may go is kept until its delete horizon;
+   - a batch that keeps none is dropped, unless it holds its producer's last sequence, or
+     is the control batch of an active producer's current epoch when the producer has no data
+     batch left (KIP-890's epoch bump cleared them), or ends the cleaning round (its next
+     offset is the first uncleanable offset): then an empty batch of its header is kept
+     (Kafka's writeEmptyHeader: no records, first timestamp -1), so the producer's state and
+     the round's last offset survive, as Kafka's isBatchLastRecordOfProducer and cleanInto do;
+   - transactions (Kafka's CleanedTransactionMetadata, ONE for the whole clean, shared by its
+     groups, each group's aborted transactions added to it and its cleaned ``.txnindex``
+     taking the entries of its own markers): the data batches of an aborted transaction are
+     dropped; its ABORT marker is kept (and its ``.txnindex`` entry copied) while any of its
+     data was still met in this clean, and a COMMIT marker while any data of its transaction
+     was, in this group or an earlier one; a marker that may go is kept until its delete
+     horizon;
    - KIP-534's delete horizon: a batch kept with a tombstone, or a marker that may go, and
      no horizon yet, is rebuilt with its base timestamp set to now + delete.retention.ms and
      the attribute bit 6 set; a later clean past that time drops them.
@@ -45,9 +52,15 @@ Cleaner.doClean does:
 4. The checkpoint: ``end_offset`` becomes the partition's entry in the log dir's
    ``cleaner-offset-checkpoint`` (engine.manager.CLEANER_CHECKPOINT, Kafka's format).
 
-Reads in flight hold the old segments' fds, so a reader sees the old segment or the new one,
-never a mix. The whole clean is IO and C over batch bytes; Python runs per batch, and per
-record only for a batch it rebuilds.
+The cleaner's thread never touches the Log's own state: on the log's thread
+(``Cleaner.on_log_thread``) it takes a snapshot first (the segment list, a dup of each
+cleanable segment's fd, their sizes and aborted-transaction entries, the producers' last data
+offsets and epochs), reads only through those fds (closed at the end, always), and the swap,
+again on the log's thread, aborts with CleanAborted (Kafka's abortAndPauseCleaning) when the
+log was truncated (``Log._truncations`` moved), closed or deleted, or the group's segments
+changed since the snapshot. Reads in flight hold the old segments' fds, so a reader sees the
+old segment or the new one, never a mix. The whole clean is IO and C over batch bytes;
+Python runs per batch, and per record only for a batch it rebuilds.
 
 ``log.cleaner.io.max.bytes.per.second`` throttles the bytes read and written (Kafka's
 Throttler); ``hook(step)`` is called after each step of the swap (for tests that kill the
@@ -55,6 +68,7 @@ process there).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -62,8 +76,9 @@ import struct
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from engine.checkpoint import fsync_dir, read_offset_checkpoint, write_offset_checkpoint
 from engine.cleaner_plan import (
@@ -78,7 +93,6 @@ from engine.control import CONTROL_ABORT, CONTROL_COMMIT, parse_control_type
 from engine.errors import InvalidRecordError
 from engine.reader import (
     CLEANED_SUFFIX,
-    DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     SWAP_SUFFIX,
@@ -98,6 +112,7 @@ if TYPE_CHECKING:
     from engine.log import Log
 
 log = logging.getLogger("strom.cleaner")
+_T = TypeVar("_T")
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"  # engine.manager.CLEANER_CHECKPOINT
 # The files of a segment the swap moves, the .log last (recovery keys on ``<base>.log.swap``).
@@ -114,7 +129,8 @@ _HEAD = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch
 _TAIL = struct.Struct(">hiqqqhii")  # attributes .. recordsCount: what the CRC covers first
 _READ_CHUNK = 1 << 20
 
-# The steps a clean passes, in order (``hook``).
+# The steps a clean passes, in order (``hook``): the snapshot is taken, then the swap's steps.
+STEP_SNAPSHOT = "snapshot"    # the log's segments, fds and producers are snapshotted
 STEP_CLEANED = "cleaned"      # the .cleaned files are written and fsynced
 STEP_SWAP = "swap"            # they are renamed .swap
 STEP_DELETED = "deleted"      # the replaced segments are renamed .deleted
@@ -270,12 +286,13 @@ def encode_batch(*, base_offset: int, last_offset_delta: int, partition_leader_e
 
 
 def empty_batch(header) -> bytes:
-    """Kafka's DefaultRecordBatch.writeEmptyHeader for a batch the cleaner emptied that holds
-    its producer's last sequence: no records, no codec, both timestamps its max timestamp."""
+    """Kafka's DefaultRecordBatch.writeEmptyHeader for a batch the cleaner emptied and keeps:
+    no records, no codec, no delete horizon, first timestamp NO_TIMESTAMP (-1), max timestamp
+    the batch's."""
     attributes = header.attributes & (_TRANSACTIONAL | _CONTROL | 0x08)
     return encode_batch(base_offset=header.base_offset, last_offset_delta=header.last_offset_delta,
                         partition_leader_epoch=header.partition_leader_epoch, attributes=attributes,
-                        base_timestamp=header.max_timestamp, max_timestamp=header.max_timestamp,
+                        base_timestamp=-1, max_timestamp=header.max_timestamp,
                         producer_id=header.producer_id, producer_epoch=header.producer_epoch,
                         base_sequence=header.base_sequence, records=[])
 
@@ -322,11 +339,24 @@ class CleanedTransactionMetadata:
     the aborted ones (from the ``.txnindex``, by first offset) it is inside, the committed
     ones it met data of, and the aborted-transaction entries the cleaned segment keeps."""
 
-    def __init__(self, aborted: Iterable[AbortedTxn]):
-        self.aborted = deque(sorted(aborted, key=lambda t: t.first_offset))
+    def __init__(self, aborted: Iterable[AbortedTxn] = ()):
+        self.aborted: deque[AbortedTxn] = deque()
+        self._added: set[tuple[int, int]] = set()
         self.ongoing_aborted: dict[int, _AbortedMeta] = {}
         self.ongoing_committed: set[int] = set()
+        # The aborted-transaction entries of the group being cleaned (Kafka points its
+        # cleanedIndex at each group's cleaned .txnindex in turn).
         self.cleaned_index: list[AbortedTxn] = []
+        self.add_aborted(aborted)
+
+    def add_aborted(self, aborted: Iterable[AbortedTxn]) -> None:
+        """Kafka's addAbortedTransactions: the aborted transactions of the next group (one
+        already added, as a transaction spanning two groups is, is not added again)."""
+        new = [t for t in aborted if (t.producer_id, t.first_offset) not in self._added]
+        if not new:
+            return
+        self._added.update((t.producer_id, t.first_offset) for t in new)
+        self.aborted = deque(sorted([*self.aborted, *new], key=lambda t: t.first_offset))
 
     def _consume_aborted_up_to(self, offset: int) -> None:
         while self.aborted and self.aborted[0].first_offset <= offset:
@@ -406,9 +436,20 @@ class _CleanedSegment:
         self.fd = os.open(self.path(LOG_SUFFIX) + CLEANED_SUFFIX,
                           os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         cleaned = CLEANED_SUFFIX
-        self.offset_index = OffsetIndex(self.path(INDEX_SUFFIX) + cleaned, base_offset, max_index_size)
-        self.time_index = TimeIndex(self.path(TIME_INDEX_SUFFIX) + cleaned, base_offset, max_index_size)
-        self.txn_index = TransactionIndex(self.path(TXN_INDEX_SUFFIX) + CLEANED_SUFFIX, base_offset)
+        opened: list = []
+        try:
+            self.offset_index = OffsetIndex(self.path(INDEX_SUFFIX) + cleaned, base_offset, max_index_size)
+            opened.append(self.offset_index)
+            self.time_index = TimeIndex(self.path(TIME_INDEX_SUFFIX) + cleaned, base_offset, max_index_size)
+            opened.append(self.time_index)
+            self.txn_index = TransactionIndex(self.path(TXN_INDEX_SUFFIX) + cleaned, base_offset)
+        except BaseException:
+            for index in opened:
+                index.close()
+            os.close(self.fd)
+            for suffix in SEGMENT_SUFFIXES:
+                _unlink(self.path(suffix) + cleaned)
+            raise
         self.size = 0
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
@@ -507,6 +548,93 @@ class CleanAborted(Exception):
     output is discarded and the log is left as it was."""
 
 
+class _LogSnapshot:
+    """What a clean reads of its log, taken on the log's thread (``Cleaner.snapshot``): the
+    segments as they stood, a dup of each cleanable segment's fd (so a truncation or a
+    deletion closing the segment's own fd never reaches the cleaner's reads), their sizes,
+    their aborted-transaction entries, the position of the first dirty offset, and each
+    producer's (last data offset or None, epoch). The cleaner works on these only; the swap
+    checks on the log's thread that the log did not change under it (``changed``)."""
+
+    def __init__(self, lg: Log, first_dirty: int, upper: int):
+        self.lg = lg
+        self.truncations = getattr(lg, "_truncations", 0)
+        segments = list(lg.segments)
+        self.segments = segments
+        self.log_end_offset = lg.log_end_offset
+        self.active_base = segments[-1].base_offset
+        self.infos = describe(lg).segments
+        self.next_offsets = [segments[i + 1].base_offset if i + 1 < len(segments) else self.log_end_offset
+                             for i in range(len(segments))]
+        self.fds: dict[int, int] = {}
+        self.sizes: dict[int, int] = {}
+        self.aborted: dict[int, list[AbortedTxn]] = {}
+        self.start_position = 0
+        self.producers: dict[int, tuple[int | None, int]] = {}
+        try:
+            for segment, nxt in zip(segments, self.next_offsets):
+                if segment.base_offset >= upper or segment.base_offset >= self.active_base:
+                    continue
+                self.fds[segment.base_offset] = os.dup(segment.fd)
+                self.sizes[segment.base_offset] = segment.size
+                self.aborted[segment.base_offset] = _segment_aborted(lg, segment)
+                if segment.base_offset < first_dirty < nxt:
+                    found = segment.translate_offset(first_dirty)
+                    self.start_position = segment.size if found is None else found.position
+        except BaseException:
+            self.close()
+            raise
+        for pid, entry in lg.producer_state.producers.items():
+            batches = getattr(entry, "batches", None)
+            self.producers[pid] = (batches[-1].last_offset if batches else None, entry.epoch)
+        self.mtime = {b: os.fstat(fd).st_mtime for b, fd in self.fds.items()}
+
+    def next_offset(self, segment: LogSegment) -> int:
+        return self.next_offsets[self.segments.index(segment)]
+
+    def collect_aborted(self, start: int, upper: int) -> list[AbortedTxn]:
+        """collect_aborted over the snapshot's segments."""
+        found: list[AbortedTxn] = []
+        for segment, nxt in zip(self.segments, self.next_offsets):
+            if nxt <= start or segment.base_offset not in self.aborted:
+                continue
+            found.extend(t for t in self.aborted[segment.base_offset]
+                         if t.last_offset >= start and t.first_offset < upper)
+        return found
+
+    def changed(self, group: list[LogSegment] | None = None) -> str | None:
+        """Why the log no longer is the one snapshotted (None when it is): truncated since,
+        closed or deleted, or ``group`` no longer in its segment list as it was. On the log's
+        thread."""
+        lg = self.lg
+        if getattr(lg, "_truncations", 0) != self.truncations:
+            return "it was truncated"
+        cleaned = [s for s in self.segments if s.base_offset in self.fds]
+        if any(getattr(s, "closed", False) for s in cleaned):
+            return "it was closed or deleted"
+        if group is not None:
+            segments = lg.segments
+            start = next((i for i, s in enumerate(segments) if s is group[0]), -1)
+            if start < 0 or segments[start:start + len(group)] != group or group[-1] is lg.active_segment:
+                return f"the segments from {group[0].base_offset} changed"
+        return None
+
+    def close(self) -> None:
+        fds, self.fds = self.fds, {}
+        for fd in fds.values():
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _segment_aborted(lg: Log, segment: LogSegment) -> list[AbortedTxn]:
+    index = getattr(segment, "txn_index", None)
+    if index is not None and not getattr(index, "closed", False):
+        return list(index.all_aborted())
+    return read_aborted_txns(os.path.join(lg.dir, file_name(segment.base_offset, TXN_INDEX_SUFFIX)))
+
+
 class Cleaner:
     """One cleaner thread's state: its offset map and throttle (Kafka's Cleaner)."""
 
@@ -521,55 +649,87 @@ class Cleaner:
         self.chunk_size = max(io_buffer_size, BATCH_OVERHEAD)
         self.throttler = Throttler(io_max_bytes_per_second, sleep)
         self.hook = hook
-        # Runs the swap where the log's appends, rolls and reads run (the broker's event loop),
-        # and returns once it has: the cleaner reads and writes on its own thread, but the
-        # Log's segment list changes only there. None: here.
+        # Runs what touches the Log (the snapshot, the swap) where the log's appends, rolls,
+        # truncations and reads run (the broker's event loop), and returns once it has: the
+        # cleaner reads and writes on its own thread, the Log changes only there. None: here.
         self.on_log_thread = on_log_thread
 
     def _step(self, step: str) -> None:
         if self.hook is not None:
             self.hook(step)
 
+    def call_on_log_thread(self, fn: Callable[[], _T]) -> _T:
+        """``fn()`` run through ``on_log_thread`` (which must raise what ``fn`` raises), its
+        value returned."""
+        if self.on_log_thread is None:
+            return fn()
+        out: list[_T] = []
+        self.on_log_thread(lambda: out.append(fn()))
+        if not out:
+            raise CleanAborted("the log's thread did not run the cleaner's step")
+        return out[0]
+
     # ---- the whole clean ------------------------------------------------------------------
 
-    def clean(self, lg: Log, to_clean: LogToClean, now_ms: int) -> CleanResult:
+    def clean(self, lg: Log, to_clean: LogToClean, now_ms: int,
+              checkpoint_lock: AbstractContextManager | None = None) -> CleanResult:
         """Kafka's Cleaner.doClean of ``lg`` as ``to_clean`` (cleaner_plan's choice) says, then
-        the checkpoint. Returns where the next clean starts."""
+        the checkpoint (under ``checkpoint_lock``, the log dir's). Returns where the next clean
+        starts. Raises CleanAborted when the log was truncated, deleted or its segments
+        replaced meanwhile (nothing of the clean is left then)."""
         stats = CleanerStats()
         first_dirty = to_clean.first_dirty_offset
         upper = to_clean.first_uncleanable_offset
         if upper <= first_dirty:
             return CleanResult(first_dirty, first_dirty, stats)
-        end_offset = self.build_offset_map(lg, first_dirty, upper, stats)
-        delete_retention_ms = lg.config.delete_retention_ms
-        infos = describe(lg).segments
-        active = lg.active_segment.base_offset
-        to_group = [s for s in infos if s.base_offset < end_offset and s.base_offset < active]
-        groups = group_segments_by_size(to_group, lg.config.segment_bytes, lg.config.segment_index_bytes,
-                                        upper)
-        for group in groups:
-            self.clean_segments(lg, [s.base_offset for s in group], now_ms, delete_retention_ms, stats)
-        update_cleaner_checkpoint(lg.parent_dir, {(lg.topic, lg.partition): end_offset})
+        snap = self.call_on_log_thread(lambda: _LogSnapshot(lg, first_dirty, upper))
+        try:
+            self._step(STEP_SNAPSHOT)
+            try:
+                end_offset = self._do_clean(snap, first_dirty, upper, now_ms, stats)
+            except (OSError, CorruptRecordError, InvalidRecordError, ValueError) as e:
+                # Read under a truncation or a deletion: not the log's fault.
+                why = self.call_on_log_thread(snap.changed)
+                if why is not None:
+                    raise CleanAborted(f"{lg.dir}: {why} during the clean") from e
+                raise
+        finally:
+            snap.close()
+        with checkpoint_lock if checkpoint_lock is not None else contextlib.nullcontext():
+            if not any(getattr(s, "closed", False) for s in lg.segments):  # not deleted meanwhile
+                update_cleaner_checkpoint(lg.parent_dir, {(lg.topic, lg.partition): end_offset})
         self._step(STEP_CHECKPOINT)
         return CleanResult(first_dirty, end_offset, stats)
 
-    def build_offset_map(self, lg: Log, start: int, upper: int, stats: CleanerStats) -> int:
+    def _do_clean(self, snap: _LogSnapshot, first_dirty: int, upper: int, now_ms: int,
+                  stats: CleanerStats) -> int:
+        lg = snap.lg
+        end_offset = self.build_offset_map(snap, first_dirty, upper, stats)
+        delete_retention_ms = lg.config.delete_retention_ms
+        to_group = [s for s in snap.infos if s.base_offset < end_offset and s.base_offset in snap.fds]
+        groups = group_segments_by_size(to_group, lg.config.segment_bytes, lg.config.segment_index_bytes,
+                                        upper)
+        # One transaction metadata for the whole clean (Kafka's doClean): a transaction whose
+        # data is in one group and whose marker is in the next is known there.
+        txn = CleanedTransactionMetadata(())
+        for group in groups:
+            self.clean_segments(snap, [s.base_offset for s in group], now_ms, delete_retention_ms, stats,
+                                txn, upper)
+        return end_offset
+
+    def build_offset_map(self, snap: _LogSnapshot, start: int, upper: int, stats: CleanerStats) -> int:
         """Kafka's buildOffsetMap over the segments of [start, upper): the offset after the
         last one the map took (``upper`` unless it filled up)."""
         offset_map = self.offset_map
         offset_map.clear()
-        aborted = [(t.producer_id, t.first_offset, t.last_offset) for t in collect_aborted(lg, start, upper)]
-        segments = list(lg.segments)
-        for i, segment in enumerate(segments):
-            nxt = segments[i + 1].base_offset if i + 1 < len(segments) else lg.log_end_offset
-            if nxt <= start or segment.base_offset >= upper:
+        aborted = [(t.producer_id, t.first_offset, t.last_offset) for t in snap.collect_aborted(start, upper)]
+        for segment, nxt in zip(snap.segments, snap.next_offsets):
+            if nxt <= start or segment.base_offset >= upper or segment.base_offset not in snap.fds:
                 continue
-            position = 0
-            if segment.base_offset < start:
-                found = segment.translate_offset(start)
-                position = segment.size if found is None else found.position
+            position = snap.start_position if segment.base_offset < start else 0
             full = False
-            for _, chunk, summary in iter_file_chunks(segment.fd, position, segment.size, self.chunk_size):
+            fd, size = snap.fds[segment.base_offset], snap.sizes[segment.base_offset]
+            for _, chunk, summary in iter_file_chunks(fd, position, size, self.chunk_size):
                 fill = offset_map.add_batches(chunk, start, 0, aborted)
                 stats.map_bytes_read += summary.valid_bytes
                 stats.map_messages_read += fill.records
@@ -584,58 +744,61 @@ class Cleaner:
 
     # ---- one group ------------------------------------------------------------------------
 
-    def clean_segments(self, lg: Log, bases: list[int], now_ms: int, delete_retention_ms: int,
-                       stats: CleanerStats) -> None:
+    def clean_segments(self, snap: _LogSnapshot, bases: list[int], now_ms: int, delete_retention_ms: int,
+                       stats: CleanerStats, txn: CleanedTransactionMetadata, upper: int) -> None:
         """Kafka's cleanSegments: the group of segments starting at ``bases`` cleaned into one,
-        then swapped in."""
-        by_base = {s.base_offset: s for s in lg.segments}
+        then swapped in. ``txn`` is the clean's, shared by its groups; ``upper`` the round's
+        first uncleanable offset."""
+        lg = snap.lg
+        by_base = {s.base_offset: s for s in snap.segments}
         group = [by_base[b] for b in bases]
         last = group[-1]
-        idx = lg.segments.index(last)
-        group_end = lg.segments[idx + 1].base_offset if idx + 1 < len(lg.segments) else lg.log_end_offset
-        txn = CleanedTransactionMetadata(collect_aborted(lg, group[0].base_offset, group_end))
-        last_of_producer: dict[int, int] = {}
-        for pid, entry in lg.producer_state.producers.items():
-            batches = getattr(entry, "batches", None)
-            if batches:
-                last_of_producer[pid] = batches[-1].last_offset
+        group_end = snap.next_offset(last)
+        txn.add_aborted(snap.collect_aborted(group[0].base_offset, group_end))
+        txn.cleaned_index = []  # this group's cleaned .txnindex
         config = lg.config
         out = _CleanedSegment(lg.dir, group[0].base_offset, config.index_interval_bytes,
                               config.segment_index_bytes)
         try:
             for segment in group:
-                self._clean_into(segment, out, txn, last_of_producer, now_ms, delete_retention_ms, stats)
+                self._clean_into(snap, segment, out, txn, now_ms, delete_retention_ms, stats, upper)
             for aborted in txn.cleaned_index:
                 if out.txn_index.last_offset is None or aborted.last_offset > out.txn_index.last_offset:
                     out.txn_index.append(aborted)
-            out.finish(os.fstat(last.fd).st_mtime)
+            out.finish(snap.mtime[last.base_offset])
         except BaseException:
             out.discard()
             raise
         self._step(STEP_CLEANED)
-        if self.on_log_thread is None:
+
+        def swap() -> None:
+            why = snap.changed(group)
+            if why is not None:
+                out.discard()
+                raise CleanAborted(f"{lg.dir}: {why} during the clean")
             self.swap(lg, group, out)
-        else:
-            self.on_log_thread(lambda: self.swap(lg, group, out))
+
+        self.call_on_log_thread(swap)
         stats.groups += 1
         stats.segments_cleaned += len(group)
 
-    def _clean_into(self, segment: LogSegment, out: _CleanedSegment, txn: CleanedTransactionMetadata,
-                    last_of_producer: dict[int, int], now_ms: int, delete_retention_ms: int,
-                    stats: CleanerStats) -> None:
+    def _clean_into(self, snap: _LogSnapshot, segment: LogSegment, out: _CleanedSegment,
+                    txn: CleanedTransactionMetadata, now_ms: int, delete_retention_ms: int,
+                    stats: CleanerStats, upper: int) -> None:
         offset_map = self.offset_map
-        for _, chunk, summary in iter_file_chunks(segment.fd, 0, segment.size, self.chunk_size):
+        fd, size = snap.fds[segment.base_offset], snap.sizes[segment.base_offset]
+        for _, chunk, summary in iter_file_chunks(fd, 0, size, self.chunk_size):
             mask = offset_map.retain_mask(chunk, 0, now_ms)
             stats.bytes_read += summary.valid_bytes
             self.throttler.maybe_throttle(summary.valid_bytes)
             view = memoryview(chunk)
             r = 0
-            for position, size, count in zip(summary.positions, summary.sizes, summary.records_counts):
+            for position, size_, count in zip(summary.positions, summary.sizes, summary.records_counts):
                 keep = mask[r:r + count]
                 r += count
                 stats.batches_read += 1
-                batch = self._filter_batch(view, position, size, keep, txn, last_of_producer, now_ms,
-                                           delete_retention_ms, stats)
+                batch = self._filter_batch(view, position, size_, keep, txn, snap.producers, now_ms,
+                                           delete_retention_ms, stats, upper)
                 if batch is not None:
                     header = read_header(batch)
                     out.append(batch, header.last_offset, header.max_timestamp)
@@ -643,8 +806,9 @@ class Cleaner:
                     self.throttler.maybe_throttle(len(batch))
 
     def _filter_batch(self, view: memoryview, position: int, size: int, keep: bytearray | bytes,
-                      txn: CleanedTransactionMetadata, last_of_producer: dict[int, int], now_ms: int,
-                      delete_retention_ms: int, stats: CleanerStats) -> bytes | memoryview | None:
+                      txn: CleanedTransactionMetadata, producers: dict[int, tuple[int | None, int]],
+                      now_ms: int, delete_retention_ms: int, stats: CleanerStats,
+                      upper: int | None = None) -> bytes | memoryview | None:
         """MemoryRecords.filterTo with the cleaner's LogCleanerFilter, for one batch."""
         header = read_header(view, position)
         has_horizon = bool(header.attributes & _DELETE_HORIZON)
@@ -658,10 +822,10 @@ class Cleaner:
         else:
             discard = txn.on_batch(header)
             marker_for_empty_txn = False
-        producer_last = (header.producer_id >= 0
-                         and last_of_producer.get(header.producer_id) == header.last_offset)
-        if producer_last:
+        if _is_last_of_producer(header, is_control, producers):
             retention = "retain_empty"
+        elif upper is not None and header.last_offset + 1 == upper:
+            retention = "retain_empty"  # so that the round's last offset is not lost
         elif discard:
             retention = "delete"
         else:
@@ -670,7 +834,7 @@ class Cleaner:
             stats.batches_dropped += 1
             return None
         if discard:
-            all_kept = any_kept = False  # an aborted transaction's data: every record goes
+            all_kept = any_kept = False  # an aborted transaction's data, a marker past its horizon
         else:
             all_kept = is_control or all(keep)
             any_kept = is_control or any(keep)
@@ -699,7 +863,8 @@ class Cleaner:
     # ---- the swap -------------------------------------------------------------------------
 
     def swap(self, lg: Log, group: list[LogSegment], out: _CleanedSegment) -> None:
-        """Kafka's replaceSegments: ``out`` in place of ``group`` (see the module docstring)."""
+        """Kafka's replaceSegments: ``out`` in place of ``group`` (see the module docstring).
+        On the log's thread."""
         segments = lg.segments
         try:
             start = next(i for i, s in enumerate(segments) if s is group[0])
@@ -714,10 +879,7 @@ class Cleaner:
         self._step(STEP_SWAP)
         due = int(time.time() * 1000) + lg.config.file_delete_delay_ms
         for old in group:
-            old_txn = os.path.join(lg.dir, file_name(old.base_offset, TXN_INDEX_SUFFIX))
-            old.mark_deleted()
-            if os.path.exists(old_txn):
-                os.replace(old_txn, old_txn + DELETED_SUFFIX)
+            old.mark_deleted()  # its .txnindex too
         fsync_dir(lg.dir)
         self._step(STEP_DELETED)
         for suffix in SEGMENT_SUFFIXES:
@@ -730,6 +892,21 @@ class Cleaner:
         cleaned.on_become_inactive()
         install_segment(lg, group, cleaned, due)
         self._step(STEP_SWAPPED)
+
+
+def _is_last_of_producer(header, is_control: bool, producers: dict[int, tuple[int | None, int]]) -> bool:
+    """Kafka's isBatchLastRecordOfProducer: the batch holding an active producer's last data
+    offset (its last sequence), or, for a producer with no data batch left (a KIP-890 epoch
+    bump cleared them), the control batch of its current epoch (needed to ensure fencing)."""
+    if header.producer_id < 0:
+        return False
+    last = producers.get(header.producer_id)
+    if last is None:
+        return False
+    last_data_offset, epoch = last
+    if last_data_offset is not None:
+        return header.last_offset == last_data_offset
+    return is_control and header.producer_epoch == epoch
 
 
 def install_segment(lg: Log, group: list[LogSegment], cleaned: LogSegment, delete_due_ms: int) -> None:
@@ -749,29 +926,44 @@ def install_segment(lg: Log, group: list[LogSegment], cleaned: LogSegment, delet
 
 def clean_filthiest(cleaner: Cleaner, logs: Iterable[Log], now_ms: int,
                     uncleanable: Iterable[tuple[str, int]] = (),
-                    on_choice: Callable[[tuple[str, int]], None] | None = None) -> CleanResult | None:
+                    on_choice: Callable[[tuple[str, int]], None] | None = None,
+                    checkpoint_lock: Callable[[str], AbstractContextManager] | None = None,
+                    ) -> CleanResult | None:
     """One pass of Kafka's CleanerThread.tryCleanFilthiestLog over ``logs`` (of one or more
     log dirs): the checkpoints read, invalid ones reset, the filthiest log cleaned
-    (``on_choice`` told of it first). None when no log needs cleaning."""
+    (``on_choice`` told of it first). The logs are described on the log's thread
+    (``Cleaner.on_log_thread``); ``checkpoint_lock(log_dir)`` guards each read-modify-write of
+    a dir's cleaner-offset-checkpoint. None when no log needs cleaning."""
     logs = [lg for lg in logs if lg.config.compacts]
     by_tp = {(lg.topic, lg.partition): lg for lg in logs}
+
+    def lock(log_dir: str) -> AbstractContextManager:
+        return checkpoint_lock(log_dir) if checkpoint_lock is not None else contextlib.nullcontext()
+
     checkpoints: dict[str, dict[tuple[str, int], int]] = {}
-    described = []
     for lg in logs:
         if lg.parent_dir not in checkpoints:
-            checkpoints[lg.parent_dir] = read_cleaner_checkpoint(lg.parent_dir)
-        described.append(describe(lg, checkpoints[lg.parent_dir].get((lg.topic, lg.partition))))
+            with lock(lg.parent_dir):
+                checkpoints[lg.parent_dir] = read_cleaner_checkpoint(lg.parent_dir)
+
+    def describe_all() -> list[CleanerLog]:
+        return [describe(lg, checkpoints[lg.parent_dir].get((lg.topic, lg.partition))) for lg in logs
+                if not any(getattr(s, "closed", False) for s in lg.segments)]
+
+    described = cleaner.call_on_log_thread(describe_all)
     found = survey(described, now_ms, (), uncleanable)
     resets: dict[str, dict[tuple[str, int], int]] = {}
     for tp, offset in found.checkpoint_resets.items():
         resets.setdefault(by_tp[tp].parent_dir, {})[tp] = offset
     for log_dir, updates in resets.items():
-        update_cleaner_checkpoint(log_dir, updates)
+        with lock(log_dir):
+            update_cleaner_checkpoint(log_dir, updates)
     if found.filthiest is None:
         return None
     if on_choice is not None:
         on_choice(found.filthiest.topic_partition)
-    return cleaner.clean(by_tp[found.filthiest.topic_partition], found.filthiest, now_ms)
+    lg = by_tp[found.filthiest.topic_partition]
+    return cleaner.clean(lg, found.filthiest, now_ms, lock(lg.parent_dir))
 
 
 __all__ = [

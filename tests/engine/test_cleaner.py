@@ -398,6 +398,117 @@ def test_encode_batch_writes_kafkas_layout():
     assert len(empty) == 61 and validate(empty).records_count == 0
 
 
+# ---- transactions across groups, fencing, the round's last batch, empty batches -----------
+
+def _reopen_without_snapshots(lg: Log) -> Log:
+    lg.close(snapshot=False)
+    for name in os.listdir(lg.dir):
+        if name.endswith(".snapshot"):
+            os.unlink(os.path.join(lg.dir, name))
+    return Log(lg.dir, lg.config, high_watermark=lg.high_watermark)
+
+
+def test_one_transaction_metadata_spans_every_group_of_a_clean_as_kafkas_do_clean(tmp_path):
+    lg = Log(str(tmp_path / "t-0"), compacted_config(delete_retention_ms=DAY))
+    pid = 5
+    big = b"x" * 350
+    produce(lg, [(b"a", big)], producer_id=pid, producer_epoch=0, base_sequence=0, is_transactional=True)
+    lg.roll()  # the transaction's data alone in segment 0
+    produce(lg, [(b"b", big)])
+    marker = bytearray(build_end_txn_marker_batch(CONTROL_COMMIT, pid, 0, 1, NOW))
+    assert lg.append_as_leader(marker, 0, NOW, origin=ORIGIN_COORDINATOR).first_offset == 2
+    produce(lg, [(b"c", b"1")])
+    produce(lg, [(b"d", b"1")])
+    lg.roll()
+    lg.update_high_watermark(lg.log_end_offset)
+    result = clean(lg, NOW)
+    assert result is not None and result.stats.groups >= 2
+    produce(lg, [(b"e", b"1")])
+    lg.roll()
+    lg.update_high_watermark(lg.log_end_offset)
+    assert clean(lg, NOW + DAY) is not None
+    # The transaction's data stays, so its COMMIT marker must stay with it.
+    assert [h.base_offset for h, _ in batches_of(lg) if h.is_control] == [2]
+    hw = lg.high_watermark
+    reopened = _reopen_without_snapshots(lg)
+    try:
+        assert reopened.high_watermark == hw == 6
+        assert reopened.last_stable_offset == 6
+    finally:
+        reopened.close()
+
+
+def test_an_abort_markers_txnindex_entry_follows_its_transaction_across_groups(tmp_path):
+    lg = Log(str(tmp_path / "t-0"), compacted_config(delete_retention_ms=DAY))
+    pid = 6
+    big = b"x" * 350
+    first, _ = produce(lg, [(b"a", big)], producer_id=pid, producer_epoch=0, base_sequence=0,
+                       is_transactional=True)
+    produce(lg, [(b"k", b"1")], producer_id=pid, producer_epoch=0, base_sequence=1,
+            is_transactional=True)
+    lg.roll()
+    produce(lg, [(b"b", big)])
+    marker = bytearray(build_end_txn_marker_batch(CONTROL_ABORT, pid, 0, 1, NOW))
+    abort_offset = lg.append_as_leader(marker, 0, NOW, origin=ORIGIN_COORDINATOR).first_offset
+    lg.update_high_watermark(lg.log_end_offset)
+    entries = ensure_aborted(lg, AbortedTxn(pid, first, abort_offset, abort_offset + 1))
+    produce(lg, [(b"c", b"1")])
+    lg.roll()
+    lg.update_high_watermark(lg.log_end_offset)
+    clean(lg, NOW)
+    # The producer's last batch (offset 1) keeps an empty batch: its transaction's data was met,
+    # so the ABORT marker and its .txnindex entry stay in the group that holds the marker.
+    holder = next(s for s in lg.segments if s.base_offset <= abort_offset < (
+        lg.segments[lg.segments.index(s) + 1].base_offset if s is not lg.active_segment else 1 << 62))
+    assert [h.base_offset for h, _ in batches_of(lg) if h.is_control] == [abort_offset]
+    path = os.path.join(lg.dir, file_name(holder.base_offset, TXN_INDEX_SUFFIX))
+    assert read_aborted_txns(path) == entries
+    lg.close()
+
+
+def test_an_active_producers_current_epoch_marker_is_kept_empty_when_it_has_no_data_batch_left(lg):
+    pid = 7
+    produce(lg, [(b"a", b"1")], producer_id=pid, producer_epoch=0, base_sequence=0, is_transactional=True)
+    # KIP-890: the marker ends the transaction at the next epoch, clearing the producer's batches.
+    marker = bytearray(build_end_txn_marker_batch(CONTROL_COMMIT, pid, 1, 1, NOW))
+    lg.append_as_leader(marker, 0, NOW, origin=ORIGIN_COORDINATOR, transaction_version=2)
+    produce(lg, [(b"a", b"2")])
+    lg.roll()
+    lg.update_high_watermark(lg.log_end_offset)
+    entry = lg.producer_state.producers[pid]
+    assert entry.epoch == 1 and not entry.batches
+    clean(lg, NOW)
+    for later, key in ((NOW, b"y"), (NOW + 2 * DAY, b"z")):
+        produce(lg, [(key, b"1")])
+        lg.roll()
+        lg.update_high_watermark(lg.log_end_offset)
+        assert clean(lg, later) is not None
+    control = [h for h, _ in batches_of(lg) if h.is_control]
+    # Kafka's isBatchLastRecordOfProducer: kept, emptied, "needed to ensure fencing".
+    assert [(h.base_offset, h.producer_id, h.producer_epoch) for h in control] == [(1, pid, 1)]
+
+
+def test_the_last_batch_of_a_cleaning_round_is_kept_empty_so_its_last_offset_is_not_lost(lg):
+    produce(lg, [(b"a", b"1")])
+    produce(lg, [(None, b"no key")])  # the round's last batch: every record goes
+    lg.roll()
+    clean(lg)
+    headers = [h for h, _ in batches_of(lg)]
+    assert [(h.base_offset, h.records_count) for h in headers] == [(0, 1), (1, 0)]
+    assert lg.segments[0].read_next_offset() == lg.segments[1].base_offset == 2
+
+
+def test_an_emptied_batch_has_kafkas_empty_header_no_first_timestamp(lg):
+    produce(lg, [(b"a", b"1")], ts=NOW + 5, producer_id=9, producer_epoch=0, base_sequence=0)
+    produce(lg, [(b"a", b"2")])
+    produce(lg, [(b"b", b"1")])
+    lg.roll()
+    clean(lg)
+    empty = next(h for h, _ in batches_of(lg) if h.records_count == 0)
+    assert (empty.base_timestamp, empty.max_timestamp) == (-1, NOW + 5)
+    assert empty.attributes & 0x47 == 0
+
+
 # ---- the model -----------------------------------------------------------------------------
 
 ops = st.lists(
