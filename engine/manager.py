@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import shutil
+import threading
 import uuid
 from collections.abc import Iterator
 
@@ -115,6 +116,9 @@ class LogManager:
         # (Kafka's LogCleanerManager in-progress and uncleanable partitions).
         self.cleaning: set[TopicPartition] = set()
         self.uncleanable: set[TopicPartition] = set()
+        # One lock per log dir around each read-modify-write of its cleaner-offset-checkpoint
+        # (the cleaner's thread and delete_log on the logs' thread both rewrite it).
+        self._cleaner_checkpoint_locks = {d: threading.Lock() for d in self.log_dirs}
 
     # ---- startup -------------------------------------------------------------------------
 
@@ -230,7 +234,8 @@ class LogManager:
         log_.close(snapshot=False)
         self.uncleanable.discard((topic, partition))
         if os.path.exists(cleaner_checkpoint_path(log_.parent_dir)):
-            with self.failure_channel.guard(log_.parent_dir, f"updating {CLEANER_CHECKPOINT}"):
+            with self.failure_channel.guard(log_.parent_dir, f"updating {CLEANER_CHECKPOINT}"), \
+                    self.cleaner_checkpoint_lock(log_.parent_dir):
                 update_cleaner_checkpoint(log_.parent_dir, {}, remove=[(topic, partition)])
         doomed = f"{log_.dir}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
         with self.failure_channel.guard(log_.parent_dir, f"deleting {topic}-{partition}"):
@@ -251,16 +256,25 @@ class LogManager:
             log_.delete_pending_segments(now_ms)
         return deleted
 
+    def cleaner_checkpoint_lock(self, log_dir: str) -> threading.Lock:
+        """The lock of ``log_dir``'s cleaner-offset-checkpoint."""
+        return self._cleaner_checkpoint_locks.setdefault(os.path.abspath(log_dir), threading.Lock())
+
     def clean_once(self, cleaner: Cleaner, now_ms: int) -> CleanResult | None:
         """One pass of Kafka's CleanerThread (log.cleaner.backoff.ms apart when it finds
         nothing): the filthiest compacted log of the online log dirs is cleaned, on the
         caller's thread (a worker thread; ``Cleaner.on_log_thread`` brings the swap back to
-        the logs' thread). Retention skips the log meanwhile. A log whose batches do not
-        parse is marked uncleanable (Kafka's markPartitionUncleanable) and skipped from then
-        on; an OSError takes its log dir offline through the failure channel. None when no
-        log needed cleaning."""
-        logs = [lg for d in self.log_dirs if not self.failure_channel.is_offline(d)
-                for tp, lg in self.logs_in(d).items() if tp not in self.uncleanable]
+        the logs' thread, and takes the cleaner's snapshot of the log there first: segment
+        list, dup'd fds, aborted-transaction entries, producers). A truncation or deletion
+        of the log meanwhile aborts the clean (None, the log as it was). Retention skips the
+        log meanwhile. A log whose batches do not parse is marked uncleanable (Kafka's
+        markPartitionUncleanable) and skipped from then on; an OSError takes its log dir
+        offline through the failure channel. None when no log needed cleaning."""
+        def candidates() -> list[Log]:
+            return [lg for d in self.log_dirs if not self.failure_channel.is_offline(d)
+                    for tp, lg in self.logs_in(d).items() if tp not in self.uncleanable]
+
+        logs = cleaner.call_on_log_thread(candidates)  # self.logs changes on the logs' thread only
         chosen: list[TopicPartition] = []
 
         def mark(tp: TopicPartition) -> None:
@@ -268,7 +282,8 @@ class LogManager:
             self.cleaning.add(tp)
 
         try:
-            return clean_filthiest(cleaner, logs, now_ms, self.uncleanable, on_choice=mark)
+            return clean_filthiest(cleaner, logs, now_ms, self.uncleanable, on_choice=mark,
+                                   checkpoint_lock=self.cleaner_checkpoint_lock)
         except CleanAborted as e:
             log.info("cleaning aborted: %s", e)
             return None

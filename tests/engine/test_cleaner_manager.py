@@ -4,8 +4,10 @@ dropped from it, a log whose batches do not parse marked uncleanable."""
 import os
 import threading
 
+import pytest
+
 from engine.checkpoint import read_offset_checkpoint
-from engine.cleaner import Cleaner
+from engine.cleaner import Cleaner, read_cleaner_checkpoint
 from engine.manager import CLEANER_CHECKPOINT, LogManager, format_log_dir
 from ext.offset_map import OffsetMap
 from tests.engine.test_cleaner import NOW, compacted_config, produce, read_all
@@ -83,5 +85,47 @@ def test_the_swap_runs_where_on_log_thread_runs_it(tmp_path):
 
         manager.clean_once(Cleaner(OffsetMap(slots=64), on_log_thread=on_log_thread), NOW)
         assert ran_on and [v for _, _, v in read_all(lg)] == [b"v4", b"v4"]
+    finally:
+        manager.shutdown()
+
+
+def _all_cleaner_files(d: str) -> list[str]:
+    return [n for _, _, names in os.walk(d) for n in names if n.endswith((".cleaned", ".swap"))]
+
+
+@pytest.mark.parametrize("step", ["snapshot", "cleaned"])
+@pytest.mark.parametrize("change", ["truncate_to", "truncate_fully_and_start_at", "delete_log"])
+def test_a_truncation_or_deletion_during_a_clean_aborts_it_as_kafkas_abort_and_pause(tmp_path, step, change):
+    manager = _manager(tmp_path)
+    try:
+        lg = manager.get_or_create_log("t", 0, compacted_config())
+        _fill(lg, 2, 5)
+        before = read_all(lg)
+
+        def hook(at: str) -> None:
+            if at != step:
+                return
+            if change == "truncate_to":
+                lg.truncate_to(3)
+            elif change == "truncate_fully_and_start_at":
+                lg.truncate_fully_and_start_at(100)
+            else:
+                manager.delete_log("t", 0)
+
+        assert manager.clean_once(Cleaner(OffsetMap(slots=64), hook=hook), NOW) is None
+        d = manager.log_dirs[0]
+        assert not manager.failure_channel.is_offline(d)
+        assert manager.cleaning == set() and manager.uncleanable == set()
+        assert _all_cleaner_files(d) == []
+        assert read_cleaner_checkpoint(d) == {}  # nothing recorded of an aborted clean
+        if change == "truncate_to":
+            assert read_all(lg) == before[:3]
+        elif change == "truncate_fully_and_start_at":
+            assert read_all(lg) == [] and lg.log_start_offset == 100
+        else:
+            assert manager.get_log("t", 0) is None
+        # The next pass cleans what is there (nothing when the log went).
+        manager.clean_once(Cleaner(OffsetMap(slots=64)), NOW)
+        assert not manager.failure_channel.is_offline(d)
     finally:
         manager.shutdown()
