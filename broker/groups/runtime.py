@@ -443,7 +443,7 @@ class GroupCoordinatorRuntime:
         return coordinator_error(code)
 
     def _append_batch(self, partition: int, buf: bytearray, batch: storage.LogBatch, undone: bool,
-                      now: int) -> int:
+                      now: int, transaction_version: int = 0) -> int:
         """Append ``buf``, which holds ``batch`` (its record offsets relative to the batch's
         base offset); ``undone``: a refusal leaves the core as it was (offset records and
         markers apply only once committed), so it is appended with acks=-1 and its failure
@@ -453,7 +453,8 @@ class GroupCoordinatorRuntime:
             return Error.NOT_COORDINATOR
         result = self.broker.replicas.append_local(storage.OFFSETS_TOPIC, partition, buf,
                                                    acks=-1 if undone else 1,
-                                                   origin=ORIGIN_COORDINATOR, now_ms=now)
+                                                   origin=ORIGIN_COORDINATOR, now_ms=now,
+                                                   transaction_version=transaction_version)
         if result.error != Error.NONE:
             log.warning("append to %s-%d failed: %s %s", storage.OFFSETS_TOPIC, partition,
                         Error(result.error).name, result.error_message or "")
@@ -522,7 +523,8 @@ class GroupCoordinatorRuntime:
         now = _now_ms()
         buf = bytearray(build_end_txn_marker_batch(CONTROL_COMMIT if commit else CONTROL_ABORT, producer_id,
                                                    producer_epoch, coordinator_epoch, now))
-        code = self._append_batch(partition, buf, storage.LogBatch([], producer_id, commit), True, now)
+        code = self._append_batch(partition, buf, storage.LogBatch([], producer_id, commit), True, now,
+                                  transaction_version)
         if code == Error.NONE:
             ctx = self._partitions.get(partition)
             if ctx is not None and ctx.writes:

@@ -62,7 +62,7 @@ def test_txn_offset_commit_is_one_transactional_batch_of_its_producer_unseen_unt
         assert await _fetch(node) == {0: (-1, Error.NONE), 1: (-1, Error.NONE)}
         assert await _fetch(node, require_stable=True) == \
             {0: (-1, Error.UNSTABLE_OFFSET_COMMIT), 1: (-1, Error.UNSTABLE_OFFSET_COMMIT)}
-        code = await node.runtime.complete_transaction(0, PID, 0, 7, True, 2)
+        code = await node.runtime.complete_transaction(0, PID, 0, 7, True, 1)
         assert code == Error.NONE
         assert await _fetch(node, require_stable=True) == {0: (5, Error.NONE), 1: (6, Error.NONE)}
         assert node.log().log_end_offset == 3  # the marker is one control batch
@@ -73,11 +73,25 @@ def test_abort_marker_drops_the_offsets_and_a_later_transaction_commits_its_own(
     async def main():
         _, node = await _single_replica_leader(tmp_path)
         await _txn_commit(node, {0: 5})
-        assert await node.runtime.complete_transaction(0, PID, 0, 7, False, 2) == Error.NONE
+        assert await node.runtime.complete_transaction(0, PID, 0, 7, False, 1) == Error.NONE
         assert await _fetch(node, require_stable=True) == {0: (-1, Error.NONE), 1: (-1, Error.NONE)}
         await _txn_commit(node, {0: 8}, epoch=1)
-        assert await node.runtime.complete_transaction(0, PID, 1, 7, True, 2) == Error.NONE
+        assert await node.runtime.complete_transaction(0, PID, 1, 7, True, 1) == Error.NONE
         assert await _fetch(node) == {0: (8, Error.NONE), 1: (-1, Error.NONE)}
+    run(main())
+
+
+def test_a_transaction_version_2_marker_carries_the_bumped_epoch_as_kafka_checks_it(tmp_path):
+    """With transaction.version 2 the coordinator bumps the epoch at each end and writes the
+    marker at the new one: the partition refuses a TV2 marker at the transaction's own epoch
+    (INVALID_PRODUCER_EPOCH, Kafka's ProducerAppendInfo) and takes the bumped one."""
+    async def main():
+        _, node = await _single_replica_leader(tmp_path)
+        await _txn_commit(node, {0: 5})
+        assert await node.runtime.complete_transaction(0, PID, 0, 7, True, 2) == Error.INVALID_PRODUCER_EPOCH
+        assert await _fetch(node) == {0: (-1, Error.NONE), 1: (-1, Error.NONE)}
+        assert await node.runtime.complete_transaction(0, PID, 1, 7, True, 2) == Error.NONE
+        assert await _fetch(node) == {0: (5, Error.NONE), 1: (-1, Error.NONE)}
     run(main())
 
 
@@ -92,7 +106,7 @@ def test_a_coordinator_loading_mid_transaction_rebuilds_the_pending_offsets(tmp_
         assert await _fetch(node, require_stable=True) == \
             {0: (-1, Error.UNSTABLE_OFFSET_COMMIT), 1: (-1, Error.UNSTABLE_OFFSET_COMMIT)}
         assert await _fetch(node) == {0: (-1, Error.NONE), 1: (2, Error.NONE)}
-        assert await node.runtime.complete_transaction(0, PID, 0, 8, True, 2) == Error.NONE
+        assert await node.runtime.complete_transaction(0, PID, 0, 8, True, 1) == Error.NONE
         cluster.change(leader=1, topic_id=OFFSETS_ID)  # and loaded once more, after the marker
         await node.sync()
         assert node.core.pending_partitions("g") == set()
@@ -132,7 +146,7 @@ def test_complete_transaction_answers_once_the_marker_is_committed(tmp_path):
         await node.replica_fetch(2, end)
         await node.replica_fetch(3, end)
         assert await asyncio.wait_for(commit, 1) == {("t", 0): Error.NONE}
-        marker = asyncio.ensure_future(node.runtime.complete_transaction(0, PID, 0, 7, True, 2))
+        marker = asyncio.ensure_future(node.runtime.complete_transaction(0, PID, 0, 7, True, 1))
         await settle()
         assert not marker.done(), "no follower holds the marker yet"
         assert await _fetch(node) == {0: (-1, Error.NONE), 1: (-1, Error.NONE)}
@@ -264,7 +278,7 @@ def test_a_txn_offset_commit_retried_after_the_marker_is_refused_and_opens_no_tr
         assert await _txn_commit(node, {1: 6}) == {("t", 1): Error.NONE}
         assert txns.asked == 1, "the transaction is open on the partition: no need to ask again"
         txns.end("tx")
-        assert await node.runtime.complete_transaction(0, PID, 0, 7, True, 2) == Error.NONE
+        assert await node.runtime.complete_transaction(0, PID, 0, 7, True, 1) == Error.NONE
         end = node.log().log_end_offset
         assert await _txn_commit(node, {0: 9}) == {("t", 0): Error.INVALID_TXN_STATE}  # the late retry
         assert node.log().log_end_offset == end
@@ -282,7 +296,7 @@ def test_a_marker_landing_while_a_txn_offset_commit_is_verified_refuses_the_comm
         commit = asyncio.ensure_future(_txn_commit(node, {0: 5}))
         await settle()
         assert txns.asked == 1 and not commit.done()
-        assert await node.runtime.complete_transaction(0, PID, 0, 7, False, 2) == Error.NONE
+        assert await node.runtime.complete_transaction(0, PID, 0, 7, False, 1) == Error.NONE
         end = node.log().log_end_offset
         txns.hold.set()
         assert await asyncio.wait_for(commit, 1) == {("t", 0): Error.INVALID_TXN_STATE}
