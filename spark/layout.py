@@ -19,8 +19,11 @@ What a partition offers (a ``PartitionState``, snapshotted when a query is plann
                        replica.high.watermark.checkpoint.interval.ms, 5 s by default, so it
                        lags the live HW); a partition absent from it has nothing committed
     log end offset     the offset after the last whole batch in the files
-    latest             high watermark (read_committed, read_uncommitted) or log end offset
-                       (log_end), within [log start offset, log end offset]
+    last stable offset read_committed only: the least first offset of a transaction open
+                       at the high watermark, else the high watermark (spark/transactions.py)
+    latest             last stable offset (read_committed), high watermark
+                       (read_uncommitted) or log end offset (log_end), within
+                       [log start offset, log end offset]
 """
 from __future__ import annotations
 
@@ -31,7 +34,8 @@ from dataclasses import dataclass
 from engine.checkpoint import read_offset_checkpoint
 from engine.reader import PartitionReader, parse_partition_dir
 from spark.errors import StromSparkError
-from spark.options import LOG_END, Subscription, TopicPartition
+from spark.options import LOG_END, READ_COMMITTED, Subscription, TopicPartition
+from spark.transactions import last_stable_offset
 
 REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
@@ -60,6 +64,7 @@ class PartitionState:
     high_watermark: int
     log_end_offset: int
     latest: int
+    last_stable_offset: int | None = None  # read_committed only
 
     @property
     def tp(self) -> TopicPartition:
@@ -116,7 +121,12 @@ class Layout:
         states = [_state(tp, replica, isolation) for replica in self.replicas[tp]]
         if isolation == LOG_END:
             return max(states, key=lambda s: (s.log_end_offset, s.high_watermark))
-        return max(states, key=lambda s: (s.high_watermark, s.log_end_offset))
+        best = max(states, key=lambda s: (s.high_watermark, s.log_end_offset))
+        if isolation == READ_COMMITTED:
+            best.last_stable_offset = last_stable_offset(best.reader, best.log_start_offset,
+                                                         best.high_watermark)
+            best.latest = best.last_stable_offset
+        return best
 
 
 def find_log_dirs(paths: tuple[str, ...]) -> list[str]:

@@ -32,6 +32,7 @@ from ext.batch import LOG_OVERHEAD, read_prefix
 from spark.errors import StromSparkError
 from spark.layout import PartitionState
 from spark.options import EARLIEST, LATEST, OffsetSpec, TimestampSpec
+from spark.transactions import aborted_transactions
 
 Region = tuple[str, int, int]  # segment file path, start position, end position
 
@@ -51,6 +52,7 @@ class LogRange(InputPartition):
     check_crcs: bool = True
     min_timestamp_us: int | None = None
     max_timestamp_us: int | None = None
+    aborted: tuple[tuple[int, int], ...] = ()  # read_committed: (producer id, first offset)
 
     @property
     def size(self) -> int:
@@ -67,6 +69,7 @@ class ReadSettings:
     check_crcs: bool = True
     min_timestamp_us: int | None = None
     max_timestamp_us: int | None = None
+    read_committed: bool = False  # aborted transactions' batches are skipped
 
 
 # ---- offsets -----------------------------------------------------------------------------
@@ -192,11 +195,14 @@ def plan_ranges(ranges: list[tuple[PartitionState, int, int]], settings: ReadSet
         target = max(1, min(target, -(-total // settings.min_partitions)))
     planned: list[LogRange] = []
     for state, start, end, es in extents:
+        aborted = aborted_transactions(state.reader, start, end) if settings.read_committed else []
         for lo, hi, regions in _split(es, start, end, target):
             planned.append(LogRange(
                 state.topic, state.partition, lo, hi, tuple(regions),
                 settings.include_headers, settings.check_crcs,
                 settings.min_timestamp_us, settings.max_timestamp_us,
+                tuple((a.producer_id, a.first_offset) for a in aborted
+                      if a.last_offset >= lo and a.first_offset < hi),
             ))
     return planned
 

@@ -29,11 +29,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ext.arrow_columns import to_arrow
-from ext.batch import LOG_OVERHEAD, read_prefix
+from ext.batch import LOG_OVERHEAD, read_prefix, scan
 from ext.columns import decode_columns
 from ext.errors import CorruptRecordError
 from spark.errors import StromSparkError
 from spark.planning import LogRange
+from spark.transactions import AbortedFilter
 
 CHUNK_BYTES = 4 * 1024 * 1024
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -56,8 +57,9 @@ READ_STATS = ReadStats()
 def read_range(r: LogRange) -> Iterator[pa.RecordBatch]:
     """The records of ``r`` as Arrow batches, in offset order."""
     masked = r.min_timestamp_us is not None or r.max_timestamp_us is not None
+    aborted = AbortedFilter(r.aborted) if r.aborted else None
     for path, start, end in r.regions:
-        for batch in _read_region(r, path, start, end):
+        for batch in _read_region(r, path, start, end, aborted):
             if masked:
                 batch = batch.filter(_timestamp_mask(batch, r.min_timestamp_us, r.max_timestamp_us))
             if batch.num_rows:
@@ -65,7 +67,8 @@ def read_range(r: LogRange) -> Iterator[pa.RecordBatch]:
                 yield batch
 
 
-def _read_region(r: LogRange, path: str, start: int, end: int) -> Iterator[pa.RecordBatch]:
+def _read_region(r: LogRange, path: str, start: int, end: int,
+                 aborted: AbortedFilter | None) -> Iterator[pa.RecordBatch]:
     READ_STATS.regions += 1
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -88,12 +91,15 @@ def _read_region(r: LogRange, path: str, start: int, end: int) -> Iterator[pa.Re
             if prefix is None:
                 return  # a torn header at the end of the planned bytes: a writer mid-append
             READ_STATS.chunks += 1
+            if aborted is not None:
+                summary = scan(data, 0, False, True)
+                if summary.count:
+                    yield from _decode_kept(r, path, data, pos, summary, aborted.skip(data, summary))
+                    last_offset = max(last_offset, summary.last_offset)
+                    pos, chunk_size = pos + summary.valid_bytes, CHUNK_BYTES
+                    continue
             READ_STATS.bytes_decoded += len(data)
-            try:
-                columns = decode_columns(data, r.start_offset, r.end_offset, r.include_headers,
-                                         r.check_crcs, pos)
-            except CorruptRecordError as e:  # its message names the position and offsets
-                raise _corrupt(r, path, str(e)) from None
+            columns = _decode(r, path, data, pos)
             if columns.last_offset > last_offset:
                 last_offset = columns.last_offset
             if columns.count:
@@ -113,6 +119,37 @@ def _read_region(r: LogRange, path: str, start: int, end: int) -> Iterator[pa.Re
             chunk_size = size
     finally:
         os.close(fd)
+
+
+def _decode(r: LogRange, path: str, data, pos: int):
+    try:
+        return decode_columns(data, r.start_offset, r.end_offset, r.include_headers, r.check_crcs, pos)
+    except CorruptRecordError as e:  # its message names the position and offsets
+        raise _corrupt(r, path, str(e)) from None
+
+
+def _decode_kept(r: LogRange, path: str, data: bytes, pos: int, summary,
+                 skip: list[bool]) -> Iterator[pa.RecordBatch]:
+    """The rows of the whole batches of a chunk but the aborted ones: each run of kept
+    batches is decoded on its own, an aborted batch's bytes never are."""
+    view = memoryview(data)
+    runs: list[tuple[int, int]] = []
+    for position, size, skipped in zip(summary.positions, summary.sizes, skip):
+        if skipped:
+            continue
+        if runs and runs[-1][1] == position:
+            runs[-1] = (runs[-1][0], position + size)
+        else:
+            runs.append((position, position + size))
+    for lo, hi in runs:
+        while lo < hi:
+            READ_STATS.bytes_decoded += hi - lo
+            columns = _decode(r, path, view[lo:hi], pos + lo)
+            if columns.count:
+                yield to_arrow(columns, r.topic, r.partition, r.include_headers)
+            if columns.next_position <= 0:
+                raise _corrupt(r, path, f"batch at {pos + lo} does not decode whole")
+            lo += columns.next_position
 
 
 def _corrupt(r: LogRange, path: str, why: str) -> StromSparkError:

@@ -30,7 +30,7 @@ from pyspark.sql.types import (
 from spark.errors import StromSparkError
 from spark.filters import Pruning
 from spark.layout import Layout
-from spark.options import ReadOptions, parse_options
+from spark.options import READ_COMMITTED, ReadOptions, parse_options
 from spark.planning import LogRange, ReadSettings, plan_ranges, resolve_end, resolve_start
 from spark.reader import read_range
 from spark.stream import StromStreamReader
@@ -115,6 +115,7 @@ class StromReader(DataSourceReader):
         return list(plan_ranges(ranges, ReadSettings(
             options.max_partition_bytes, options.min_partitions, options.include_headers,
             options.check_crcs, pruning.timestamp_lo_us, pruning.timestamp_hi_us,
+            read_committed=options.isolation == READ_COMMITTED,
         )))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

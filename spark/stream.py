@@ -32,7 +32,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from spark.errors import StromSparkError
 from spark.layout import Layout, PartitionState
-from spark.options import ReadOptions, TopicPartition
+from spark.options import READ_COMMITTED, ReadOptions, TopicPartition
 from spark.planning import LogRange, ReadSettings, plan_ranges, resolve_start
 from spark.reader import read_range
 
@@ -142,7 +142,7 @@ class StromStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 ranges.append((state, lo, hi))
         return list(plan_ranges(ranges, ReadSettings(
             options.max_partition_bytes, options.min_partitions, options.include_headers,
-            options.check_crcs,
+            options.check_crcs, read_committed=options.isolation == READ_COMMITTED,
         )))
 
     def _after_data_loss(self, state: PartitionState, lo: int, hi: int) -> int:

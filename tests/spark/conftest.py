@@ -19,6 +19,7 @@ import pytest
 
 from engine.checkpoint import read_offset_checkpoint
 from engine.config import LogConfig
+from engine.control import CONTROL_ABORT, CONTROL_COMMIT, build_end_txn_marker_batch
 from engine.log import ORIGIN_COORDINATOR, Log
 from engine.manager import LogManager, format_log_dir
 from ext.batch import build_batch
@@ -87,6 +88,7 @@ class Broker:
         self.manager = LogManager([log_dir], config or LogConfig(), cluster_id=CLUSTER_ID, node_id=node_id)
         self.manager.startup()
         self.written: list[Written] = []
+        self.sequences: dict[tuple[str, int, int], int] = {}
         self.now_ms = BASE_TS + 10_000
 
     def create(self, topic: str, partitions: int = 1, **config) -> None:
@@ -112,6 +114,29 @@ class Broker:
             ))
         self.written.extend(out)
         return out
+
+    def append_txn(self, topic: str, partition: int, producer_id: int, records,
+                   epoch: int = 0) -> list[Written]:
+        """A transactional batch of ``producer_id`` (its next sequence; opens its
+        transaction on the partition if none is open)."""
+        log = self.log(topic, partition)
+        seq = self.sequences.get((topic, partition, producer_id), 0)
+        batch = build_batch(records, producer_id=producer_id, producer_epoch=epoch, base_sequence=seq,
+                            is_transactional=True)
+        info = log.append_as_leader(bytearray(batch), 0, self.now_ms)
+        self.sequences[(topic, partition, producer_id)] = seq + len(records)
+        out = [Written(topic, partition, info.first_offset + i, key, value, ts, 0,
+                       tuple((k if isinstance(k, str) else k.decode(), v) for k, v in headers) or None)
+               for i, (key, value, headers, ts) in enumerate(records)]
+        self.written.extend(out)
+        return out
+
+    def end_txn(self, topic: str, partition: int, producer_id: int, commit: bool, epoch: int = 0) -> int:
+        """The coordinator's COMMIT or ABORT marker for ``producer_id``; returns its offset."""
+        log = self.log(topic, partition)
+        marker = build_end_txn_marker_batch(CONTROL_COMMIT if commit else CONTROL_ABORT, producer_id,
+                                            epoch, 0, self.now_ms)
+        return log.append_as_leader(bytearray(marker), 0, self.now_ms, origin=ORIGIN_COORDINATOR).first_offset
 
     def append_control(self, topic: str, partition: int, timestamp: int | None = None) -> int:
         """A transaction marker (COMMIT) batch; returns its offset."""
