@@ -72,7 +72,6 @@ import contextlib
 import logging
 import math
 import os
-import struct
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -102,9 +101,14 @@ from engine.reader import (
 )
 from engine.segment import LogSegment
 from engine.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex, read_aborted_txns
-from ext.batch import BATCH_OVERHEAD, CorruptRecordError, decode_records, peek_header, read_header
-from ext.compress import compress
-from ext.crc import crc32c
+from ext.batch import (
+    BATCH_OVERHEAD,
+    CorruptRecordError,
+    build_batch_at,
+    decode_records,
+    peek_header,
+    read_header,
+)
 from ext.index import OffsetIndex, TimeIndex
 from ext.offset_map import OffsetMap, cleaner_map_memory
 
@@ -120,13 +124,9 @@ INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 SEGMENT_SUFFIXES = INDEX_SUFFIXES + (LOG_SUFFIX,)
 
 # Batch attributes (DefaultRecordBatch).
-_CODEC_MASK = 0x07
 _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
 _DELETE_HORIZON = 0x40  # KIP-534: the base timestamp is the delete horizon
-_MAGIC = 2
-_HEAD = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
-_TAIL = struct.Struct(">hiqqqhii")  # attributes .. recordsCount: what the CRC covers first
 _READ_CHUNK = 1 << 20
 
 # The steps a clean passes, in order (``hook``): the snapshot is taken, then the swap's steps.
@@ -239,62 +239,16 @@ class Throttler:
         self.observed = 0.0
 
 
-# ---- writing batches -----------------------------------------------------------------------
-
-def _varint(value: int) -> bytes:
-    """A zigzag varint (Kafka's ByteUtils.writeVarlong)."""
-    v = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
-def _bytes_field(data: bytes | None) -> bytes:
-    return _varint(-1) if data is None else _varint(len(data)) + data
-
-
-def _encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None, value: bytes | None,
-                   headers: Iterable[tuple[str | bytes, bytes | None]]) -> bytes:
-    parts = [b"\x00", _varint(timestamp_delta), _varint(offset_delta), _bytes_field(key),
-             _bytes_field(value)]
-    headers = list(headers)
-    parts.append(_varint(len(headers)))
-    for name, header_value in headers:
-        raw = name.encode() if isinstance(name, str) else bytes(name)
-        parts.append(_varint(len(raw)) + raw)
-        parts.append(_bytes_field(header_value))
-    body = b"".join(parts)
-    return _varint(len(body)) + body
-
-
-def encode_batch(*, base_offset: int, last_offset_delta: int, partition_leader_epoch: int,
-                 attributes: int, base_timestamp: int, max_timestamp: int, producer_id: int,
-                 producer_epoch: int, base_sequence: int, records: list[bytes]) -> bytes:
-    """One v2 batch from its header fields and its encoded records (compressed here in the
-    codec ``attributes`` names)."""
-    body = b"".join(records)
-    codec = attributes & _CODEC_MASK
-    if codec and records:
-        body = compress(codec, body)
-    tail = _TAIL.pack(attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id,
-                      producer_epoch, base_sequence, len(records)) + body
-    batch_length = 4 + 1 + 4 + len(tail)  # partitionLeaderEpoch, magic, crc, then the tail
-    return _HEAD.pack(base_offset, batch_length, partition_leader_epoch, _MAGIC, crc32c(tail)) + tail
-
+# ---- writing batches (ext.batch.build_batch_at) ---------------------------------------------
 
 def empty_batch(header) -> bytes:
     """Kafka's DefaultRecordBatch.writeEmptyHeader for a batch the cleaner emptied and keeps:
     no records, no codec, no delete horizon, first timestamp NO_TIMESTAMP (-1), max timestamp
     the batch's."""
     attributes = header.attributes & (_TRANSACTIONAL | _CONTROL | 0x08)
-    return encode_batch(base_offset=header.base_offset, last_offset_delta=header.last_offset_delta,
-                        partition_leader_epoch=header.partition_leader_epoch, attributes=attributes,
-                        base_timestamp=-1, max_timestamp=header.max_timestamp,
-                        producer_id=header.producer_id, producer_epoch=header.producer_epoch,
-                        base_sequence=header.base_sequence, records=[])
+    return build_batch_at((), header.base_offset, header.last_offset_delta, -1, header.max_timestamp,
+                          attributes, header.partition_leader_epoch, header.producer_id,
+                          header.producer_epoch, header.base_sequence)
 
 
 def rebuild_batch(header, records, delete_horizon_ms: int | None) -> bytes:
@@ -315,13 +269,11 @@ def rebuild_batch(header, records, delete_horizon_ms: int | None) -> bytes:
         max_timestamp = header.max_timestamp
     else:
         max_timestamp = max(r.timestamp for r in records)
-    encoded = [_encode_record(r.offset - header.base_offset, r.timestamp - base_timestamp, r.key, r.value,
-                              r.headers) for r in records]
-    return encode_batch(base_offset=header.base_offset, last_offset_delta=header.last_offset_delta,
-                        partition_leader_epoch=header.partition_leader_epoch, attributes=attributes,
-                        base_timestamp=base_timestamp, max_timestamp=max_timestamp,
-                        producer_id=header.producer_id, producer_epoch=header.producer_epoch,
-                        base_sequence=header.base_sequence, records=encoded)
+    base = header.base_offset
+    return build_batch_at([(r.offset - base, r.key, r.value, r.headers, r.timestamp) for r in records],
+                          base, header.last_offset_delta, base_timestamp, max_timestamp, attributes,
+                          header.partition_leader_epoch, header.producer_id, header.producer_epoch,
+                          header.base_sequence)
 
 
 # ---- transactions (Kafka's CleanedTransactionMetadata) -------------------------------------
@@ -969,5 +921,5 @@ def clean_filthiest(cleaner: Cleaner, logs: Iterable[Log], now_ms: int,
 __all__ = [
     "CLEANER_CHECKPOINT", "CleanAborted", "CleanResult", "CleanedTransactionMetadata", "Cleaner",
     "CleanerStats", "STEPS", "Throttler", "clean_filthiest", "collect_aborted", "describe",
-    "encode_batch", "install_segment", "read_cleaner_checkpoint", "update_cleaner_checkpoint",
+    "empty_batch", "install_segment", "read_cleaner_checkpoint", "update_cleaner_checkpoint",
 ]

@@ -186,6 +186,26 @@ def build_batch(
     baseTimestamp = first record's timestamp, maxTimestamp = the largest. Raises ValueError
     for an empty record list."""
 
+def build_batch_at(
+    records: Iterable[tuple[int, bytes | None, bytes | None, Sequence[tuple[str | bytes, bytes | None]], int]],
+    base_offset: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    attributes: int,
+    partition_leader_epoch: int = -1,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+) -> bytes:
+    """One batch with every header field given (the log cleaner's rebuilt and emptied
+    batches, Kafka's buildRetainedRecordsInto and writeEmptyHeader): records as
+    (offset_delta, key, value, headers, timestamp_ms), each delta in [0, last_offset_delta]
+    so offsets keep their gaps, timestamp deltas taken from ``base_timestamp`` (a record's
+    own, or KIP-534's delete horizon), ``attributes`` written as given and its codec bits
+    (0..4) compressing the records section when there are records. No records: an empty
+    batch (records count 0). Raises ValueError for a delta out of range or an unknown codec."""
+
 class Record:
     offset: int
     timestamp: int

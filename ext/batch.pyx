@@ -621,15 +621,16 @@ cdef inline Py_ssize_t _blob_size(object b) except -1:
 
 
 cdef int _write_record(wbuf_t* w, object item, int32_t offset_delta, int64_t* base_ts_io,
-                       int64_t* timestamp) except -1:
-    # The first record (offset_delta 0) fixes baseTimestamp for the rest.
+                       int64_t* timestamp, bint first_sets_base=True) except -1:
+    # The first record (offset_delta 0) fixes baseTimestamp for the rest, unless the caller
+    # gave it (first_sets_base False: a rebuilt batch's own or its delete horizon).
     cdef object key, value, headers
     cdef list encoded = None
     cdef Py_ssize_t size, hcount = 0, i
     cdef int64_t ts_delta
     key, value, headers, ts = item
     timestamp[0] = ts
-    if offset_delta == 0:
+    if offset_delta == 0 and first_sets_base:
         base_ts_io[0] = timestamp[0]
     # Wraps rather than overflows for absurd timestamps; decode wraps back the same way.
     ts_delta = <int64_t>(<uint64_t>timestamp[0] - <uint64_t>base_ts_io[0])
@@ -672,9 +673,6 @@ def build_batch(records, int64_t base_offset=0, int compression=0,
     cdef wbuf_t w
     cdef int64_t count = 0, base_ts = -1, max_ts = -1, ts
     cdef int16_t attributes
-    cdef bytes out, section
-    cdef unsigned char* o
-    cdef Py_ssize_t total
     if not 0 <= compression <= 4:
         raise ValueError(f"unknown compression codec {compression}")
     if timestamp_type not in (0, 1):
@@ -696,28 +694,42 @@ def build_batch(records, int64_t base_offset=0, int compression=0,
             count += 1
         if count == 0:
             raise ValueError("a batch needs at least one record")
-        if compression:
-            section = compress(compression, PyMemoryView_FromMemory(
-                <char*>w.data + HEADER_SIZE, w.len - HEADER_SIZE, PyBUF_READ))
-            total = HEADER_SIZE + PyBytes_GET_SIZE(section)
-        else:
-            total = w.len
-        if total > INT32_MAX:
-            raise ValueError(f"batch of {total} bytes exceeds the int32 batchLength")
-        out = PyBytes_FromStringAndSize(NULL, total)
-        o = <unsigned char*>PyBytes_AS_STRING(out)
-        if compression:
-            memcpy(o + HEADER_SIZE, PyBytes_AS_STRING(section), total - HEADER_SIZE)
-        else:
-            memcpy(o + HEADER_SIZE, w.data + HEADER_SIZE, total - HEADER_SIZE)
+        return _seal(&w, compression, base_offset, partition_leader_epoch, attributes,
+                     <int32_t>(count - 1), base_ts, max_ts, producer_id, producer_epoch,
+                     base_sequence, <int32_t>count)
     finally:
         free(w.data)
+
+
+cdef bytes _seal(wbuf_t* w, int compression, int64_t base_offset, int32_t partition_leader_epoch,
+                 int16_t attributes, int32_t last_offset_delta, int64_t base_ts, int64_t max_ts,
+                 int64_t producer_id, int16_t producer_epoch, int32_t base_sequence,
+                 int32_t count):
+    # The batch of the records section written in w past HEADER_SIZE: compressed in
+    # ``compression`` (when it has records), its header fields put, its CRC computed.
+    cdef bytes out, section
+    cdef unsigned char* o
+    cdef Py_ssize_t total
+    if compression and count:
+        section = compress(compression, PyMemoryView_FromMemory(
+            <char*>w.data + HEADER_SIZE, w.len - HEADER_SIZE, PyBUF_READ))
+        total = HEADER_SIZE + PyBytes_GET_SIZE(section)
+    else:
+        total = w.len
+    if total > INT32_MAX:
+        raise ValueError(f"batch of {total} bytes exceeds the int32 batchLength")
+    out = PyBytes_FromStringAndSize(NULL, total)
+    o = <unsigned char*>PyBytes_AS_STRING(out)
+    if compression and count:
+        memcpy(o + HEADER_SIZE, PyBytes_AS_STRING(section), total - HEADER_SIZE)
+    else:
+        memcpy(o + HEADER_SIZE, w.data + HEADER_SIZE, total - HEADER_SIZE)
     put_be64(o + OFF_BASE_OFFSET, <uint64_t>base_offset)
     put_be32(o + OFF_BATCH_LENGTH, <uint32_t>(total - LENGTH_FIELDS_SIZE))
     put_be32(o + OFF_PARTITION_LEADER_EPOCH, <uint32_t>partition_leader_epoch)
     o[OFF_MAGIC] = 2
     put_be16(o + OFF_ATTRIBUTES, <uint16_t>attributes)
-    put_be32(o + OFF_LAST_OFFSET_DELTA, <uint32_t>(count - 1))
+    put_be32(o + OFF_LAST_OFFSET_DELTA, <uint32_t>last_offset_delta)
     put_be64(o + OFF_BASE_TIMESTAMP, <uint64_t>base_ts)
     put_be64(o + OFF_MAX_TIMESTAMP, <uint64_t>max_ts)
     put_be64(o + OFF_PRODUCER_ID, <uint64_t>producer_id)
@@ -726,6 +738,37 @@ def build_batch(records, int64_t base_offset=0, int compression=0,
     put_be32(o + OFF_RECORDS_COUNT, <uint32_t>count)
     put_be32(o + OFF_CRC, <uint32_t>crc32c_ptr(o + OFF_ATTRIBUTES, total - OFF_ATTRIBUTES, 0))
     return out
+
+
+def build_batch_at(records, int64_t base_offset, int32_t last_offset_delta, int64_t base_timestamp,
+                   int64_t max_timestamp, int attributes, int32_t partition_leader_epoch=-1,
+                   int64_t producer_id=-1, int16_t producer_epoch=-1, int32_t base_sequence=-1):
+    cdef wbuf_t w
+    cdef int64_t count = 0, base_ts = base_timestamp, ts
+    cdef int64_t delta
+    cdef int codec = attributes & 0x07
+    if not 0 <= codec <= 4:
+        raise ValueError(f"unknown compression codec {codec}")
+    if not -0x8000 <= attributes <= 0x7FFF:
+        raise ValueError(f"attributes {attributes} do not fit an int16")
+    w.data = NULL
+    w.len = 0
+    w.cap = 0
+    try:
+        _wb_reserve(&w, HEADER_SIZE + 4096)
+        w.len = HEADER_SIZE
+        for delta, key, value, headers, ts in records:
+            if count == INT32_MAX:
+                raise ValueError("more records than a batch can count")
+            if not 0 <= delta <= last_offset_delta:
+                raise ValueError(f"offset delta {delta} outside [0, {last_offset_delta}]")
+            _write_record(&w, (key, value, headers, ts), <int32_t>delta, &base_ts, &ts, False)
+            count += 1
+        return _seal(&w, codec, base_offset, partition_leader_epoch, <int16_t>attributes,
+                     last_offset_delta, base_timestamp, max_timestamp, producer_id, producer_epoch,
+                     base_sequence, <int32_t>count)
+    finally:
+        free(w.data)
 
 
 # ---- decode ----

@@ -16,7 +16,7 @@ from engine.cleaner import (
     Throttler,
     clean_filthiest,
     describe,
-    encode_batch,
+    empty_batch,
     rebuild_batch,
 )
 from engine.cleaner_plan import log_to_clean
@@ -25,7 +25,15 @@ from engine.control import CONTROL_ABORT, CONTROL_COMMIT, build_end_txn_marker_b
 from engine.log import FETCH_LOG_END, ORIGIN_COORDINATOR, Log
 from engine.reader import file_name
 from engine.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex, read_aborted_txns
-from ext.batch import COMPRESSION_GZIP, COMPRESSION_LZ4, build_batch, decode_records, iter_batches, validate
+from ext.batch import (
+    COMPRESSION_GZIP,
+    COMPRESSION_LZ4,
+    build_batch,
+    build_batch_at,
+    decode_records,
+    iter_batches,
+    validate,
+)
 from ext.offset_map import OffsetMap
 
 NOW = 1_700_000_000_000
@@ -386,16 +394,29 @@ def test_the_io_throttle_sleeps_to_hold_the_byte_rate():
     assert slept == [pytest.approx(0.5)]
 
 
-def test_encode_batch_writes_kafkas_layout():
+def test_the_cleaners_batches_are_built_by_ext_batch_in_kafkas_layout():
     reference = build_batch([(b"k", b"v", [("h", b"x")], NOW)], base_offset=5, producer_id=3,
                             producer_epoch=1, base_sequence=7)
     header = next(iter_batches(reference))
     records = decode_records(reference)
     assert rebuild_batch(header, records, None) == reference
-    empty = encode_batch(base_offset=0, last_offset_delta=3, partition_leader_epoch=0, attributes=0,
-                         base_timestamp=NOW, max_timestamp=NOW, producer_id=1, producer_epoch=0,
-                         base_sequence=0, records=[])
-    assert len(empty) == 61 and validate(empty).records_count == 0
+    # Offsets keep their gaps; the delete horizon is the base timestamp, bit 6 set.
+    wide = build_batch([(b"a", b"1", [], NOW), (b"b", None, [], NOW + 1), (b"c", b"3", [], NOW + 2)],
+                       base_offset=10, compression=COMPRESSION_GZIP)
+    wide_header = next(iter_batches(wide))
+    kept = [r for r in decode_records(wide) if r.key != b"b"]
+    rebuilt = rebuild_batch(wide_header, kept, NOW + DAY)
+    h = validate(rebuilt)
+    assert (h.base_offset, h.last_offset, h.records_count, h.attributes & 0x47) == (10, 12, 2, 0x40 | 1)
+    assert (h.base_timestamp, h.max_timestamp) == (NOW + DAY, NOW + 2)
+    assert [(r.offset, r.key, r.timestamp) for r in decode_records(rebuilt)] == \
+        [(10, b"a", NOW), (12, b"c", NOW + 2)]
+    empty = empty_batch(header)
+    e = validate(empty)
+    assert len(empty) == 61 and e.records_count == 0 and e.last_offset == 5
+    assert (e.base_timestamp, e.max_timestamp, e.producer_id, e.base_sequence) == (-1, NOW, 3, 7)
+    with pytest.raises(ValueError):
+        build_batch_at([(4, b"k", b"v", [], NOW)], 0, 3, NOW, NOW, 0)
 
 
 # ---- transactions across groups, fencing, the round's last batch, empty batches -----------
