@@ -187,7 +187,9 @@ def build_batch(
     for an empty record list."""
 
 def build_batch_at(
-    records: Iterable[tuple[int, bytes | None, bytes | None, Sequence[tuple[str | bytes, bytes | None]], int]],
+    records: Iterable[
+        tuple[int, bytes | None, bytes | None, Sequence[tuple[str | bytes, bytes | None]], int]
+    ],
     base_offset: int,
     last_offset_delta: int,
     base_timestamp: int,
