@@ -16,6 +16,10 @@ batch after it. A LogRange is a small picklable description (paths, byte positio
 offsets), never an open file; executors open the files, so they must see the same paths
 (a shared filesystem on a real cluster).
 
+With read_committed each LogRange also carries the (producer id, first offset) of every
+aborted transaction overlapping its offsets (spark/transactions.py reads them from the
+segments' ``.txnindex`` files), for the reader to drop their batches.
+
 The byte regions only say where to look. Which records come out is decided by offsets:
 the reader keeps records in ``[start_offset, end_offset)``, so adjacent LogRanges never
 overlap even where a region begins at an index entry before the first wanted batch.

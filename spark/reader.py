@@ -15,6 +15,11 @@ whole, so a region is read to its end (or until the range's last offset is seen)
 shorter than planned, or a batch running past its region, is an error, except a torn
 batch beyond the range (a writer was mid-append when the query was planned).
 
+With read_committed a LogRange names the aborted transactions overlapping it (from the
+``.txnindex`` files, at planning): each chunk's batch headers are scanned first and the
+batches of aborted transactions (Kafka's consumer rule, spark/transactions.py) are left out
+of the bytes handed to the decoder, so aborted records are never decoded.
+
 ``READ_STATS`` counts the work of this process (chunks, bytes handed to the decoder,
 rows kept): tests read it to check that pushed filters pruned before decoding. Spark
 reuses Python workers, so the counts run on across tasks; they never steer a read.

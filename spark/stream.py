@@ -8,9 +8,15 @@ Each trigger, ``latestOffset`` lists the partitions again (``subscribePattern`` 
 new topics, and new partitions start at their log start offset, as Spark's Kafka source
 does) and reads each one's latest offset: its checkpointed high watermark, so a
 micro-batch holds only committed data, at most one HW checkpoint interval behind the
-broker. ``maxOffsetsPerTrigger`` caps a micro-batch, split across partitions in
-proportion to their backlog (Spark's rule: a partition with any backlog gets at least one
-offset).
+broker; with ``isolation=read_committed`` (the default) its last stable offset below
+that, so a transaction still open when a micro-batch ends is read whole, once committed,
+in a later one, and an aborted one never (spark/transactions.py).
+
+``maxOffsetsPerTrigger`` caps a micro-batch, split across partitions in proportion to their
+backlog (Spark's rule: a partition with any backlog gets at least one offset). It may end a
+micro-batch inside a transaction; that is safe, as the whole transaction lies below the LSO:
+it is committed or aborted already, and its aborted batches are dropped wherever the cut
+falls.
 
 A partition that vanished, or whose log now ends before the offset the query reached
 (re-created or truncated), and offsets retention deleted before they were read, are data

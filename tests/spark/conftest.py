@@ -116,13 +116,13 @@ class Broker:
         return out
 
     def append_txn(self, topic: str, partition: int, producer_id: int, records,
-                   epoch: int = 0) -> list[Written]:
+                   epoch: int = 0, compression: int = 0) -> list[Written]:
         """A transactional batch of ``producer_id`` (its next sequence; opens its
         transaction on the partition if none is open)."""
         log = self.log(topic, partition)
         seq = self.sequences.get((topic, partition, producer_id), 0)
-        batch = build_batch(records, producer_id=producer_id, producer_epoch=epoch, base_sequence=seq,
-                            is_transactional=True)
+        batch = build_batch(records, compression=compression, producer_id=producer_id,
+                            producer_epoch=epoch, base_sequence=seq, is_transactional=True)
         info = log.append_as_leader(bytearray(batch), 0, self.now_ms)
         self.sequences[(topic, partition, producer_id)] = seq + len(records)
         out = [Written(topic, partition, info.first_offset + i, key, value, ts, 0,

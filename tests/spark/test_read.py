@@ -64,6 +64,28 @@ def test_isolation_decides_how_far_a_read_goes(spark, mixed):
     assert rows_of(read(spark, mixed.log_dir, subscribe="orders", isolation="log_end")) == everything
 
 
+def test_read_committed_shows_only_committed_transactions(spark, broker):
+    """A committed, an aborted and an open transaction (interleaved, compressed): read_committed
+    shows the committed rows and stops at the open one, as a Kafka read_committed consumer;
+    read_uncommitted shows every row below the high watermark."""
+    broker.create("t", 2)
+    committed = broker.append_txn("t", 0, 1, varied_records(4, tag="c"), compression=COMPRESSION_ZSTD)
+    broker.append_txn("t", 0, 2, varied_records(3, tag="a"), compression=COMPRESSION_LZ4)
+    committed += broker.append_txn("t", 0, 1, varied_records(2, tag="c2"))
+    broker.end_txn("t", 0, 1, commit=True)
+    broker.end_txn("t", 0, 2, commit=False)
+    committed += broker.append("t", 1, varied_records(3, tag="p"))
+    broker.append_txn("t", 0, 3, varied_records(2, tag="o"))
+    broker.append("t", 0, varied_records(2, tag="after-the-open-one"))
+    broker.commit()
+    broker.append("t", 0, varied_records(2, tag="past-the-hw"))
+    expected = without_headers(sorted(committed, key=lambda w: (w.partition, w.offset)))
+    assert rows_of(read(spark, broker.log_dir, subscribe="t")) == expected
+    everything = without_headers(broker.rows("t"))
+    assert len(everything) == len(committed) + 3 + 2 + 2
+    assert rows_of(read(spark, broker.log_dir, subscribe="t", isolation="read_uncommitted")) == everything
+
+
 def test_subscribe_pattern_and_assign(spark, mixed):
     rows = without_headers(mixed.rows())
     orders = [w for w in rows if w.topic == "orders"]
