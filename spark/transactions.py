@@ -9,8 +9,9 @@ as the broker rebuilds it after a restart: the newest producer snapshot
 entries name each producer's open transaction's first offset), then the batch headers from
 the snapshot's offset to the high watermark (engine/reader.py's chunk iterator over
 ext.batch.scan), where a transactional data batch opens its producer's transaction when
-none is open and a marker (engine/control.py) ends it. No snapshot usable: from the log
-start with no transaction open. Only headers are read, and a marker's one record.
+none is open and a marker (engine/control.py) ends it. No snapshot usable: from the first
+segment with no transaction open. The answer is at least the log start offset. Only
+headers are read, and a marker's one record.
 
 Aborted transactions (Kafka's collectAbortedTransactions): the entries of the segments'
 ``.txnindex`` files whose ABORT marker is at or after the range's start and whose first
@@ -57,7 +58,7 @@ def last_stable_offset(reader: PartitionReader, log_start_offset: int, high_wate
     """The partition's last stable offset at ``high_watermark``, in [log start, HW]."""
     if high_watermark <= log_start_offset or not reader.base_offsets:
         return high_watermark
-    ongoing, start = _state_at_snapshot(reader, log_start_offset, high_watermark)
+    ongoing, start = _state_at_snapshot(reader, high_watermark)
     for base_offset, producer_id, attributes, is_abort in _producer_batches(reader, start, high_watermark):
         if attributes & _CONTROL:
             if is_abort is not None:  # a marker, COMMIT or ABORT
@@ -68,13 +69,15 @@ def last_stable_offset(reader: PartitionReader, log_start_offset: int, high_wate
     return max(log_start_offset, min(first, high_watermark))
 
 
-def _state_at_snapshot(reader: PartitionReader, log_start_offset: int,
-                       high_watermark: int) -> tuple[dict[int, int], int]:
+def _state_at_snapshot(reader: PartitionReader, high_watermark: int) -> tuple[dict[int, int], int]:
     """(producer id -> open transaction's first offset, the offset they hold at) from the
-    newest readable snapshot within [first segment, HW], else ({}, log start)."""
+    newest readable snapshot within [first segment, HW], else ({}, the first segment's
+    base offset). Below the log start too: DeleteRecords may pass an open transaction's
+    first offset (it is bounded by the high watermark), and that transaction still holds
+    the LSO, at the log start."""
     first_base = reader.base_offsets[0]
     for offset in reversed(snapshot_offsets(reader.dir)):
-        if offset > high_watermark or offset < max(first_base, log_start_offset):
+        if offset > high_watermark or offset < first_base:
             continue
         try:
             with open(os.path.join(reader.dir, f"{offset:020d}{SNAPSHOT_SUFFIX}"), "rb") as f:
@@ -84,7 +87,7 @@ def _state_at_snapshot(reader: PartitionReader, log_start_offset: int,
         except (FileNotFoundError, CorruptSnapshotError):
             continue
         return dict(state.ongoing), offset
-    return {}, log_start_offset
+    return {}, first_base
 
 
 def _producer_batches(reader: PartitionReader, start: int,

@@ -240,3 +240,22 @@ def test_pushed_offset_filters_keep_dropping_aborted_batches(broker):
     got = sorted(o for p in reader.partitions() for b in reader.read(p)
                  for o in b.column("offset").to_pylist())
     assert got == [w.offset for w in kept if w.offset >= lo]
+
+
+def test_a_transaction_open_below_the_log_start_holds_the_lso_at_the_log_start(broker):
+    """DeleteRecords is bounded by the high watermark, not the LSO: a transaction that began
+    below the new log start still holds read_committed there, as the broker's LSO does."""
+    broker.create("t", segment_bytes=400)
+    broker.append_txn("t", 0, 6, records(2, "open"))
+    for i in range(10):
+        broker.append("t", 0, records(2, f"x{i}"))
+    broker.commit()
+    log = broker.log("t", 0)
+    broker.delete_records("t", 0, 5)
+    assert log.log_start_offset == 5 and log.segments[0].base_offset < 5
+    assert log.last_stable_offset == 5
+    assert Layout((broker.log_dir,)).state(("t", 0), READ_COMMITTED).latest == 5
+    for offset in snapshot_offsets(log.dir):  # and found by a scan from the first segment
+        os.unlink(os.path.join(log.dir, f"{offset:020d}{SNAPSHOT_SUFFIX}"))
+    assert Layout((broker.log_dir,)).state(("t", 0), READ_COMMITTED).latest == 5
+    assert rows(broker.log_dir, subscribe="t") == []
