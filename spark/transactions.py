@@ -30,6 +30,7 @@ import os
 from collections.abc import Iterable
 
 from engine.control import CONTROL_ABORT
+from engine.errors import InvalidIndexError
 from engine.producer_state import (
     SNAPSHOT_SUFFIX,
     CorruptSnapshotError,
@@ -38,6 +39,8 @@ from engine.producer_state import (
 )
 from engine.reader import PartitionReader, base_offset_of, iter_file_chunks, search_for_offset
 from engine.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, collect_aborted, read_aborted_txns
+from ext.errors import CorruptRecordError
+from spark.errors import StromSparkError
 
 _CONTROL = 0x20  # batch attributes: a control batch
 _TRANSACTIONAL = 0x10  # batch attributes: part of a transaction
@@ -98,7 +101,11 @@ def _producer_batches(reader: PartitionReader, start: int,
         base = reader.base_offsets[i]
         if base >= end:
             return
-        fd = os.open(reader.segment_path(base), os.O_RDONLY)
+        path = reader.segment_path(base)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            continue  # deleted by retention since the listing: below the log start now
         try:
             position = 0
             if start > base:
@@ -120,6 +127,9 @@ def _producer_batches(reader: PartitionReader, start: int,
                         if marker is not None:
                             is_abort = marker.marker.control_type == CONTROL_ABORT
                     yield base_offset, pid, attributes, is_abort
+        except CorruptRecordError as e:
+            raise StromSparkError(f"corrupt segment {path}: {e} (reading the batch headers up to "
+                                  f"the high watermark for the last stable offset)") from None
         finally:
             os.close(fd)
 
@@ -130,7 +140,11 @@ def aborted_transactions(reader: PartitionReader, start: int, end: int) -> list[
     if start >= end:
         return aborted
     for base in reader.base_offsets[reader.segment_for(start):]:
-        found = collect_aborted(read_aborted_txns(reader.segment_path(base, TXN_INDEX_SUFFIX)), start, end)
+        try:
+            entries = read_aborted_txns(reader.segment_path(base, TXN_INDEX_SUFFIX))
+        except InvalidIndexError as e:
+            raise StromSparkError(f"corrupt transaction index: {e}") from None
+        found = collect_aborted(entries, start, end)
         aborted.extend(found.aborted)
         if found.is_complete:
             break

@@ -13,6 +13,7 @@ import pytest
 from pyspark.sql.datasource import GreaterThanOrEqual
 
 from engine.producer_state import SNAPSHOT_SUFFIX
+from spark.errors import StromSparkError
 from spark.layout import Layout
 from spark.options import READ_COMMITTED, READ_UNCOMMITTED
 from spark.planning import ReadSettings, plan_ranges
@@ -259,3 +260,22 @@ def test_a_transaction_open_below_the_log_start_holds_the_lso_at_the_log_start(b
         os.unlink(os.path.join(log.dir, f"{offset:020d}{SNAPSHOT_SUFFIX}"))
     assert Layout((broker.log_dir,)).state(("t", 0), READ_COMMITTED).latest == 5
     assert rows(broker.log_dir, subscribe="t") == []
+
+
+def test_a_corrupt_batch_below_the_high_watermark_names_its_segment(broker):
+    broker.create("t", segment_bytes=300)
+    broker.append_txn("t", 0, 1, records(2, "a"))
+    second = broker.append("t", 0, records(2, "b"))
+    for i in range(6):
+        broker.append("t", 0, records(2, f"c{i}"))
+    broker.commit()
+    log = broker.log("t", 0)
+    assert len(log.segments) >= 3 and snapshot_offsets(log.dir)
+    for offset in snapshot_offsets(log.dir):  # the scan starts at the first segment
+        os.unlink(os.path.join(log.dir, f"{offset:020d}{SNAPSHOT_SUFFIX}"))
+    position = log.segments[0].translate_offset(second[0].offset).position
+    with open(os.path.join(log.dir, f"{0:020d}.log"), "r+b") as f:
+        f.seek(position + 16)  # the magic byte
+        f.write(b"\x09")
+    with pytest.raises(StromSparkError, match=r"corrupt segment .*00000000000000000000\.log"):
+        Layout((broker.log_dir,)).state(("t", 0), READ_COMMITTED)
