@@ -6,6 +6,7 @@ changes, and a PrepareCommit found by the load resuming its markers."""
 from __future__ import annotations
 
 import asyncio
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -39,6 +40,10 @@ class Replicas:
     def __init__(self, log: Log):
         self.log = log
         self.refuse = Error.NONE
+        # what the acks=-1 wait answers for a record the leader appended: REQUEST_TIMED_OUT or
+        # NOT_ENOUGH_REPLICAS_AFTER_APPEND when the other replicas are gone (the record stays in
+        # the leader's log, above the high watermark)
+        self.lost_after_append = Error.NONE
         self.leader_epoch = 0
 
     def local_log(self, topic, partition):
@@ -52,12 +57,16 @@ class Replicas:
                 out.append(AppendResult(self.refuse))
                 continue
             info = self.log.append_as_leader(batch, self.leader_epoch, 0, origin=origin)
-            self.log.high_watermark = info.last_offset + 1  # the stand-in's replicas are in sync
+            if not self.lost_after_append:
+                self.log.high_watermark = info.last_offset + 1  # the stand-in's replicas are in sync
             out.append(AppendResult(Error.NONE, None, info.first_offset, -1, 0, info.last_offset + 1))
         return out
 
     async def wait_replicated(self, entries, results, timeout_ms):
         await asyncio.sleep(0)
+        for result in results:
+            if not result.error:
+                result.error = self.lost_after_append
 
 
 class Broker:
@@ -257,6 +266,151 @@ def test_verification_asks_a_coordinator_on_another_broker_with_add_partitions_t
             endpoints[2] = 1  # nothing listens there
             await runtime._coordinator_connections[2][1].close()
             assert await runtime.verify("t", 5, 1, [("a", 0)]) == {("a", 0): Error.NETWORK_EXCEPTION}
+        finally:
+            await runtime.stop()
+    run(scenario)
+
+
+# ---- the quorum of __transaction_state lost (fewer than transaction.state.log.min.isr replicas) ----
+
+
+def now() -> int:
+    """The shell's clock: a transition after one the shell timed must not go back in time."""
+    return int(time.time() * 1000)
+
+
+async def _committed_once(runtime, sent):
+    """InitProducerId, a partition added and the transaction committed with EndTxn v1 (the
+    transaction version 0 librdkafka speaks), its marker written: CompleteCommit at epoch 0."""
+    await call(runtime, lambda w: runtime.core.init_producer_id("t", 60000, -1, -1, 1, w))
+    assert await call(runtime, lambda w: runtime.core.add_partitions("t", 1001, 0, [("a", 0)], 2, w, 0)) == \
+        TxnReply(Error.NONE)
+    reply = await call(runtime, lambda w: runtime.core.end_txn("t", 1001, 0, True, 3, w, 0))
+    assert reply.error_code == Error.NONE
+    runtime.markers_written("t", sent[-1].coordinator_epoch, [("a", 0)])
+    await until(lambda: runtime.core.transactions["t"].state.kafka_name == "CompleteCommit")
+
+
+def test_with_the_quorum_lost_an_abort_after_a_failed_add_partitions_answers_as_kafkas_end_transaction(log):
+    """The transaction's AddPartitionsToTxn is appended but never committed (the other replicas
+    died: the acks=-1 wait answers REQUEST_TIMED_OUT), then refused (NOT_ENOUGH_REPLICAS): each
+    answers COORDINATOR_NOT_AVAILABLE, retriable, and nothing changes in memory (Kafka's
+    appendTransactionToLog resets the pending state). The id is still CompleteCommit, so an
+    EndTxn(abort) below v5 answers INVALID_TXN_STATE, as Kafka's endTransactionWithTV1 does
+    ("CompleteCommit only accepts Commit": librdkafka, which sends EndTxn after an
+    AddPartitionsToTxn that failed, takes it as fatal against Kafka too); EndTxn v5 (transaction
+    version 2) answers COORDINATOR_NOT_AVAILABLE while the quorum is lost and bumps the epoch
+    once it is back (Kafka's table: CompleteCommit, Abort, Current -> epoch bump)."""
+    async def scenario():
+        broker = Broker(log)
+        runtime = TransactionCoordinatorRuntime(broker)
+        sent = []
+        runtime.markers.add = sent.append
+        runtime.start()
+        try:
+            await until(lambda: 0 in runtime.core.owned)
+            await _committed_once(runtime, sent)
+            end = log.log_end_offset
+            broker.replicas.lost_after_append = Error.REQUEST_TIMED_OUT
+            reply = await call(runtime, lambda w: runtime.core.add_partitions("t", 1001, 0, [("a", 0)], now(),
+                                                                              w, 0))
+            assert reply == TxnReply(Error.COORDINATOR_NOT_AVAILABLE)
+            assert log.log_end_offset == end + 1  # in the leader's log, above its high watermark
+            broker.replicas.lost_after_append = Error.NONE
+            broker.replicas.refuse = Error.NOT_ENOUGH_REPLICAS  # the ISR shrank below min.isr
+            reply = await call(runtime, lambda w: runtime.core.add_partitions("t", 1001, 0, [("a", 0)], now(),
+                                                                              w, 0))
+            assert reply == TxnReply(Error.COORDINATOR_NOT_AVAILABLE)
+            meta = runtime.core.transactions["t"]
+            assert (meta.state.kafka_name, meta.pending, meta.producer_epoch, meta.partitions) == \
+                ("CompleteCommit", None, 0, set())
+
+            reply = await call(runtime, lambda w: runtime.core.end_txn("t", 1001, 0, False, now(), w, 0))
+            assert reply.error_code == Error.INVALID_TXN_STATE
+            reply = await call(runtime, lambda w: runtime.core.end_txn("t", 1001, 0, False, now(), w, 2))
+            assert reply.error_code == Error.COORDINATOR_NOT_AVAILABLE
+            assert runtime.core.transactions["t"].pending is None
+            broker.replicas.refuse = Error.NONE  # the replicas are back
+            reply = await call(runtime, lambda w: runtime.core.end_txn("t", 1001, 0, False, now(), w, 2))
+            assert (reply.error_code, reply.producer_id, reply.producer_epoch) == (Error.NONE, 1001, 1)
+            await until(lambda: runtime.core.transactions["t"].state.kafka_name == "CompleteAbort")
+        finally:
+            await runtime.stop()
+    run(scenario)
+
+
+def test_a_prepare_commit_in_the_log_whose_append_timed_out_is_committed_by_the_next_coordinator(log):
+    """EndTxn(commit) answers COORDINATOR_NOT_AVAILABLE when its PrepareCommit's acks=-1 wait
+    timed out, and the coordinator stays Ongoing; the record is in the leader's log all the same.
+    When the coordinator moves, the load finds PrepareCommit and sends its markers (Kafka's load
+    does the same): the client, told to retry, is answered CONCURRENT_TRANSACTIONS until the
+    markers are written, then NONE. The transaction the client was asked to retry is the one
+    committed: nothing it was told is contradicted."""
+    async def scenario():
+        broker = Broker(log)
+        runtime = TransactionCoordinatorRuntime(broker)
+        sent = []
+        runtime.markers.add = sent.append
+        runtime.start()
+        try:
+            await until(lambda: 0 in runtime.core.owned)
+            await call(runtime, lambda w: runtime.core.init_producer_id("t", 60000, -1, -1, 1, w))
+            await call(runtime, lambda w: runtime.core.add_partitions("t", 1001, 0, [("a", 0)], 2, w, 0))
+            broker.replicas.lost_after_append = Error.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            reply = await call(runtime, lambda w: runtime.core.end_txn("t", 1001, 0, True, 3, w, 0))
+            assert reply.error_code == Error.COORDINATOR_NOT_AVAILABLE
+            meta = runtime.core.transactions["t"]
+            assert (meta.state.kafka_name, meta.pending, sent) == ("Ongoing", None, [])
+            broker.replicas.lost_after_append = Error.NONE
+            broker.leader_epoch = 1  # the replicas are back and the coordinator moved
+            broker.changed.set()
+            await until(lambda: runtime.core.owned.get(0) == 1)
+            assert runtime.core.transactions["t"].state.kafka_name == "PrepareCommit"
+            assert [(m.producer_id, m.producer_epoch, m.commit, m.coordinator_epoch, m.partitions)
+                    for m in sent] == [(1001, 0, True, 1, [("a", 0)])]
+            reply = await call(runtime, lambda w: runtime.core.end_txn("t", 1001, 0, True, 4, w, 0))
+            assert reply.error_code == Error.CONCURRENT_TRANSACTIONS
+            runtime.markers_written("t", 1, [("a", 0)])
+            await until(lambda: runtime.core.transactions["t"].state.kafka_name == "CompleteCommit")
+            reply = await call(runtime, lambda w: runtime.core.end_txn("t", 1001, 0, True, 5, w, 0))
+            assert reply.error_code == Error.NONE
+        finally:
+            await runtime.stop()
+    run(scenario)
+
+
+def test_an_ongoing_record_that_landed_without_committing_is_aborted_by_the_timeout_after_a_reload(log):
+    """AddPartitionsToTxn answered COORDINATOR_NOT_AVAILABLE though its Ongoing record is in the
+    leader's log; after the coordinator moves the load finds the transaction Ongoing (as Kafka's
+    load would), and transaction.timeout.ms aborts it with markers at a fenced epoch: no
+    partition is left with a transaction that nothing ends."""
+    async def scenario():
+        broker = Broker(log)
+        runtime = TransactionCoordinatorRuntime(broker)
+        sent = []
+        runtime.markers.add = sent.append
+        runtime.start()
+        try:
+            await until(lambda: 0 in runtime.core.owned)
+            await call(runtime, lambda w: runtime.core.init_producer_id("t", 60000, -1, -1, 1, w))
+            broker.replicas.lost_after_append = Error.REQUEST_TIMED_OUT
+            reply = await call(runtime, lambda w: runtime.core.add_partitions("t", 1001, 0, [("a", 0)], 2,
+                                                                              w, 0))
+            assert reply == TxnReply(Error.COORDINATOR_NOT_AVAILABLE)
+            assert runtime.core.transactions["t"].state.kafka_name == "Empty"
+            broker.replicas.lost_after_append = Error.NONE
+            broker.leader_epoch = 1
+            broker.changed.set()
+            await until(lambda: runtime.core.owned.get(0) == 1)
+            meta = runtime.core.transactions["t"]
+            assert (meta.state.kafka_name, meta.partitions) == ("Ongoing", {("a", 0)})
+            runtime.run(runtime.core.tick(2 + 60000 + 1, expire=False))
+            await until(lambda: bool(sent))
+            assert [(m.producer_id, m.commit, m.coordinator_epoch, m.partitions) for m in sent] == \
+                [(1001, False, 1, [("a", 0)])]
+            assert sent[0].producer_epoch > 0  # fenced: the producer of epoch 0 cannot write again
+            runtime.markers_written("t", 1, [("a", 0)])
+            await until(lambda: runtime.core.transactions["t"].state.kafka_name == "CompleteAbort")
         finally:
             await runtime.stop()
     run(scenario)
