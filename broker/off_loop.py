@@ -1,5 +1,5 @@
 """The broker's waits on the disk, kept off its event loop: the periodic offset checkpoints,
-the flushes of rolled segments and those a topic's flush.ms asks for.
+the flushes of rolled segments and those a topic's flush.ms asks for, and the log cleaner.
 
 Every replica.high.watermark.checkpoint.interval.ms (5 s) the broker writes each log dir's
 replication-offset-checkpoint, and every minute its recovery-point-offset-checkpoint and
@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.checkpoint import write_offset_checkpoint
+from engine.cleaner import CleanAborted, Cleaner
 from engine.log_dir_failure import KafkaStorageError
 from engine.manager import LogManager
 
@@ -107,3 +108,57 @@ async def flush_dirty_off_loop(logs: LogManager, now_ms: Callable[[], int] | Non
 
 def _wall_clock_ms() -> int:
     return int(time.time() * 1000)
+
+
+class CleanerThread:
+    """Kafka's CleanerThread (log.cleaner.enable): ``LogManager.clean_once`` in a worker
+    thread, again at once after a clean, log.cleaner.backoff.ms later when nothing needed
+    cleaning. The cleaner reads and writes its own files off the loop; what touches a Log (the
+    choice of log, the snapshot of its segments, each group's swap) it hands back to the loop
+    and waits for (``_on_loop``). Stopping sets ``stopping`` first, so the clean under way
+    aborts at its next visit to the loop, and then waits for the thread, so the logs are never
+    closed under a swap."""
+
+    def __init__(self, logs: LogManager, config: Any, clock: Callable[[], int] = _wall_clock_ms) -> None:
+        self.logs = logs
+        self.clock = clock
+        self.backoff_s = config["log.cleaner.backoff.ms"] / 1000
+        self.stopping = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.cleaner = Cleaner(
+            dedupe_buffer_size=config["log.cleaner.dedupe.buffer.size"],
+            threads=config["log.cleaner.threads"],
+            load_factor=config["log.cleaner.io.buffer.load.factor"],
+            io_buffer_size=config["log.cleaner.io.buffer.size"],
+            io_max_bytes_per_second=config["log.cleaner.io.max.bytes.per.second"],
+            on_log_thread=self._on_loop,
+        )
+        self._running: asyncio.Future | None = None
+
+    def _on_loop(self, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` on the loop from the cleaner's thread; its exception comes back here."""
+        if self.stopping or self._loop is None:
+            raise CleanAborted("the broker is stopping")
+
+        async def call() -> Any:
+            if self.stopping:
+                raise CleanAborted("the broker is stopping")
+            return fn()
+
+        return asyncio.run_coroutine_threadsafe(call(), self._loop).result()
+
+    async def run(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        while not self.stopping:
+            self._running = self._loop.run_in_executor(None, self.logs.clean_once, self.cleaner, self.clock())
+            try:
+                result = await asyncio.shield(self._running)
+            except KafkaStorageError:
+                result = None  # the failure channel has taken the dir offline
+            if result is None:
+                await asyncio.sleep(self.backoff_s)
+
+    async def stop(self) -> None:
+        self.stopping = True
+        if self._running is not None and not self._running.done():
+            await asyncio.wait([self._running])

@@ -45,7 +45,7 @@ from broker.fetch_waiters import FetchWaiters
 from broker.groups.runtime import GroupCoordinatorRuntime
 from broker.handlers import admin, fetch, groups, metadata, offsets, produce, transactions
 from broker.metadata_follower import MetadataFollower
-from broker.off_loop import flush_dirty_off_loop, flush_rolled_off_loop, write_off_loop
+from broker.off_loop import CleanerThread, flush_dirty_off_loop, flush_rolled_off_loop, write_off_loop
 from broker.transactions.runtime import TransactionCoordinatorRuntime
 from engine.log_dir_failure import KafkaStorageError, LogDirFailureChannel
 from engine.manager import LOG_START_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_CHECKPOINT, LogManager
@@ -117,6 +117,7 @@ class Broker:
         self._producer_ids_fetch: asyncio.Task | None = None
         self._tasks: list[asyncio.Task] = []
         self.groups: GroupCoordinatorRuntime | None = None
+        self.cleaner: CleanerThread | None = None  # log.cleaner.enable
         self.transactions: TransactionCoordinatorRuntime | None = None
 
     @property
@@ -250,6 +251,9 @@ class Broker:
             loop.create_task(self._every(self.config["producer.id.expiration.check.interval.ms"],
                                          self.remove_expired_producers)),
         ]
+        if self.config["log.cleaner.enable"]:
+            self.cleaner = CleanerThread(self.logs, self.config)
+            self._tasks.append(loop.create_task(self.cleaner.run()))
 
     def remove_expired_producers(self) -> None:
         """Forget the idempotent producers idle for producer.id.expiration.ms in every
@@ -288,6 +292,8 @@ class Broker:
                 log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
 
     async def stop(self) -> None:
+        if self.cleaner is not None:
+            await self.cleaner.stop()  # no swap once the logs close
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -163,7 +163,6 @@ PROPERTIES: dict[str, tuple[str, Any]] = {
 }
 
 METADATA_LOG_SEGMENT_MIN_BYTES = 8 << 20  # Kafka's metadata.log.segment.min.bytes
-_NO_CLEANER = "logs are not compacted yet"
 _SNAPSHOT_RETENTION = "a controller deletes its metadata log's segments below a snapshot once it is written"
 
 # Kafka properties Strom accepts so that a Kafka server.properties starts unchanged, but that
@@ -177,13 +176,6 @@ WITHOUT_EFFECT: dict[str, str] = {
     "request.timeout.ms": "a broker's requests to the controller time out after "
                           "controller.socket.timeout.ms, its replica fetches after replica.socket.timeout.ms",
     "unstable.api.versions.enable": "no unstable API version is served",
-    "log.cleaner.enable": _NO_CLEANER,
-    "log.cleaner.threads": _NO_CLEANER,
-    "log.cleaner.dedupe.buffer.size": _NO_CLEANER,
-    "log.cleaner.io.buffer.size": _NO_CLEANER,
-    "log.cleaner.io.buffer.load.factor": _NO_CLEANER,
-    "log.cleaner.io.max.bytes.per.second": _NO_CLEANER,
-    "log.cleaner.backoff.ms": _NO_CLEANER,
     "metadata.max.retention.bytes": _SNAPSHOT_RETENTION,
     "metadata.max.retention.ms": _SNAPSHOT_RETENTION,
 }
