@@ -356,6 +356,36 @@ def test_a_transaction_past_its_timeout_is_aborted_by_tick_with_the_epoch_bumped
     assert persisted(node).state is TxnState.COMPLETE_ABORT
 
 
+def test_a_timeout_abort_whose_write_fails_keeps_the_fenced_epoch_and_is_retried_without_a_second_bump():
+    """Kafka's abortTimedOutTransactions with the quorum of __transaction_state lost: the
+    fenced epoch is set in memory before the PrepareAbort is written; the write fails
+    (NOT_ENOUGH_REPLICAS), the transaction stays Ongoing at the fenced epoch with
+    hasFailedEpochFence, so the producer's EndTxn is PRODUCER_FENCED (fatal to librdkafka, as
+    against Kafka) and the next tick fences again without bumping; once the replicas are back
+    the abort completes at fenced epoch + 1 (the cluster's transaction version 2)."""
+    node = Node()
+    r = init(node, timeout=1000)
+    add(node, r.producer_id, 0, now=100)
+    node.take(node.core.tick(1101))
+    node.flush(1101, error=Error.NOT_ENOUGH_REPLICAS)
+    meta = node.core.transactions[T]
+    assert (meta.state, meta.pending, meta.producer_epoch, meta.has_failed_epoch_fence) == \
+        (TxnState.ONGOING, None, 1, True)
+    assert node.markers == []
+    assert end(node, r.producer_id, 0, commit=False, now=1102, tv=0).error_code == Error.PRODUCER_FENCED
+    assert end(node, r.producer_id, 0, commit=False, now=1102, tv=2).error_code == Error.PRODUCER_FENCED
+    node.take(node.core.tick(1200))
+    node.flush(1200, error=Error.NOT_ENOUGH_REPLICAS)
+    assert node.core.transactions[T].producer_epoch == 1  # not bumped again
+    node.take(node.core.tick(1300))
+    node.flush(1300)
+    [m] = node.markers
+    assert (m.commit, m.producer_epoch) == (False, 2)
+    node.write_markers(1301)
+    assert persisted(node).state is TxnState.COMPLETE_ABORT
+    assert not node.core.transactions[T].has_failed_epoch_fence
+
+
 def test_an_idle_transactional_id_expires_with_a_tombstone():
     node = Node(config=TransactionConfig(id_expiration_ms=5000))
     init(node, now=0)
