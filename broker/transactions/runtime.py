@@ -57,7 +57,11 @@ TOPIC = storage.TRANSACTION_STATE_TOPIC
 CREATE_TOPICS_VERSION = 7
 CREATE_RETRY_S = 1.0
 RETRY_BACKOFF_S = 0.1
-APPEND_TIMEOUT_MS = 30000  # Kafka's transaction coordinator waits request.timeout.ms for acks=-1
+# How long a record's acks=-1 wait lasts before the write fails (REQUEST_TIMED_OUT, answered
+# COORDINATOR_NOT_AVAILABLE). Kafka waits the transaction's own timeout (appendRecords with
+# newMetadata.txnTimeoutMs); this is request.timeout.ms's default, kept below the API handlers'
+# reply guard so the client is answered by the coordinator's error mapping, never by the guard.
+APPEND_TIMEOUT_MS = 30000
 ADD_PARTITIONS_TO_TXN = 24
 VERIFY_VERSION = 4  # AddPartitionsToTxn v4: batched, verify_only (a broker's)
 VERIFY_TIMEOUT_S = 30.0
