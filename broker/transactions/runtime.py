@@ -12,7 +12,8 @@ Theory of operation. The shell
   and steps the core with the outcome (``complete_write``); the core's error mapping is
   Kafka's (coordinator.append_error). Writes to one partition are appended in the order the
   core made them; a CompleteCommit/CompleteAbort that failed is appended again after
-  ``RETRY_BACKOFF_S``;
+  ``RETRY_BACKOFF_S``, unless the partition was unloaded or loaded again meanwhile (no record
+  of an older coordinator epoch is appended);
 - hands the core's ``MarkerRequest``s to the marker channel (markers.py), which reports each
   written partition back (``on_markers_written``);
 - answers each parked request (a future) with the core's reply, which the core gives only once
@@ -316,6 +317,11 @@ class TransactionCoordinatorRuntime:
 
     async def _append_later(self, write: Write, delay: float) -> None:
         await asyncio.sleep(delay)
+        if self.core.owned.get(write.partition) != write.coordinator_epoch:
+            # unloaded or loaded again meanwhile: nothing of an older coordinator epoch is
+            # appended (Kafka's appendTransactionToLog answers NOT_COORDINATOR without appending)
+            self.run(self.core.complete_write(write, Error.NOT_LEADER_OR_FOLLOWER, _now_ms()))
+            return
         self._append(write)
 
     async def _complete(self, write: Write, entries: list, results: list) -> None:

@@ -414,3 +414,39 @@ def test_an_ongoing_record_that_landed_without_committing_is_aborted_by_the_time
         finally:
             await runtime.stop()
     run(scenario)
+
+
+def test_a_complete_retried_after_the_partition_was_loaded_again_is_not_appended_at_the_old_epoch(log):
+    """CompleteCommit refused (the quorum lost) is appended again after a backoff; when the
+    partition was loaded again meanwhile (a new coordinator epoch), the retry is not appended:
+    Kafka's appendTransactionToLog answers NOT_COORDINATOR without appending when the coordinator
+    epoch changed, so no record of an old epoch lands after the new owner's load. The new load
+    resumes the markers and writes its own CompleteCommit."""
+    async def scenario():
+        broker = Broker(log)
+        runtime = TransactionCoordinatorRuntime(broker)
+        sent = []
+        runtime.markers.add = sent.append
+        runtime.start()
+        try:
+            await until(lambda: 0 in runtime.core.owned)
+            await call(runtime, lambda w: runtime.core.init_producer_id("t", 60000, -1, -1, 1, w))
+            await call(runtime, lambda w: runtime.core.add_partitions("t", 1001, 0, [("a", 0)], 2, w, 0))
+            await call(runtime, lambda w: runtime.core.end_txn("t", 1001, 0, True, 3, w, 0))
+            end = log.log_end_offset
+            broker.replicas.refuse = Error.NOT_ENOUGH_REPLICAS
+            runtime.markers_written("t", 0, [("a", 0)])  # CompleteCommit refused, retried after a backoff
+            broker.leader_epoch = 1
+            broker.changed.set()
+            await until(lambda: runtime.core.owned.get(0) == 1)
+            broker.replicas.refuse = Error.NONE
+            await until(lambda: not runtime._writes)  # the retry ran
+            assert log.log_end_offset == end
+            assert runtime.core.transactions["t"].state.kafka_name == "PrepareCommit"
+            assert [(m.coordinator_epoch, m.commit) for m in sent] == [(0, True), (1, True)]
+            runtime.markers_written("t", 1, [("a", 0)])
+            await until(lambda: runtime.core.transactions["t"].state.kafka_name == "CompleteCommit")
+            assert log.log_end_offset == end + 1
+        finally:
+            await runtime.stop()
+    run(scenario)
