@@ -481,3 +481,241 @@ def _summary(history: list, out: _Examples, acknowledged: int, checked: int, fai
         return f"{head} OK" + (f" ({', '.join(found)})." if found else ": no anomalies.")
     first = out.examples[failed[0]][0] if out.examples[failed[0]] else {}
     return f"{head} FAILED: {', '.join(found)}. First {failed[0]}: {json.dumps(first, sort_keys=True)}."
+
+
+# ---------------------------------------------------------------------------------------------
+# Transactions
+#
+# The transactional workload (tests/faults/workload.py, TxnWorkload) writes transactions of a few
+# records over several partitions; a value names its writer, the writer's instance (a new one
+# each time the producer is recreated with the same transactional.id), the transaction, its
+# place in it and the seeded intent (``c`` commit, ``a`` abort): ``<producer>.<instance>.<txn>.
+# <index>.<intent>``. Its events:
+#
+# | event    | fields                                                   | meaning                        |
+# |----------|----------------------------------------------------------|--------------------------------|
+# | Init     | producer, instance, time                                 | init_transactions() returned:  |
+# |          |                                                          | every older instance is fenced |
+# | Txn      | producer, instance, number, intent, records, begun,      | one transaction; records are   |
+# |          | commit_at, outcome, ended                                | (partition, value) produced;   |
+# |          |                                                          | commit_at when commit was asked|
+# |          |                                                          | (None: never); outcome as the  |
+# |          |                                                          | client saw it                  |
+# | Poll     | (above) from a read_committed consumer                   | one record it returned         |
+# | TxnRead  | isolation, topic, partition, records, end_offset         | a full read after the heal, to |
+# |          |                                                          | the LSO (read_committed) or the|
+# |          |                                                          | high watermark                 |
+# | Stable   | topic, partition, last_stable, high_watermark            | ListOffsets at both isolation  |
+# |          |                                                          | levels once the faults healed  |
+#
+# Outcomes: ``committed`` (commit_transaction returned), ``aborted`` (abort_transaction returned,
+# or the commit failed with an abortable error and the abort returned), ``fenced`` (a deliberate
+# zombie: an instance asked to commit after its successor's Init) and ``unknown`` (a commit or
+# abort call that failed indefinitely, or a fatal error).
+#
+# Checks (``check_transactions``; Jepsen's names from its Kafka analyses):
+#
+# | name                 | Jepsen                | an anomaly when                                        |
+# |----------------------|-----------------------|--------------------------------------------------------|
+# | aborted_read         | G1a                   | a read_committed read (poll or final) returns a record |
+# |                      |                       | of a transaction that was aborted or never asked to    |
+# |                      |                       | commit                                                 |
+# | intermediate_read    | G1b                   | a read_committed poll returns a record before its      |
+# |                      |                       | transaction asked to commit: a state no committed      |
+# |                      |                       | transaction had yet                                    |
+# | torn_transaction     | torn transaction      | the final read_committed read holds some of a          |
+# |                      |                       | transaction's records but not all: per partition, or a |
+# |                      |                       | whole partition of it missing                          |
+# | lost_after_commit    | :lost-write           | the client saw the commit return and a record of it is |
+# |                      |                       | absent from the final read_committed read              |
+# | duplicate_after_commit | :duplicate          | one value at two offsets in read_committed reads       |
+# | zombie_not_fenced    | (KIP-98 fencing)      | a transaction that asked to commit after a newer       |
+# |                      |                       | instance of its transactional.id initialised is        |
+# |                      |                       | visible, or its commit returned                        |
+# | hanging_transaction  | (KIP-664 hanging)     | once the faults healed, a partition's last stable      |
+# |                      |                       | offset stays below its high watermark                  |
+# | nonmonotonic_poll    | :nonmonotonic-poll    | as above, for the read_committed consumers             |
+# | inconsistent_offsets | :inconsistent-offsets | one (partition, offset) holds two values across reads  |
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Init:
+    producer: str
+    instance: int
+    time: float
+
+
+@dataclass(frozen=True)
+class Txn:
+    producer: str
+    instance: int
+    number: int
+    intent: str  # "c" or "a": the seeded choice
+    records: list[tuple[int, str]]  # (partition, value), in produce order
+    begun: float
+    commit_at: float | None  # when commit_transaction was first called (None: never)
+    outcome: str  # committed, aborted, fenced, unknown
+    ended: float
+
+
+@dataclass(frozen=True)
+class TxnRead:
+    isolation: str  # read_committed or read_uncommitted
+    topic: str
+    partition: int
+    records: list[tuple[int, str]]
+    end_offset: int
+
+
+@dataclass(frozen=True)
+class Stable:
+    topic: str
+    partition: int
+    last_stable: int
+    high_watermark: int
+
+
+EVENTS.update({cls.__name__: cls for cls in (Init, Txn, TxnRead, Stable)})
+
+TXN_ANOMALIES = ("aborted_read", "intermediate_read", "torn_transaction", "lost_after_commit",
+                 "duplicate_after_commit", "zombie_not_fenced", "hanging_transaction", "nonmonotonic_poll",
+                 "inconsistent_offsets")
+OUTCOMES = ("committed", "aborted", "fenced", "unknown")
+
+
+def txn_value(producer: str, instance: int, number: int, index: int, intent: str) -> str:
+    return f"{producer}.{instance}.{number}.{index}.{intent}"
+
+
+def txn_key(value: str) -> tuple[str, int, int] | None:
+    """(producer, instance, transaction number) of a transactional value; None for another."""
+    parts = value.split(".")
+    if len(parts) != 5 or not all(p.isdigit() for p in parts[1:4]):
+        return None
+    return parts[0], int(parts[1]), int(parts[2])
+
+
+def check_transactions(history: list, *more: list, max_examples: int = 10,
+                       ignore: Collection[str] = ()) -> CheckResult:
+    """Every transactional check above over one trial's events (``history`` and ``more`` taken as
+    one); values in ``ignore`` are left out. ``counts`` also holds the transactions by outcome
+    (``txn_<outcome>``) and the records each final read returned (``read_<isolation>``)."""
+    events = [e for e in itertools.chain(history, *more) if getattr(e, "value", None) not in ignore]
+    out = _Examples(max_examples)
+    out.counts = dict.fromkeys(TXN_ANOMALIES, 0)
+    out.examples = {name: [] for name in TXN_ANOMALIES}
+    txns: dict[tuple[str, int, int], Txn] = {}
+    inits: dict[str, list[Init]] = defaultdict(list)
+    final: dict[TopicPartition, dict[int, str]] = defaultdict(dict)  # read_committed
+    final_end: dict[TopicPartition, int] = {}
+    read_counts = {"read_committed": 0, "read_uncommitted": 0}
+    at: dict[tuple[TopicPartition, int], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    committed_at: dict[str, set[tuple[TopicPartition, int]]] = defaultdict(set)  # rc reads only
+    polls: list[Poll] = []
+    for e in events:
+        if isinstance(e, Txn):
+            txns[(e.producer, e.instance, e.number)] = e
+        elif isinstance(e, Init):
+            inits[e.producer].append(e)
+        elif isinstance(e, TxnRead):
+            tp = (e.topic, e.partition)
+            records = [(o, v) for o, v in e.records if v not in ignore]
+            read_counts[e.isolation] = read_counts.get(e.isolation, 0) + len(records)
+            for offset, value in records:
+                at[(tp, offset)][value].add(f"final {e.isolation}")
+                if e.isolation == "read_committed":
+                    final[tp][offset] = value
+                    committed_at[value].add((tp, offset))
+            if e.isolation == "read_committed":
+                final_end[tp] = max(final_end.get(tp, e.end_offset), e.end_offset)
+        elif isinstance(e, Poll):
+            polls.append(e)
+            at[((e.topic, e.partition), e.offset)][e.value].add(f"poll {e.consumer}")
+            committed_at[e.value].add(((e.topic, e.partition), e.offset))
+
+    def fenced_by(txn: Txn) -> Init | None:
+        """The first Init of a newer instance of txn's producer."""
+        later = [i for i in inits.get(txn.producer, []) if i.instance > txn.instance]
+        return min(later, key=lambda i: i.time) if later else None
+
+    # G1a and G1b: every read_committed record of a transaction that may not be seen (yet).
+    for value, positions in sorted(committed_at.items()):
+        key = txn_key(value)
+        txn = txns.get(key) if key else None
+        if txn is None:
+            continue
+        if txn.commit_at is None or txn.outcome == "aborted":
+            out.add("aborted_read", {"value": value, "outcome": txn.outcome, "commit_at": txn.commit_at,
+                                     "positions": _positions(positions)})
+    for e in polls:
+        key = txn_key(e.value)
+        txn = txns.get(key) if key else None
+        if txn is not None and txn.commit_at is not None and e.time < txn.commit_at:
+            out.add("intermediate_read", {"consumer": e.consumer, "value": e.value, "partition": e.partition,
+                                          "offset": e.offset, "polled_at": e.time,
+                                          "commit_at": txn.commit_at})
+    # Torn and lost: the final read_committed read against each transaction's records.
+    present = {v for log in final.values() for v in log.values()}
+    topic = next((e.topic for e in events if isinstance(e, TxnRead)), "")
+    for _key, txn in sorted(txns.items()):
+        by_partition: dict[int, list[str]] = defaultdict(list)
+        for partition, value in txn.records:
+            by_partition[partition].append(value)
+        seen = {p: [v for v in values if v in present] for p, values in by_partition.items()}
+        where = {"producer": txn.producer, "instance": txn.instance, "number": txn.number,
+                 "outcome": txn.outcome}
+        if any(seen.values()):
+            for p, values in sorted(by_partition.items()):
+                if 0 < len(seen[p]) < len(values):
+                    out.add("torn_transaction", {**where, "scope": "partition", "partition": p,
+                                                 "present": seen[p],
+                                                 "missing": [v for v in values if v not in present]})
+                elif not seen[p]:
+                    out.add("torn_transaction", {**where, "scope": "partitions", "partition": p,
+                                                 "missing": values})
+        if txn.outcome == "committed":
+            for partition, value in txn.records:
+                if value not in present:
+                    out.add("lost_after_commit", {**where, "partition": partition, "value": value,
+                                                  "end_offset": final_end.get((topic, partition))})
+        newer = fenced_by(txn)
+        if newer is not None and txn.commit_at is not None and txn.commit_at > newer.time:
+            visible = [v for _, v in txn.records if v in committed_at]
+            if visible or txn.outcome == "committed":
+                out.add("zombie_not_fenced", {**where, "commit_at": txn.commit_at,
+                                              "successor": newer.instance, "successor_init": newer.time,
+                                              "visible": visible})
+    for value, positions in sorted(committed_at.items()):
+        if len(positions) > 1:
+            out.add("duplicate_after_commit", {"value": value, "positions": _positions(positions)})
+    for (tp, offset), values in sorted(at.items()):
+        if len(values) > 1:
+            out.add("inconsistent_offsets", {"topic": tp[0], "partition": tp[1], "offset": offset,
+                                             "values": {v: sorted(w) for v, w in sorted(values.items())}})
+    last: dict[tuple[str, int, TopicPartition], Poll] = {}
+    for e in polls:
+        key3 = (e.consumer, e.session, (e.topic, e.partition))
+        prev = last.get(key3)
+        last[key3] = e
+        if prev is not None and e.offset <= prev.offset:
+            out.add("nonmonotonic_poll", {"consumer": e.consumer, "session": e.session,
+                                          "partition": e.partition, "offsets": [prev.offset, e.offset],
+                                          "values": [prev.value, e.value]})
+    for e in events:
+        if isinstance(e, Stable) and e.last_stable < e.high_watermark:
+            out.add("hanging_transaction", {"topic": e.topic, "partition": e.partition,
+                                            "last_stable": e.last_stable, "high_watermark": e.high_watermark})
+    failed = [name for name in TXN_ANOMALIES if out.counts[name]]
+    outcomes = {f"txn_{o}": sum(1 for t in txns.values() if t.outcome == o) for o in OUTCOMES}
+    counts = {**out.counts, **outcomes, **{f"read_{k}": n for k, n in read_counts.items()}}
+    by_outcome = ", ".join(f"{o} {outcomes['txn_' + o]}" for o in OUTCOMES)
+    lines = [f"transactions: {by_outcome}; instances "
+             f"initialised {sum(len(v) for v in inits.values())}; final reads: "
+             f"{', '.join(f'{k} {n}' for k, n in read_counts.items())} records"]
+    lines += [f"{name}: {out.counts[name]}" + (f"  e.g. {out.examples[name][0]}" if out.counts[name] else "")
+              for name in TXN_ANOMALIES]
+    committed_records = sum(len(t.records) for t in txns.values() if t.outcome == "committed")
+    return CheckResult(not failed, counts, out.examples, "\n".join(lines), acknowledged=committed_records,
+                       checked=committed_records, failed=failed)
+

@@ -445,3 +445,140 @@ def test_one_injected_anomaly_is_detected_under_its_name(rng, name):
     result = check(inject(name, model_history(rng), rng))
     assert anomalies(result) == {name}, result.summary
     assert result.ok == (name not in ANOMALIES)
+
+
+# ---- transactions ---------------------------------------------------------------------------------
+
+from tests.faults.checker import (  # noqa: E402
+    TXN_ANOMALIES,
+    Init,
+    Stable,
+    Txn,
+    TxnRead,
+    check_transactions,
+    txn_key,
+    txn_value,
+)
+
+
+def txn(number: int, intent: str, parts: list[int], outcome: str, commit_at: float | None = 2.0,
+        producer: str = "t0", instance: int = 1) -> Txn:
+    records = [(p, txn_value(producer, instance, number, i, intent)) for i, p in enumerate(parts)]
+    return Txn(producer, instance, number, intent, records, 1.0, commit_at if intent == "c" else None,
+               outcome, 3.0)
+
+
+def committed_reads(*txns_: Txn, partitions: int = 2, drop: set[str] = frozenset(),
+                    extra: dict[int, list[str]] | None = None) -> list:
+    """The final read_committed reads holding every record of the given transactions (in their
+    order, a marker's offset after each), less ``drop``, plus ``extra`` values; and ListOffsets
+    agreeing at both levels."""
+    logs: dict[int, list[tuple[int, str]]] = {p: [] for p in range(partitions)}
+    ends = dict.fromkeys(range(partitions), 0)
+    for t in txns_:
+        for p, v in t.records:
+            if v not in drop:
+                logs[p].append((ends[p], v))
+            ends[p] += 1
+        for p in {p for p, _ in t.records}:
+            ends[p] += 1  # the marker
+    for p, values in (extra or {}).items():
+        for v in values:
+            logs[p].append((ends[p], v))
+            ends[p] += 1
+    return ([TxnRead("read_committed", T, p, logs[p], ends[p]) for p in range(partitions)]
+            + [Stable(T, p, ends[p], ends[p]) for p in range(partitions)])
+
+
+def found(history: list) -> dict[str, int]:
+    result = check_transactions(history)
+    return {name: n for name, n in result.counts.items() if name in TXN_ANOMALIES and n}
+
+
+def test_a_clean_transactional_history_passes():
+    a, b = txn(1, "c", [0, 1, 0], "committed"), txn(2, "a", [1, 0], "aborted")
+    c = txn(3, "c", [1], "committed")
+    polls_ = [Poll("rc0", T, 0, 0, a.records[0][1], 2.5, 0), Poll("rc0", T, 0, 1, a.records[2][1], 2.6, 0)]
+    result = check_transactions([Init("t0", 1, 0.5), a, b, c, *polls_], committed_reads(a, c))
+    assert result.ok, result.summary
+    assert result.counts["txn_committed"] == 2 and result.counts["txn_aborted"] == 1
+
+
+def test_an_aborted_transactions_record_read_committed_is_an_aborted_read_g1a():
+    a, b = txn(1, "c", [0], "committed"), txn(2, "a", [1], "aborted")
+    assert found([a, b, *committed_reads(a, b)]) == {"aborted_read": 1}
+    # a transaction never asked to commit (its producer died first) may not be seen either
+    c = txn(3, "c", [1], "unknown", commit_at=None)
+    assert found([a, c, *committed_reads(a, c)]) == {"aborted_read": 1}
+
+
+def test_a_read_committed_poll_before_the_commit_was_asked_is_an_intermediate_read_g1b():
+    a = txn(1, "c", [0, 1], "committed", commit_at=2.0)
+    early = Poll("rc0", T, 0, 0, a.records[0][1], 1.5, 0)
+    assert found([a, early, *committed_reads(a)]) == {"intermediate_read": 1}
+
+
+def test_part_of_a_committed_transaction_missing_is_a_torn_transaction_and_lost():
+    a = txn(1, "c", [0, 0, 1], "committed")
+    in_partition = committed_reads(a, drop={a.records[1][1]})
+    assert found([a, *in_partition]) == {"torn_transaction": 1, "lost_after_commit": 1}
+    whole_partition = committed_reads(a, drop={a.records[2][1]})
+    result = check_transactions([a, *whole_partition])
+    assert result.examples["torn_transaction"][0]["scope"] == "partitions"
+    # an unknown outcome may be all there or all gone, never in part
+    u = txn(2, "c", [0, 1], "unknown")
+    assert found([u, *committed_reads(u)]) == {}
+    assert found([u, *committed_reads(u, drop={v for _, v in u.records})]) == {}
+    assert found([u, *committed_reads(u, drop={u.records[0][1]})]) == {"torn_transaction": 1}
+
+
+def test_a_committed_transaction_absent_is_lost_after_commit():
+    a = txn(1, "c", [0, 1], "committed")
+    assert found([a, *committed_reads(a, drop={v for _, v in a.records})]) == {"lost_after_commit": 2}
+
+
+def test_a_committed_record_at_two_offsets_is_a_duplicate_after_commit():
+    a = txn(1, "c", [0], "committed")
+    assert found([a, *committed_reads(a, extra={1: [a.records[0][1]]})]) == {"duplicate_after_commit": 1}
+
+
+def test_a_commit_asked_after_the_successors_init_that_lands_is_a_zombie_not_fenced():
+    zombie = txn(1, "c", [0], "fenced", commit_at=5.0)
+    successor = Init("t0", 2, 4.0)
+    fenced = [Init("t0", 1, 0.5), successor, zombie, *committed_reads()]
+    assert found(fenced) == {}
+    landed = [Init("t0", 1, 0.5), successor, zombie, *committed_reads(zombie)]
+    assert found(landed) == {"zombie_not_fenced": 1}
+    said_committed = Txn(*[getattr(zombie, f) for f in ("producer", "instance", "number", "intent", "records",
+                                                         "begun", "commit_at")], "committed", 6.0)
+    assert found([Init("t0", 1, 0.5), successor, said_committed, *committed_reads()]) == \
+        {"zombie_not_fenced": 1, "lost_after_commit": 1}
+    # a commit asked before the successor initialised may land (the new init completes it)
+    early = txn(1, "c", [0], "unknown", commit_at=3.0)
+    assert found([Init("t0", 1, 0.5), successor, early, *committed_reads(early)]) == {}
+
+
+def test_a_last_stable_offset_below_the_high_watermark_after_the_heal_is_a_hanging_transaction():
+    a = txn(1, "c", [0], "committed")
+    assert found([a, *committed_reads(a)[:-2], Stable(T, 0, 0, 2), Stable(T, 1, 0, 0)]) == \
+        {"hanging_transaction": 1}
+
+
+def test_read_committed_polls_going_back_or_disagreeing_on_an_offset_are_found():
+    a, b = txn(1, "c", [0], "committed"), txn(2, "c", [0], "committed")
+    back = [Poll("rc0", T, 0, 2, b.records[0][1], 3.5, 0), Poll("rc0", T, 0, 0, a.records[0][1], 3.6, 0)]
+    assert found([a, b, *back, *committed_reads(a, b)]) == {"nonmonotonic_poll": 1}
+    other = [Poll("rc1", T, 0, 0, b.records[0][1], 3.5, 0)]
+    result = found([a, b, *other, *committed_reads(a, b)])
+    assert result["inconsistent_offsets"] == 1
+
+
+def test_transactional_values_name_their_producer_instance_and_transaction():
+    assert txn_key(txn_value("t3", 2, 17, 4, "a")) == ("t3", 2, 17)
+    assert txn_key("p0-12") is None and txn_key("probe") is None
+
+
+def test_a_transactional_history_survives_json():
+    a = txn(1, "c", [0, 1], "committed")
+    history = [Init("t0", 1, 0.5), a, *committed_reads(a)]
+    assert loads(dumps(history)) == history
