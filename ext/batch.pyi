@@ -221,3 +221,10 @@ def decode_records(buf: bytes | bytearray | memoryview, pos: int = 0, check_crc:
     (for LogAppendTime batches every record's timestamp is the batch maxTimestamp).
     Raises CorruptRecordError for malformed varints, lengths past the end, a record count
     that does not match, or an unknown codec."""
+
+def null_key_indexes(buf: bytes | bytearray | memoryview, pos: int = 0) -> list[int]:
+    """The indexes within the batch at ``pos`` (its records in order, from 0) of the records
+    whose key is null: Kafka's LogValidator.validateKey for a compacted topic, whose
+    RecordError.batchIndex is this index. The same walk as validate_records, decompressing a
+    compressed batch; the CRC is not checked (for a batch assign_offsets accepted). Raises
+    CorruptRecordError for a malformed batch."""

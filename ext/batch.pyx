@@ -434,7 +434,7 @@ def assign_offsets(buf, int64_t next_offset, int32_t partition_leader_epoch,
                 raise CorruptRecordError(
                     f"batch at {pos}: lastOffsetDelta {h.last_offset_delta} does not match "
                     f"recordsCount {h.records_count}", pos)
-            _check_batch_records(&h, p + pos, &ts_min, &ts_max)
+            _check_batch_records(&h, p + pos, &ts_min, &ts_max, None)
             extremes.append((ts_min, ts_max))
             if offset > INT64_MAX - h.records_count:
                 raise CorruptRecordError(f"batch at {pos}: assigned offsets overflow int64", pos)
@@ -939,14 +939,16 @@ def decode_records(buf, Py_ssize_t pos=0, bint check_crc=True):
 # ---- record framing (the leader's append) ----
 
 cdef int _check_section(const batch_header_t* h, cptr p, Py_ssize_t n,
-                        int64_t* ts_min, int64_t* ts_max) except -1:
+                        int64_t* ts_min, int64_t* ts_max, list null_keys) except -1:
     # Kafka's DefaultRecord.readFrom bounds, over the records of one batch, allocating
     # nothing. Stricter than Kafka in two places, both of which only a forged batch
     # reaches: a null key or value must be -1 (Kafka reads any negative length as null),
     # and an offset delta other than its index is refused (Kafka keeps the records and
     # rewrites the batch; we store batches as they came, and a forged delta would give
     # one offset to two records). ts_min and ts_max receive the least and greatest record
-    # timestamp (baseTimestamp + timestampDelta, wrapping as decode does).
+    # timestamp (baseTimestamp + timestampDelta, wrapping as decode does). When null_keys
+    # is a list, the index of each record whose key is null is appended to it (LogValidator's
+    # validateKey for a compacted topic); None, the leader's append, costs nothing more.
     cdef cursor_t r, rr
     cdef int64_t ts
     cdef int32_t length, offset_delta, key_len, value_len, header_count, hk_len, hv_len, j
@@ -972,6 +974,8 @@ cdef int _check_section(const batch_header_t* h, cptr p, Py_ssize_t n,
             raise _corrupt(h, i, "bad key length")
         if key_len > 0:
             rr.p += key_len
+        elif null_keys is not None and key_len < 0:
+            null_keys.append(i)
         if not read_length(&rr, &value_len, True):
             raise _corrupt(h, i, "bad value length")
         if value_len > 0:
@@ -995,21 +999,22 @@ cdef int _check_section(const batch_header_t* h, cptr p, Py_ssize_t n,
 
 
 cdef int _check_batch_records(const batch_header_t* h, cptr batch, int64_t* ts_min,
-                              int64_t* ts_max) except -1:
+                              int64_t* ts_max, list null_keys) except -1:
     # batch: the first byte of the batch h describes, whose bounds parse_header checked.
     cdef cptr section = batch + HEADER_SIZE
     cdef Py_ssize_t section_len = h.batch_length + LENGTH_FIELDS_SIZE - HEADER_SIZE
     cdef int codec = h.attributes & ATTR_COMPRESSION_MASK
     cdef bytes plain
     if codec == 0:
-        return _check_section(h, section, section_len, ts_min, ts_max)
+        return _check_section(h, section, section_len, ts_min, ts_max, null_keys)
     if codec > 4:
         raise CorruptRecordError(f"batch at {h.position}: unknown codec {codec}", h.position)
     try:
         plain = decompress(codec, PyMemoryView_FromMemory(<char*>section, section_len, PyBUF_READ))
     except CorruptRecordError as e:
         raise CorruptRecordError(f"batch at {h.position}: {e}", h.position) from e
-    return _check_section(h, <cptr>PyBytes_AS_STRING(plain), PyBytes_GET_SIZE(plain), ts_min, ts_max)
+    return _check_section(h, <cptr>PyBytes_AS_STRING(plain), PyBytes_GET_SIZE(plain), ts_min, ts_max,
+                          null_keys)
 
 
 def validate_records(buf, Py_ssize_t pos=0):
@@ -1020,7 +1025,22 @@ def validate_records(buf, Py_ssize_t pos=0):
     try:
         _check_pos(pos, view.len)
         parse_header(<cptr>view.buf, view.len, pos, &h, True)
-        _check_batch_records(&h, <cptr>view.buf + pos, &ts_min, &ts_max)
+        _check_batch_records(&h, <cptr>view.buf + pos, &ts_min, &ts_max, None)
     finally:
         PyBuffer_Release(&view)
     return _make_header(&h)
+
+
+def null_key_indexes(buf, Py_ssize_t pos=0):
+    cdef Py_buffer view
+    cdef batch_header_t h
+    cdef int64_t ts_min = -1, ts_max = -1
+    cdef list out = []
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        _check_pos(pos, view.len)
+        parse_header(<cptr>view.buf, view.len, pos, &h, False)
+        _check_batch_records(&h, <cptr>view.buf + pos, &ts_min, &ts_max, out)
+    finally:
+        PyBuffer_Release(&view)
+    return out
