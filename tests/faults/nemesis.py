@@ -37,6 +37,9 @@ cluster's: controllers 1-3, brokers 4-6.
 | disk-full          | a broker's log dir (its own tmpfs in such a trial) filled to the last    |
 |                    | byte: it must halt with exit code 1 (a log dir failure) within           |
 |                    | HALT_WAIT_S; the filler is deleted and the broker restarted              |
+| kill-txn-coordinator | in a transactional trial: kill -9 of the leader of the __transaction_state |
+|                    | partition of one of the producers' transactional ids (its transaction    |
+|                    | coordinator), restarted after the duration                               |
 | reassign           | not a fault but an operator's move that faults may hit: one replica of a |
 |                    | partition reassigned away (kafka-python's alter_partition_reassignments; |
 |                    | its broker deletes its copy, a removed leader hands over), then the      |
@@ -69,6 +72,9 @@ KINDS = ("kill", "kill-leader", "kill-controller", "kill-two", "kill-read-replic
          "corrupt", "wipe", "disk-full", "reassign")
 PROCESS_KINDS = {"kill", "kill-leader", "kill-controller", "kill-two", "kill-read-replica", "pause",
                  "torn-write", "corrupt", "wipe", "disk-full"}
+TXN_KINDS = ("kill-txn-coordinator",)  # kinds that need a transactional trial (its producers' ids)
+PROCESS_KINDS |= set(TXN_KINDS)
+TXN_STATE_TOPIC = "__transaction_state"
 RACK_KINDS = {"kill-read-replica"}  # kinds that need a trial with racks (trial.py makes one)
 BROKER_DISK_KIB = 128 * 1024  # a broker's log dir in a trial with disk-full faults: its own tmpfs
 HALT_WAIT_S = 15.0  # how long a broker whose disk is full gets to halt
@@ -80,7 +86,7 @@ QUIET_S = (1.0, 3.0)
 DURATION_S = {"pause": (6.0, 8.0), "kill": (1.0, 4.0), "kill-leader": (1.0, 4.0),
               "kill-controller": (1.0, 4.0), "kill-read-replica": (1.0, 4.0), "kill-two": (2.0, 5.0),
               "torn-write": (1.0, 2.0), "corrupt": (1.0, 2.0), "wipe": (1.0, 2.0), "disk-full": (2.0, 4.0),
-              "reassign": (2.0, 5.0)}
+              "reassign": (2.0, 5.0), "kill-txn-coordinator": (1.0, 4.0)}
 NETWORK_DURATION_S = (4.0, 8.0)
 REASSIGN_TIMEOUT_MS = 10_000  # an AlterPartitionReassignments request's
 REASSIGN_TRIES = 5  # moving the replicas back, a second apart (faults may be on)
@@ -143,6 +149,8 @@ class Nemesis:
         self.paused: set[int] = set()
         self.proxies: list[DelayProxy] = []
         self.moved: dict[int, tuple[int, list[int]]] = {}  # reassign fault's choice -> (partition, replicas)
+        self.transactional_ids: list[str] = []  # a transactional trial's producers
+        self.txn_state_partitions = 50  # transaction.state.log.num.partitions
 
     # ---- state ---------------------------------------------------------------------------------
     @property
@@ -186,6 +194,23 @@ class Nemesis:
         leads = sorted(p.partition for p in mine if p.leader == broker)
         return f"follower of partitions {follows}, leader of {leads}"
 
+    def _txn_coordinator(self, rng: random.Random) -> tuple[int, str]:
+        """The leader of one producer's __transaction_state partition (Kafka's partitionFor:
+        the id's Java hashCode, its sign bit cleared, modulo the partition count) and a detail."""
+        if not self.transactional_ids:
+            raise ValueError("kill-txn-coordinator needs a transactional trial (its producers' ids)")
+        tid = rng.choice(self.transactional_ids)
+        partition = txn_state_partition(tid, self.txn_state_partitions)
+        for _ in range(10):
+            try:
+                leader = self.cluster.leader_of(TXN_STATE_TOPIC, partition)
+                if leader in self.cluster.brokers:
+                    return leader, f"coordinator of {tid} ({TXN_STATE_TOPIC}-{partition})"
+            except (AssertionError, KeyError, ValueError, OSError):
+                pass
+            time.sleep(0.2)
+        return rng.choice(sorted(self.cluster.brokers)), f"{TXN_STATE_TOPIC}-{partition} has no leader known"
+
     def _follower_of(self, leader: int, rng: random.Random) -> int:
         return rng.choice([b for b in sorted(self.cluster.brokers) if b != leader])
 
@@ -197,7 +222,8 @@ class Nemesis:
     def inject(self, fault: Fault) -> None:
         rng = random.Random(fault.choice)
         kind = fault.kind
-        if kind in ("kill", "kill-leader", "kill-controller", "kill-two", "kill-read-replica"):
+        if kind in ("kill", "kill-leader", "kill-controller", "kill-two", "kill-read-replica",
+                    "kill-txn-coordinator"):
             if kind == "kill":
                 fault.targets = [rng.choice(self.nodes)]
             elif kind == "kill-read-replica":
@@ -211,6 +237,9 @@ class Nemesis:
                 fault.targets = [self._leader(rng)]
             elif kind == "kill-controller":
                 fault.targets = [self._active_controller(rng)]
+            elif kind == "kill-txn-coordinator":
+                target, fault.detail = self._txn_coordinator(rng)
+                fault.targets = [target]
             else:
                 fault.targets = sorted(rng.sample(sorted(self.cluster.brokers), 2))
             for target in fault.targets:
@@ -432,6 +461,14 @@ class Nemesis:
 
 
 FILLER = "disk-full-filler"
+
+
+def txn_state_partition(transactional_id: str, partitions: int) -> int:
+    """The __transaction_state partition of a transactional id, as Kafka places it."""
+    h = 0
+    for unit in transactional_id.encode("utf-16-be").hex(" ", 2).split():
+        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
+    return (h & 0x7FFFFFFF) % partitions
 
 
 @contextlib.contextmanager

@@ -46,7 +46,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from tests.faults import checker as C
 from tests.faults.hosts import Network, exit_on_sigterm
 from tests.faults.nemesis import BROKER_DISK_KIB, KINDS, RACK_KINDS, Fault, Nemesis, own_disk, schedule
-from tests.faults.workload import CLIENT_TIMEOUTS, Workload
+from tests.faults.workload import CLIENT_TIMEOUTS, TxnWorkload, Workload
 from tests.integration.cluster import render_properties
 from tests.integration.replicated_cluster import ReplicatedCluster
 
@@ -94,12 +94,16 @@ class TrialResult:
     check: dict = field(default_factory=dict)
     ok: bool = False
     error: str = ""
+    transactional: bool = False
+    transactions: dict = field(default_factory=dict)  # a transactional trial's: outcome -> count
+    phases: dict = field(default_factory=dict)  # a transactional trial's: seconds each step took
     history: list = field(default_factory=list, repr=False)  # what the checker saw, for a post-mortem
 
     @property
     def replay(self) -> str:
         return (f"python -m tests.faults.trial --seed {self.seed} --kinds {','.join(self.kinds)} "
-                f"--length {self.length_s:g}" + (" --racks" if self.racks else ""))
+                f"--length {self.length_s:g}" + (" --racks" if self.racks else "")
+                + (" --transactional" if self.transactional else ""))
 
     @property
     def read_share(self) -> float | None:
@@ -113,6 +117,13 @@ class TrialResult:
     def summary(self) -> str:
         faults = "\n".join(f"  {f['at']:6.2f}s {f['kind']:<18} {f['targets']} {f['detail']} "
                            f"({f['duration']:.1f}s)" for f in self.schedule)
+        if self.transactional:
+            return (f"transactional trial seed {self.seed}: {'ok' if self.ok else 'FAILED'}; records "
+                    f"written {self.sent}, in committed transactions {self.acked}; transactions "
+                    f"{self.transactions}; recovery {self.recovery_s}s, dead {self.dead}, fatal "
+                    f"errors {len(self.fatal)}; seconds at each step {self.phases}\n{faults}\n"
+                    f"{self.check.get('summary', '')}"
+                    f"{self.error}\nreplay: {self.replay}")
         return (f"trial seed {self.seed}: {'ok' if self.ok else 'FAILED'}; sent {self.sent}, acked "
                 f"{self.acked}, unknown {self.unknown}, read back {self.checked}, recovery "
                 f"{self.recovery_s}s, dead {self.dead}, producers' fatal errors {self.fatal}\n"
@@ -333,6 +344,154 @@ def _catch_up(workload: Workload, bootstrap: str) -> None:
         time.sleep(0.2)
 
 
+# ---- the transactional trial ------------------------------------------------------------------
+# The same cluster and nemesis, the transactional workload (workload.py's TxnWorkload) and
+# checker.check_transactions. After the heal: the cluster must serve again, the producers end
+# their transactions, then every partition's last stable offset must reach its high watermark
+# within STABLE_S (a transaction left open is aborted by its timeout, 10 s), and each partition
+# is read whole at both isolation levels.
+TXN_BROKER_CONFIG = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000"}
+STABLE_S = 40.0
+
+
+def _admin(bootstrap: str):
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": bootstrap, "logger": log})
+
+
+def _stable(bootstrap: str, topic: str, partitions: int, bound_s: float) -> list:
+    """ListOffsets latest at both isolation levels, again until they agree for every partition
+    or ``bound_s`` passes: the last answer, as Stable events."""
+    from confluent_kafka import IsolationLevel
+    from confluent_kafka.admin import OffsetSpec
+
+    admin = _admin(bootstrap)
+    deadline = time.monotonic() + bound_s
+    found: dict[int, C.Stable] = {}
+    while True:
+        ends: dict[IsolationLevel, dict[int, int]] = {}
+        for level in (IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED):
+            ask = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}
+            try:
+                answers = admin.list_offsets(ask, isolation_level=level, request_timeout=10)
+                ends[level] = {tp.partition: f.result(timeout=15).offset for tp, f in answers.items()}
+            except Exception as e:  # noqa: BLE001 -- a fault's tail: asked again until the bound
+                log.info("list_offsets: %s", e)
+        if len(ends) == 2:
+            found = {p: C.Stable(topic, p, ends[IsolationLevel.READ_COMMITTED][p],
+                                 ends[IsolationLevel.READ_UNCOMMITTED][p]) for p in range(partitions)}
+            if all(s.last_stable >= s.high_watermark for s in found.values()):
+                break
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    return list(found.values())
+
+
+def _read_whole(bootstrap: str, topic: str, partitions: int, isolation: str, ends: dict[int, int]) -> list:
+    """Every partition from its start up to ``ends[p]`` at one isolation level (the consumer's
+    position passes control batches and aborted records, so it is what says the read is done)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-final-{isolation}",
+                         "enable.auto.commit": False, "isolation.level": isolation,
+                         "enable.partition.eof": True, "logger": log})
+    reads = []
+    try:
+        for p in range(partitions):
+            tp = TopicPartition(topic, p, 0)
+            consumer.assign([tp])
+            records: list[tuple[int, str]] = []
+            deadline = time.monotonic() + FINAL_READ_S
+            position = 0
+            while position < ends.get(p, 0) and time.monotonic() < deadline:
+                msg = consumer.poll(0.2)
+                if msg is not None and msg.error() is None and msg.value() != PROBE:
+                    records.append((msg.offset(), msg.value().decode()))
+                position = max(position, consumer.position([TopicPartition(topic, p)])[0].offset)
+            reads.append(C.TxnRead(isolation, topic, p, records, min(position, ends.get(p, 0))))
+    finally:
+        consumer.close()
+    return reads
+
+
+def run_txn_trial(seed: int, kinds: list[str], length_s: float = 30.0, producers: int = 2) -> TrialResult:
+    """A trial of the transactional workload: ``kinds`` may hold kill-txn-coordinator."""
+    result = TrialResult(seed, list(kinds), length_s, transactional=True)
+    faults = schedule(seed, list(kinds), length_s)
+    t0 = time.monotonic()
+    mark = lambda step: result.phases.__setitem__(step, round(time.monotonic() - t0, 1))  # noqa: E731
+    with Network(range(1, 7), random.Random(seed)) as net:
+        hosts = lambda n: (net.address(n), net.prefix(n))  # noqa: E731
+        cluster = ReplicatedCluster(hosts=hosts, broker_extra={**TRIAL_BROKER_CONFIG, **TXN_BROKER_CONFIG},
+                                    controller_extra=TRIAL_CONTROLLER_CONFIG)
+        with cluster:
+            bootstrap = ",".join(b.bootstrap for b in cluster.brokers.values())
+            cluster.create_topic(TOPIC, PARTITIONS, configs=TRIAL_TOPIC_CONFIG)
+            nemesis = Nemesis(cluster, net, TOPIC, PARTITIONS)
+            workload = TxnWorkload(bootstrap, TOPIC, PARTITIONS, seed, producers)
+            nemesis.transactional_ids = workload.transactional_ids
+            mark("cluster up")
+            workload.start()
+            events = sorted([(f.at, 0, i) for i, f in enumerate(faults)]
+                            + [(f.at + f.duration, 1, i) for i, f in enumerate(faults)])
+            try:
+                for at, heal, i in events:
+                    _sleep_until(workload, at)
+                    if heal:
+                        nemesis.heal(faults[i])
+                        faults[i].healed = workload.clock()
+                    else:
+                        faults[i].started = workload.clock()
+                        nemesis.inject(faults[i])
+                _sleep_until(workload, length_s)
+            finally:
+                nemesis.heal_all()
+            result.schedule = [f.as_dict() for f in faults]
+            result.dead = [n for n in nemesis.nodes if not nemesis._node(n).running]
+            try:
+                result.recovery_s = _wait_until_serving(cluster, TOPIC, PARTITIONS, RECOVERY_BOUND_S)
+            except AssertionError as e:
+                result.error = f"cluster did not serve again: {e}"
+            mark("faults healed")
+            workload.stop_producers()
+            result.fatal = workload.fatal()
+            mark("producers stopped")
+            stable = _stable(bootstrap, TOPIC, PARTITIONS, STABLE_S)
+            ends = {s.partition: s.high_watermark for s in stable}
+            mark("stable")
+            _catch_up_to(workload, {s.partition: s.last_stable for s in stable})
+            workload.stop_consumers()
+            mark("consumers caught up")
+            history = list(workload.history)
+            reads = [*_read_whole(bootstrap, TOPIC, PARTITIONS, "read_committed",
+                                  {s.partition: s.last_stable for s in stable}),
+                     *_read_whole(bootstrap, TOPIC, PARTITIONS, "read_uncommitted", ends)]
+            mark("read")
+        mark("cluster down")
+    checked = C.check_transactions(history, reads, stable, ignore={PROBE.decode()})
+    result.sent = sum(len(e.records) for e in history if isinstance(e, C.Txn))
+    result.acked = checked.acknowledged
+    result.checked = checked.checked
+    result.transactions = {o: checked.counts[f"txn_{o}"] for o in C.OUTCOMES}
+    result.history = [*history, *reads, *stable]
+    result.check = checked.to_dict()
+    # fatal errors are expected here (a zombie is fenced, a coordinator's loss may fence a
+    # producer): the checker judges what they left
+    result.ok = checked.ok and not result.dead and not result.error
+    return result
+
+
+def _catch_up_to(workload: TxnWorkload, ends: dict[int, int]) -> None:
+    deadline = time.monotonic() + CATCH_UP_S
+    while time.monotonic() < deadline:
+        reached = workload.polled_up_to()
+        # a read_committed consumer's last record may stand below the LSO (markers, aborted data)
+        if all(reached.get((c.name, p), 0) >= end - 1 or end == 0 for c in workload.consumers
+               for p, end in ends.items()):
+            return
+        time.sleep(0.2)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="run one fault trial (a replay, given a failed seed)")
     parser.add_argument("--seed", type=int, required=True)
@@ -340,13 +499,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--length", type=float, default=30.0)
     parser.add_argument("--racks", action="store_true",
                         help="a rack a broker and consumers in one of them (implied by kill-read-replica)")
+    parser.add_argument("--transactional", action="store_true",
+                        help="the transactional workload and checker (kinds may add kill-txn-coordinator)")
     parser.add_argument("--json", help="write the result here")
     parser.add_argument("--verbose", action="store_true", help="show the clients' own log lines")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("strom.faults.client").setLevel(logging.INFO if args.verbose else logging.CRITICAL)
     exit_on_sigterm()
-    result = run_trial(args.seed, args.kinds.split(","), args.length, racks=args.racks or None)
+    if args.transactional:
+        result = run_txn_trial(args.seed, args.kinds.split(","), args.length)
+    else:
+        result = run_trial(args.seed, args.kinds.split(","), args.length, racks=args.racks or None)
     print(result.summary())
     if args.json:
         with open(args.json, "w") as f:

@@ -248,3 +248,226 @@ class Workload:
             if isinstance(e, C.Poll):
                 seen[(e.consumer, e.partition)] = max(seen.get((e.consumer, e.partition), 0), e.offset + 1)
         return seen
+
+
+# ---------------------------------------------------------------------------------------------
+# The transactional workload
+#
+# | actor               | client                                      | records                        |
+# |---------------------|---------------------------------------------|--------------------------------|
+# | producer ``t<i>``   | confluent-kafka, transactional.id ``t<i>``; | Init when init_transactions()  |
+# |                     | transactions of TXN_RECORDS records over    | returns; Txn (records, when the|
+# |                     | TXN_SPREAD partitions, committed or aborted | commit was asked, the outcome  |
+# |                     | by a seeded choice; now and then a zombie   | the client saw) when it ends   |
+# | consumers ``rc<i>`` | assign() every partition from offset 0,     | Poll                           |
+# |                     | isolation.level read_committed              |                                |
+#
+# An error the client says needs an abort aborts the transaction; a fatal one (fenced, or the
+# broker lost the producer) ends this instance: the outcome is unknown unless the abort returned,
+# and a new instance with the same transactional.id fences whatever of it is left. A commit that
+# fails retriably is asked again, COMMIT_TRIES times; then its outcome is unknown and the
+# instance is replaced too. A zombie (probability ZOMBIE): the instance writes a transaction,
+# a new instance initialises, and the old one then asks to commit: the broker must fence it.
+# ---------------------------------------------------------------------------------------------
+
+TXN_RECORDS = (2, 6)
+TXN_SPREAD = 3
+ABORT = 0.3  # the seeded chance that a transaction is meant to abort
+ZOMBIE = 0.03
+COMMIT_TRIES = 3
+TXN_CALL_S = 15.0  # one init, commit or abort call's bound
+TXN_PAUSE_S = 0.02
+
+
+class TxnProducerActor:
+    def __init__(self, name: str, bootstrap: str, topic: str, partitions: int, seed: int,
+                 history: list, clock: Callable[[], float]) -> None:
+        import random
+
+        self.name, self.topic, self.partitions = name, topic, partitions
+        self.history, self.clock = history, clock
+        self.rng = random.Random(seed)
+        self.instance = 0
+        self.number = 0
+        self.fatal: list[str] = []
+        self.current: tuple[int, str, list[tuple[int, str]], float] | None = None
+        self.config = {
+            "bootstrap.servers": bootstrap, "client.id": name, "transactional.id": name,
+            "transaction.timeout.ms": 10000, "linger.ms": 5, **CLIENT_TIMEOUTS,
+            "message.timeout.ms": 10000, "error_cb": _client_log(name), "logger": log,
+        }
+        self.producer: Producer | None = None
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def _new_instance(self) -> Producer:
+        """A new producer with the same transactional.id, initialised (retried until it is)."""
+        while not self._stop.is_set():
+            self.instance += 1
+            producer = Producer(self.config)
+            try:
+                producer.init_transactions(TXN_CALL_S)
+            except KafkaException as e:
+                log.info("%s.%d: init_transactions: %s", self.name, self.instance, e)
+                time.sleep(0.5)
+                continue
+            self.history.append(C.Init(self.name, self.instance, self.clock()))
+            return producer
+        raise _Stopped
+
+    def _run(self) -> None:
+        try:
+            self.producer = self._new_instance()
+            while not self._stop.is_set():
+                if self.rng.random() < ZOMBIE:
+                    self._zombie()
+                elif not self._transaction(self.producer, self.instance):
+                    self.producer = self._new_instance()
+                time.sleep(TXN_PAUSE_S)
+        except _Stopped:
+            pass
+
+    def _write(self, producer: Producer, instance: int) -> tuple[int, str, list[tuple[int, str]], float]:
+        self.number += 1
+        number = self.number
+        intent = "a" if self.rng.random() < ABORT else "c"
+        spread = self.rng.sample(range(self.partitions), min(TXN_SPREAD, self.partitions))
+        begun = self.clock()
+        records: list[tuple[int, str]] = []
+        self.current = (number, intent, records, begun)  # filled as it goes: what an error leaves
+        producer.begin_transaction()
+        for i in range(self.rng.randint(*TXN_RECORDS)):
+            partition = spread[i % len(spread)]
+            value = C.txn_value(self.name, instance, number, i, intent)
+            producer.produce(self.topic, value.encode(), partition=partition)
+            records.append((partition, value))
+        return number, intent, records, begun
+
+    def _transaction(self, producer: Producer, instance: int) -> bool:
+        """One transaction; False when this instance must be replaced."""
+        number, intent, records, begun, commit_at = 0, "c", [], self.clock(), None
+        outcome, keep = "unknown", True
+        try:
+            number, intent, records, begun = self._write(producer, instance)
+            if intent == "a":
+                producer.flush(TXN_CALL_S)  # the records reach the log first: there is data to abort
+                producer.abort_transaction(TXN_CALL_S)
+                outcome = "aborted"
+            else:
+                commit_at = self.clock()
+                outcome = self._commit(producer)
+                keep = outcome == "committed"
+        except KafkaException as e:
+            if self.current is not None:
+                number, intent, records, begun = self.current
+            outcome, keep = self._after_error(producer, e)
+        self.current = None
+        if number:
+            self.history.append(C.Txn(self.name, instance, number, intent, records, begun, commit_at,
+                                      outcome, self.clock()))
+        return keep
+
+    def _commit(self, producer: Producer) -> str:
+        for _ in range(COMMIT_TRIES):
+            try:
+                producer.commit_transaction(TXN_CALL_S)
+                return "committed"
+            except KafkaException as e:
+                error = e.args[0]
+                if error.txn_requires_abort():
+                    producer.abort_transaction(TXN_CALL_S)
+                    return "aborted"
+                if not error.retriable():
+                    raise
+        return "unknown"
+
+    def _after_error(self, producer: Producer, e: KafkaException) -> tuple[str, bool]:
+        error = e.args[0]
+        if error.txn_requires_abort() and not error.fatal():
+            try:
+                producer.abort_transaction(TXN_CALL_S)
+                return "aborted", True
+            except KafkaException as again:
+                log.info("%s: abort after %s: %s", self.name, e, again)
+                return "unknown", False
+        if error.fatal():
+            self.fatal.append(str(e))
+        log.info("%s.%d: %s", self.name, self.instance, e)
+        return "unknown", False
+
+    def _zombie(self) -> None:
+        """The current instance writes a transaction; a successor initialises; then the old one
+        asks to commit, which the broker must refuse (its epoch is fenced)."""
+        old, instance = self.producer, self.instance
+        assert old is not None
+        try:
+            number, intent, records, begun = self._write(old, instance)
+        except KafkaException as e:
+            log.info("%s: zombie's writes: %s", self.name, e)
+            return
+        old.flush(TXN_CALL_S)
+        self.producer = self._new_instance()
+        commit_at = self.clock()
+        try:
+            old.commit_transaction(TXN_CALL_S)
+            outcome = "committed"
+        except KafkaException:
+            outcome = "fenced"
+        self.history.append(C.Txn(self.name, instance, number, "c", records, begun, commit_at, outcome,
+                                  self.clock()))
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.thread.join()
+
+
+class _Stopped(Exception):
+    pass
+
+
+class TxnWorkload:
+    """``producers`` transactional producers and ``consumers`` read_committed consumers."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, seed: int, producers: int = 2,
+                 consumers: int = 2) -> None:
+        self.history: list = []
+        self.t0 = time.monotonic()
+        self.producers = [TxnProducerActor(f"t{i}", bootstrap, topic, partitions, seed * 1000 + i,
+                                           self.history, self.clock) for i in range(producers)]
+        self.consumers = [ConsumerActor(f"rc{i}", bootstrap, topic, partitions, self.history, self.clock,
+                                        group=None) for i in range(consumers)]
+        for c in self.consumers:
+            c.config["isolation.level"] = "read_committed"
+
+    @property
+    def transactional_ids(self) -> list[str]:
+        return [p.name for p in self.producers]
+
+    def clock(self) -> float:
+        return round(time.monotonic() - self.t0, 4)
+
+    def start(self) -> TxnWorkload:
+        for actor in [*self.producers, *self.consumers]:
+            actor.start()
+        return self
+
+    def stop_producers(self) -> None:
+        for p in self.producers:
+            p.stop()
+
+    def stop_consumers(self) -> None:
+        for c in self.consumers:
+            c.stop()
+
+    def fatal(self) -> list[str]:
+        return [f"{p.name}: {e}" for p in self.producers for e in p.fatal]
+
+    def polled_up_to(self) -> dict[tuple[str, int], int]:
+        seen: dict[tuple[str, int], int] = {}
+        for e in list(self.history):
+            if isinstance(e, C.Poll):
+                seen[(e.consumer, e.partition)] = max(seen.get((e.consumer, e.partition), 0), e.offset + 1)
+        return seen
