@@ -66,21 +66,26 @@ APPEND_TIMEOUT_MS = 30000
 ADD_PARTITIONS_TO_TXN = 24
 VERIFY_VERSION = 4  # AddPartitionsToTxn v4: batched, verify_only (a broker's)
 VERIFY_TIMEOUT_S = 30.0
-# What a produce answers for a verification that could not be made: retriable for the producer
-# (Kafka's ReplicaManager: "Unable to verify the partition has been added to the transaction").
-_VERIFY_RETRIABLE = {Error.CONCURRENT_TRANSACTIONS, Error.COORDINATOR_LOAD_IN_PROGRESS,
-                     Error.COORDINATOR_NOT_AVAILABLE, Error.NOT_COORDINATOR}
-LATEST_PRODUCE_VERSION = 12  # the produce version whose clients know TRANSACTION_ABORTABLE
+# What a produce answers for a verification that could not be made: NOT_ENOUGH_REPLICAS, which
+# every producer retries without a metadata refresh (Kafka's ReplicaManager: "Unable to verify
+# the partition has been added to the transaction"). CONCURRENT_TRANSACTIONS is among them
+# because no produce here adds its partition itself (KIP-890 part 2's supportsEpochBump).
+_VERIFY_RETRIABLE = {Error.CONCURRENT_TRANSACTIONS, Error.NETWORK_EXCEPTION,
+                     Error.COORDINATOR_LOAD_IN_PROGRESS, Error.COORDINATOR_NOT_AVAILABLE,
+                     Error.NOT_COORDINATOR}
+# The first produce version whose clients know TRANSACTION_ABORTABLE (Kafka: "v11 adds support
+# for new error code TRANSACTION_ABORTABLE"); below it the error is INVALID_TXN_STATE.
+TRANSACTION_ABORTABLE_PRODUCE_VERSION = 11
 
 
 def verification_error(error: int, produce_version: int) -> int:
     """The error a produce answers when its partition's verification answered ``error``
     (Kafka's AddPartitionsToTxnManager and ReplicaManager): PRODUCER_FENCED as
     INVALID_PRODUCER_EPOCH, a partition not in the transaction as INVALID_TXN_STATE (below
-    the latest produce version), a coordinator that cannot answer as NOT_ENOUGH_REPLICAS."""
+    produce v11), a coordinator that could not answer as NOT_ENOUGH_REPLICAS."""
     if error == Error.PRODUCER_FENCED:
         return Error.INVALID_PRODUCER_EPOCH
-    if error == Error.TRANSACTION_ABORTABLE and produce_version < LATEST_PRODUCE_VERSION:
+    if error == Error.TRANSACTION_ABORTABLE and produce_version < TRANSACTION_ABORTABLE_PRODUCE_VERSION:
         return Error.INVALID_TXN_STATE
     if error in _VERIFY_RETRIABLE:
         return Error.NOT_ENOUGH_REPLICAS

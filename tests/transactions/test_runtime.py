@@ -205,13 +205,19 @@ def test_the_state_topic_is_created_with_kafkas_configs():
 
 
 def test_a_refused_verification_answers_the_produce_as_kafkas_replica_manager_maps_it():
+    """Kafka's AddPartitionsToTxnManager and ReplicaManager: PRODUCER_FENCED is
+    INVALID_PRODUCER_EPOCH; TRANSACTION_ABORTABLE reaches produce v11+ ("v11 adds support for
+    new error code TRANSACTION_ABORTABLE") and is INVALID_TXN_STATE below; a verification that
+    could not be made (the coordinator unreachable, loading, moved, or busy) is
+    NOT_ENOUGH_REPLICAS, which every producer retries without a metadata refresh."""
     assert verification_error(Error.PRODUCER_FENCED, 9) == Error.INVALID_PRODUCER_EPOCH
-    assert verification_error(Error.TRANSACTION_ABORTABLE, 11) == Error.INVALID_TXN_STATE
+    assert verification_error(Error.TRANSACTION_ABORTABLE, 10) == Error.INVALID_TXN_STATE
+    assert verification_error(Error.TRANSACTION_ABORTABLE, 11) == Error.TRANSACTION_ABORTABLE
     assert verification_error(Error.TRANSACTION_ABORTABLE, 12) == Error.TRANSACTION_ABORTABLE
-    for unable in (Error.CONCURRENT_TRANSACTIONS, Error.COORDINATOR_LOAD_IN_PROGRESS,
+    for unable in (Error.CONCURRENT_TRANSACTIONS, Error.NETWORK_EXCEPTION, Error.COORDINATOR_LOAD_IN_PROGRESS,
                    Error.COORDINATOR_NOT_AVAILABLE, Error.NOT_COORDINATOR):
-        assert verification_error(unable, 9) == Error.NOT_ENOUGH_REPLICAS  # the producer retries
-    assert verification_error(Error.NETWORK_EXCEPTION, 9) == Error.NETWORK_EXCEPTION
+        for version in (9, 11, 12):
+            assert verification_error(unable, version) == Error.NOT_ENOUGH_REPLICAS  # the producer retries
     assert verification_error(Error.INVALID_PRODUCER_ID_MAPPING, 9) == Error.INVALID_PRODUCER_ID_MAPPING
 
 
