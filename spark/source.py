@@ -33,6 +33,12 @@ from spark.layout import Layout
 from spark.options import READ_COMMITTED, ReadOptions, parse_options
 from spark.planning import LogRange, ReadSettings, plan_ranges, resolve_end, resolve_start
 from spark.reader import read_range
+from spark.sink import (
+    StromStreamWriter,
+    StromWriter,
+    check_schema,
+    parse_sink_options,
+)
 from spark.stream import StromStreamReader
 
 HEADER_TYPE = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
@@ -59,8 +65,18 @@ class StromDataSource(DataSource):
 
     def __init__(self, options):
         super().__init__(options)
-        self.read_options = parse_options(options)
-        Layout(self.read_options.paths).select(self.read_options.subscription)
+        self._read_options: ReadOptions | None = None
+        if any(k.lower() in ("path", "paths") for k in options):  # a read: check it at load()
+            self.read_options  # noqa: B018
+
+    @property
+    def read_options(self) -> ReadOptions:
+        """The read options, checked when a read is planned (a write takes other options)."""
+        if self._read_options is None:
+            parsed = parse_options(self.options)
+            Layout(parsed.paths).select(parsed.subscription)
+            self._read_options = parsed
+        return self._read_options
 
     @classmethod
     def name(cls) -> str:
@@ -68,6 +84,16 @@ class StromDataSource(DataSource):
 
     def schema(self) -> StructType:
         return kafka_schema(self.read_options.include_headers)
+
+    def writer(self, schema: StructType, overwrite: bool) -> StromWriter:
+        options = parse_sink_options(self.options)
+        check_schema(schema, options.topic)
+        return StromWriter(options)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> StromStreamWriter:
+        options = parse_sink_options(self.options)
+        check_schema(schema, options.topic)
+        return StromStreamWriter(options)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         _check_schema(schema, self.read_options)
