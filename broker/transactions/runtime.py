@@ -78,6 +78,15 @@ _VERIFY_RETRIABLE = {Error.CONCURRENT_TRANSACTIONS, Error.NETWORK_EXCEPTION,
 TRANSACTION_ABORTABLE_PRODUCE_VERSION = 11
 
 
+# The transaction version of the aborts no client asked for (a timeout, a fence): Kafka makes
+# them at the finalized transaction.version feature level. This broker does not advertise the
+# feature (nor serve KIP-890 part 2's partition adds by the partition leader), so its clients run
+# transaction version 0/1 and the finalized level is 1, not 2. (At 2, a marker sent again after a
+# coordinator move or a lost answer is refused INVALID_PRODUCER_EPOCH by the partition, which drops
+# the transaction's markers and leaves a hanging transaction.)
+SERVER_TRANSACTION_VERSION = 1
+
+
 def verification_error(error: int, produce_version: int) -> int:
     """The error a produce answers when its partition's verification answered ``error``
     (Kafka's AddPartitionsToTxnManager and ReplicaManager): PRODUCER_FENCED as
@@ -141,7 +150,8 @@ class TransactionCoordinatorRuntime:
             self._take_producer_id,
             TransactionConfig(max_timeout_ms=c["transaction.max.timeout.ms"],
                               id_expiration_ms=c["transactional.id.expiration.ms"],
-                              offsets_partitions=c["offsets.topic.num.partitions"]),
+                              offsets_partitions=c["offsets.topic.num.partitions"],
+                              transaction_version=SERVER_TRANSACTION_VERSION),
             num_partitions=0)
         self.abort_interval_ms = c["transaction.abort.timed.out.transaction.cleanup.interval.ms"]
         self.expire_interval_ms = c["transaction.remove.expired.transaction.cleanup.interval.ms"]

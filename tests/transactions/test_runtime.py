@@ -456,3 +456,26 @@ def test_a_complete_retried_after_the_partition_was_loaded_again_is_not_appended
         finally:
             await runtime.stop()
     run(scenario)
+
+
+def test_a_timeout_abort_is_made_at_the_finalized_transaction_version_one_as_kafka_without_the_feature(log):
+    """The broker does not finalize the transaction.version feature at 2, so its clients run
+    transaction version 0/1 and an abort no client asked for (transaction.timeout.ms) is made
+    at transaction version 1, as Kafka's transactionVersionLevel() is then: its markers carry
+    TV 1 and a fenced epoch, and the transaction's record keeps the client's version."""
+    async def scenario():
+        broker = Broker(log)
+        runtime = TransactionCoordinatorRuntime(broker)
+        sent = []
+        runtime.markers.add = sent.append
+        runtime.start()
+        try:
+            await until(lambda: 0 in runtime.core.owned)
+            await call(runtime, lambda w: runtime.core.init_producer_id("t", 60000, -1, -1, 1, w))
+            await call(runtime, lambda w: runtime.core.add_partitions("t", 1001, 0, [("a", 0)], 2, w, 0))
+            runtime.run(runtime.core.tick(2 + 60000 + 1, expire=False))
+            await until(lambda: bool(sent))
+            assert [(m.transaction_version, m.commit, m.producer_epoch) for m in sent] == [(1, False, 1)]
+        finally:
+            await runtime.stop()
+    run(scenario)
