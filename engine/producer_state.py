@@ -32,8 +32,9 @@ Transactions (KIP-98, Kafka's ProducerAppendInfo). A transactional data batch (a
 open (``current_txn_first_offset``); a non-transactional batch while one is open is
 INVALID_TXN_STATE. A marker (a control batch, engine/control.py) ends it, as
 appendEndTxnMarker: refused with INVALID_PRODUCER_EPOCH when its producer epoch is below the
-producer's (with transaction.version 2, KIP-890, at or below it: the coordinator bumps the
-epoch before it writes the marker), and with TRANSACTION_COORDINATOR_FENCED when its
+producer's (with transaction.version 2, KIP-890, also at it while a transaction is open: the
+coordinator bumps the epoch before it writes the marker; at it with none open the marker is a
+resend, taken, KAFKA-19999), and with TRANSACTION_COORDINATOR_FENCED when its
 coordinator epoch is below the last one this producer's markers carried. A marker takes the
 producer to its epoch (a new epoch forgets the batches, so the next one starts at sequence
 0), records its coordinator epoch, and, if a transaction was open, completes it: a
@@ -210,15 +211,20 @@ class ProducerStateManager:
     def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int,
                      transaction_version: int = 0) -> None:
         """A leader's checks of a marker before it is written (Kafka's appendEndTxnMarker):
-        ProducerFencedError for an older epoch (transaction.version 2: not newer), and
-        CoordinatorFencedError for an older coordinator epoch."""
+        ProducerFencedError for an older epoch (transaction.version 2: also the same epoch
+        while a transaction is open), and CoordinatorFencedError for an older coordinator
+        epoch. At transaction.version 2 a marker at the producer's epoch with no transaction
+        open is a resend of the marker that bumped it (a coordinator resuming PrepareCommit/
+        PrepareAbort after a failover, or a WriteTxnMarkers answer lost): it passes and is
+        written again, ending nothing (Kafka's checkProducerEpoch, KAFKA-19999)."""
         entry = self.producers.get(producer_id)
         if entry is None:
             return
-        if epoch < entry.epoch or (transaction_version >= 2 and epoch <= entry.epoch):
+        if epoch < entry.epoch or (transaction_version >= 2 and epoch == entry.epoch
+                                   and entry.current_txn_first_offset >= 0):
             raise ProducerFencedError(
                 f"marker of producer {producer_id} at epoch {epoch}, which is "
-                f"{'<=' if transaction_version >= 2 else '<'} the last seen epoch {entry.epoch} "
+                f"{'<=' if epoch == entry.epoch else '<'} the last seen epoch {entry.epoch} "
                 f"(transaction.version {transaction_version})")
         if coordinator_epoch < entry.coordinator_epoch:
             raise CoordinatorFencedError(

@@ -379,3 +379,27 @@ def test_collect_aborted_spans_segments_until_the_search_is_complete(tmp_path):
     assert log.collect_aborted(0, 2) == [AbortedTxn(1, 0, 4, 2)]
     assert log.collect_aborted(0, 6) == [AbortedTxn(1, 0, 4, 2), AbortedTxn(2, 2, 5, 6)]
     assert log.collect_aborted(5, 6) == [AbortedTxn(2, 2, 5, 6)]
+
+
+def test_with_transaction_version_2_a_resent_marker_at_the_bumped_epoch_is_a_successful_retry(tmp_path):
+    # KAFKA-19999 (checkProducerEpoch): a coordinator resuming PrepareCommit after a failover,
+    # or retrying after a lost WriteTxnMarkers answer, sends the marker again at the epoch it
+    # already bumped the producer to; with no transaction open that is a retry, written again
+    # and ending nothing, not INVALID_PRODUCER_EPOCH (which left the transaction hanging).
+    log = new_log(tmp_path)
+    w = Writer(log)
+    w.send(1, epoch=3)
+    w.end(1, commit=True, epoch=4, transaction_version=2)
+    end = log.log_end_offset
+    again = w.end(1, commit=True, epoch=4, transaction_version=2)
+    assert again == end and log.log_end_offset == end + 1
+    entry = log.producer_state.producers[1]
+    assert entry.epoch == 4 and entry.current_txn_first_offset == -1 and not log.producer_state.ongoing
+    w.commit_all()
+    assert log.last_stable_offset == log.log_end_offset
+    # A transaction open again at the bumped epoch: a marker at that epoch is no retry.
+    w.send(1, epoch=4)
+    with pytest.raises(ProducerFencedError):
+        w.end(1, commit=True, epoch=4, transaction_version=2)
+    with pytest.raises(CoordinatorFencedError):  # the coordinator epoch is still checked
+        w.end(1, commit=True, epoch=5, coordinator_epoch=-2, transaction_version=2)
