@@ -42,6 +42,16 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def fenced_for(code: int, version: int, first_version: int) -> int:
+    """PRODUCER_FENCED as INVALID_PRODUCER_EPOCH for a request version before
+    ``first_version``, the first that knows it (KIP-588), as KafkaApis answers them."""
+    return Error.INVALID_PRODUCER_EPOCH if code == Error.PRODUCER_FENCED and version < first_version else code
+
+
+# The first versions of AddPartitionsToTxn, AddOffsetsToTxn and EndTxn that know PRODUCER_FENCED.
+PRODUCER_FENCED_VERSION = 2
+
+
 def _partitions(topics) -> list[tuple[str, int]]:
     return [(t.name, p) for t in topics for p in t.partitions]
 
@@ -94,6 +104,7 @@ def apis(broker) -> list[Api]:
             parts = _partitions(req.v3_and_below_topics)
             errors = await add_one(req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
                                    req.v3_and_below_producer_epoch, parts, False, tv)
+            errors = {tp: fenced_for(code, version, PRODUCER_FENCED_VERSION) for tp, code in errors.items()}
             return R(results_by_topic_v3_and_below=topic_results(errors))
         results = await asyncio.gather(*[
             add_one(t.transactional_id, t.producer_id, t.producer_epoch, _partitions(t.topics),
@@ -109,7 +120,7 @@ def apis(broker) -> list[Api]:
         reply = await call(lambda w: runtime.core.add_offsets(
             req.transactional_id, req.producer_id, req.producer_epoch, req.group_id, _now_ms(), w, 0),
             lambda code: R(error_code=code))
-        return R(error_code=reply.error_code)
+        return R(error_code=fenced_for(reply.error_code, header.api_version, PRODUCER_FENCED_VERSION))
 
     async def handle_end_txn(header, req):
         R = M.EndTxnResponse
@@ -117,7 +128,8 @@ def apis(broker) -> list[Api]:
         reply = await call(lambda w: runtime.core.end_txn(
             req.transactional_id, req.producer_id, req.producer_epoch, req.committed, _now_ms(), w, tv),
             lambda code: R(error_code=code))
-        return R(error_code=reply.error_code, producer_id=getattr(reply, "producer_id", -1),
+        return R(error_code=fenced_for(reply.error_code, header.api_version, PRODUCER_FENCED_VERSION),
+                 producer_id=getattr(reply, "producer_id", -1),
                  producer_epoch=getattr(reply, "producer_epoch", -1))
 
     # ---- WriteTxnMarkers ------------------------------------------------------------------------

@@ -94,3 +94,31 @@ def test_verify_only_answers_whether_the_transaction_holds_each_partition_and_ad
         assert errors_of(response.results_by_transaction[0].topic_results)[("a", 1)] == \
             Error.TRANSACTION_ABORTABLE
     serve(log, scenario)
+
+
+def test_producer_fenced_is_invalid_producer_epoch_for_the_versions_before_it_as_kafka_apis_answers(log):
+    """KafkaApis answers PRODUCER_FENCED as INVALID_PRODUCER_EPOCH to AddPartitionsToTxn,
+    AddOffsetsToTxn and EndTxn below v2 (clients from before KIP-588 know only the latter:
+    aiokafka sends v0 and takes only 47 for a fenced producer)."""
+    async def scenario(apis, pid, epoch):
+        stale = epoch + 1  # not the id's epoch: the core answers PRODUCER_FENCED
+
+        def add(version):
+            return apis[24](SimpleNamespace(api_version=version), R(
+                v3_and_below_transactional_id="t", v3_and_below_producer_id=pid,
+                v3_and_below_producer_epoch=stale,
+                v3_and_below_topics=[R.AddPartitionsToTxnTopic(name="a", partitions=[0])]))
+
+        assert errors_of((await add(1)).results_by_topic_v3_and_below) == \
+            {("a", 0): Error.INVALID_PRODUCER_EPOCH}
+        assert errors_of((await add(2)).results_by_topic_v3_and_below) == {("a", 0): Error.PRODUCER_FENCED}
+        offsets = M.AddOffsetsToTxnRequest(transactional_id="t", producer_id=pid, producer_epoch=stale,
+                                           group_id="g")
+        for version, code in ((0, Error.INVALID_PRODUCER_EPOCH), (1, Error.INVALID_PRODUCER_EPOCH),
+                              (2, Error.PRODUCER_FENCED)):
+            assert (await apis[25](SimpleNamespace(api_version=version), offsets)).error_code == code
+        end = M.EndTxnRequest(transactional_id="t", producer_id=pid, producer_epoch=stale, committed=False)
+        for version, code in ((1, Error.INVALID_PRODUCER_EPOCH), (2, Error.PRODUCER_FENCED)):
+            assert (await apis[26](SimpleNamespace(api_version=version), end)).error_code == code
+    serve(log, scenario)
+
