@@ -85,12 +85,12 @@ def apis(broker) -> list[Api]:
 
     async def add_one(tid: str, producer_id: int, producer_epoch: int, parts: list[tuple[str, int]],
                       verify_only: bool, tv: int) -> dict[tuple[str, int], int]:
-        if verify_only:
-            return runtime.core.verify_partitions(tid, producer_id, producer_epoch, parts)
         missing = [tp for tp in parts if not exists(*tp)]
-        if missing:
+        if missing:  # checked first, for every version (verify_only too), as KafkaApis does
             return {tp: Error.UNKNOWN_TOPIC_OR_PARTITION if tp in missing else Error.OPERATION_NOT_ATTEMPTED
                     for tp in parts}
+        if verify_only:
+            return runtime.core.verify_partitions(tid, producer_id, producer_epoch, parts)
         reply = await call(lambda w: runtime.core.add_partitions(tid, producer_id, producer_epoch, parts,
                                                                  _now_ms(), w, tv),
                            TxnReply)

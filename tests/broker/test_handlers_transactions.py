@@ -122,3 +122,18 @@ def test_producer_fenced_is_invalid_producer_epoch_for_the_versions_before_it_as
             assert (await apis[26](SimpleNamespace(api_version=version), end)).error_code == code
     serve(log, scenario)
 
+
+def test_verify_only_answers_unknown_topic_or_partition_first_as_kafka_apis_checks_every_version(log):
+    """KafkaApis checks each partition against the metadata cache before anything else, for
+    every version: a verification of a partition that does not exist answers
+    UNKNOWN_TOPIC_OR_PARTITION and the transaction's other partitions OPERATION_NOT_ATTEMPTED."""
+    async def scenario(apis, pid, epoch):
+        verify = R(transactions=[R.AddPartitionsToTxnTransaction(
+            transactional_id="t", producer_id=pid, producer_epoch=epoch, verify_only=True,
+            topics=[R.AddPartitionsToTxnTopic(name="a", partitions=[0, 9]),
+                    R.AddPartitionsToTxnTopic(name="nope", partitions=[0])])])
+        response = await apis[24](SimpleNamespace(api_version=4), verify)
+        assert errors_of(response.results_by_transaction[0].topic_results) == {
+            ("a", 0): Error.OPERATION_NOT_ATTEMPTED, ("a", 9): Error.UNKNOWN_TOPIC_OR_PARTITION,
+            ("nope", 0): Error.UNKNOWN_TOPIC_OR_PARTITION}
+    serve(log, scenario)
