@@ -9,6 +9,7 @@ __all__ = [
     "RecordTooLargeError",
     "InvalidTimestampError",
     "InvalidRecordError",
+    "RecordValidationError",
     "UnexpectedAppendOffsetError",
     "DuplicateSequenceError",
     "LogDirError",
@@ -35,6 +36,21 @@ class InvalidTimestampError(StorageError):
 class InvalidRecordError(StorageError):
     """A well-formed batch that a leader must not accept (e.g. an empty batch, a control
     batch from a client)."""
+
+
+class RecordValidationError(InvalidRecordError):
+    """Records of a batch that the leader refuses one by one (Kafka's
+    RecordValidationException): ``record_errors`` lists (index of the record within its batch,
+    why), what the Produce response's record_errors carries (v8+); the message is Kafka's
+    summary of them."""
+
+    def __init__(self, record_errors: list[tuple[int, str]]):
+        shown = ", ".join(f"RecordError(batchIndex={index}, message='{why}')"
+                          for index, why in record_errors[:3])
+        super().__init__(f"One or more records have been rejected due to {len(record_errors)} "
+                         f"record errors in total, and only showing the first three errors at "
+                         f"most: [{shown}]")
+        self.record_errors = record_errors
 
 
 class UnexpectedAppendOffsetError(StorageError):

@@ -90,6 +90,7 @@ from engine.errors import (
     InvalidTimestampError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
+    RecordValidationError,
 )
 from engine.log import FETCH_HIGH_WATERMARK, FETCH_LOG_END, FETCH_TXN_COMMITTED, ORIGIN_CLIENT
 from engine.log_dir_failure import KafkaStorageError, LogDirFailureChannel
@@ -254,6 +255,7 @@ class AppendResult:
     log_append_time: int = -1
     log_start_offset: int = -1
     required_offset: int = -1  # acks=all: the high watermark that commits the append
+    record_errors: list[tuple[int, str]] | None = None  # INVALID_RECORD: (batch index, why)
 
 
 @dataclass
@@ -598,6 +600,8 @@ class ReplicaManager:
                                 dup.last_offset + 1)
         except ReplicationError as e:
             return AppendResult(e.code, str(e))
+        except RecordValidationError as e:  # the refused records, for Produce v8+
+            return AppendResult(Error.INVALID_RECORD, str(e), record_errors=e.record_errors)
         except OSError as e:  # a storage operation the Log does not guard: the same path
             failure = self.failure_channel.maybe_add_offline_log_dir(
                 log_.parent_dir, f"appending to {topic}-{index}", e)

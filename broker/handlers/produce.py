@@ -196,6 +196,10 @@ def apis(broker) -> list[Api]:
         for (name, index, _), pr, result in zip(entries, slots, results):
             pr.error_code = result.error
             pr.error_message = result.error_message
+            if result.record_errors:  # Kafka's RecordValidationException (KIP-467, v8+)
+                pr.record_errors = [
+                    PR.BatchIndexAndErrorMessage(batch_index=index, batch_index_error_message=why)
+                    for index, why in result.record_errors]
             if result.error in (Error.NONE, Error.NOT_ENOUGH_REPLICAS_AFTER_APPEND, Error.REQUEST_TIMED_OUT):
                 pr.base_offset = result.base_offset
                 pr.log_append_time_ms = result.log_append_time
