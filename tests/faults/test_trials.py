@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from tests.faults.hosts import available
-from tests.faults.nemesis import KINDS, schedule
-from tests.faults.trial import run_trial
+from tests.faults.nemesis import KINDS, TXN_KINDS, schedule
+from tests.faults.trial import run_trial, run_txn_trial
 
 WHY_NOT = available()
 pytestmark = pytest.mark.skipif(WHY_NOT is not None,
@@ -48,4 +48,30 @@ def test_a_fault_trial_loses_duplicates_and_reorders_nothing(seed, kinds, length
 @pytest.mark.parametrize("seed", [101, 102])
 def test_a_long_trial_with_every_fault_kind_loses_nothing(seed):
     result = run_trial(seed, list(KINDS), 90.0)
+    assert result.ok, result.summary()
+
+
+# The transactional workload (transactional producers, read_committed consumers, deliberate
+# zombies) under kills of partition leaders and of the producers' transaction coordinator, and
+# partitions; checked for Jepsen's transactional anomalies by name (checker.check_transactions).
+TXN_SHORT_TRIAL = (2, ["kill-leader", "kill-txn-coordinator", "partition", "kill"], 30.0)
+
+
+def test_the_transactional_trial_kills_the_transaction_coordinator_and_partition_leaders():
+    seed, kinds, length = TXN_SHORT_TRIAL
+    hit = {f.kind for f in schedule(seed, kinds, length)}
+    assert {"kill-leader", *TXN_KINDS} <= hit
+
+
+def test_a_transactional_trial_shows_no_aborted_intermediate_or_torn_read_and_loses_nothing():
+    seed, kinds, length = TXN_SHORT_TRIAL
+    result = run_txn_trial(seed, kinds, length)
+    assert result.transactions.get("committed", 0) > 100, result.summary()
+    assert result.ok, result.summary()
+
+
+@pytest.mark.slow
+def test_a_long_transactional_trial_with_every_kind_shows_no_transactional_anomaly():
+    kinds = [k for k in KINDS if k not in ("kill-read-replica", "disk-full")] + list(TXN_KINDS)
+    result = run_txn_trial(201, kinds, 90.0)
     assert result.ok, result.summary()
