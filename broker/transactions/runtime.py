@@ -159,6 +159,7 @@ class TransactionCoordinatorRuntime:
         self.markers = MarkerChannel(self)
         self._epochs: dict[int, int] = {}  # partition -> leader epoch, loading or loaded here
         self._loads: dict[int, asyncio.Task] = {}
+        self._without_log: set[int] = set()  # partitions whose load found no local log
         self._tasks: list[asyncio.Task] = []
         self._writes: set[asyncio.Task] = set()
         self._creating: asyncio.Task | None = None
@@ -276,11 +277,22 @@ class TransactionCoordinatorRuntime:
     async def _load(self, partition: int, epoch: int) -> None:
         started = time.monotonic()
         log_ = self.broker.replicas.local_log(TOPIC, partition)
+        if log_ is None:
+            # Loaded only from its log, as Kafka's loadTransactionsForTxnTopicPartition: without
+            # one (its log dir offline, the replica not made yet) the partition stays loading
+            # (COORDINATOR_LOAD_IN_PROGRESS) and the next reconcile tries again; loading it empty
+            # would forget every producer id and epoch, and with them the fencing.
+            if partition not in self._without_log:  # said once, not at every retry
+                self._without_log.add(partition)
+                log.warning("%s-%d has no local log; its load is retried", TOPIC, partition)
+            self._loads.pop(partition, None)
+            self._epochs.pop(partition, None)
+            return
+        self._without_log.discard(partition)
         records: list[tuple[bytes, bytes | None]] = []
-        if log_ is not None:
-            for chunk in read_chunks(log_, self.load_buffer):
-                records += chunk
-                await asyncio.sleep(0)  # let other requests in between chunks
+        for chunk in read_chunks(log_, self.load_buffer):
+            records += chunk
+            await asyncio.sleep(0)  # let other requests in between chunks
         self._loads.pop(partition, None)
         transactions = storage.replay(records)
         self.run(self.core.complete_load(partition, epoch, transactions, _now_ms()))

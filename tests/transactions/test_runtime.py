@@ -479,3 +479,34 @@ def test_a_timeout_abort_is_made_at_the_finalized_transaction_version_one_as_kaf
         finally:
             await runtime.stop()
     run(scenario)
+
+
+def test_a_partition_whose_log_is_missing_stays_loading_and_is_loaded_once_the_log_is_there(log):
+    """Kafka loads a __transaction_state partition only from its log: while the broker has no
+    local log of it (its log dir offline, the replica not created yet) the partition stays
+    loading, answering COORDINATOR_LOAD_IN_PROGRESS (retriable), never loaded empty (which would
+    hand out producer ids and epochs as if no transaction ever ran, losing the fencing)."""
+    async def scenario():
+        broker = Broker(log)
+        runtime = TransactionCoordinatorRuntime(broker)
+        runtime.start()
+        try:
+            await until(lambda: 0 in runtime.core.owned)
+            await call(runtime, lambda w: runtime.core.init_producer_id("t", 60000, -1, -1, 1, w))
+            present = broker.replicas.local_log
+            broker.replicas.local_log = lambda topic, partition: None
+            broker.leader_epoch = 1  # led again at a new epoch, its log gone meanwhile
+            broker.changed.set()
+            await until(lambda: 0 not in runtime.core.owned and not runtime._loads)
+            await asyncio.sleep(0.05)
+            assert 0 not in runtime.core.owned
+            reply = await call(runtime, lambda w: runtime.core.init_producer_id("t", 60000, -1, -1, 2, w))
+            assert reply.error_code == Error.COORDINATOR_LOAD_IN_PROGRESS
+            broker.replicas.local_log = present
+            broker.changed.set()
+            await until(lambda: runtime.core.owned.get(0) == 1)
+            reply = await call(runtime, lambda w: runtime.core.init_producer_id("t", 60000, -1, -1, 3, w))
+            assert (reply.error_code, reply.producer_id, reply.producer_epoch) == (Error.NONE, 1001, 1)
+        finally:
+            await runtime.stop()
+    run(scenario)
