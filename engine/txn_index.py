@@ -32,11 +32,19 @@ ignore a torn tail, as Kafka's iterator does; ``append`` cuts it off before writ
 
 Unlike Kafka's, a reopened index knows its last entry, so an append below it is refused
 after a restart too.
+
+Reads from memory. A TransactionIndex is its file's only writer, so it keeps the entries it
+found at open and those it appended (``append``, ``truncate_to`` and ``reset`` keep them
+current) and a read_committed fetch bisects on lastOffset to the first entry that can
+overlap the fetch, instead of reading and parsing the file each time (Kafka reads the file
+on every fetch). An index whose file failed to parse at open keeps nothing in memory and
+reads the file, so its corruption is still reported.
 """
 from __future__ import annotations
 
 import os
 import struct
+from bisect import bisect_left
 from typing import NamedTuple
 
 from engine.errors import InvalidIndexError
@@ -128,7 +136,9 @@ class TransactionIndex:
 
     Invariants: ``_fd`` is open exactly when the file exists (or was opened before it was
     deleted); ``_size`` is the file's length as this object last wrote or found it;
-    ``last_offset`` is the lastOffset of the last whole entry, None when there is none."""
+    ``last_offset`` is the lastOffset of the last whole entry, None when there is none;
+    ``_entries`` the file's whole entries and ``_lasts`` their lastOffsets, or both None when
+    the file could not be parsed at open (reads then go to the file)."""
 
     def __init__(self, path: str, start_offset: int):
         self.path = path
@@ -137,17 +147,22 @@ class TransactionIndex:
         self._size = 0
         self.last_offset: int | None = None
         self.closed = False
+        self._entries: list[AbortedTxn] | None = []
+        self._lasts: list[int] | None = []
         try:
             self._fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
         except FileNotFoundError:
             return
         self._size = os.fstat(self._fd).st_size
         try:
-            entries = self.all_aborted()
+            entries = parse_aborted_txns(_read_all(self._fd), self.path)
         except InvalidIndexError:
             # Opened anyway, as Kafka opens its index lazily: sanity_check() names the
             # corruption and recovery reset()s the index; nothing leaks meanwhile.
+            self._entries = self._lasts = None
             return
+        self._entries = entries
+        self._lasts = [entry.last_offset for entry in entries]
         if entries:
             self.last_offset = entries[-1].last_offset
 
@@ -198,24 +213,29 @@ class TransactionIndex:
             raise
         self._size = start + ENTRY_SIZE
         self.last_offset = txn.last_offset
+        if self._entries is not None and self._lasts is not None:
+            self._entries.append(txn)
+            self._lasts.append(txn.last_offset)
 
     def truncate_to(self, offset: int) -> None:
         """Drop every entry from the first whose lastOffset >= ``offset`` on (Kafka's
         truncateTo: the log is cut at ``offset``, so markers from there on are gone)."""
         self._check_open()
-        last: int | None = None
-        for i, entry in enumerate(self.all_aborted()):
-            if entry.last_offset >= offset:
-                self._truncate_bytes(i * ENTRY_SIZE)
-                self.last_offset = last
-                return
-            last = entry.last_offset
+        entries = self.all_aborted()
+        i = bisect_left([entry.last_offset for entry in entries] if self._lasts is None else self._lasts,
+                        offset)
+        if i < len(entries):
+            self._truncate_bytes(i * ENTRY_SIZE)
+            self.last_offset = entries[i - 1].last_offset if i else None
+            if self._entries is not None and self._lasts is not None:
+                del self._entries[i:], self._lasts[i:]
 
     def reset(self) -> None:
         """Remove every entry (the file stays, empty): recovery rebuilds it from the log."""
         self._check_open()
         self._truncate_bytes(0)
         self.last_offset = None
+        self._entries, self._lasts = [], []
 
     def _truncate_bytes(self, size: int) -> None:
         if self._fd >= 0:
@@ -226,12 +246,31 @@ class TransactionIndex:
 
     def all_aborted(self) -> list[AbortedTxn]:
         self._check_open()
+        if self._entries is not None:
+            return list(self._entries)
         if self._fd < 0:
             return []
         return parse_aborted_txns(_read_all(self._fd), self.path)
 
     def collect_aborted(self, fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult:
-        return collect_aborted(self.all_aborted(), fetch_offset, upper_bound_offset)
+        """``collect_aborted`` over this index's entries, from the first whose lastOffset >=
+        ``fetch_offset`` (bisected in memory). An entry before it ends below the fetch offset,
+        so its last stable offset (at most its lastOffset + 1) can complete the search only
+        when the upper bound is at or below the fetch offset: then every entry is scanned."""
+        self._check_open()
+        entries, lasts = self._entries, self._lasts
+        if entries is None or lasts is None:
+            return collect_aborted(self.all_aborted(), fetch_offset, upper_bound_offset)
+        if upper_bound_offset <= fetch_offset:
+            return collect_aborted(entries, fetch_offset, upper_bound_offset)
+        aborted = []
+        for i in range(bisect_left(lasts, fetch_offset), len(entries)):
+            entry = entries[i]
+            if entry.first_offset < upper_bound_offset:
+                aborted.append(entry)
+            if entry.last_stable_offset >= upper_bound_offset:
+                return TxnIndexSearchResult(aborted, True)
+        return TxnIndexSearchResult(aborted, False)
 
     def sanity_check(self) -> None:
         """InvalidIndexError for a torn file, an unknown entry version or an entry whose
@@ -244,7 +283,7 @@ class TransactionIndex:
             raise InvalidIndexError(
                 f"transaction index {self.path} is corrupt: {size} bytes is not a multiple "
                 f"of {ENTRY_SIZE}")
-        for entry in self.all_aborted():
+        for entry in parse_aborted_txns(_read_all(self._fd), self.path):  # the file, not memory
             if entry.last_offset < self.start_offset:
                 raise InvalidIndexError(
                     f"last offset of aborted transaction {entry} in index {self.path} is less "
