@@ -238,12 +238,17 @@ class TransactionCoordinatorRuntime:
             await asyncio.sleep(CREATE_RETRY_S)
 
     def coordinator_of(self, transactional_id: str) -> tuple[int, int]:
-        """(error, node id of the leader of the id's ``__transaction_state`` partition)."""
+        """(error, node id of the leader of the id's ``__transaction_state`` partition):
+        COORDINATOR_NOT_AVAILABLE when there is none, or it is fenced or not registered."""
         topic = self.broker.image.topics.get(TOPIC)
         if topic is None or not topic.partitions:
             return Error.COORDINATOR_NOT_AVAILABLE, -1
         partition = topic.partitions.get(storage.partition_for(transactional_id, len(topic.partitions)))
         if partition is None or partition.leader < 0:
+            return Error.COORDINATOR_NOT_AVAILABLE, -1
+        # an alive leader only, as Kafka's getTransactionCoordinator: not a fenced or unregistered one
+        leader = self.broker.image.brokers.get(partition.leader)
+        if leader is None or leader.fenced:
             return Error.COORDINATOR_NOT_AVAILABLE, -1
         return Error.NONE, partition.leader
 

@@ -23,7 +23,8 @@ class TopicsBroker(Broker):
     def image(self):
         state = SimpleNamespace(leader=self.leader, leader_epoch=self.leader_epoch)
         return SimpleNamespace(topics={TOPIC: SimpleNamespace(partitions={0: state}),
-                                       "a": SimpleNamespace(partitions={0: state, 1: state})})
+                                       "a": SimpleNamespace(partitions={0: state, 1: state})},
+                               brokers=self.brokers)
 
 
 @pytest.fixture

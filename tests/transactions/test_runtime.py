@@ -77,6 +77,8 @@ class Broker:
         self.leader_epoch = 0
         self.leader = 1
         self.next_id = 1000
+        self.fenced: set[int] = set()
+        self.unregistered: set[int] = set()
         self.changed = asyncio.Event()
         self.follower = SimpleNamespace(wait_for_change=self._wait)
 
@@ -91,7 +93,12 @@ class Broker:
     @property
     def image(self):
         state = SimpleNamespace(leader=self.leader, leader_epoch=self.leader_epoch)
-        return SimpleNamespace(topics={TOPIC: SimpleNamespace(partitions={0: state})})
+        return SimpleNamespace(topics={TOPIC: SimpleNamespace(partitions={0: state})}, brokers=self.brokers)
+
+    @property
+    def brokers(self):
+        """The registered brokers (alive unless in ``fenced``); ``unregistered`` are not."""
+        return {n: SimpleNamespace(fenced=n in self.fenced) for n in (1, 2, 3) if n not in self.unregistered}
 
     def take_producer_id(self):
         self.next_id += 1
@@ -507,6 +514,30 @@ def test_a_partition_whose_log_is_missing_stays_loading_and_is_loaded_once_the_l
             await until(lambda: runtime.core.owned.get(0) == 1)
             reply = await call(runtime, lambda w: runtime.core.init_producer_id("t", 60000, -1, -1, 3, w))
             assert (reply.error_code, reply.producer_id, reply.producer_epoch) == (Error.NONE, 1001, 1)
+        finally:
+            await runtime.stop()
+    run(scenario)
+
+
+def test_the_coordinator_is_not_available_while_its_leader_is_fenced_or_unregistered_as_kafka_finds_it(log):
+    """Kafka's getTransactionCoordinator answers with an alive broker only: a leader that is
+    fenced (its heartbeats stopped) or not registered gives COORDINATOR_NOT_AVAILABLE (which a
+    produce's verification answers NOT_ENOUGH_REPLICAS), not a connection attempt to it."""
+    async def scenario():
+        broker = Broker(log)
+        broker.leader = 2
+        tried = []
+        broker.replicas.brokers = SimpleNamespace(endpoint_of=lambda b: tried.append(b))
+        runtime = TransactionCoordinatorRuntime(broker)
+        try:
+            assert runtime.coordinator_of("t") == (Error.NONE, 2)
+            broker.fenced.add(2)
+            assert runtime.coordinator_of("t") == (Error.COORDINATOR_NOT_AVAILABLE, -1)
+            assert await runtime.verify("t", 5, 1, [("a", 0)]) == {("a", 0): Error.COORDINATOR_NOT_AVAILABLE}
+            broker.fenced.clear()
+            broker.unregistered.add(2)
+            assert runtime.coordinator_of("t") == (Error.COORDINATOR_NOT_AVAILABLE, -1)
+            assert tried == []
         finally:
             await runtime.stop()
     run(scenario)
