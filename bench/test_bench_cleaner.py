@@ -18,17 +18,23 @@ With ``--benchmark-disable`` (the default test run) each body runs once at a tin
 """
 from __future__ import annotations
 
+import contextlib
+import itertools
+import json
 import os
 import random
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 
+import psutil
 import pytest
 
 from bench.e2e import ceilings
 from broker.groups.storage import build_records_batch, load_partition, offset_commit_key, offset_commit_value
-from engine.cleaner import Cleaner, clean_filthiest
+from engine.cleaner import Cleaner, clean_filthiest, read_cleaner_checkpoint
 from engine.config import LogConfig
 from engine.log import Log
 from ext.batch import build_batch
@@ -184,3 +190,182 @@ def _load_both(work: str, commits: int, groups: int, partitions: int, repeats: i
         "uncompacted_load_s": raw_s, "compacted_load_s": compacted_s,
         "load_time_ratio": compacted_s / raw_s, "bytes_ratio": compacted_bytes / raw_bytes,
     }
+
+
+# ---- produce p99 with the cleaner busy and idle (a node) ----------------------------------------
+#
+# One node whose cleaner looks for work every 100 ms. Each round starts a writer (a client
+# process) on a topic of its own at WRITER_RATE records/s of 100-byte values over WRITER_KEYS
+# keys at random, segment.bytes 1 MiB: with cleanup.policy=compact and min.cleanable.dirty.ratio
+# 0.01 the cleaner cleans it again after nearly every roll, re-reading the ~12 MB it keeps each
+# time (busy); with cleanup.policy=delete the same writes leave it nothing to do (idle). After
+# WRITER_WARMUP_S a latency producer (bench.e2e.workloads' ack_latency: linger.ms 0, acks=1,
+# paced) measures produce p99 on a topic of its own. Busy and idle rounds alternate. Each round
+# also takes the broker's threads' CPU (psutil): the cleaner runs in the default executor of the
+# broker's event loop, so the busiest thread other than the loop's is the cleaner in a busy round.
+
+WRITER_RATE = 20_000
+WRITER_KEYS = 100_000
+WRITER_WARMUP_S = 3.0
+LATENCY_RATE = 2000
+COMPACTED = {"cleanup.policy": "compact", "segment.bytes": str(1 << 20), "min.cleanable.dirty.ratio": "0.01"}
+NOT_COMPACTED = {"cleanup.policy": "delete", "segment.bytes": str(1 << 20)}
+_topics = itertools.count()
+
+
+def _writer(spec: dict) -> None:
+    """Produce keyed records at ``spec["rate"]`` until killed (a client process)."""
+    from confluent_kafka import Producer
+
+    from bench.e2e import workloads as W
+
+    W.create_topic(spec["bootstrap"], spec["topic"], 1, config=spec["config"])
+    p = Producer({"bootstrap.servers": spec["bootstrap"], "linger.ms": 5, "acks": "1",
+                  "delivery.report.only.error": True, "queue.buffering.max.messages": 1_000_000})
+    rng = random.Random(1)
+    value = b"v" * VALUE_BYTES
+    per_tick, tick = max(1, spec["rate"] // 100), 0.01
+    print("ready", flush=True)
+    start = time.monotonic()
+    for n in itertools.count():
+        for _ in range(per_tick):
+            try:
+                p.produce(spec["topic"], value, key=b"key-%09d" % rng.randrange(spec["keys"]), partition=0)
+            except BufferError:
+                p.poll(0.001)
+        p.poll(0)
+        lag = start + (n + 1) * tick - time.monotonic()
+        if lag > 0:
+            time.sleep(lag)
+
+
+@contextlib.contextmanager
+def writing(bootstrap: str, topic: str, config: dict, rate: int, keys: int):
+    spec = {"bootstrap": bootstrap, "topic": topic, "config": config, "rate": rate, "keys": keys}
+    from tests.integration.cluster import REPO_ROOT
+
+    proc = subprocess.Popen([sys.executable, "-m", "bench.test_bench_cleaner", "writer", json.dumps(spec)],
+                            cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        if proc.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"the writer did not start ({proc.wait(10)})")
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait(10)
+        from bench.e2e import workloads as W
+        W.delete_topic(bootstrap, topic)
+
+
+def thread_cpu(pid: int) -> dict[int, float]:
+    return {t.id: t.user_time + t.system_time for t in psutil.Process(pid).threads()}
+
+
+def latency_round(broker, busy: bool, rate: int, seconds: float, warmup_s: float,
+                  writer_rate: int, keys: int, profile_s: float = 0.0) -> dict:
+    from bench.e2e import workloads as W
+
+    n = next(_topics)
+    dirty = f"dirty-{n}"
+    with writing(broker.bootstrap, dirty, COMPACTED if busy else NOT_COMPACTED, writer_rate, keys):
+        time.sleep(warmup_s)
+        profiler = None
+        if profile_s and shutil.which("py-spy"):
+            out = os.path.join(tempfile.mkdtemp(prefix="strom-bench-pyspy-"), "gil.txt")
+            cmd = ["py-spy", "record", "--pid", str(broker.pid), "--gil", "--nonblocking", "--duration",
+                   str(int(profile_s)), "--rate", "200", "--format", "raw", "--output", out]
+            profiler = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        threads0, cpu0, t0 = thread_cpu(broker.pid), psutil.Process(broker.pid).cpu_times(), time.monotonic()
+        r = W.run_round({"bootstrap": broker.bootstrap, "broker_pid": broker.pid, "topic": f"lat-{n}",
+                         "kind": "ack_latency", "rate": rate, "seconds": seconds, "acks": "1"})
+        threads1, cpu1, t1 = thread_cpu(broker.pid), psutil.Process(broker.pid).cpu_times(), time.monotonic()
+        # where the next clean of the dirty topic starts (0: never cleaned)
+        r["cleaned_to"] = read_cleaner_checkpoint(broker.data_dir).get((dirty, 0), 0)
+        if profiler is not None:
+            profiler.wait(profile_s + 60)
+            r["gil"] = gil_shares(out, profile_s, 200)
+            shutil.rmtree(os.path.dirname(out), ignore_errors=True)
+    wall = t1 - t0
+    deltas = {tid: (threads1[tid] - threads0.get(tid, 0.0)) / wall for tid in threads1}
+    others = sorted((v for tid, v in deltas.items() if tid != broker.pid), reverse=True)
+    r.update({"loop_thread_cores": deltas.get(broker.pid, 0.0),
+              "busiest_other_thread_cores": others[0] if others else 0.0,
+              "broker_cores": (cpu1.user + cpu1.system - cpu0.user - cpu0.system) / wall,
+              "loadavg_1m": os.getloadavg()[0]})
+    return r
+
+
+def gil_shares(raw_path: str, seconds: float, rate: int) -> dict:
+    """From py-spy's raw --gil samples (one stack per line, its count last): the share of the
+    seconds in which some thread held the GIL, and the share the cleaner (engine/cleaner.py,
+    ext.offset_map) held it."""
+    total = cleaner = 0
+    with contextlib.suppress(OSError), open(raw_path) as f:
+        for line in f:
+            stack, _, count = line.rstrip().rpartition(" ")
+            if not count.isdigit():
+                continue
+            total += int(count)
+            if "cleaner.py" in stack or "clean_once" in stack:
+                cleaner += int(count)
+    samples = seconds * rate
+    return {"gil_held": total / samples, "cleaner_gil": cleaner / samples}
+
+
+@pytest.fixture(scope="module")
+def cleaner_node():
+    from bench.e2e.brokers import StromBroker
+
+    with StromBroker({"log.cleaner.backoff.ms": 100}) as b:
+        yield b
+
+
+@pytest.mark.processes
+@pytest.mark.timeout(900)
+def test_produce_p99_cleaner_busy_vs_idle(benchmark, cleaner_node):
+    pytest.importorskip("confluent_kafka")
+    from bench.e2e.failover import paired_ratio
+
+    enabled = benchmark.enabled
+    reps, seconds, warmup = (3, 8.0, WRITER_WARMUP_S) if enabled else (1, 0.5, 0.5)
+    writer_rate, keys = (WRITER_RATE, WRITER_KEYS) if enabled else (2000, 1000)
+    rate = LATENCY_RATE if enabled else 500
+
+    def rounds() -> dict:
+        out: dict[str, list[dict]] = {"idle": [], "busy": []}
+        for _ in range(reps):
+            for mode in ("idle", "busy"):
+                out[mode].append(latency_round(cleaner_node, mode == "busy", rate, seconds, warmup,
+                                               writer_rate, keys))
+        if enabled:  # one more busy round under py-spy: the GIL's share (not in the ratio)
+            out["profiled"] = [latency_round(cleaner_node, True, rate, seconds, warmup, writer_rate, keys,
+                                             profile_s=seconds)]
+        return out
+
+    r = benchmark.pedantic(rounds, rounds=1, iterations=1)
+    p99 = paired_ratio([x["p99_ms"] for x in r["busy"]], [x["p99_ms"] for x in r["idle"]])
+    p50 = paired_ratio([x["p50_ms"] for x in r["busy"]], [x["p50_ms"] for x in r["idle"]])
+    assert all(x["p99_ms"] >= x["p50_ms"] > 0 for x in r["busy"] + r["idle"])
+    assert all(x["cleaned_to"] == 0 for x in r["idle"])  # a delete-policy topic is never cleaned
+    if enabled:
+        assert all(x["cleaned_to"] > 0 for x in r["busy"]), "the cleaner never cleaned the dirty topic"
+
+    def median(mode: str, field: str) -> float:
+        values = sorted(x[field] for x in r[mode])
+        return values[len(values) // 2]
+
+    info = {"rate": rate, "writer_rate": writer_rate, "writer_keys": keys, "seconds": seconds,
+            "busy_over_idle_p99": p99["ratio"], "p99_pairs": p99["pairs"],
+            "busy_over_idle_p50": p50["ratio"], "p50_pairs": p50["pairs"]}
+    for mode in ("idle", "busy"):
+        for field in ("p50_ms", "p99_ms", "p999_ms", "loop_thread_cores", "busiest_other_thread_cores",
+                      "broker_cores", "loadavg_1m", "cleaned_to"):
+            info[f"{mode}_{field}"] = median(mode, field)
+    if "profiled" in r:
+        info["profiled_busy_round"] = r["profiled"][0]
+    benchmark.extra_info.update(info)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "writer":
+        _writer(json.loads(sys.argv[2]))
