@@ -48,6 +48,20 @@ a recovery) are never refused, as Kafka's REPLICATION origin only warns. Writes 
 own coordinators (``coordinator=True``: the group coordinator's transactional offset commits,
 base sequence -1) have their epoch checked and no sequence, as Kafka's COORDINATOR origin.
 
+Verification (KIP-890, Kafka's VerificationGuard). When transaction.partition.verification.enable
+holds, a transactional batch of a producer with no transaction open here is appended only after
+its transaction coordinator said the partition is in the transaction. ``start_verification``,
+called before that request, returns the producer's guard (made on first use, shared by the
+verifications under way together), or SENTINEL_GUARD when the producer's transaction at that
+epoch is already open. Every transactional batch and every marker of the producer clears its
+guard, leader, follower or replay alike (Kafka's updateProducers). The append then passes the
+guard: ``verified`` is true when the producer's transaction at the batch's epoch is open, or the
+guard is still the stored one. So a marker that lands while the coordinator is being asked (a
+transaction.timeout.ms abort at the same epoch, before transaction.version 2) voids the
+verification, and the late batch is refused with INVALID_TXN_STATE instead of opening a
+transaction no coordinator will end. A guard left by a verification that failed is forgotten
+with the expired producers, after producer.id.expiration.ms.
+
 Sequences wrap at 2**31. After a restart or a truncation the state comes from the newest
 snapshot at or below the log end, then the batch headers after it (no records are decoded):
 ``replay`` takes the C scans of the segments chunk by chunk and keeps per producer only what
@@ -115,6 +129,25 @@ class CoordinatorFencedError(Exception):
     """A marker from a transaction coordinator older than the last one seen for its producer."""
 
 
+class VerificationGuard:
+    """One producer's verification under way on a partition (Kafka's VerificationGuard),
+    compared by identity."""
+
+    __slots__ = ("created_ms",)
+
+    def __init__(self, created_ms: int) -> None:
+        self.created_ms = created_ms
+
+    def __repr__(self) -> str:
+        return "VerificationGuard(sentinel)" if self is SENTINEL_GUARD else \
+            f"VerificationGuard({self.created_ms})"
+
+
+# A verification not needed: the producer's transaction was open when it was asked for. It
+# verifies nothing by itself: a batch that carries it is taken only while that stays so.
+SENTINEL_GUARD = VerificationGuard(-1)
+
+
 class CompletedTxn(NamedTuple):
     """A transaction a marker ended (Kafka's CompletedTxn), with the last stable offset its
     .txnindex entry records."""
@@ -173,6 +206,30 @@ class ProducerStateManager:
         # watermark has not passed yet, in marker order: (first offset, marker offset).
         self.ongoing: dict[int, int] = {}
         self.unreplicated: deque[tuple[int, int]] = deque()
+        self.verifications: dict[int, VerificationGuard] = {}  # producer id -> its guard
+
+    def has_ongoing(self, producer_id: int, epoch: int) -> bool:
+        """Whether the producer's transaction at ``epoch`` is open here."""
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.epoch == epoch and entry.current_txn_first_offset >= 0
+
+    def start_verification(self, producer_id: int, epoch: int, now_ms: int) -> VerificationGuard:
+        """The guard a verification of the producer's transaction on this partition carries to
+        its append (see the module docstring): SENTINEL_GUARD when its transaction at
+        ``epoch`` is already open, else the producer's guard, made if it has none."""
+        if self.has_ongoing(producer_id, epoch):
+            return SENTINEL_GUARD
+        guard = self.verifications.get(producer_id)
+        if guard is None:
+            guard = self.verifications[producer_id] = VerificationGuard(now_ms)
+        return guard
+
+    def verified(self, producer_id: int, epoch: int, guard: VerificationGuard) -> bool:
+        """Whether a transactional batch of the producer at ``epoch`` that carries ``guard``
+        may be appended (Kafka's batchMissingRequiredVerification, negated)."""
+        if self.has_ongoing(producer_id, epoch):
+            return True
+        return guard is not SENTINEL_GUARD and self.verifications.get(producer_id) is guard
 
     def check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int,
               transactional: int = 0, coordinator: bool = False) -> BatchMetadata | None:
@@ -246,15 +303,20 @@ class ProducerStateManager:
             return
         entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset))
         entry.last_timestamp = max_timestamp
-        if transactional and entry.current_txn_first_offset < 0:
-            entry.current_txn_first_offset = first_offset
-            self.ongoing[producer_id] = first_offset
+        if transactional:
+            if self.verifications:
+                self.verifications.pop(producer_id, None)
+            if entry.current_txn_first_offset < 0:
+                entry.current_txn_first_offset = first_offset
+                self.ongoing[producer_id] = first_offset
 
     def complete(self, producer_id: int, epoch: int, coordinator_epoch: int, is_commit: bool,
                  offset: int, timestamp: int) -> CompletedTxn | None:
         """A marker was written at ``offset``: the producer moves to its epoch and coordinator
         epoch, and its open transaction, if any, completes (see the module docstring). A
         marker older than the producer's epoch changes nothing (a replica only logs it)."""
+        if self.verifications:
+            self.verifications.pop(producer_id, None)
         entry = self.producers.get(producer_id)
         if entry is None:
             entry = self.producers[producer_id] = ProducerEntry(epoch)
@@ -399,6 +461,8 @@ class ProducerStateManager:
         self.ongoing = {pid: entry.current_txn_first_offset for pid, entry in producers.items()
                         if entry.current_txn_first_offset >= 0}
         self.unreplicated.clear()
+        self.verifications.clear()
+        self.verifications.clear()
 
     def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> list[int]:
         """Forget every producer whose last batch's max timestamp is ``expiration_ms`` or more
@@ -408,9 +472,14 @@ class ProducerStateManager:
                    if now_ms - entry.last_timestamp >= expiration_ms and entry.current_txn_first_offset < 0]
         for pid in expired:
             del self.producers[pid]
+        stale = [pid for pid, guard in self.verifications.items()
+                 if now_ms - guard.created_ms >= expiration_ms]
+        for pid in stale:
+            del self.verifications[pid]
         return expired
 
     def truncate(self) -> None:
         self.producers.clear()
         self.ongoing.clear()
         self.unreplicated.clear()
+        self.verifications.clear()
