@@ -64,7 +64,9 @@ from engine.producer_state import (
     SNAPSHOT_SUFFIX,
     CompletedTxn,
     CorruptSnapshotError,
+    InvalidTxnStateError,
     ProducerStateManager,
+    VerificationGuard,
     marker_of,
 )
 from engine.producer_state import last_sequence as _last_seq
@@ -254,22 +256,28 @@ class Log:
     @storage_operation("appending to")
     def append_as_leader(self, buf: bytearray | memoryview, leader_epoch: int,
                          now_ms: int | None = None, origin: str = ORIGIN_CLIENT,
-                         transaction_version: int = 0) -> LogAppendInfo:
+                         transaction_version: int = 0,
+                         verification_guard: VerificationGuard | None = None) -> LogAppendInfo:
         """Validate the batches, assign offsets from the log end offset, stamp the leader
         epoch, and append. ``buf`` must be writable: offsets are patched in place. Batches
         from clients are checked as Kafka's LogValidator does; the broker's own writers
         (a raft leader, a coordinator) may also write control batches. A topic whose
         compression.type names a codec stores its data batches in that codec, whoever
         wrote them (``_maybe_recompress``). A marker is checked against producer state at
-        ``transaction_version`` (the coordinator's, from WriteTxnMarkers)."""
+        ``transaction_version`` (the coordinator's, from WriteTxnMarkers). With
+        ``verification_guard`` (KIP-890's verification is on and the caller took it from
+        ``producer_state.start_verification`` before asking the transaction coordinator), a
+        transactional data batch of a producer whose transaction is not open here is refused
+        with InvalidTxnStateError unless the guard is still the producer's: a marker landed
+        meanwhile (Kafka's analyzeAndValidateProducerState)."""
         now_ms = _now_ms() if now_ms is None else now_ms
         append_time = now_ms if self.config.log_append_time else -1
         summary = assign_offsets(buf, self.log_end_offset, leader_epoch, append_time)
         self._check_batches(buf, summary, now_ms, from_client=origin == ORIGIN_CLIENT)
         if origin == ORIGIN_CLIENT:
-            self._check_producers(summary)
+            self._check_producers(summary, verification_guard)
         elif origin == ORIGIN_COORDINATOR:
-            self._check_coordinator_writes(buf, summary, transaction_version)
+            self._check_coordinator_writes(buf, summary, transaction_version, verification_guard)
         codec = TARGET_CODECS.get(self.config.compression_type)
         written: bytes | bytearray | memoryview = buf
         if codec is not None:
@@ -355,7 +363,13 @@ class Log:
         self._check_batches(buf, summary, now_ms, from_client=False)  # sizes only
         return buf, summary
 
-    def _check_producers(self, summary: BatchSummary) -> None:
+    def _check_verified(self, pid: int, epoch: int, guard: VerificationGuard) -> None:
+        if not self.producer_state.verified(pid, epoch, guard):
+            raise InvalidTxnStateError(
+                f"producer {pid} epoch {epoch}: a transactional batch whose verification a marker "
+                f"voided, or that was never verified (no transaction of it is open here)")
+
+    def _check_producers(self, summary: BatchSummary, guard: VerificationGuard | None = None) -> None:
         """Idempotence: a retried batch raises DuplicateSequenceError with its original
         offsets; a fenced epoch or a sequence gap raises before anything is written."""
         for pid, epoch, seq, base, last, attributes in zip(
@@ -369,11 +383,14 @@ class Log:
                                                   attributes & 0x10)
             if duplicate is not None:
                 raise DuplicateSequenceError(duplicate.first_offset, duplicate.last_offset)
+            if guard is not None and attributes & 0x10:
+                self._check_verified(pid, epoch, guard)
             if known is not None and epoch > known.epoch:
                 log.info("%s: producer %d moves from epoch %d to %d at sequence %d", self.dir, pid,
                          known.epoch, epoch, seq)
 
-    def _check_coordinator_writes(self, buf, summary: BatchSummary, transaction_version: int) -> None:
+    def _check_coordinator_writes(self, buf, summary: BatchSummary, transaction_version: int,
+                                  guard: VerificationGuard | None = None) -> None:
         """A coordinator's batches (Kafka's AppendOrigin.COORDINATOR): a marker is checked as
         appendEndTxnMarker checks it, a data batch with a producer id by its epoch alone."""
         state = self.producer_state
@@ -390,6 +407,8 @@ class Log:
             else:
                 state.check(pid, epoch, seq, _last_seq(seq, last - base),
                             transactional=bool(attributes & 0x10), coordinator=True)
+                if guard is not None and attributes & 0x10:
+                    self._check_verified(pid, epoch, guard)
 
     def _update_producers(self, buf, summary: BatchSummary, segment: LogSegment) -> None:
         for pid, epoch, seq, base, last, attributes, max_ts in zip(
