@@ -403,3 +403,58 @@ def test_with_transaction_version_2_a_resent_marker_at_the_bumped_epoch_is_a_suc
         w.end(1, commit=True, epoch=4, transaction_version=2)
     with pytest.raises(CoordinatorFencedError):  # the coordinator epoch is still checked
         w.end(1, commit=True, epoch=5, coordinator_epoch=-2, transaction_version=2)
+
+
+def test_a_marker_landing_while_a_transactional_batch_is_verified_voids_the_verification(tmp_path):
+    # KIP-890's VerificationGuard (UnifiedLog.maybeStartTransactionVerification,
+    # analyzeAndValidateProducerState): the guard is taken before the coordinator is asked; a
+    # marker of the producer landing meanwhile (a transaction.timeout.ms abort at the same
+    # epoch) clears it, and the late batch is refused instead of opening a transaction no
+    # coordinator knows, which would hold the LSO (and retention) forever.
+    log = new_log(tmp_path)
+    w = Writer(log)
+    w.send(7, epoch=0)
+    w.end(7, commit=True)  # the previous transaction
+    w.commit_all()
+    state = log.producer_state
+    guard = state.start_verification(7, 0, NOW)
+    w.end(7, commit=False)  # the coordinator's timeout abort lands while the request waits
+    w.commit_all()
+    end = log.log_end_offset
+    with pytest.raises(InvalidTxnStateError):
+        log.append_as_leader(data(2, 7, 0, seq=2), 0, NOW, verification_guard=guard)
+    assert log.log_end_offset == end and not state.ongoing
+    assert log.last_stable_offset == log.high_watermark == end
+    # Verified again with no marker in between: appended, and the guard is spent.
+    guard = state.start_verification(7, 0, NOW)
+    assert state.start_verification(7, 0, NOW) is guard  # verifications under way share it
+    log.append_as_leader(data(2, 7, 0, seq=2), 0, NOW, verification_guard=guard)
+    assert state.ongoing == {7: end} and 7 not in state.verifications
+    # Its transaction is open: no verification needed, until a marker ends it.
+    open_guard = state.start_verification(7, 0, NOW)
+    log.append_as_leader(data(1, 7, 0, seq=4), 0, NOW, verification_guard=open_guard)
+    w.end(7, commit=True)
+    with pytest.raises(InvalidTxnStateError):
+        log.append_as_leader(data(1, 7, 0, seq=5), 0, NOW, verification_guard=open_guard)
+
+
+def test_a_coordinator_transactional_write_is_refused_when_a_marker_voided_its_verification(tmp_path):
+    # The group coordinator's TxnOffsetCommit path (AppendOrigin.COORDINATOR) under the same guard.
+    log = new_log(tmp_path)
+    guard = log.producer_state.start_verification(9, 0, NOW)
+    log.append_as_leader(marker(9, 0, False), 0, NOW, origin=ORIGIN_COORDINATOR)
+    with pytest.raises(InvalidTxnStateError):
+        log.append_as_leader(data(1, 9, 0, seq=-1), 0, NOW, origin=ORIGIN_COORDINATOR,
+                             verification_guard=guard)
+    guard = log.producer_state.start_verification(9, 0, NOW)
+    log.append_as_leader(data(1, 9, 0, seq=-1), 0, NOW, origin=ORIGIN_COORDINATOR, verification_guard=guard)
+    assert log.producer_state.ongoing == {9: 1}
+
+
+def test_a_guard_left_by_a_failed_verification_expires_with_the_idle_producers(tmp_path):
+    log = new_log(tmp_path)
+    log.producer_state.start_verification(3, 0, NOW)
+    log.remove_expired_producers(NOW + 999, 1000)
+    assert 3 in log.producer_state.verifications
+    log.remove_expired_producers(NOW + 1000, 1000)
+    assert log.producer_state.verifications == {}
