@@ -34,7 +34,6 @@ from protocol import messages as M
 from protocol.dispatch import Api
 from protocol.errors import Error
 
-REPLY_TIMEOUT_S = 60.0  # a write is answered within its append timeout; this only guards a bug
 MARKER_APPEND_TIMEOUT_MS = 30000  # Kafka's request.timeout.ms for the markers' acks=-1
 
 
@@ -60,13 +59,10 @@ def apis(broker) -> list[Api]:
     runtime = broker.transactions
 
     async def call(step, error_reply) -> Any:
-        """Run a core step whose reply goes to a fresh waiter; its reply."""
-        waiter = runtime.waiter()
-        runtime.run(step(waiter))
-        try:
-            return await asyncio.wait_for(waiter, REPLY_TIMEOUT_S)
-        except TimeoutError:
-            return error_reply(Error.REQUEST_TIMED_OUT)
+        """Run a core step whose reply goes to a fresh waiter; its reply (REQUEST_TIMED_OUT
+        should the runtime's guard give up on it)."""
+        reply = await runtime.call(step)
+        return error_reply(Error.REQUEST_TIMED_OUT) if reply is None else reply
 
     def exists(topic: str, partition: int) -> bool:
         t = broker.image.topics.get(topic)

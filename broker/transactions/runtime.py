@@ -63,6 +63,9 @@ RETRY_BACKOFF_S = 0.1
 # newMetadata.txnTimeoutMs); this is request.timeout.ms's default, kept below the API handlers'
 # reply guard so the client is answered by the coordinator's error mapping, never by the guard.
 APPEND_TIMEOUT_MS = 30000
+# How long an API handler waits for the core's reply before answering REQUEST_TIMED_OUT: only a
+# guard, above the append timeout every write is answered within.
+REPLY_TIMEOUT_S = 60.0
 ADD_PARTITIONS_TO_TXN = 24
 VERIFY_VERSION = 4  # AddPartitionsToTxn v4: batched, verify_only (a broker's)
 VERIFY_TIMEOUT_S = 30.0
@@ -316,6 +319,18 @@ class TransactionCoordinatorRuntime:
 
     def waiter(self) -> asyncio.Future:
         return asyncio.get_running_loop().create_future()
+
+    async def call(self, step: Any) -> Any:
+        """Run a core step whose reply goes to a fresh waiter (``step(waiter)``); its reply, or
+        None when none came within REPLY_TIMEOUT_S (a guard against a bug: every write is
+        answered within its append timeout)."""
+        waiter = self.waiter()
+        self.run(step(waiter))
+        try:
+            return await asyncio.wait_for(waiter, REPLY_TIMEOUT_S)
+        except TimeoutError:
+            log.error("a transaction coordinator request was not answered in %.0f s", REPLY_TIMEOUT_S)
+            return None
 
     def run(self, fx: Effects) -> None:
         """Append the step's writes (in order), send its markers, answer its replies."""
