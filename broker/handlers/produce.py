@@ -12,10 +12,12 @@ one meanwhile, and answers keep their order). NOT_LEADER_OR_FOLLOWER carries the
 leader and, in node_endpoints, its endpoint on the listener the request came on (KIP-951,
 v10+), so the producer moves at once.
 
-InitProducerId hands out idempotent producer ids (the controller allocates blocks of them);
-with a transactional id it is the transaction coordinator's (broker/transactions/: epoch bump,
-zombie fencing, KIP-360 recovery). DescribeProducers shows the state a partition's leader
-keeps for each producer, with the start offset of its open transaction.
+InitProducerId hands out idempotent producer ids (the controller allocates blocks of them):
+each call without a transactional id gets a new one at epoch 0, as Kafka 4.x. With a
+transactional id it is the transaction coordinator's (broker/transactions/: epoch bump, zombie
+fencing, KIP-360 recovery; PRODUCER_FENCED is INVALID_PRODUCER_EPOCH below v4).
+DescribeProducers shows the state a partition's leader keeps for each producer, with the start
+offset of its open transaction.
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ from protocol import messages as M
 from protocol.dispatch import Api, Deferred
 from protocol.errors import Error
 
-INIT_REPLY_TIMEOUT_S = 60.0  # a write is answered within its append timeout; this only guards a bug
+INIT_PRODUCER_FENCED_VERSION = 4  # the first InitProducerId version that knows PRODUCER_FENCED
 RECORD_OVERHEAD_V0 = 14  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0: the smallest size a header may give
 
 
@@ -220,24 +222,18 @@ def apis(broker) -> list[Api]:
             runtime = getattr(broker, "transactions", None)
             if runtime is None:  # not started yet
                 return R(error_code=Error.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1)
-            waiter = runtime.waiter()
             # producer_id and producer_epoch are -1 below v3 (the schema's defaults)
-            runtime.run(runtime.core.init_producer_id(
+            reply = await runtime.call(lambda waiter: runtime.core.init_producer_id(
                 req.transactional_id, req.transaction_timeout_ms, req.producer_id, req.producer_epoch,
                 int(time.time() * 1000), waiter))
-            try:
-                reply = await asyncio.wait_for(waiter, INIT_REPLY_TIMEOUT_S)
-            except TimeoutError:
+            if reply is None:
                 return R(error_code=Error.REQUEST_TIMED_OUT, producer_id=-1, producer_epoch=-1)
-            return R(error_code=reply.error_code, producer_id=reply.producer_id,
-                     producer_epoch=reply.producer_epoch)
-        if req.producer_id >= 0:
-            # KIP-360: an idempotent producer bumps its epoch to reset its sequences.
-            if req.producer_epoch >= 32766:
-                return R(error_code=Error.NONE, producer_id=await broker.allocate_producer_id(),
-                         producer_epoch=0)
-            return R(error_code=Error.NONE, producer_id=req.producer_id,
-                     producer_epoch=req.producer_epoch + 1)
+            code = reply.error_code
+            if code == Error.PRODUCER_FENCED and header.api_version < INIT_PRODUCER_FENCED_VERSION:
+                code = Error.INVALID_PRODUCER_EPOCH  # as KafkaApis answers the versions before it
+            return R(error_code=code, producer_id=reply.producer_id, producer_epoch=reply.producer_epoch)
+        # Without a transactional id Kafka 4.x allocates a new producer id at epoch 0, whatever
+        # producer id and epoch the request gives.
         try:
             producer_id = await broker.allocate_producer_id()
         except (ConnectionError, TimeoutError, RuntimeError):

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from broker.handlers import produce
 from broker.handlers import transactions as handlers
 from broker.transactions.runtime import TOPIC, TransactionCoordinatorRuntime
 from engine.log import Log
@@ -42,9 +43,11 @@ def errors_of(topic_results):
 def serve(log, scenario):
     async def run():
         broker = TopicsBroker(log)
+        allocated.fail = False
+        broker.allocate_producer_id = allocated
         broker.transactions = TransactionCoordinatorRuntime(broker)
         broker.transactions.start()
-        apis = {api.key: api.fn for api in handlers.apis(broker)}
+        apis = {api.key: api.fn for api in handlers.apis(broker) + produce.apis(broker)}
         try:
             await until(lambda: 0 in broker.transactions.core.owned)
             core = broker.transactions.core
@@ -138,3 +141,59 @@ def test_verify_only_answers_unknown_topic_or_partition_first_as_kafka_apis_chec
             ("a", 0): Error.OPERATION_NOT_ATTEMPTED, ("a", 9): Error.UNKNOWN_TOPIC_OR_PARTITION,
             ("nope", 0): Error.UNKNOWN_TOPIC_OR_PARTITION}
     serve(log, scenario)
+
+
+def test_init_producer_id_answers_producer_fenced_as_invalid_producer_epoch_below_v4_as_kafka_apis(log):
+    """KIP-360 recovery with an epoch that is not the id's: PRODUCER_FENCED from v4,
+    INVALID_PRODUCER_EPOCH below (KafkaApis' handleInitProducerIdRequest)."""
+    async def scenario(apis, pid, epoch):
+        Init = M.InitProducerIdRequest
+        for bump in (1, 2):  # epoch + 1 is the last epoch (a retried bump); epoch is older: fenced
+            bumped = await apis[22](SimpleNamespace(api_version=4), Init(
+                transactional_id="t", transaction_timeout_ms=60000, producer_id=pid,
+                producer_epoch=epoch + bump - 1))
+            assert (bumped.error_code, bumped.producer_id, bumped.producer_epoch) == \
+                (Error.NONE, pid, epoch + bump)
+        stale = Init(transactional_id="t", transaction_timeout_ms=60000, producer_id=pid,
+                     producer_epoch=epoch)
+        for version, code in ((3, Error.INVALID_PRODUCER_EPOCH), (4, Error.PRODUCER_FENCED),
+                              (5, Error.PRODUCER_FENCED)):
+            assert (await apis[22](SimpleNamespace(api_version=version), stale)).error_code == code
+    serve(log, scenario)
+
+
+def test_an_idempotent_init_producer_id_always_gets_a_new_producer_id_at_epoch_zero_as_kafka_4(log):
+    """Without a transactional id Kafka 4.x allocates a new producer id at epoch 0 whatever
+    producer id and epoch the request gives (KIP-360's bump is for transactional ids), and a
+    failed allocation answers COORDINATOR_NOT_AVAILABLE."""
+    async def scenario(apis, pid, epoch):
+        Init = M.InitProducerIdRequest
+        for given_id, given_epoch in ((-1, -1), (77, 3), (77, 32766)):
+            reply = await apis[22](SimpleNamespace(api_version=5), Init(
+                transactional_id=None, transaction_timeout_ms=60000, producer_id=given_id,
+                producer_epoch=given_epoch))
+            assert (reply.error_code, reply.producer_epoch) == (Error.NONE, 0)
+            assert reply.producer_id not in (77, -1)
+        allocated.fail = True
+        reply = await apis[22](SimpleNamespace(api_version=5), Init(
+            transactional_id=None, transaction_timeout_ms=60000, producer_id=77, producer_epoch=3))
+        assert (reply.error_code, reply.producer_id, reply.producer_epoch) == \
+            (Error.COORDINATOR_NOT_AVAILABLE, -1, -1)
+    serve(log, scenario)
+
+
+class Allocator:
+    """The controller's producer id blocks, as broker/server.py asks for them; ``fail`` as when
+    the controller cannot be reached."""
+
+    def __init__(self):
+        self.next, self.fail = 5000, False
+
+    async def __call__(self):
+        if self.fail:
+            raise ConnectionError("no controller")
+        self.next += 1
+        return self.next
+
+
+allocated = Allocator()
