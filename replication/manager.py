@@ -571,10 +571,12 @@ class ReplicaManager:
 
     def append_local(self, topic: str, index: int, records: Any, acks: int = 1,
                      origin: str = ORIGIN_CLIENT, now_ms: int | None = None,
-                     transaction_version: int = 0) -> AppendResult:
+                     transaction_version: int = 0, verification_guard: Any = None) -> AppendResult:
         """Append to the leader's log and answer at once; ``required_offset`` says which high
         watermark commits it. ``transaction_version``: the coordinator's, for the markers it
-        writes (KIP-890: at 2 a marker must carry a newer producer epoch)."""
+        writes (KIP-890: at 2 a marker must carry a newer producer epoch).
+        ``verification_guard``: KIP-890's, taken from the log's producer state before the
+        transaction coordinator was asked (Log.append_as_leader)."""
         tp = (topic, index)
         partition = self.partitions.get(tp)
         if partition is None:
@@ -587,13 +589,14 @@ class ReplicaManager:
         log_ = partition.log
         try:
             if origin == ORIGIN_CLIENT:
-                info, outcome = partition.append_records_to_leader(records, acks, now)
+                info, outcome = partition.append_records_to_leader(records, acks, now, verification_guard)
             else:  # the broker's own writers may write what clients may not (control batches)
                 error = partition.check_append(acks)
                 if error:
                     return AppendResult(error)
                 info = log_.append_as_leader(records, partition.leader_epoch, now, origin=origin,
-                                             transaction_version=transaction_version)
+                                             transaction_version=transaction_version,
+                                             verification_guard=verification_guard)
                 outcome = Outcome(hw_advanced=partition.maybe_increment_leader_hw(now))
         except DuplicateSequenceError as dup:  # a retry: the original offsets are the answer
             return AppendResult(errors.NONE, None, dup.first_offset, -1, log_.log_start_offset,
@@ -630,10 +633,14 @@ class ReplicaManager:
         return results
 
     def append_records_locally(self, entries: list[tuple[str, int, Any]], acks: int,
-                               origin: str = ORIGIN_CLIENT,
-                               transaction_version: int = 0) -> list[AppendResult]:
-        """The leader's appends of ``append_records``, in order, without waiting."""
+                               origin: str = ORIGIN_CLIENT, transaction_version: int = 0,
+                               guards: list[Any] | None = None) -> list[AppendResult]:
+        """The leader's appends of ``append_records``, in order, without waiting; ``guards``:
+        each entry's KIP-890 verification guard (None: verification is off)."""
         now = self.clock()
+        if guards is not None:
+            return [self.append_local(t, p, records, acks, origin, now, transaction_version, guard)
+                    for (t, p, records), guard in zip(entries, guards)]
         return [self.append_local(t, p, records, acks, origin, now, transaction_version)
                 for t, p, records in entries]
 

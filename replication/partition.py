@@ -242,7 +242,8 @@ class Partition:
             return errors.NOT_ENOUGH_REPLICAS
         return errors.NONE
 
-    def append_records_to_leader(self, records: Any, acks: int, now_ms: int) -> tuple[Any, Outcome]:
+    def append_records_to_leader(self, records: Any, acks: int, now_ms: int,
+                                 verification_guard: Any = None) -> tuple[Any, Outcome]:
         error = self.check_append(acks)
         if error == errors.NOT_LEADER_OR_FOLLOWER:
             raise NotLeaderOrFollower(f"{self.topic}-{self.partition}: leader is {self.leader_id}")
@@ -250,7 +251,11 @@ class Partition:
             raise NotEnoughReplicas(
                 f"{self.topic}-{self.partition}: ISR {sorted(self.partition_state.isr)} under min ISR "
                 f"{self.effective_min_isr}")
-        info = self.log.append_as_leader(records, self.leader_epoch, now_ms)
+        if verification_guard is None:
+            info = self.log.append_as_leader(records, self.leader_epoch, now_ms)
+        else:
+            info = self.log.append_as_leader(records, self.leader_epoch, now_ms,
+                                             verification_guard=verification_guard)
         return info, Outcome(hw_advanced=self.maybe_increment_leader_hw(now_ms))
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, int]:
