@@ -35,10 +35,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker.transactions.connections import Connections
 from broker.transactions.coordinator import MarkerRequest
 from broker.transactions.state import TopicPartition
 from protocol import messages as M
-from protocol.client import KafkaConnection
 from protocol.errors import Error
 
 log = logging.getLogger("strom.broker.transactions")
@@ -47,7 +47,6 @@ WRITE_TXN_MARKERS = 27
 WRITE_TXN_MARKERS_VERSION = 2
 RETRY_BACKOFF_S = 0.1
 REQUEST_TIMEOUT_S = 30.0
-CONNECT_TIMEOUT_S = 5.0
 
 WRITTEN, RETRY, ABORT = "written", "retry", "abort"
 _WRITTEN = {Error.NONE, Error.UNSUPPORTED_FOR_MESSAGE_FORMAT, Error.UNSUPPORTED_VERSION}
@@ -134,10 +133,18 @@ class MarkerChannel:
     def __init__(self, runtime: Any):
         self.runtime = runtime
         self.pending: dict[str, Pending] = {}  # transactional id -> its markers still to write
-        self._connections: dict[int, tuple[tuple[str, int], KafkaConnection]] = {}
+        self._connections: Connections | None = None
         self._sending: set[asyncio.Task] = set()
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
+
+    @property
+    def connections(self) -> Connections:
+        if self._connections is None:
+            broker = self.runtime.broker
+            self._connections = Connections(broker.replicas.brokers,
+                                            f"broker-{broker.node_id}-txn-marker-sender")
+        return self._connections
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -147,9 +154,8 @@ class MarkerChannel:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for _, conn in self._connections.values():
-            await conn.close()
-        self._connections.clear()
+        if self._connections is not None:
+            await self._connections.close()
 
     def add(self, request: MarkerRequest) -> None:
         self.pending[request.transactional_id] = Pending(request, set(request.partitions))
@@ -219,13 +225,13 @@ class MarkerChannel:
     async def _send(self, leader: int, items: list[tuple[Pending, list[TopicPartition]]]) -> None:
         errors: list[dict[TopicPartition, int]]
         try:
-            conn = await self._connection(leader)
+            conn = await self.connections.get(leader)
             response = await conn.request(WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, build_request(items),
                                           timeout=REQUEST_TIMEOUT_S)
             errors = partition_errors(response, items)
         except (ConnectionError, TimeoutError, OSError) as e:
             log.info("WriteTxnMarkers to broker %d failed: %s; retrying", leader, e)
-            self._drop_connection(leader)
+            self.connections.drop(leader)
             errors = [dict.fromkeys(tps, Error.NETWORK_EXCEPTION) for _, tps in items]
         retry = False
         for (entry, tps), answers in zip(items, errors):
@@ -249,25 +255,3 @@ class MarkerChannel:
                 self._written(entry, written)
         if retry:  # the partitions refused go out again after the backoff, their leaders looked up again
             asyncio.get_running_loop().call_later(RETRY_BACKOFF_S, self._wake.set)
-
-    async def _connection(self, leader: int) -> KafkaConnection:
-        endpoint = self.runtime.broker.replicas.brokers.endpoint_of(leader)
-        if endpoint is None:
-            raise ConnectionError(f"broker {leader} has no known endpoint")
-        endpoint = (endpoint[0], endpoint[1])
-        held = self._connections.get(leader)
-        if held is not None and held[0] == endpoint and held[1].connected:
-            return held[1]
-        self._drop_connection(leader)
-        client_id = f"broker-{self.runtime.broker.node_id}-txn-marker-sender"
-        conn = KafkaConnection(endpoint[0], endpoint[1], client_id)
-        await conn.connect(CONNECT_TIMEOUT_S)
-        self._connections[leader] = (endpoint, conn)
-        return conn
-
-    def _drop_connection(self, leader: int) -> None:
-        held = self._connections.pop(leader, None)
-        if held is not None:
-            task = asyncio.get_running_loop().create_task(held[1].close())
-            self._sending.add(task)
-            task.add_done_callback(self._sending.discard)

@@ -44,12 +44,12 @@ from typing import Any
 
 from broker.groups.storage import build_records_batch
 from broker.transactions import storage
+from broker.transactions.connections import Connections
 from broker.transactions.coordinator import Effects, TransactionConfig, TransactionCoordinator, Write
 from broker.transactions.markers import MarkerChannel
 from engine.log import FETCH_LOG_END, ORIGIN_COORDINATOR
 from ext.batch import decode_records, iter_batches
 from protocol import messages as M
-from protocol.client import KafkaConnection
 from protocol.errors import Error
 
 log = logging.getLogger("strom.broker.transactions")
@@ -168,7 +168,7 @@ class TransactionCoordinatorRuntime:
         self._creating: asyncio.Task | None = None
         self._refill: asyncio.Task | None = None
         self.verification_enabled = bool(c.get("transaction.partition.verification.enable", True))
-        self._coordinator_connections: dict[int, tuple[tuple[str, int], KafkaConnection]] = {}
+        self._coordinator_connections: Connections | None = None
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -187,9 +187,8 @@ class TransactionCoordinatorRuntime:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await self.markers.stop()
-        for _, conn in self._coordinator_connections.values():
-            await conn.close()
-        self._coordinator_connections.clear()
+        if self._coordinator_connections is not None:
+            await self._coordinator_connections.close()
         for p in sorted(set(self._epochs) | set(self.core.owned) | set(self.core.loading)):
             self._unload(p)
 
@@ -421,14 +420,12 @@ class TransactionCoordinatorRuntime:
             verify_only=True, topics=[R.AddPartitionsToTxnTopic(name=t, partitions=ps)
                                       for t, ps in sorted(topics.items())])])
         try:
-            conn = await self._coordinator_connection(node)
+            conn = await self.coordinator_connections.get(node)
             response = await conn.request(ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, request,
                                           timeout=VERIFY_TIMEOUT_S)
         except (ConnectionError, TimeoutError, OSError) as e:
             log.info("verifying %s's partitions with broker %d failed: %s", transactional_id, node, e)
-            held = self._coordinator_connections.pop(node, None)
-            if held is not None:
-                await held[1].close()
+            self.coordinator_connections.drop(node)
             return dict.fromkeys(partitions, Error.NETWORK_EXCEPTION)
         if response.error_code:
             code = (Error.INVALID_TXN_STATE if response.error_code == Error.CLUSTER_AUTHORIZATION_FAILED
@@ -442,17 +439,10 @@ class TransactionCoordinatorRuntime:
                         out[(t.name, p.partition_index)] = p.partition_error_code
         return out
 
-    async def _coordinator_connection(self, node: int) -> KafkaConnection:
-        endpoint = self.broker.replicas.brokers.endpoint_of(node)
-        if endpoint is None:
-            raise ConnectionError(f"broker {node} has no known endpoint")
-        endpoint = (endpoint[0], endpoint[1])
-        held = self._coordinator_connections.get(node)
-        if held is not None and held[0] == endpoint and held[1].connected:
-            return held[1]
-        if held is not None:
-            await held[1].close()
-        conn = KafkaConnection(endpoint[0], endpoint[1], f"broker-{self.broker.node_id}-txn-verifier")
-        await conn.connect(5.0)
-        self._coordinator_connections[node] = (endpoint, conn)
-        return conn
+    @property
+    def coordinator_connections(self) -> Connections:
+        """The connections to other brokers' transaction coordinators, for verification."""
+        if self._coordinator_connections is None:
+            self._coordinator_connections = Connections(self.broker.replicas.brokers,
+                                                        f"broker-{self.broker.node_id}-txn-verifier")
+        return self._coordinator_connections

@@ -277,7 +277,7 @@ def test_verification_asks_a_coordinator_on_another_broker_with_add_partitions_t
             assert await runtime.verify("t", 5, 1, [("a", 0)]) == {("a", 0): Error.INVALID_TXN_STATE}
             await server.close()
             endpoints[2] = 1  # nothing listens there
-            await runtime._coordinator_connections[2][1].close()
+            await runtime.coordinator_connections.held[2][1].close()
             assert await runtime.verify("t", 5, 1, [("a", 0)]) == {("a", 0): Error.NETWORK_EXCEPTION}
         finally:
             await runtime.stop()
