@@ -59,7 +59,9 @@ partition, and the request answers its refusal as Kafka's AddPartitionsToTxnMana
 CoordinatorOperationExceptionHelper map it (PRODUCER_FENCED as INVALID_PRODUCER_EPOCH,
 TRANSACTION_ABORTABLE as INVALID_TXN_STATE below v4, NETWORK_EXCEPTION as
 COORDINATOR_LOAD_IN_PROGRESS). A marker of the producer appended to the partition while it was
-being verified voids the verification (Kafka's VerificationGuard): INVALID_TXN_STATE. So a
+being verified voids the verification (Kafka's VerificationGuard, the partition's own: engine/
+producer_state.py's start_verification before the request, ``verified`` after it):
+INVALID_TXN_STATE. So a
 late retry, a zombie, or a producer that skipped AddOffsetsToTxn cannot open a transaction on
 ``__consumer_offsets`` that no marker ends. Its records are appended as one transactional
 batch of the producer (its id and epoch, base sequence -1), like any offset commit (acks=-1); once
@@ -106,6 +108,7 @@ from broker.groups.consumer_group import ConsumerGroupConfig, Topics
 from broker.groups.coordinator import CoordinatorConfig, Effects, GroupCoordinator
 from engine.control import CONTROL_ABORT, CONTROL_COMMIT, build_end_txn_marker_batch
 from engine.log import ORIGIN_COORDINATOR
+from engine.producer_state import SENTINEL_GUARD
 from protocol import messages as M
 from protocol.errors import Error
 
@@ -176,17 +179,6 @@ class _Write:
         self.committed = committed  # NONE once committed; NOT_COORDINATOR if unloaded first
 
 
-class _Guard:
-    """A verification under way for a producer on a partition (Kafka's VerificationGuard):
-    its marker landing meanwhile voids it."""
-
-    __slots__ = ("users", "valid")
-
-    def __init__(self) -> None:
-        self.users = 0
-        self.valid = True
-
-
 def verification_error(error: int, version: int) -> int:
     """What a TxnOffsetCommit of ``version`` answers when the transaction coordinator answered
     ``error`` to its verification: AddPartitionsToTxnManager's mapping (PRODUCER_FENCED is
@@ -232,7 +224,6 @@ class GroupCoordinatorRuntime:
         self._loads: dict[int, asyncio.Task] = {}
         self._partitions: dict[int, _Partition] = {}  # loading or loaded here
         self._creating: asyncio.Task | None = None
-        self._guards: dict[tuple[int, int], _Guard] = {}  # (partition, producer id) being verified
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -370,8 +361,6 @@ class GroupCoordinatorRuntime:
         task = self._loads.pop(partition, None)
         if task is not None:
             task.cancel()
-        for key in [k for k in self._guards if k[0] == partition]:
-            self._guards.pop(key).valid = False  # markers may land elsewhere meanwhile
         ctx = self._partitions.pop(partition, None)
         if ctx is not None:
             if ctx.committer is not None and ctx.committer is not asyncio.current_task():
@@ -489,25 +478,19 @@ class GroupCoordinatorRuntime:
         log_ = self.broker.replicas.local_log(storage.OFFSETS_TOPIC, partition)
         if log_ is None:
             return Error.NONE
-        entry = log_.producer_state.producers.get(producer_id)
-        if entry is not None and entry.epoch == producer_epoch \
-                and getattr(entry, "current_txn_first_offset", -1) >= 0:
-            return Error.NONE
-        key = (partition, producer_id)
-        guard = self._guards.setdefault(key, _Guard())
-        guard.users += 1
-        try:
-            errors = await txns.verify(transactional_id, producer_id, producer_epoch,
-                                       [(storage.OFFSETS_TOPIC, partition)])
-        finally:
-            guard.users -= 1
-            if guard.users == 0 and self._guards.get(key) is guard:
-                del self._guards[key]
+        guard = log_.producer_state.start_verification(producer_id, producer_epoch, _now_ms())
+        if guard is SENTINEL_GUARD:
+            return Error.NONE  # its transaction is open on the partition
+        errors = await txns.verify(transactional_id, producer_id, producer_epoch,
+                                   [(storage.OFFSETS_TOPIC, partition)])
         code = errors.get((storage.OFFSETS_TOPIC, partition), Error.NONE)
         if code != Error.NONE:
             return verification_error(code, version)
-        if not guard.valid:
-            return Error.INVALID_TXN_STATE  # its marker landed meanwhile
+        # The log's own check, as its append would make it: a marker of the producer that
+        # landed meanwhile (or a log loaded again) voided the guard.
+        log_ = self.broker.replicas.local_log(storage.OFFSETS_TOPIC, partition)
+        if log_ is None or not log_.producer_state.verified(producer_id, producer_epoch, guard):
+            return Error.INVALID_TXN_STATE
         return Error.NONE
 
     async def complete_transaction(self, partition: int, producer_id: int, producer_epoch: int,
@@ -517,9 +500,6 @@ class GroupCoordinatorRuntime:
         offsets). The error WriteTxnMarkers answers for the partition (see the module doc)."""
         if partition not in self.core.owned or partition not in self._partitions:
             return Error.NOT_LEADER_OR_FOLLOWER  # not coordinated here, or still loading
-        guard = self._guards.pop((partition, producer_id), None)
-        if guard is not None:
-            guard.valid = False  # what was verified before this marker is no longer open
         now = _now_ms()
         buf = bytearray(build_end_txn_marker_batch(CONTROL_COMMIT if commit else CONTROL_ABORT, producer_id,
                                                    producer_epoch, coordinator_epoch, now))
