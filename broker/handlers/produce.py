@@ -25,6 +25,7 @@ import asyncio
 import time
 
 from broker.transactions.runtime import verification_error
+from engine.producer_state import SENTINEL_GUARD
 from ext.batch import (
     COMPRESSION_ZSTD,
     LOG_OVERHEAD,
@@ -122,9 +123,15 @@ def apis(broker) -> list[Api]:
                     records = p.records if valid == len(p.records) else p.records[:valid]
                     entries.append((name, p.index, records))
                     slots.append(pr)
+        guards = None
         if entries and version >= 3 and req.transactional_id is not None:
-            entries, slots = await verified(req.transactional_id, version, entries, slots)
-        results = replicas.append_records_locally(entries, req.acks) if entries else []
+            entries, slots, guards = await verified(req.transactional_id, version, entries, slots)
+        if not entries:
+            results = []
+        elif guards is None:
+            results = replicas.append_records_locally(entries, req.acks)
+        else:
+            results = replicas.append_records_locally(entries, req.acks, guards=guards)
         if req.acks == 0:
             return None
         if req.acks == -1 and any(not r.error for r in results):
@@ -153,11 +160,15 @@ def apis(broker) -> list[Api]:
         """KIP-890's verification (transaction.partition.verification.enable): a transactional
         batch of a producer with no open transaction on its partition is appended only once
         the transaction's coordinator says the partition was added to the transaction; the
-        others answer the coordinator's refusal as Kafka maps it. The entries and slots to
-        append."""
+        others answer the coordinator's refusal as Kafka maps it. Each transactional entry's
+        guard (engine/producer_state.py's VerificationGuard) is taken before the coordinator is
+        asked and goes with its append, which refuses it if a marker of the producer landed
+        meanwhile. The entries, slots and guards to append (guards None: verification off)."""
         runtime = getattr(broker, "transactions", None)
         if runtime is None or not runtime.verification_enabled:
-            return entries, slots
+            return entries, slots, None
+        guards: list = [None] * len(entries)
+        now = replicas.clock()
         unverified: dict[tuple[int, int], list[int]] = {}  # (producer id, epoch) -> entry indexes
         for i, (name, index, records) in enumerate(entries):
             try:
@@ -169,13 +180,13 @@ def apis(broker) -> list[Api]:
             log_ = replicas.local_log(name, index)
             if log_ is None:
                 continue  # not the leader: the append answers it
-            entry = log_.producer_state.producers.get(header.producer_id)
-            if entry is not None and entry.epoch == header.producer_epoch \
-                    and getattr(entry, "current_txn_first_offset", -1) >= 0:
+            guard = guards[i] = log_.producer_state.start_verification(
+                header.producer_id, header.producer_epoch, now)
+            if guard is SENTINEL_GUARD:
                 continue  # its transaction is open here: the partition was verified before
             unverified.setdefault((header.producer_id, header.producer_epoch), []).append(i)
         if not unverified:
-            return entries, slots
+            return entries, slots, guards
         refused: set[int] = set()
         for (producer_id, producer_epoch), indexes in unverified.items():
             tps = [(entries[i][0], entries[i][1]) for i in indexes]
@@ -186,9 +197,9 @@ def apis(broker) -> list[Api]:
                     slots[i].error_code = verification_error(code, version)
                     refused.add(i)
         if not refused:
-            return entries, slots
+            return entries, slots, guards
         keep = [i for i in range(len(entries)) if i not in refused]
-        return [entries[i] for i in keep], [slots[i] for i in keep]
+        return [entries[i] for i in keep], [slots[i] for i in keep], [guards[i] for i in keep]
 
     def answer(header, responses, entries, slots, results):
         R = M.ProduceResponse
