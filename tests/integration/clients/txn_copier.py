@@ -15,11 +15,20 @@ It prints ``ready`` once the producer is initialized, ``progress <offsets>`` aft
 (the sum of the committed positions of the partitions it holds), ``aborted <n>`` after every
 abort, and exits 0 once the group's committed offsets reach the end of every source partition.
 A fatal error ends it with exit code 2 and the error on stderr.
+
+A watchdog ends it with exit code 3 (``hung``) when one commit, send_offsets_to_transaction and
+commit_transaction, has not returned within HUNG_S, as an application's liveness check would:
+librdkafka 2.10 and later can wait forever in send_offsets_to_transaction once the group's
+coordinator left the cluster's metadata (its broker handle is decommissioned and nothing wakes
+the coordinator lookup: confluentinc/librdkafka#5511, and the call ignores its timeout, #5456).
+The supervisor starts it again; the new producer's InitProducerId fences the hung one.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import threading
 import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -27,6 +36,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 COMMIT_TIMEOUT_S = 60.0
 OFFSETS_TIMEOUT_S = 10.0
 DONE_CHECK_S = 1.0
+HUNG_S = 20.0  # well past OFFSETS_TIMEOUT_S and a coordinator's failover
+HUNG_EXIT = 3
 
 
 def say(line: str) -> None:
@@ -51,6 +62,8 @@ class Copier:
         self.in_transaction = False
         self.pending = 0  # records produced in the open transaction
         self.aborts = 0
+        self.copied = 0  # records copied by this run, committed or not (the pacing counts them)
+        self.started = time.monotonic()
 
     # ---- the transaction ------------------------------------------------------------------
     def begin(self) -> None:
@@ -97,7 +110,17 @@ class Copier:
                 raise
 
     def commit(self) -> bool:
-        """Send the positions and commit; False (after aborting) if the transaction failed."""
+        """Send the positions and commit, under the watchdog; False (after aborting) if the
+        transaction failed."""
+        watchdog = threading.Timer(HUNG_S, _hung)
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            return self._commit()
+        finally:
+            watchdog.cancel()
+
+    def _commit(self) -> bool:
         if self.args.debug:
             print(f"COPIER committing {self.pending}", file=sys.stderr, flush=True)
         held = self.consumer.assignment()
@@ -150,6 +173,7 @@ class Copier:
         self.consumer.subscribe([self.args.source], on_revoke=self.on_revoke)
         last_check = 0.0
         while True:
+            self._pace()
             messages = self.consumer.consume(self.args.commit_every, timeout=0.5)
             copied = 0
             for m in messages:
@@ -160,6 +184,7 @@ class Copier:
                 self.begin()
                 self._produce(m.key(), m.value() + b"!", m.partition())
                 copied += 1
+            self.copied += copied
             if copied:
                 self.commit()
                 continue
@@ -168,6 +193,14 @@ class Copier:
                 last_check = now
                 if self.done():
                     return 0
+
+    def _pace(self) -> None:
+        """At most --max-rate records a second (0: as fast as it goes), so that a test's faults
+        land while there is still work to do."""
+        if self.args.max_rate > 0:
+            ahead = self.copied / self.args.max_rate - (time.monotonic() - self.started)
+            if ahead > 0:
+                time.sleep(ahead)
 
     def _produce(self, key: bytes | None, value: bytes, partition: int) -> None:
         while True:
@@ -182,6 +215,13 @@ class Copier:
         self.consumer.close()
 
 
+def _hung() -> None:
+    say("hung")
+    print(f"a commit did not return within {HUNG_S} s (librdkafka#5511): exiting", file=sys.stderr,
+          flush=True)
+    os._exit(HUNG_EXIT)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bootstrap", required=True)
@@ -192,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--commit-every", type=int, default=200)
     parser.add_argument("--transaction-timeout-ms", type=int, default=20_000)
     parser.add_argument("--session-timeout-ms", type=int, default=6_000)
+    parser.add_argument("--max-rate", type=float, default=0.0, help="records/s at most (0: unpaced)")
     parser.add_argument("--debug", default="", help="librdkafka debug contexts, logged to stderr")
     args = parser.parse_args(argv)
     copier = Copier(args)
