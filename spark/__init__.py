@@ -44,6 +44,8 @@ Modules::
     reader.py    LogRange -> pread chunks -> ext.columns -> Arrow batches
     filters.py   filter pushdown (opt-in)
     errors.py    StromSparkError: every message starts "strom:" and says what to fix
+    sink.py      df.write / df.writeStream.format("strom"): Spark's Kafka sink over the Kafka
+                 protocol, one transaction per task, exactly once for streams (see there)
 
 Python workers. Spark starts ``python3`` from PATH for its workers: set
 ``PYSPARK_PYTHON`` (or ``spark.pyspark.python``) to the interpreter that has Strom and
