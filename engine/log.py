@@ -56,6 +56,7 @@ from engine.errors import (
     InvalidTimestampError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
+    RecordValidationError,
     UnexpectedAppendOffsetError,
 )
 from engine.log_dir_failure import LogDirFailureChannel, log_dir_of, storage_operation
@@ -82,6 +83,7 @@ from ext.batch import (
     TIMESTAMP_LOG_APPEND_TIME,
     BatchSummary,
     assign_offsets,
+    null_key_indexes,
     recompress,
     scan,
 )
@@ -334,6 +336,15 @@ class Log:
                             f"timestamp {ts} is outside message.timestamp.before.max.ms={before} / "
                             f"message.timestamp.after.max.ms={after} of now ({now_ms})"
                         )
+        if "compact" in config.cleanup_policy:
+            # LogValidator.validateKey: a compacted topic refuses a record without a key; the
+            # batch's refused records are listed, each by its index within the batch.
+            for position in summary.positions:
+                indexes = null_key_indexes(buf, position)
+                if indexes:
+                    why = ("Compacted topic cannot accept message without key in topic partition "
+                           f"{self.topic}-{self.partition}")
+                    raise RecordValidationError([(index, why) for index in indexes])
 
     def _maybe_recompress(self, buf, summary: BatchSummary, codec: int,
                           now_ms: int) -> tuple[bytes | bytearray | memoryview, BatchSummary]:

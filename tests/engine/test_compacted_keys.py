@@ -1,8 +1,9 @@
-"""Records without a key (Kafka's LogValidator.validateKey, KIP-467's record errors):
-ext.batch.null_key_indexes, and the logs that store them."""
+"""A compacted topic refuses a record without a key (Kafka's LogValidator.validateKey, KIP-467's
+record errors): ext.batch.null_key_indexes and Log._check_batches."""
 import pytest
 
 from engine.config import LogConfig
+from engine.errors import InvalidRecordError, RecordValidationError
 from engine.log import Log
 from ext.batch import (
     COMPRESSION_GZIP,
@@ -61,6 +62,42 @@ def test_null_key_indexes_refuses_a_malformed_batch():
 
 # ---- the leader's append ----
 
+@pytest.mark.parametrize("policy", ["compact", "compact,delete", "delete,compact"])
+@pytest.mark.parametrize("codec", [COMPRESSION_NONE, COMPRESSION_ZSTD])
+def test_a_record_without_key_on_a_compacted_topic_is_refused_with_its_batch_index_as_kafka_does(
+        tmp_path, policy, codec):
+    log = Log(str(tmp_path / "t-0"), LogConfig(cleanup_policy=policy))
+    log.append_as_leader(batch([b"a"]), 0, NOW)
+    with pytest.raises(RecordValidationError) as refused:
+        log.append_as_leader(batch([b"k", None, b"k2", None], codec), 0, NOW)
+    assert isinstance(refused.value, InvalidRecordError)  # INVALID_RECORD at the broker
+    assert refused.value.record_errors == [(1, WHY), (3, WHY)]
+    assert str(refused.value) == (
+        "One or more records have been rejected due to 2 record errors in total, and only showing "
+        f"the first three errors at most: [RecordError(batchIndex=1, message='{WHY}'), "
+        f"RecordError(batchIndex=3, message='{WHY}')]")
+    assert log.log_end_offset == 1  # nothing of the refused batch is written
+    assert stored(log) == [(0, b"a")]
+
+
+def test_the_message_shows_the_first_three_record_errors_and_counts_them_all(tmp_path):
+    log = Log(str(tmp_path / "t-0"), LogConfig(cleanup_policy="compact"))
+    with pytest.raises(RecordValidationError) as refused:
+        log.append_as_leader(batch([None] * 5), 0, NOW)
+    assert [index for index, _ in refused.value.record_errors] == [0, 1, 2, 3, 4]
+    message = str(refused.value)
+    assert "due to 5 record errors in total" in message
+    assert message.count("RecordError(") == 3 and "batchIndex=2" in message and "batchIndex=3" not in message
+
+
+@pytest.mark.parametrize("codec", [COMPRESSION_NONE, COMPRESSION_GZIP])
+def test_keyed_records_including_an_empty_key_are_stored_on_a_compacted_topic(tmp_path, codec):
+    log = Log(str(tmp_path / "t-0"), LogConfig(cleanup_policy="compact"))
+    info = log.append_as_leader(batch([b"a", b"", b"a"], codec), 0, NOW)
+    assert (info.first_offset, info.last_offset) == (0, 2)
+    assert stored(log) == [(0, b"a"), (1, b""), (2, b"a")]
+
+
 def test_a_record_without_key_is_stored_on_a_topic_that_does_not_compact(tmp_path):
     log = Log(str(tmp_path / "t-0"), LogConfig(cleanup_policy="delete"))
     log.append_as_leader(batch([None, b"a", None]), 0, NOW)
@@ -75,3 +112,12 @@ def test_a_follower_stores_what_its_leader_wrote_without_checking_keys(tmp_path)
     follower = Log(str(tmp_path / "follower" / "t-0"), LogConfig(cleanup_policy="compact"))
     follower.append_as_follower(leader.read(0, 1 << 20).records.read(), NOW)
     assert stored(follower) == [(0, None), (1, None), (2, None)]
+
+
+def test_the_key_check_follows_a_config_change_to_compact(tmp_path):
+    log = Log(str(tmp_path / "t-0"), LogConfig(cleanup_policy="delete"))
+    log.append_as_leader(batch([None]), 0, NOW)
+    log.config = LogConfig(cleanup_policy="compact")
+    with pytest.raises(RecordValidationError):
+        log.append_as_leader(batch([None]), 0, NOW)
+    assert log.log_end_offset == 1

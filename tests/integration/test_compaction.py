@@ -154,3 +154,23 @@ def test_consumer_offsets_stays_bounded_under_a_group_that_commits_continuously(
         assert tp.offset == 3999
     finally:
         consumer.close()
+
+
+def test_a_record_without_key_produced_to_a_compacted_topic_is_refused_invalid_record_as_kafka_does(node):
+    """LogValidator.validateKey (KIP-467): the keyless record's batch fails with INVALID_RECORD
+    and nothing of it is stored; a keyed record after it is stored at offset 0."""
+    from confluent_kafka import KafkaError
+    topic = f"keys-{uuid.uuid4().hex[:8]}"
+    reference.create_topic(node.bootstrap, topic, partitions=1, config={"cleanup.policy": "compact"})
+    producer = Producer({**BASE, "bootstrap.servers": node.bootstrap, "linger.ms": 0,
+                         "message.timeout.ms": int(WAIT_S * 1000)})
+    reports: list = []
+    producer.produce(topic, value=b"no key", partition=0, on_delivery=lambda err, _m: reports.append(err))
+    assert producer.flush(WAIT_S) == 0
+    producer.produce(topic, key=b"k", value=b"keyed", partition=0,
+                     on_delivery=lambda err, _m: reports.append(err))
+    assert producer.flush(WAIT_S) == 0
+    refused, stored = reports
+    assert refused is not None and refused.code() == KafkaError.INVALID_RECORD, refused
+    assert stored is None, stored
+    assert read_all(node.bootstrap, topic) == [(0, b"k", b"keyed")]
