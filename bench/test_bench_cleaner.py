@@ -12,7 +12,11 @@
 * ``test_produce_p99_cleaner_busy_vs_idle`` (starts a node: marked ``processes``): a
   latency producer's produce p99 while a writer keeps a compacted topic dirty (the cleaner
   busy in the broker's worker thread) over the same writer on a delete-policy topic (the
-  cleaner idle), in alternating rounds; the cleaner thread's share of the broker's CPU.
+  cleaner idle), in alternating rounds; the cleaner thread's share of the broker's CPU and of
+  its GIL. A third kind of round, ``process``, stands in for a cleaner in a process of its own:
+  the delete-policy writer, and beside the broker a process doing the same cleaning work on a
+  Log of its own (the same records appended at the writer's rate, the same key space, a clean
+  after every 1 MiB roll), so the broker's CPU and disk see the cleaner's load without its GIL.
 
 With ``--benchmark-disable`` (the default test run) each body runs once at a tiny size.
 """
@@ -210,6 +214,7 @@ WRITER_WARMUP_S = 3.0
 LATENCY_RATE = 2000
 COMPACTED = {"cleanup.policy": "compact", "segment.bytes": str(1 << 20), "min.cleanable.dirty.ratio": "0.01"}
 NOT_COMPACTED = {"cleanup.policy": "delete", "segment.bytes": str(1 << 20)}
+MODES = ("idle", "busy", "process")
 _topics = itertools.count()
 
 
@@ -257,17 +262,66 @@ def writing(bootstrap: str, topic: str, config: dict, rate: int, keys: int):
         W.delete_topic(bootstrap, topic)
 
 
+def _cleaner_process(spec: dict) -> None:
+    """The cleaner's work in a process of its own (until killed): ``spec["rate"]`` records/s of
+    100-byte values over ``spec["keys"]`` keys at random appended to a compacted Log in
+    ``spec["dir"]``, rolled and cleaned at every 1 MiB, as the broker's cleaner does the dirty
+    topic of a busy round."""
+    lg = Log(spec["dir"], _compacted(1 << 20))
+    rng = random.Random(1)
+    value = b"v" * VALUE_BYTES
+    step = (1 << 20) // (VALUE_BYTES + 20) // BATCH_RECORDS * BATCH_RECORDS
+    interval = step / spec["rate"]
+    print("ready", flush=True)
+    due = time.monotonic()
+    while True:
+        now = int(time.time() * 1000)
+        for _ in range(step // BATCH_RECORDS):
+            batch = build_batch([(b"key-%09d" % rng.randrange(spec["keys"]), value, [], now)
+                                 for _ in range(BATCH_RECORDS)])
+            lg.append_as_leader(bytearray(batch), 0, now)
+        lg.update_high_watermark(lg.log_end_offset)
+        lg.roll()
+        clean_whole(lg, slots=1 << 18)
+        lg.delete_pending_segments()
+        due += interval
+        time.sleep(max(0.0, due - time.monotonic()))
+
+
+@contextlib.contextmanager
+def cleaning_beside(rate: int, keys: int):
+    """``_cleaner_process`` running beside the broker."""
+    from tests.integration.cluster import REPO_ROOT
+
+    work = tempfile.mkdtemp(prefix="strom-bench-cleaner-process-")
+    spec = {"dir": os.path.join(work, "t-0"), "rate": rate, "keys": keys}
+    proc = subprocess.Popen([sys.executable, "-m", "bench.test_bench_cleaner", "cleaner", json.dumps(spec)],
+                            cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        if proc.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"the cleaner process did not start ({proc.wait(10)})")
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait(10)
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def thread_cpu(pid: int) -> dict[int, float]:
     return {t.id: t.user_time + t.system_time for t in psutil.Process(pid).threads()}
 
 
-def latency_round(broker, busy: bool, rate: int, seconds: float, warmup_s: float,
+def latency_round(broker, mode: str, rate: int, seconds: float, warmup_s: float,
                   writer_rate: int, keys: int, profile_s: float = 0.0) -> dict:
+    """One round: ``mode`` "idle", "busy" (the broker's cleaner thread) or "process" (the same
+    cleaning in a process beside the broker)."""
     from bench.e2e import workloads as W
 
     n = next(_topics)
     dirty = f"dirty-{n}"
-    with writing(broker.bootstrap, dirty, COMPACTED if busy else NOT_COMPACTED, writer_rate, keys):
+    beside = cleaning_beside(writer_rate, keys) if mode == "process" else contextlib.nullcontext()
+    config = COMPACTED if mode == "busy" else NOT_COMPACTED
+    with writing(broker.bootstrap, dirty, config, writer_rate, keys), beside:
         time.sleep(warmup_s)
         profiler = None
         if profile_s and shutil.which("py-spy"):
@@ -332,21 +386,23 @@ def test_produce_p99_cleaner_busy_vs_idle(benchmark, cleaner_node):
     rate = LATENCY_RATE if enabled else 500
 
     def rounds() -> dict:
-        out: dict[str, list[dict]] = {"idle": [], "busy": []}
+        out: dict[str, list[dict]] = {mode: [] for mode in MODES}
         for _ in range(reps):
-            for mode in ("idle", "busy"):
-                out[mode].append(latency_round(cleaner_node, mode == "busy", rate, seconds, warmup,
-                                               writer_rate, keys))
+            for mode in MODES:
+                out[mode].append(latency_round(cleaner_node, mode, rate, seconds, warmup, writer_rate, keys))
         if enabled:  # one more busy round under py-spy: the GIL's share (not in the ratio)
-            out["profiled"] = [latency_round(cleaner_node, True, rate, seconds, warmup, writer_rate, keys,
+            out["profiled"] = [latency_round(cleaner_node, "busy", rate, seconds, warmup, writer_rate, keys,
                                              profile_s=seconds)]
         return out
 
     r = benchmark.pedantic(rounds, rounds=1, iterations=1)
     p99 = paired_ratio([x["p99_ms"] for x in r["busy"]], [x["p99_ms"] for x in r["idle"]])
     p50 = paired_ratio([x["p50_ms"] for x in r["busy"]], [x["p50_ms"] for x in r["idle"]])
-    assert all(x["p99_ms"] >= x["p50_ms"] > 0 for x in r["busy"] + r["idle"])
-    assert all(x["cleaned_to"] == 0 for x in r["idle"])  # a delete-policy topic is never cleaned
+    process_p99 = paired_ratio([x["p99_ms"] for x in r["process"]], [x["p99_ms"] for x in r["idle"]])
+    process_p50 = paired_ratio([x["p50_ms"] for x in r["process"]], [x["p50_ms"] for x in r["idle"]])
+    assert all(x["p99_ms"] >= x["p50_ms"] > 0 for mode in MODES for x in r[mode])
+    # the broker never cleans a delete-policy topic
+    assert all(x["cleaned_to"] == 0 for x in r["idle"] + r["process"])
     if enabled:
         assert all(x["cleaned_to"] > 0 for x in r["busy"]), "the cleaner never cleaned the dirty topic"
 
@@ -356,8 +412,10 @@ def test_produce_p99_cleaner_busy_vs_idle(benchmark, cleaner_node):
 
     info = {"rate": rate, "writer_rate": writer_rate, "writer_keys": keys, "seconds": seconds,
             "busy_over_idle_p99": p99["ratio"], "p99_pairs": p99["pairs"],
-            "busy_over_idle_p50": p50["ratio"], "p50_pairs": p50["pairs"]}
-    for mode in ("idle", "busy"):
+            "busy_over_idle_p50": p50["ratio"], "p50_pairs": p50["pairs"],
+            "process_over_idle_p99": process_p99["ratio"], "process_p99_pairs": process_p99["pairs"],
+            "process_over_idle_p50": process_p50["ratio"], "process_p50_pairs": process_p50["pairs"]}
+    for mode in MODES:
         for field in ("p50_ms", "p99_ms", "p999_ms", "loop_thread_cores", "busiest_other_thread_cores",
                       "broker_cores", "loadavg_1m", "cleaned_to"):
             info[f"{mode}_{field}"] = median(mode, field)
@@ -369,3 +427,5 @@ def test_produce_p99_cleaner_busy_vs_idle(benchmark, cleaner_node):
 if __name__ == "__main__":
     if sys.argv[1] == "writer":
         _writer(json.loads(sys.argv[2]))
+    elif sys.argv[1] == "cleaner":
+        _cleaner_process(json.loads(sys.argv[2]))
