@@ -65,9 +65,11 @@ class PartitionLog(Protocol):
 
     def maybe_increment_log_start_offset(self, offset: int) -> bool: ...
 
-    def append_as_leader(self, records: Any, leader_epoch: int, now_ms: int) -> Any:
+    def append_as_leader(self, records: Any, leader_epoch: int, now_ms: int,
+                         verification_guard: Any = None) -> Any:
         """Assign offsets from the LEO, stamp ``leader_epoch``; returns an object with
-        ``first_offset`` and ``last_offset``. May raise the engine's validation errors."""
+        ``first_offset`` and ``last_offset``. May raise the engine's validation errors.
+        ``verification_guard``: KIP-890's, checked for transactional batches (engine/log.py)."""
 
     def append_as_follower(self, records: Any, now_ms: int) -> Any:
         """Append the leader's records with their offsets and epochs (the epoch cache follows)."""
@@ -185,7 +187,8 @@ class MemoryPartitionLog:
 
     # -- appends and reads ------------------------------------------------------------------------
 
-    def append_as_leader(self, records: Any, leader_epoch: int, now_ms: int) -> AppendInfo:
+    def append_as_leader(self, records: Any, leader_epoch: int, now_ms: int,
+                         verification_guard: Any = None) -> AppendInfo:
         """``records``: an iterable of values; each gets the next offset and ``leader_epoch``."""
         first = self.log_end_offset
         written = tuple((first + i, leader_epoch, value) for i, value in enumerate(records))
