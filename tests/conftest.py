@@ -42,12 +42,14 @@ PROCESS_MODULES = NETNS_MODULES + (
     "tests/fuzz/test_live_fuzz.py",
     "tests/limits/test_node_limits.py",
     "tests/spark/test_spark_integration.py",
+    "tests/spark/test_sink_integration.py",
     "tests/storage/test_disk_full.py",
     "tests/storage/test_disk_full_cluster.py",
     "tests/unit/test_malloc_tuning.py",
     "bench/test_bench_e2e.py",
     "bench/test_bench_raft.py",
     "bench/test_bench_replication.py",
+    "bench/test_bench_transactions.py",
 )
 # Fixtures that start a node or a cluster (tests/integration/conftest.py).
 PROCESS_FIXTURES = {"strom_node", "shared_node", "replicated_node"}
