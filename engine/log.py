@@ -61,13 +61,14 @@ from engine.errors import (
 )
 from engine.log_dir_failure import LogDirFailureChannel, log_dir_of, storage_operation
 from engine.producer_state import (
+    ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
     SNAPSHOT_SUFFIX,
     CompletedTxn,
     CorruptSnapshotError,
     InvalidTxnStateError,
     ProducerStateManager,
     VerificationGuard,
-    marker_of,
 )
 from engine.producer_state import last_sequence as _last_seq
 from engine.reader import base_offset_of, file_name, iter_file_chunks, parse_partition_dir
@@ -105,6 +106,8 @@ TARGET_CODECS = {
     "uncompressed": COMPRESSION_NONE, "gzip": COMPRESSION_GZIP, "snappy": COMPRESSION_SNAPPY,
     "lz4": COMPRESSION_LZ4, "zstd": COMPRESSION_ZSTD,
 }
+
+COMPRESSION_CODEC_MASK = 0x07  # record batch attributes: the codec
 
 # Fetch isolation: how far a read may go.
 FETCH_LOG_END = "log_end"  # replicas
@@ -321,7 +324,7 @@ class Log:
         if not from_client:
             return
         for attributes, records in zip(summary.attributes, summary.records_counts):
-            if attributes & 0x20:
+            if attributes & ATTR_CONTROL:
                 raise InvalidRecordError("clients may not write control batches")
             if records == 0:
                 raise InvalidRecordError("a batch with no records")
@@ -356,7 +359,7 @@ class Log:
         writes them uncompressed). Runs after every check of the batches as sent, so a refused or
         duplicate batch costs no compression; the rebuilt sizes are checked again against
         max.message.bytes and segment.bytes, as Kafka re-checks a recompressed batch."""
-        if all(a & 0x07 == codec or a & 0x20 for a in summary.attributes):
+        if all(a & COMPRESSION_CODEC_MASK == codec or a & ATTR_CONTROL for a in summary.attributes):
             return buf, summary
         buf = recompress(buf, codec, self.config.compression_level)
         summary = scan(buf, 0, False)
@@ -376,14 +379,14 @@ class Log:
             summary.producer_ids, summary.producer_epochs, summary.base_sequences,
             summary.base_offsets, summary.last_offsets, summary.attributes,
         ):
-            if pid < 0 or attributes & 0x20:
+            if pid < 0 or attributes & ATTR_CONTROL:
                 continue
             known = self.producer_state.producers.get(pid)
             duplicate = self.producer_state.check(pid, epoch, seq, _last_seq(seq, last - base),
-                                                  attributes & 0x10)
+                                                  attributes & ATTR_TRANSACTIONAL)
             if duplicate is not None:
                 raise DuplicateSequenceError(duplicate.first_offset, duplicate.last_offset)
-            if guard is not None and attributes & 0x10:
+            if guard is not None and attributes & ATTR_TRANSACTIONAL:
                 self._check_verified(pid, epoch, guard)
             if known is not None and epoch > known.epoch:
                 log.info("%s: producer %d moves from epoch %d to %d at sequence %d", self.dir, pid,
@@ -400,36 +403,31 @@ class Log:
         ):
             if pid < 0:
                 continue
-            if attributes & 0x20:
+            if attributes & ATTR_CONTROL:
                 marker = read_end_txn_marker(buf, position)
                 if marker is not None:
                     state.check_marker(pid, epoch, marker.marker.coordinator_epoch, transaction_version)
             else:
                 state.check(pid, epoch, seq, _last_seq(seq, last - base),
-                            transactional=bool(attributes & 0x10), coordinator=True)
-                if guard is not None and attributes & 0x10:
+                            transactional=bool(attributes & ATTR_TRANSACTIONAL), coordinator=True)
+                if guard is not None and attributes & ATTR_TRANSACTIONAL:
                     self._check_verified(pid, epoch, guard)
 
     def _update_producers(self, buf, summary: BatchSummary, segment: LogSegment) -> None:
-        for pid, epoch, seq, base, last, attributes, max_ts in zip(
+        """Every producer batch just written into the producer state (the rule is the
+        manager's ``append_batch``, the one a replay uses); an aborted transaction its marker
+        completed goes into ``segment``'s .txnindex."""
+        append_batch = self.producer_state.append_batch
+        for pid, epoch, seq, base, last, attributes, max_ts, position in zip(
             summary.producer_ids, summary.producer_epochs, summary.base_sequences,
             summary.base_offsets, summary.last_offsets, summary.attributes, summary.max_timestamps,
+            summary.positions,
         ):
             if pid < 0:
                 continue
-            if not attributes & 0x30:
-                self.producer_state.update(pid, epoch, seq, _last_seq(seq, last - base), base, last, max_ts)
-            elif not attributes & 0x20:
-                self.producer_state.update(pid, epoch, seq, _last_seq(seq, last - base), base, last, max_ts,
-                                           transactional=True)
-            else:  # a marker (rare: its position is looked up, not zipped for every batch)
-                marker = marker_of(buf, summary.positions[summary.base_offsets.index(base)])
-                if marker is not None:
-                    done = self.producer_state.complete(
-                        pid, epoch, marker.marker.coordinator_epoch, marker.marker.is_commit,
-                        marker.offset, marker.timestamp)
-                    if done is not None and done.is_aborted:
-                        self._index_aborted(segment, done)
+            done = append_batch(buf, pid, epoch, seq, base, last, attributes, max_ts, position)
+            if done is not None and done.is_aborted:
+                self._index_aborted(segment, done)
 
     @staticmethod
     def _index_aborted(segment: LogSegment, txn: CompletedTxn) -> None:

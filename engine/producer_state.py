@@ -44,7 +44,10 @@ the marker's offset + 1, Kafka's lastStableOffset(CompletedTxn)) that the log in
 .txnindex when aborted. A completed transaction stays unstable until the high watermark passes
 its marker (Kafka's unreplicatedTxns): ``first_unstable_offset(hw)`` is the least first offset
 of the open and the not yet replicated ones. Markers replayed from a log (a follower's append,
-a recovery) are never refused, as Kafka's REPLICATION origin only warns. Writes of the broker's
+a recovery) are never refused, as Kafka's REPLICATION origin only warns, and one there at an
+epoch other than its producer's, even a lower one (the leader took it after expiring the
+producer), takes the producer to that epoch as a data batch does (maybeUpdateProducerEpoch),
+so followers and a replay keep the leader's transactions and .txnindex. Writes of the broker's
 own coordinators (``coordinator=True``: the group coordinator's transactional offset commits,
 base sequence -1) have their epoch checked and no sequence, as Kafka's COORDINATOR origin.
 
@@ -93,9 +96,10 @@ from ext.crc import crc32c
 
 BATCHES_KEPT = 5
 INT_MAX = 2**31 - 1
-_CONTROL = 0x20  # batch attributes: a control batch (transaction markers) is no producer's write
-_TRANSACTIONAL = 0x10  # batch attributes: part of a transaction
-_TXN_OR_CONTROL = _CONTROL | _TRANSACTIONAL
+# Record batch attributes.
+ATTR_TRANSACTIONAL = 0x10  # part of a transaction
+ATTR_CONTROL = 0x20  # a control batch (transaction markers): no producer's own write
+ATTR_TXN_OR_CONTROL = ATTR_CONTROL | ATTR_TRANSACTIONAL
 
 SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
@@ -292,15 +296,17 @@ class ProducerStateManager:
                first_offset: int, last_offset: int, max_timestamp: int,
                transactional: bool = False) -> None:
         """Record a batch that was written (leader or follower append, or log replay);
-        ``max_timestamp`` is the batch header's, as stored."""
+        ``max_timestamp`` is the batch header's, as stored. The producer takes the batch's
+        epoch whenever it differs from its own, even a lower one, forgetting its batches
+        (Kafka's maybeUpdateProducerEpoch): the leader refused a lower epoch before writing
+        it (``check``), so one in the log is one the leader took, e.g. after it expired the
+        producer, and a follower or a replay must follow it (AppendOrigin.REPLICATION)."""
         entry = self.producers.get(producer_id)
         if entry is None:
             entry = self.producers[producer_id] = ProducerEntry(epoch)
-        elif epoch > entry.epoch:
+        elif epoch != entry.epoch:
             entry.epoch = epoch
             entry.batches.clear()
-        elif epoch < entry.epoch:
-            return
         entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset))
         entry.last_timestamp = max_timestamp
         if transactional:
@@ -313,16 +319,15 @@ class ProducerStateManager:
     def complete(self, producer_id: int, epoch: int, coordinator_epoch: int, is_commit: bool,
                  offset: int, timestamp: int) -> CompletedTxn | None:
         """A marker was written at ``offset``: the producer moves to its epoch and coordinator
-        epoch, and its open transaction, if any, completes (see the module docstring). A
-        marker older than the producer's epoch changes nothing (a replica only logs it)."""
+        epoch, and its open transaction, if any, completes (see the module docstring). Its
+        epoch is taken even when lower than the producer's, as ``update`` takes it (the leader
+        refused such a marker before writing it: ``check_marker``)."""
         if self.verifications:
             self.verifications.pop(producer_id, None)
         entry = self.producers.get(producer_id)
         if entry is None:
             entry = self.producers[producer_id] = ProducerEntry(epoch)
-        elif epoch < entry.epoch:
-            return None
-        elif epoch > entry.epoch:
+        elif epoch != entry.epoch:
             entry.epoch = epoch
             entry.batches.clear()
         entry.coordinator_epoch = coordinator_epoch
@@ -338,6 +343,23 @@ class ProducerStateManager:
         del self.ongoing[producer_id]
         self.unreplicated.append((first, offset))
         return CompletedTxn(producer_id, first, offset, not is_commit, lso)
+
+    def append_batch(self, buf: Any, producer_id: int, epoch: int, first_seq: int, base_offset: int,
+                     last_offset: int, attributes: int, max_timestamp: int,
+                     position: int) -> CompletedTxn | None:
+        """One written batch of a producer (the batch at ``buf[position:]``, its header's
+        fields given) into the state, by its kind: a data batch, transactional or not, goes
+        to ``update``, a control batch's transaction marker to ``complete``, whose completed
+        transaction is returned (Kafka's ProducerAppendInfo.append)."""
+        if attributes & ATTR_CONTROL:
+            marker = marker_of(buf, position)
+            if marker is None:
+                return None
+            return self.complete(producer_id, epoch, marker.marker.coordinator_epoch, marker.marker.is_commit,
+                                 marker.offset, marker.timestamp)
+        self.update(producer_id, epoch, first_seq, last_sequence(first_seq, last_offset - base_offset),
+                    base_offset, last_offset, max_timestamp, attributes & ATTR_TRANSACTIONAL != 0)
+        return None
 
     def first_unstable_offset(self, high_watermark: int) -> int | None:
         """The least first offset of a transaction still open, or completed by a marker the
@@ -367,20 +389,14 @@ class ProducerStateManager:
             ):
                 if pid < 0:
                     continue
-                if attributes & _TXN_OR_CONTROL:
+                if attributes & ATTR_TXN_OR_CONTROL:
                     tail = tails.pop(pid, None)
                     if tail is not None:
                         self._settle(pid, *tail)
-                    if attributes & _CONTROL:
-                        marker = marker_of(chunk, position)
-                        if marker is not None:
-                            done = self.complete(pid, epoch, marker.marker.coordinator_epoch,
-                                                 marker.marker.is_commit, marker.offset, marker.timestamp)
-                            if done is not None:
-                                completed.append(done)
-                    else:
-                        self.update(pid, epoch, seq, last_sequence(seq, last - base), base, last, max_ts,
-                                    transactional=True)
+                    done = self.append_batch(chunk, pid, epoch, seq, base, last, attributes, max_ts,
+                                             position)
+                    if done is not None:
+                        completed.append(done)
                     continue
                 tail = tails.get(pid)
                 if tail is None:
@@ -389,11 +405,9 @@ class ProducerStateManager:
                         entry.epoch, deque(((b.first_seq, b.last_seq - b.first_seq, b.first_offset,
                                              b.last_offset) for b in entry.batches), maxlen=BATCHES_KEPT),
                         entry.last_timestamp]
-                if epoch > tail[0]:
+                if epoch != tail[0]:
                     tail[0] = epoch
                     tail[1].clear()
-                elif epoch < tail[0]:
-                    continue
                 tail[1].append((seq, last - base, base, last))
                 tail[2] = max_ts
         for pid, (epoch, batches, max_ts) in tails.items():
@@ -461,7 +475,6 @@ class ProducerStateManager:
         self.ongoing = {pid: entry.current_txn_first_offset for pid, entry in producers.items()
                         if entry.current_txn_first_offset >= 0}
         self.unreplicated.clear()
-        self.verifications.clear()
         self.verifications.clear()
 
     def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> list[int]:
