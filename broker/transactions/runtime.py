@@ -58,14 +58,13 @@ TOPIC = storage.TRANSACTION_STATE_TOPIC
 CREATE_TOPICS_VERSION = 7
 CREATE_RETRY_S = 1.0
 RETRY_BACKOFF_S = 0.1
-# How long a record's acks=-1 wait lasts before the write fails (REQUEST_TIMED_OUT, answered
-# COORDINATOR_NOT_AVAILABLE). Kafka waits the transaction's own timeout (appendRecords with
-# newMetadata.txnTimeoutMs); this is request.timeout.ms's default, kept below the API handlers'
-# reply guard so the client is answered by the coordinator's error mapping, never by the guard.
-APPEND_TIMEOUT_MS = 30000
-# How long an API handler waits for the core's reply before answering REQUEST_TIMED_OUT: only a
-# guard, above the append timeout every write is answered within.
-REPLY_TIMEOUT_S = 60.0
+# A record's acks=-1 wait lasts the transaction's own timeout before the write fails
+# (REQUEST_TIMED_OUT, answered COORDINATOR_NOT_AVAILABLE), as Kafka's appendTransactionToLog
+# (appendRecords with newMetadata.txnTimeoutMs); no transaction's timeout is above
+# transaction.max.timeout.ms. An API handler waits for the core's reply that long and
+# REPLY_MARGIN_S more before it answers REQUEST_TIMED_OUT (``reply_timeout_s``): only a guard,
+# so the client is answered by the coordinator's error mapping, never by the guard.
+REPLY_MARGIN_S = 10.0
 ADD_PARTITIONS_TO_TXN = 24
 VERIFY_VERSION = 4  # AddPartitionsToTxn v4: batched, verify_only (a broker's)
 VERIFY_TIMEOUT_S = 30.0
@@ -159,6 +158,7 @@ class TransactionCoordinatorRuntime:
         self.abort_interval_ms = c["transaction.abort.timed.out.transaction.cleanup.interval.ms"]
         self.expire_interval_ms = c["transaction.remove.expired.transaction.cleanup.interval.ms"]
         self.load_buffer = c["transaction.state.log.load.buffer.size"]
+        self.reply_timeout_s = c["transaction.max.timeout.ms"] / 1000 + REPLY_MARGIN_S
         self.markers = MarkerChannel(self)
         self._epochs: dict[int, int] = {}  # partition -> leader epoch, loading or loaded here
         self._loads: dict[int, asyncio.Task] = {}
@@ -321,14 +321,14 @@ class TransactionCoordinatorRuntime:
 
     async def call(self, step: Any) -> Any:
         """Run a core step whose reply goes to a fresh waiter (``step(waiter)``); its reply, or
-        None when none came within REPLY_TIMEOUT_S (a guard against a bug: every write is
-        answered within its append timeout)."""
+        None when none came within ``reply_timeout_s`` (a guard against a bug: every write is
+        answered within its transaction's timeout)."""
         waiter = self.waiter()
         self.run(step(waiter))
         try:
-            return await asyncio.wait_for(waiter, REPLY_TIMEOUT_S)
+            return await asyncio.wait_for(waiter, self.reply_timeout_s)
         except TimeoutError:
-            log.error("a transaction coordinator request was not answered in %.0f s", REPLY_TIMEOUT_S)
+            log.error("a transaction coordinator request was not answered in %.0f s", self.reply_timeout_s)
             return None
 
     def run(self, fx: Effects) -> None:
@@ -372,7 +372,7 @@ class TransactionCoordinatorRuntime:
 
     async def _complete(self, write: Write, entries: list, results: list) -> None:
         if not results[0].error:
-            await self.broker.replicas.wait_replicated(entries, results, APPEND_TIMEOUT_MS)
+            await self.broker.replicas.wait_replicated(entries, results, write.target.timeout_ms)
         error = results[0].error
         if error:
             log.warning("appending %s's %s record to %s-%d failed: %s", write.transactional_id, write.kind,

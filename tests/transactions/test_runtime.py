@@ -45,6 +45,11 @@ class Replicas:
         # the leader's log, above the high watermark)
         self.lost_after_append = Error.NONE
         self.leader_epoch = 0
+        self.refused = 0  # appends answered with ``refuse``
+        self.waits: list[int] = []  # the timeout_ms of each acks=-1 wait
+        # the other replicas stopped fetching: each acks=-1 wait runs to its timeout and answers
+        # REQUEST_TIMED_OUT (the record stays in the leader's log, above its high watermark)
+        self.stalled = False
 
     def local_log(self, topic, partition):
         return self.log if (topic, partition) == (TOPIC, 0) else None
@@ -54,15 +59,22 @@ class Replicas:
         out = []
         for _, _, batch in entries:
             if self.refuse:
+                self.refused += 1
                 out.append(AppendResult(self.refuse))
                 continue
             info = self.log.append_as_leader(batch, self.leader_epoch, 0, origin=origin)
-            if not self.lost_after_append:
+            if not self.lost_after_append and not self.stalled:
                 self.log.high_watermark = info.last_offset + 1  # the stand-in's replicas are in sync
             out.append(AppendResult(Error.NONE, None, info.first_offset, -1, 0, info.last_offset + 1))
         return out
 
     async def wait_replicated(self, entries, results, timeout_ms):
+        self.waits.append(timeout_ms)
+        if self.stalled:
+            await asyncio.sleep(timeout_ms / 1000)
+            for result in results:
+                result.error = Error.REQUEST_TIMED_OUT
+            return
         await asyncio.sleep(0)
         for result in results:
             if not result.error:
@@ -70,8 +82,8 @@ class Replicas:
 
 
 class Broker:
-    def __init__(self, log: Log):
-        self.config = CONFIG
+    def __init__(self, log: Log, **config):
+        self.config = {**CONFIG, **config}
         self.node_id = 1
         self.replicas = Replicas(log)
         self.leader_epoch = 0
@@ -541,3 +553,41 @@ def test_the_coordinator_is_not_available_while_its_leader_is_fenced_or_unregist
         finally:
             await runtime.stop()
     run(scenario)
+
+
+# ---- how long a write waits to commit, and the guard above it ----
+
+
+def test_a_records_commit_wait_is_the_transactions_timeout_as_kafkas_append_transaction_to_log(log):
+    """Kafka's appendTransactionToLog waits for the record's acks=-1 for the transaction's own
+    timeout (appendRecords(newMetadata.txnTimeoutMs)): a transaction of transaction.timeout.ms
+    60 s waits 60 s, one of 300 ms 300 ms; a wait that runs out answers COORDINATOR_NOT_AVAILABLE
+    (REQUEST_TIMED_OUT as appendTransactionToLog maps it), through the API's guard."""
+    async def scenario():
+        broker = Broker(log)
+        runtime = TransactionCoordinatorRuntime(broker)
+        runtime.start()
+        try:
+            await until(lambda: 0 in runtime.core.owned)
+            reply = await runtime.call(lambda w: runtime.core.init_producer_id("t", 60000, -1, -1, now(), w))
+            assert (reply.error_code, broker.replicas.waits) == (Error.NONE, [60000])
+            broker.replicas.stalled = True
+            async with asyncio.timeout(5):  # the append's own 300 ms, not a fixed request timeout
+                reply = await runtime.call(
+                    lambda w: runtime.core.init_producer_id("t", 300, -1, -1, now(), w))
+            assert (reply.error_code, broker.replicas.waits[1:]) == (Error.COORDINATOR_NOT_AVAILABLE, [300])
+            meta = runtime.core.transactions["t"]
+            assert (meta.producer_epoch, meta.timeout_ms, meta.pending) == (0, 60000, None)
+        finally:
+            await runtime.stop()
+    run(scenario)
+
+
+def test_the_reply_guard_outlasts_the_longest_commit_wait_transaction_max_timeout_ms():
+    """A write waits at most transaction.max.timeout.ms (no transaction's timeout is above it),
+    so the API handlers' guard (REQUEST_TIMED_OUT, fatal to librdkafka) is derived from it and
+    never fires before the coordinator's own answer."""
+    for max_timeout_ms in (1000, 60000, 900000, 3600000):
+        runtime = TransactionCoordinatorRuntime(SimpleNamespace(
+            config={**CONFIG, "transaction.max.timeout.ms": max_timeout_ms}))
+        assert max_timeout_ms / 1000 < runtime.reply_timeout_s <= max_timeout_ms / 1000 + 60
