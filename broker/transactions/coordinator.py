@@ -466,12 +466,14 @@ class TransactionCoordinator:
             self._answer(write, Error.NOT_COORDINATOR, fx)
             return fx
         if error:
-            if write.kind == "complete":
-                # the markers are written: retry until it lands, unless the partition moved
-                # (its next owner's load resumes the markers)
-                if error != Error.NOT_COORDINATOR:
-                    fx.writes.append(write)
+            if write.kind == "complete" and error == Error.COORDINATOR_NOT_AVAILABLE:
+                # the markers are written: appended again, the transition still pending, as
+                # Kafka's tryAppendToLog retries COORDINATOR_NOT_AVAILABLE only
+                fx.writes.append(write)
                 return fx
+            # Any other error ends the write (Kafka's appendTransactionToLog resets the pending
+            # transition). A CompleteX not written leaves the transaction PrepareX, as its log
+            # has it: the partition's next load sends its markers again.
             meta.abort_transition()
             if write.kind in ("fence", "timeout"):
                 meta.has_failed_epoch_fence = True

@@ -273,6 +273,47 @@ def test_complete_is_written_only_after_every_partitions_marker():
     assert state(node) is TxnState.COMPLETE_COMMIT and persisted(node).partitions == set()
 
 
+def _complete_write(node):
+    """A committed transaction whose last marker is written: the CompleteCommit write, held."""
+    r = init(node)
+    add(node, r.producer_id, 0)
+    end(node, r.producer_id, 0)
+    m = node.markers.pop()
+    node.take(node.core.on_markers_written(T, m.coordinator_epoch, m.partitions, 3))
+    (write,) = node.held
+    node.held.clear()
+    return write
+
+
+def test_a_failed_complete_is_appended_again_only_when_the_coordinator_is_not_available():
+    """Kafka's TransactionMarkerChannelManager.tryAppendToLog retries the CompleteCommit/
+    CompleteAbort append only on COORDINATOR_NOT_AVAILABLE (NOT_ENOUGH_REPLICAS,
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT, UNKNOWN_TOPIC_OR_PARTITION), keeping
+    the pending transition; NOT_COORDINATOR (the partition moved: its next owner's load resumes
+    the markers) and any other error end that attempt, and appendTransactionToLog resets the
+    pending transition: the transaction stays PrepareCommit, as in the log."""
+    for error in (Error.NOT_ENOUGH_REPLICAS, Error.NOT_ENOUGH_REPLICAS_AFTER_APPEND, Error.REQUEST_TIMED_OUT,
+                  Error.UNKNOWN_TOPIC_OR_PARTITION):
+        node = Node()
+        write = _complete_write(node)
+        fx = node.core.complete_write(write, error, 4)
+        assert (fx.writes, fx.replies) == ([write], [])
+        assert node.core.transactions[T].pending is TxnState.COMPLETE_COMMIT
+        node.take(fx)
+        node.flush(5)
+        assert state(node) is TxnState.COMPLETE_COMMIT and persisted(node).state is TxnState.COMPLETE_COMMIT
+    for error in (Error.NOT_LEADER_OR_FOLLOWER, Error.KAFKA_STORAGE_ERROR, Error.MESSAGE_TOO_LARGE,
+                  Error.UNKNOWN_SERVER_ERROR, Error.CORRUPT_MESSAGE):
+        node = Node()
+        write = _complete_write(node)
+        fx = node.core.complete_write(write, error, 4)
+        assert (fx.writes, fx.replies, fx.markers) == ([], [], [])
+        meta = node.core.transactions[T]
+        assert (meta.state, meta.pending) == (TxnState.PREPARE_COMMIT, None)
+        # the client's retry is told to wait, as it is while the markers go out
+        assert end(node, write.target.producer_id, 0, now=5).error_code == Error.CONCURRENT_TRANSACTIONS
+
+
 def test_end_txn_while_markers_go_out_is_concurrent_transactions():
     node = Node()
     r = init(node)
