@@ -11,9 +11,12 @@ Theory of operation. The shell
   appendTransactionToLog: requiredAcks -1, so transaction.state.log.min.isr replicas hold it)
   and steps the core with the outcome (``complete_write``); the core's error mapping is
   Kafka's (coordinator.append_error). Writes to one partition are appended in the order the
-  core made them; a CompleteCommit/CompleteAbort that failed is appended again after
-  ``RETRY_BACKOFF_S``, unless the partition was unloaded or loaded again meanwhile (no record
-  of an older coordinator epoch is appended);
+  core made them; a CompleteCommit/CompleteAbort that failed with COORDINATOR_NOT_AVAILABLE
+  (the quorum lost) is appended again after ``RETRY_BACKOFF_S``, unless the partition was
+  unloaded or loaded again meanwhile (no record of an older coordinator epoch is appended); a
+  record waits for its acks=-1 for its transaction's timeout; an append that raises ends its
+  write with UNKNOWN_SERVER_ERROR; failures are warned once, then every
+  ``APPEND_WARNING_EVERY_S`` with their count;
 - hands the core's ``MarkerRequest``s to the marker channel (markers.py), which reports each
   written partition back (``on_markers_written``);
 - answers each parked request (a future) with the core's reply, which the core gives only once
@@ -51,6 +54,7 @@ from engine.log import FETCH_LOG_END, ORIGIN_COORDINATOR
 from ext.batch import decode_records, iter_batches
 from protocol import messages as M
 from protocol.errors import Error
+from replication.manager import AppendResult
 
 log = logging.getLogger("strom.broker.transactions")
 
@@ -65,6 +69,10 @@ RETRY_BACKOFF_S = 0.1
 # REPLY_MARGIN_S more before it answers REQUEST_TIMED_OUT (``reply_timeout_s``): only a guard,
 # so the client is answered by the coordinator's error mapping, never by the guard.
 REPLY_MARGIN_S = 10.0
+# A failed append to a partition is warned the first time, then at most once this often with the
+# count of those not warned (a CompleteX is appended again every RETRY_BACKOFF_S while the quorum
+# of __transaction_state is lost); an append that succeeds starts it afresh.
+APPEND_WARNING_EVERY_S = 30.0
 ADD_PARTITIONS_TO_TXN = 24
 VERIFY_VERSION = 4  # AddPartitionsToTxn v4: batched, verify_only (a broker's)
 VERIFY_TIMEOUT_S = 30.0
@@ -105,6 +113,31 @@ def verification_error(error: int, produce_version: int) -> int:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+class RareWarnings:
+    """Warnings about one thing (a key) said the first time, then at most once every
+    ``every_s`` seconds with how many were held back since; ``clear`` starts a key afresh."""
+
+    def __init__(self, every_s: float, clock: Any = time.monotonic):
+        self.every_s = every_s
+        self.clock = clock
+        self._keys: dict[Any, tuple[float, int]] = {}  # key -> (when last said, held back since)
+
+    def warn(self, key: Any, message: str, *args: Any) -> None:
+        now = self.clock()
+        said = self._keys.get(key)
+        if said is None or now - said[0] >= self.every_s:
+            if said is not None and said[1]:
+                message += " (and %d more times in the last %.0f s)"
+                args += (said[1], now - said[0])
+            log.warning(message, *args)
+            self._keys[key] = (now, 0)
+        else:
+            self._keys[key] = (said[0], said[1] + 1)
+
+    def clear(self, key: Any) -> None:
+        self._keys.pop(key, None)
 
 
 def state_topic_configs(config: Any) -> dict[str, str]:
@@ -169,6 +202,7 @@ class TransactionCoordinatorRuntime:
         self._refill: asyncio.Task | None = None
         self.verification_enabled = bool(c.get("transaction.partition.verification.enable", True))
         self._coordinator_connections: Connections | None = None
+        self.append_warnings = RareWarnings(APPEND_WARNING_EVERY_S)  # by __transaction_state partition
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -356,7 +390,14 @@ class TransactionCoordinatorRuntime:
         else:
             batch = build_records_batch([write.record], now)
             entries = [(TOPIC, write.partition, batch)]
-            results = self.broker.replicas.append_records_locally(entries, -1, origin=ORIGIN_COORDINATOR)
+            try:
+                results = self.broker.replicas.append_records_locally(entries, -1, origin=ORIGIN_COORDINATOR)
+            except Exception:
+                # ended with an error, as Kafka's ReplicaManager turns an unexpected exception
+                # into the partition's error: the id's pending transition is dropped with it
+                log.exception("appending %s's %s record to %s-%d raised", write.transactional_id, write.kind,
+                              TOPIC, write.partition)
+                results = [AppendResult(Error.UNKNOWN_SERVER_ERROR)]
             task = asyncio.get_running_loop().create_task(self._complete(write, entries, results))
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
@@ -375,8 +416,11 @@ class TransactionCoordinatorRuntime:
             await self.broker.replicas.wait_replicated(entries, results, write.target.timeout_ms)
         error = results[0].error
         if error:
-            log.warning("appending %s's %s record to %s-%d failed: %s", write.transactional_id, write.kind,
-                        TOPIC, write.partition, Error(error).name)
+            self.append_warnings.warn(write.partition, "appending %s's %s record to %s-%d failed: %s",
+                                      write.transactional_id, write.kind, TOPIC, write.partition,
+                                      Error(error).name)
+        else:
+            self.append_warnings.clear(write.partition)
         fx = self.core.complete_write(write, error, _now_ms())
         if error and write.kind == "complete":
             for again in fx.writes:

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from broker.transactions import runtime as runtime_module
 from broker.transactions.coordinator import InitProducerIdReply, TxnReply
 from broker.transactions.runtime import (
     TOPIC,
@@ -50,12 +51,15 @@ class Replicas:
         # the other replicas stopped fetching: each acks=-1 wait runs to its timeout and answers
         # REQUEST_TIMED_OUT (the record stays in the leader's log, above its high watermark)
         self.stalled = False
+        self.raises = False  # the append raises (a bug, a disk error not mapped to a code)
 
     def local_log(self, topic, partition):
         return self.log if (topic, partition) == (TOPIC, 0) else None
 
     def append_records_locally(self, entries, acks, origin="client"):
         assert acks == -1  # Kafka's transaction log appends wait for min.insync.replicas
+        if self.raises:
+            raise OSError("the log's disk is gone")
         out = []
         for _, _, batch in entries:
             if self.refuse:
@@ -591,3 +595,80 @@ def test_the_reply_guard_outlasts_the_longest_commit_wait_transaction_max_timeou
         runtime = TransactionCoordinatorRuntime(SimpleNamespace(
             config={**CONFIG, "transaction.max.timeout.ms": max_timeout_ms}))
         assert max_timeout_ms / 1000 < runtime.reply_timeout_s <= max_timeout_ms / 1000 + 60
+
+
+# ---- failed appends ----
+
+
+def test_a_complete_refused_while_the_quorum_is_lost_is_warned_once_then_every_30_s_with_a_count(
+        log, caplog, monkeypatch):
+    """CompleteCommit refused (NOT_ENOUGH_REPLICAS: COORDINATOR_NOT_AVAILABLE) is appended again
+    after each backoff until the quorum is back; the first failure is warned, the next ones only
+    once every APPEND_WARNING_EVERY_S with how many there were, and once an append to the
+    partition succeeds the next failure is warned at once."""
+    monkeypatch.setattr(runtime_module, "RETRY_BACKOFF_S", 0.001)
+    clock = [1000.0]
+
+    def warnings():
+        return [r.getMessage() for r in caplog.records
+                if r.levelname == "WARNING" and r.name == "strom.broker.transactions"]
+
+    async def scenario():
+        broker = Broker(log)
+        runtime = TransactionCoordinatorRuntime(broker)
+        runtime.append_warnings.clock = lambda: clock[0]
+        sent = []
+        runtime.markers.add = sent.append
+        runtime.start()
+        try:
+            await until(lambda: 0 in runtime.core.owned)
+            await call(runtime, lambda w: runtime.core.init_producer_id("t", 60000, -1, -1, now(), w))
+            await call(runtime, lambda w: runtime.core.add_partitions("t", 1001, 0, [("a", 0)], now(), w, 0))
+            await call(runtime, lambda w: runtime.core.end_txn("t", 1001, 0, True, now(), w, 0))
+            broker.replicas.refuse = Error.NOT_ENOUGH_REPLICAS
+            runtime.markers_written("t", 0, [("a", 0)])
+            await until(lambda: broker.replicas.refused >= 20)
+            assert len(warnings()) == 1 and "NOT_ENOUGH_REPLICAS" in warnings()[0]
+            clock[0] += runtime_module.APPEND_WARNING_EVERY_S
+            seen = broker.replicas.refused
+            await until(lambda: broker.replicas.refused >= seen + 5)
+            assert len(warnings()) == 2
+            held_back = int(warnings()[1].split(" more ")[0].rsplit(" ", 1)[1])
+            assert 19 <= held_back < broker.replicas.refused  # the first was warned
+            broker.replicas.refuse = Error.NONE  # the quorum is back
+            await until(lambda: runtime.core.transactions["t"].state.kafka_name == "CompleteCommit")
+            broker.replicas.refuse = Error.NOT_ENOUGH_REPLICAS  # lost again: warned at once
+            reply = await call(runtime, lambda w: runtime.core.add_partitions("t", 1001, 0, [("a", 0)], now(),
+                                                                              w, 0))
+            assert reply == TxnReply(Error.COORDINATOR_NOT_AVAILABLE)
+            assert len(warnings()) == 3
+        finally:
+            await runtime.stop()
+    caplog.set_level("INFO", logger="strom.broker.transactions")
+    run(scenario)
+
+
+def test_an_append_that_raises_ends_the_write_with_unknown_server_error_and_frees_the_id(log):
+    """An append that raises (not an error code) is answered UNKNOWN_SERVER_ERROR, as Kafka's
+    ReplicaManager turns an unexpected exception into a partition's error, and the transition
+    is dropped: the id is not left pending (CONCURRENT_TRANSACTIONS to every later request)."""
+    async def scenario():
+        broker = Broker(log)
+        runtime = TransactionCoordinatorRuntime(broker)
+        runtime.start()
+        try:
+            await until(lambda: 0 in runtime.core.owned)
+            await call(runtime, lambda w: runtime.core.init_producer_id("t", 60000, -1, -1, now(), w))
+            broker.replicas.raises = True
+            reply = await call(runtime, lambda w: runtime.core.add_partitions("t", 1001, 0, [("a", 0)], now(),
+                                                                              w, 0))
+            assert reply == TxnReply(Error.UNKNOWN_SERVER_ERROR)
+            meta = runtime.core.transactions["t"]
+            assert (meta.state.kafka_name, meta.pending) == ("Empty", None)
+            broker.replicas.raises = False
+            reply = await call(runtime, lambda w: runtime.core.add_partitions("t", 1001, 0, [("a", 0)], now(),
+                                                                              w, 0))
+            assert reply == TxnReply(Error.NONE)
+        finally:
+            await runtime.stop()
+    run(scenario)
