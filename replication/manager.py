@@ -776,14 +776,14 @@ class ReplicaManager:
                 result.high_watermark, result.log_start_offset = log_.high_watermark, log_.log_start_offset
             return result
         if check.diverging_epoch is not None:
-            return ReadResult(errors.NONE, log_.high_watermark, log_.high_watermark, log_.log_start_offset,
-                              diverging_epoch=check.diverging_epoch)
+            return ReadResult(errors.NONE, log_.high_watermark, log_.last_stable_offset,
+                              log_.log_start_offset, diverging_epoch=check.diverging_epoch)
         leader_end = log_.log_end_offset
         result = self._read_into(ReadResult(), log_, fetch_offset, max_bytes, FETCH_LOG_END, min_one_message)
         if result.error:
             return result
         if not update_fetch_state:  # a read after a wait: the fetch was recorded on arrival
-            result.high_watermark = result.last_stable_offset = log_.high_watermark
+            result.high_watermark, result.last_stable_offset = log_.high_watermark, log_.last_stable_offset
             result.log_start_offset = log_.log_start_offset
             return result
         now = self.clock() if now_ms is None else now_ms
@@ -794,8 +794,9 @@ class ReplicaManager:
             return ReadResult(errors.NOT_LEADER_OR_FOLLOWER)
         self._apply(tp, partition, outcome)
         # After the update: the follower learns a high watermark its own fetch may just have moved
-        # (it is at most this fetch's offset, so never past what the follower holds).
-        result.high_watermark = result.last_stable_offset = log_.high_watermark
+        # (it is at most this fetch's offset, so never past what the follower holds), and the last
+        # stable offset, as Kafka answers every fetch.
+        result.high_watermark, result.last_stable_offset = log_.high_watermark, log_.last_stable_offset
         result.log_start_offset = log_.log_start_offset
         return result
 
