@@ -5,7 +5,8 @@ DescribeProducers are produce.py's; FindCoordinator's TRANSACTION key type is gr
 The producer's requests step the transaction coordinator's core (broker/transactions/) through
 its runtime and are answered once the record of their transition is committed to
 ``__transaction_state``. A client's transaction version is 2 for EndTxn v5+ and
-AddPartitionsToTxn v5+ (KIP-890: the epoch is bumped at each transaction's end), 0 below.
+AddPartitionsToTxn v5+ (KIP-890: the epoch is bumped at each transaction's end), 0 below, and
+0 for AddOffsetsToTxn at every version, as KafkaApis hands them to the coordinator.
 
 AddPartitionsToTxn v0-v3 is a client's, for one transaction: a partition that does not exist
 answers UNKNOWN_TOPIC_OR_PARTITION and the request's other partitions OPERATION_NOT_ATTEMPTED,
@@ -49,6 +50,10 @@ def fenced_for(code: int, version: int, first_version: int) -> int:
 
 # The first versions of AddPartitionsToTxn, AddOffsetsToTxn and EndTxn that know PRODUCER_FENCED.
 PRODUCER_FENCED_VERSION = 2
+# AddOffsetsToTxn's transaction version, whatever the request's version: KafkaApis hands it to
+# the coordinator at TV_0, as only a client below transaction version 2 sends it (at 2,
+# TxnOffsetCommit v5 adds the group's partition itself).
+ADD_OFFSETS_TRANSACTION_VERSION = 0
 
 
 def _partitions(topics) -> list[tuple[str, int]]:
@@ -114,7 +119,8 @@ def apis(broker) -> list[Api]:
     async def handle_add_offsets_to_txn(header, req):
         R = M.AddOffsetsToTxnResponse
         reply = await call(lambda w: runtime.core.add_offsets(
-            req.transactional_id, req.producer_id, req.producer_epoch, req.group_id, _now_ms(), w, 0),
+            req.transactional_id, req.producer_id, req.producer_epoch, req.group_id, _now_ms(), w,
+            ADD_OFFSETS_TRANSACTION_VERSION),
             lambda code: R(error_code=code))
         return R(error_code=fenced_for(reply.error_code, header.api_version, PRODUCER_FENCED_VERSION))
 

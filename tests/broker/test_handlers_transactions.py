@@ -40,7 +40,7 @@ def errors_of(topic_results):
             for p in t.results_by_partition}
 
 
-def serve(log, scenario):
+def serve(log, scenario, with_broker=False):
     async def run():
         broker = TopicsBroker(log)
         allocated.fail = False
@@ -54,7 +54,10 @@ def serve(log, scenario):
             waiter = broker.transactions.waiter()
             broker.transactions.run(core.init_producer_id("t", 60000, -1, -1, 1, waiter))
             reply = await waiter
-            await scenario(apis, reply.producer_id, reply.producer_epoch)
+            if with_broker:
+                await scenario(apis, reply.producer_id, reply.producer_epoch, broker)
+            else:
+                await scenario(apis, reply.producer_id, reply.producer_epoch)
         finally:
             await broker.transactions.stop()
     asyncio.run(run())
@@ -197,3 +200,25 @@ class Allocator:
 
 
 allocated = Allocator()
+
+
+
+def test_add_offsets_to_txn_adds_at_transaction_version_0_at_every_version_as_kafka_apis(log):
+    """KafkaApis hands AddOffsetsToTxn to the coordinator at transaction version 0 whatever the
+    request's version: a transaction version 2 client never sends it (TxnOffsetCommit v5 adds
+    the group's partition itself), so the Ongoing record holds client version 0; an EndTxn v5
+    still ends the transaction at its own version 2."""
+    async def scenario(apis, pid, epoch, broker):
+        core = broker.transactions.core
+        for version in range(5):
+            offsets = M.AddOffsetsToTxnRequest(transactional_id="t", producer_id=pid, producer_epoch=epoch,
+                                               group_id=f"g{version}")
+            assert (await apis[25](SimpleNamespace(api_version=version), offsets)).error_code == Error.NONE
+            meta = core.transactions["t"]
+            assert (meta.state.kafka_name, meta.client_transaction_version) == ("Ongoing", 0)
+        assert {t for t, _ in meta.partitions} == {"__consumer_offsets"}
+        end = M.EndTxnRequest(transactional_id="t", producer_id=pid, producer_epoch=epoch, committed=True)
+        response = await apis[26](SimpleNamespace(api_version=5), end)
+        assert (response.error_code, response.producer_epoch) == (Error.NONE, epoch + 1)
+        assert core.transactions["t"].client_transaction_version == 2
+    serve(log, scenario, with_broker=True)
