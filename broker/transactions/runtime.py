@@ -33,8 +33,9 @@ Theory of operation. The shell
   needs it, with Kafka's configs for it (``state_topic_configs``).
 
 Loading reads the partition from its log start offset to its log end offset, as Kafka's
-loadTransactionsForTxnTopicPartition does (transaction.state.log.load.buffer.size at a time);
-control batches are skipped. A transaction found in PrepareCommit or PrepareAbort resumes its
+loadTransactionsForTxnTopicPartition does (transaction.state.log.load.buffer.size at a time,
+through the group coordinator's reader, ``broker.groups.storage.read_chunks``); control batches
+are skipped. A transaction found in PrepareCommit or PrepareAbort resumes its
 markers.
 """
 from __future__ import annotations
@@ -42,15 +43,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterator
 from typing import Any
 
-from broker.groups.storage import build_records_batch
+from broker.groups.storage import build_records_batch, read_chunks
 from broker.transactions import storage
 from broker.transactions.connections import Connections
 from broker.transactions.coordinator import Effects, TransactionConfig, TransactionCoordinator, Write
 from broker.transactions.markers import MarkerChannel
-from engine.log import FETCH_LOG_END, ORIGIN_COORDINATOR
+from engine.log import ORIGIN_COORDINATOR
 from ext.batch import decode_records, iter_batches
 from protocol import messages as M
 from protocol.errors import Error
@@ -152,29 +152,17 @@ def state_topic_configs(config: Any) -> dict[str, str]:
     }
 
 
-def read_chunks(log_: Any, chunk_bytes: int) -> Iterator[list[tuple[bytes, bytes | None]]]:
-    """The (key, value) records of a ``__transaction_state`` partition from its log start offset
-    to its log end offset (as it stood when reading began), ``chunk_bytes`` at a time (at least
-    one batch each), control batches left out."""
-    offset, end = log_.log_start_offset, log_.log_end_offset
-    while offset < end:
-        info = log_.read(offset, chunk_bytes, FETCH_LOG_END)
-        if info.records is None:
-            return
-        data = info.records.read() if hasattr(info.records, "read") else bytes(info.records)
-        out: list[tuple[bytes, bytes | None]] = []
-        last = None
-        for header in iter_batches(data):
-            last = header
-            if header.is_control:
-                continue
-            for record in decode_records(data, header.position, False):
-                if record.key is not None:
-                    out.append((bytes(record.key), None if record.value is None else bytes(record.value)))
-        yield out
-        if last is None or last.next_offset <= offset:
-            return
-        offset = last.next_offset
+def records_of(data: bytes) -> list[tuple[bytes, bytes | None]]:
+    """The (key, value) records of whole batches of ``__transaction_state`` (a chunk of
+    ``read_chunks``), control batches and records without a key left out."""
+    out: list[tuple[bytes, bytes | None]] = []
+    for header in iter_batches(data):
+        if header.is_control:
+            continue
+        for record in decode_records(data, header.position, False):
+            if record.key is not None:
+                out.append((bytes(record.key), None if record.value is None else bytes(record.value)))
+    return out
 
 
 class TransactionCoordinatorRuntime:
@@ -331,8 +319,8 @@ class TransactionCoordinatorRuntime:
             return
         self._without_log.discard(partition)
         records: list[tuple[bytes, bytes | None]] = []
-        for chunk in read_chunks(log_, self.load_buffer):
-            records += chunk
+        for data in read_chunks(log_, self.load_buffer):
+            records += records_of(data)
             await asyncio.sleep(0)  # let other requests in between chunks
         self._loads.pop(partition, None)
         transactions = storage.replay(records)

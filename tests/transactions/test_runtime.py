@@ -672,3 +672,33 @@ def test_an_append_that_raises_ends_the_write_with_unknown_server_error_and_free
         finally:
             await runtime.stop()
     run(scenario)
+
+
+def test_a_load_reads_a_batch_at_a_time_at_the_smallest_load_buffer_and_skips_control_batches(log):
+    """transaction.state.log.load.buffer.size smaller than a batch still reads one whole batch
+    per chunk (the group coordinator's reader, as Kafka's load reads at least one batch); a
+    control batch in the partition is not a transaction's record."""
+    from engine.control import CONTROL_ABORT, build_end_txn_marker_batch
+    from engine.log import ORIGIN_COORDINATOR
+
+    async def scenario():
+        broker = Broker(log, **{"transaction.state.log.load.buffer.size": 1})
+        runtime = TransactionCoordinatorRuntime(broker)
+        runtime.start()
+        try:
+            await until(lambda: 0 in runtime.core.owned)
+            await call(runtime, lambda w: runtime.core.init_producer_id("t", 60000, -1, -1, now(), w))
+            log.append_as_leader(bytearray(build_end_txn_marker_batch(CONTROL_ABORT, 7, 0, 0, now())), 0, 0,
+                                 origin=ORIGIN_COORDINATOR)
+            await call(runtime, lambda w: runtime.core.init_producer_id("u", 60000, -1, -1, now(), w))
+            await call(runtime, lambda w: runtime.core.add_partitions("u", 1002, 0, [("a", 0)], now(), w, 0))
+            assert log.log_end_offset == 4
+            broker.leader_epoch = 1
+            broker.changed.set()
+            await until(lambda: runtime.core.owned.get(0) == 1)
+            got = {tid: (m.producer_id, m.state.kafka_name, m.partitions)
+                   for tid, m in runtime.core.transactions.items()}
+            assert got == {"t": (1001, "Empty", set()), "u": (1002, "Ongoing", {("a", 0)})}
+        finally:
+            await runtime.stop()
+    run(scenario)
