@@ -5,7 +5,8 @@ A fixed table of ``slots`` entries, each a 16-byte key digest (MurmurHash3 x64 1
 and an int64 offset: 24 bytes, so ``memory // 24`` slots from a byte budget as Kafka sizes its
 MD5 map. Linear probing; two keys with the same digest are one key, as in Kafka; no deletes.
 The per-record work of add_batches and retain_mask is C over the batch bytes (ext/cursor.pxd's
-readers, ext.compress for a compressed batch); nothing is called per record from Python.
+readers, ext.compress for a compressed batch); nothing is called per record from Python,
+and both walks run without the GIL (taken back only to decompress a batch or to raise).
 """
 from collections.abc import Iterable
 

@@ -13,23 +13,26 @@ decompressing a compressed batch with ext.compress, and puts every keyed record 
 non-control batch at or past a floor, stopping where Kafka's Cleaner.buildOffsetMapForSegment
 stops: at the first keyed record met once the map holds ``int(slots * load_factor)`` keys.
 retain_mask tells, for each record of a buffer, whether the cleaner keeps it, by Kafka's
-Cleaner.shouldRetainRecord. Nothing here is called per record from Python.
+Cleaner.shouldRetainRecord. Nothing here is called per record from Python, and both walks run
+without the GIL (the buffer held by its Py_buffer, the map this thread's), taking it back only
+to decompress a compressed batch (zlib, zstandard and lz4 release it again for their own work) or
+to raise, so that the broker's other threads run beside the cleaner's.
 """
 from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytearray cimport PyByteArray_FromStringAndSize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.memoryview cimport PyMemoryView_FromMemory
-from libc.stdint cimport INT32_MAX, int32_t, int64_t, uint64_t
-from libc.stdlib cimport free, malloc
+from libc.stdint cimport INT32_MAX, INT64_MAX, int32_t, int64_t, uint64_t
+from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy, memset
 
 from ext.batch cimport parse_header
 from ext.compress cimport decompress
 from ext.cursor cimport (ATTR_COMPRESSION_MASK, ATTR_CONTROL, ATTR_DELETE_HORIZON,
-                         ATTR_TRANSACTIONAL, HEADER_SIZE, LENGTH_FIELDS_SIZE, OFF_BATCH_LENGTH,
-                         batch_header_t, be32, cursor_t, read_length, read_varint,
-                         read_varlong)
+                         ATTR_TRANSACTIONAL, HEADER_SIZE, LENGTH_FIELDS_SIZE, MIN_BATCH_LENGTH,
+                         OFF_BATCH_LENGTH, OFF_MAGIC, batch_header_t, be32, cursor_t,
+                         load_header, read_length, read_varint, read_varlong)
 
 from ext.errors import CorruptRecordError
 
@@ -232,6 +235,39 @@ cdef inline bint _whole_batch_at(cptr buf, Py_ssize_t n, Py_ssize_t pos) noexcep
     return n - pos >= <int64_t>be32(buf + pos + OFF_BATCH_LENGTH) + LENGTH_FIELDS_SIZE
 
 
+cdef inline bint _plain_header(cptr buf, Py_ssize_t n, Py_ssize_t pos,
+                               batch_header_t* h) noexcept nogil:
+    # The header of the whole batch at pos into *h when parse_header would accept it and its
+    # records are not compressed: the batches the GIL-free walks read on their own. Anything
+    # else (a codec, a header parse_header refuses) is left to the caller, with the GIL.
+    if n - pos < HEADER_SIZE or buf[pos + OFF_MAGIC] != 2:
+        return 0
+    if be32(buf + pos + OFF_BATCH_LENGTH) < MIN_BATCH_LENGTH:
+        return 0
+    load_header(buf + pos, h)
+    h.position = pos
+    if h.records_count < 0 or h.last_offset_delta < 0 or h.base_offset > INT64_MAX - h.last_offset_delta:
+        return 0
+    return (h.attributes & ATTR_COMPRESSION_MASK) == 0
+
+
+cdef inline void _plain_records(const batch_header_t* h, cptr batch, cursor_t* r) noexcept nogil:
+    # r over the records section of an uncompressed batch.
+    r.base = batch + HEADER_SIZE
+    r.p = r.base
+    r.end = batch + h.batch_length + LENGTH_FIELDS_SIZE
+
+
+# What a GIL-free walk over batches or records ended at.
+cdef enum:
+    WALK_END = 0          # the whole batches of the buffer are done
+    WALK_NEEDS_GIL = 1    # the batch at the position needs the GIL (a codec, or a bad header)
+    WALK_FULL = 2         # add_batches: the map holds max_entries keys
+    WALK_BAD_RECORD = 3   # a record's framing does not parse (its index in bad)
+    WALK_TRAILING = 4     # bytes follow the counted records
+    WALK_NO_MEMORY = 5
+
+
 cdef inline slot_t* _find(slot_t* table, Py_ssize_t slots, uint64_t h0,
                           uint64_t h1) noexcept nogil:
     # The slot holding the digest, else the empty slot where it would go (linear probing from
@@ -246,6 +282,142 @@ cdef inline slot_t* _find(slot_t* table, Py_ssize_t slots, uint64_t h0,
         if i == slots:
             i = 0
     return NULL
+
+
+cdef inline bint _skipped(const batch_header_t* h, int64_t start_offset, const int64_t* ab,
+                          Py_ssize_t na) noexcept nogil:
+    # add_batches reads no record of a control batch, of a batch wholly before the floor,
+    # or of a transactional batch that an aborted transaction of its producer covers.
+    cdef Py_ssize_t j
+    if (h.attributes & ATTR_CONTROL) != 0 or h.base_offset + h.last_offset_delta < start_offset:
+        return 1
+    if na and (h.attributes & ATTR_TRANSACTIONAL):
+        for j in range(na):
+            if ab[3 * j] == h.producer_id and ab[3 * j + 1] <= h.base_offset <= ab[3 * j + 2]:
+                return 1
+    return 0
+
+
+cdef int _map_batch(OffsetMap m, const batch_header_t* h, cursor_t* r, int64_t start_offset,
+                    Py_ssize_t limit, int64_t* records, int64_t* stop, int64_t* bad) noexcept nogil:
+    # add_batches over the records of one batch (r over its records section).
+    cdef rec_t rec
+    cdef int64_t i, offset
+    for i in range(h.records_count):
+        if not _next(r, &rec):
+            bad[0] = i
+            return WALK_BAD_RECORD
+        if rec.key_len < 0:
+            continue
+        offset = h.base_offset + rec.offset_delta
+        if offset < start_offset:
+            continue
+        if m.size >= limit:
+            stop[0] = offset
+            return WALK_FULL
+        if m.insert(rec.key, rec.key_len, offset) < 0:
+            return WALK_NO_MEMORY  # limit <= slots: unreached
+        records[0] += 1
+    if r.p != r.end:
+        bad[0] = r.end - r.p
+        return WALK_TRAILING
+    return WALK_END
+
+
+cdef int _map_run(OffsetMap m, cptr buf, Py_ssize_t n, Py_ssize_t* pos, batch_header_t* h,
+                  int64_t start_offset, Py_ssize_t limit, const int64_t* ab, Py_ssize_t na,
+                  int64_t* records, Py_ssize_t* batches, int64_t* stop, int64_t* bad) noexcept nogil:
+    # add_batches over the whole batches from *pos, without the GIL, up to the first batch
+    # that needs it (WALK_NEEDS_GIL, *pos and *h at that batch), the end, or a stop.
+    cdef cursor_t r
+    cdef int st
+    while _whole_batch_at(buf, n, pos[0]):
+        if not _plain_header(buf, n, pos[0], h):
+            return WALK_NEEDS_GIL
+        if not _skipped(h, start_offset, ab, na):
+            _plain_records(h, buf + pos[0], &r)
+            st = _map_batch(m, h, &r, start_offset, limit, records, stop, bad)
+            if st != WALK_END:
+                return st
+        _map_batch_read(m, h, start_offset)
+        batches[0] += 1
+        pos[0] += h.batch_length + LENGTH_FIELDS_SIZE
+    return WALK_END
+
+
+cdef inline void _map_batch_read(OffsetMap m, const batch_header_t* h,
+                                 int64_t start_offset) noexcept nogil:
+    if h.base_offset + h.last_offset_delta >= start_offset:
+        m.latest_offset = h.base_offset + h.last_offset_delta
+
+
+ctypedef struct mask_t:
+    unsigned char* data
+    Py_ssize_t used
+    Py_ssize_t cap
+
+
+cdef int _mask_batch(OffsetMap m, const batch_header_t* h, cursor_t* r, int64_t now_ms,
+                     mask_t* out, int64_t* bad) noexcept nogil:
+    # retain_mask over the records of one batch (r over its records section).
+    cdef rec_t rec
+    cdef int64_t i, offset
+    cdef unsigned char* grown
+    cdef unsigned char keep
+    cdef bint control = (h.attributes & ATTR_CONTROL) != 0
+    cdef bint drop_tombstones = ((h.attributes & ATTR_DELETE_HORIZON) != 0
+                                 and now_ms >= h.base_timestamp)
+    for i in range(h.records_count):
+        if not _next(r, &rec):
+            bad[0] = i
+            return WALK_BAD_RECORD
+        if out.used == out.cap:
+            grown = <unsigned char*>realloc(out.data, out.cap * 2)
+            if grown == NULL:
+                return WALK_NO_MEMORY
+            out.data = grown
+            out.cap *= 2
+        offset = h.base_offset + rec.offset_delta
+        if control or offset > m.latest_offset:
+            keep = 1
+        elif rec.key_len < 0:
+            keep = 0
+        else:
+            keep = offset >= m.lookup(rec.key, rec.key_len) and not (rec.value_len < 0
+                                                                      and drop_tombstones)
+        out.data[out.used] = keep
+        out.used += 1
+    if r.p != r.end:
+        bad[0] = r.end - r.p
+        return WALK_TRAILING
+    return WALK_END
+
+
+cdef int _mask_run(OffsetMap m, cptr buf, Py_ssize_t n, Py_ssize_t* pos, batch_header_t* h,
+                   int64_t now_ms, mask_t* out, int64_t* bad) noexcept nogil:
+    # retain_mask over the whole batches from *pos, without the GIL, as _map_run.
+    cdef cursor_t r
+    cdef int st
+    while _whole_batch_at(buf, n, pos[0]):
+        if not _plain_header(buf, n, pos[0], h):
+            return WALK_NEEDS_GIL
+        _plain_records(h, buf + pos[0], &r)
+        st = _mask_batch(m, h, &r, now_ms, out, bad)
+        if st != WALK_END:
+            return st
+        pos[0] += h.batch_length + LENGTH_FIELDS_SIZE
+    return WALK_END
+
+
+cdef int _walk_failed(int st, const batch_header_t* h, int64_t bad) except -1:
+    # Raise for a walk that ended on a bad record, trailing bytes or no memory.
+    if st == WALK_BAD_RECORD:
+        raise _corrupt(h, bad, "bad record framing")
+    if st == WALK_TRAILING:
+        raise _corrupt(h, h.records_count, f"{bad} bytes follow the counted records")
+    if st == WALK_NO_MEMORY:
+        raise MemoryError()
+    return 0
 
 
 cdef class OffsetMap:
@@ -356,12 +528,13 @@ cdef class OffsetMap:
         cdef Py_buffer view
         cdef batch_header_t h
         cdef cursor_t r
-        cdef rec_t rec
         cdef MapFill fill = MapFill.__new__(MapFill)
         cdef Py_ssize_t n, limit = <Py_ssize_t>(self.slots * self.load_factor), na = 0, j
-        cdef int64_t i, offset, last
+        cdef Py_ssize_t batches = 0
+        cdef int64_t records = 0, stop = -1, bad = 0
         cdef int64_t* ab = NULL
-        cdef bint skip
+        cdef cptr p
+        cdef int st
         # Python's own checks first (the ranges' shape and int64 range, buf a buffer), so
         # nothing is allocated before an exception can leave.
         ranges = [(<int64_t>pid, <int64_t>first, <int64_t>last_ab) for pid, first, last_ab in aborted]
@@ -376,45 +549,39 @@ cdef class OffsetMap:
                     ab[3 * j], ab[3 * j + 1], ab[3 * j + 2] = ranges[j]
                 na = len(ranges)
             n = view.len
+            p = <cptr>view.buf
             if not 0 <= pos <= n:
                 raise ValueError(f"position {pos} outside a buffer of {n} bytes")
-            while _whole_batch_at(<cptr>view.buf, n, pos):
-                parse_header(<cptr>view.buf, n, pos, &h, False)
-                last = h.base_offset + h.last_offset_delta
-                skip = (h.attributes & ATTR_CONTROL) != 0 or last < start_offset
-                if not skip and na and (h.attributes & ATTR_TRANSACTIONAL):
-                    for j in range(na):
-                        if (ab[3 * j] == h.producer_id
-                                and ab[3 * j + 1] <= h.base_offset <= ab[3 * j + 2]):
-                            skip = 1
-                            break
-                if not skip:
-                    section = _records_of(&h, <cptr>view.buf + pos, &r)
-                    for i in range(h.records_count):
-                        if not _next(&r, &rec):
-                            raise _corrupt(&h, i, "bad record framing")
-                        if rec.key_len < 0:
-                            continue
-                        offset = h.base_offset + rec.offset_delta
-                        if offset < start_offset:
-                            continue
-                        if self.size >= limit:
-                            fill.full = 1
-                            fill.stop_offset = offset
-                            fill.position = pos
-                            return fill
-                        if self.insert(rec.key, rec.key_len, offset) < 0:
-                            raise OverflowError("offset map full")  # limit <= slots: unreached
-                        fill.records += 1
-                    if r.p != r.end:
-                        raise _corrupt(&h, h.records_count,
-                                       f"{r.end - r.p} bytes follow the counted records")
-                if last >= start_offset:
-                    self.latest_offset = last
-                fill.batches += 1
-                pos += h.batch_length + LENGTH_FIELDS_SIZE
-            fill.position = pos
-            return fill
+            # The walk runs without the GIL (the buffer is held by ``view``, the map is this
+            # thread's), taking it back only for a compressed batch's decompression or to
+            # raise: the broker's other threads run meanwhile.
+            while True:
+                with nogil:
+                    st = _map_run(self, p, n, &pos, &h, start_offset, limit, ab, na, &records,
+                                  &batches, &stop, &bad)
+                if st == WALK_NEEDS_GIL:
+                    parse_header(p, n, pos, &h, False)  # raises for a header it refuses
+                    st = WALK_END
+                    if not _skipped(&h, start_offset, ab, na):
+                        section = _records_of(&h, p + pos, &r)
+                        with nogil:
+                            st = _map_batch(self, &h, &r, start_offset, limit, &records, &stop, &bad)
+                        section = None
+                    if st == WALK_END:
+                        _map_batch_read(self, &h, start_offset)
+                        batches += 1
+                        pos += h.batch_length + LENGTH_FIELDS_SIZE
+                        continue
+                fill.records = records
+                fill.batches = batches
+                if st == WALK_FULL:
+                    fill.full = 1
+                    fill.stop_offset = stop
+                    fill.position = pos
+                    return fill
+                _walk_failed(st, &h, bad)
+                fill.position = pos
+                return fill
         finally:
             PyBuffer_Release(&view)
             PyMem_Free(ab)
@@ -431,51 +598,37 @@ cdef class OffsetMap:
         cdef Py_buffer view
         cdef batch_header_t h
         cdef cursor_t r
-        cdef rec_t rec
-        cdef Py_ssize_t n, used = 0, cap = 1024
-        cdef int64_t i, offset, found
-        cdef unsigned char* out = NULL
-        cdef unsigned char* grown
-        cdef unsigned char keep
-        cdef bint drop_tombstones, control
+        cdef Py_ssize_t n
+        cdef int64_t bad = 0
+        cdef mask_t out
+        cdef cptr p
+        cdef int st
+        out.used = 0
+        out.cap = 1024
+        out.data = NULL
         PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
         try:
-            out = <unsigned char*>PyMem_Malloc(cap)
-            if out == NULL:
+            out.data = <unsigned char*>malloc(out.cap)
+            if out.data == NULL:
                 raise MemoryError()
             n = view.len
+            p = <cptr>view.buf
             if not 0 <= pos <= n:
                 raise ValueError(f"position {pos} outside a buffer of {n} bytes")
-            while _whole_batch_at(<cptr>view.buf, n, pos):
-                parse_header(<cptr>view.buf, n, pos, &h, False)
-                control = (h.attributes & ATTR_CONTROL) != 0
-                drop_tombstones = ((h.attributes & ATTR_DELETE_HORIZON) != 0
-                                   and now_ms >= h.base_timestamp)
-                section = _records_of(&h, <cptr>view.buf + pos, &r)
-                for i in range(h.records_count):
-                    if not _next(&r, &rec):
-                        raise _corrupt(&h, i, "bad record framing")
-                    if used == cap:
-                        cap *= 2
-                        grown = <unsigned char*>PyMem_Realloc(out, cap)
-                        if grown == NULL:
-                            raise MemoryError()
-                        out = grown
-                    offset = h.base_offset + rec.offset_delta
-                    if control or offset > self.latest_offset:
-                        keep = 1
-                    elif rec.key_len < 0:
-                        keep = 0
-                    else:
-                        found = self.lookup(rec.key, rec.key_len)
-                        keep = offset >= found and not (rec.value_len < 0 and drop_tombstones)
-                    out[used] = keep
-                    used += 1
-                if r.p != r.end:
-                    raise _corrupt(&h, h.records_count,
-                                   f"{r.end - r.p} bytes follow the counted records")
-                pos += h.batch_length + LENGTH_FIELDS_SIZE
-            return PyByteArray_FromStringAndSize(<char*>out, used)
+            while True:  # without the GIL, as add_batches
+                with nogil:
+                    st = _mask_run(self, p, n, &pos, &h, now_ms, &out, &bad)
+                if st == WALK_NEEDS_GIL:
+                    parse_header(p, n, pos, &h, False)  # raises for a header it refuses
+                    section = _records_of(&h, p + pos, &r)
+                    with nogil:
+                        st = _mask_batch(self, &h, &r, now_ms, &out, &bad)
+                    section = None
+                    if st == WALK_END:
+                        pos += h.batch_length + LENGTH_FIELDS_SIZE
+                        continue
+                _walk_failed(st, &h, bad)
+                return PyByteArray_FromStringAndSize(<char*>out.data, out.used)
         finally:
             PyBuffer_Release(&view)
-            PyMem_Free(out)
+            free(out.data)
