@@ -59,8 +59,10 @@ offsets and epochs), reads only through those fds (closed at the end, always), a
 again on the log's thread, aborts with CleanAborted (Kafka's abortAndPauseCleaning) when the
 log was truncated (``Log._truncations`` moved), closed or deleted, or the group's segments
 changed since the snapshot. Reads in flight hold the old segments' fds, so a reader sees the
-old segment or the new one, never a mix. The whole clean is IO and C over batch bytes;
-Python runs per batch, and per record only for a batch it rebuilds.
+old segment or the new one, never a mix. The whole clean is IO and C over batch bytes, and the
+C releases the GIL for its per-record work (the offset map's add_batches and retain_mask,
+ext.batch.retain_records' rebuild of a batch), so the broker's loop runs beside the cleaner's
+thread; Python runs per batch, never per record (a control batch's one record aside).
 
 ``log.cleaner.io.max.bytes.per.second`` throttles the bytes read and written (Kafka's
 Throttler); ``hook(step)`` is called after each step of the swap (for tests that kill the
@@ -108,6 +110,7 @@ from ext.batch import (
     decode_records,
     peek_header,
     read_header,
+    retain_records,
 )
 from ext.index import OffsetIndex, TimeIndex
 from ext.offset_map import OffsetMap, cleaner_map_memory
@@ -786,26 +789,27 @@ class Cleaner:
             stats.batches_dropped += 1
             return None
         if discard:
-            all_kept = any_kept = False  # an aborted transaction's data, a marker past its horizon
+            any_kept = False  # an aborted transaction's data, a marker past its horizon
         else:
-            all_kept = is_control or all(keep)
-            any_kept = is_control or any(keep)
+            any_kept = is_control or keep.count(0) != len(keep)
         if any_kept:
-            needs_horizon = False
+            # MemoryRecords.filterTo's retained records, in C over the batch's bytes
+            # (ext.batch.retain_records): None when the batch is kept whole with no delete
+            # horizon to add (a kept tombstone needs one), else the batch rebuilt.
+            horizon = tombstone_horizon = None
             if not has_horizon:
                 if marker_for_empty_txn:
-                    needs_horizon = True
+                    horizon = now_ms + delete_retention_ms
                 elif not is_control:
-                    records = decode_records(view, position, False)
-                    needs_horizon = any(r.value is None for r, k in zip(records, keep) if k)
-            if all_kept and not needs_horizon:
+                    tombstone_horizon = now_ms + delete_retention_ms
+            if is_control:
+                keep = b"\x01" * header.records_count
+            rebuilt = retain_records(view, position, keep, horizon, tombstone_horizon)
+            if rebuilt is None:
                 stats.batches_copied += 1
                 return view[position:position + size]
-            if records is None:
-                records = decode_records(view, position, False)
-            kept = records if is_control else [rec for rec, k in zip(records, keep) if k]
             stats.batches_rebuilt += 1
-            return rebuild_batch(header, kept, now_ms + delete_retention_ms if needs_horizon else None)
+            return rebuilt
         if retention == "retain_empty":
             stats.batches_rebuilt += 1
             return empty_batch(header)

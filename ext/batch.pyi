@@ -228,3 +228,24 @@ def null_key_indexes(buf: bytes | bytearray | memoryview, pos: int = 0) -> list[
     RecordError.batchIndex is this index. The same walk as validate_records, decompressing a
     compressed batch; the CRC is not checked (for a batch assign_offsets accepted). Raises
     CorruptRecordError for a malformed batch."""
+
+def retain_records(
+    buf: bytes | bytearray | memoryview,
+    pos: int,
+    keep: bytes | bytearray | memoryview,
+    delete_horizon_ms: int | None = None,
+    tombstone_horizon_ms: int | None = None,
+) -> bytes | None:
+    """The log cleaner's rebuild of the batch at ``pos`` (Kafka's MemoryRecords.filterTo and
+    buildRetainedRecordsInto), in C with the GIL released for the per-record work: ``keep``
+    holds one byte per record (non-zero: kept). The delete horizon is ``delete_horizon_ms``
+    when given, else ``tombstone_horizon_ms`` when given and a kept record is a tombstone,
+    else the batch's own (when it has one). None when every record is kept and no horizon is
+    added (the caller copies the batch's bytes); otherwise the batch of the kept records, as
+    build_batch_at writes it: base and last offset (offsets keep their gaps), leader epoch,
+    producer id, epoch and base sequence, the codec and the transactional, control and
+    timestamp-type bits kept; the horizon, when there is one, as the base timestamp with bit 6
+    set, else the first kept record's timestamp; max timestamp the greatest kept (the batch's
+    under LogAppendTime). Raises ValueError for a mask of the wrong length, a kept record's
+    offset delta outside [0, lastOffsetDelta] or nothing kept, CorruptRecordError for a batch
+    or record that does not parse."""

@@ -29,7 +29,8 @@ from libc.string cimport memcmp, memcpy
 
 from ext.compress cimport compress, decompress
 from ext.crc cimport crc32c_ptr
-from ext.cursor cimport (ATTR_COMPRESSION_MASK, ATTR_CONTROL, ATTR_TIMESTAMP_TYPE,
+from ext.cursor cimport (ATTR_COMPRESSION_MASK, ATTR_CONTROL, ATTR_DELETE_HORIZON,
+                         ATTR_TIMESTAMP_TYPE,
                          ATTR_TRANSACTIONAL, HEADER_SIZE, LENGTH_FIELDS_SIZE,
                          OFF_ATTRIBUTES, OFF_BASE_OFFSET, OFF_BASE_SEQUENCE, OFF_BASE_TIMESTAMP,
                          OFF_BATCH_LENGTH, OFF_CRC, OFF_LAST_OFFSET_DELTA, OFF_MAGIC,
@@ -1044,3 +1045,260 @@ def null_key_indexes(buf, Py_ssize_t pos=0):
     finally:
         PyBuffer_Release(&view)
     return out
+
+
+# ---- the log cleaner's rebuild (MemoryRecords.filterTo's retained records) ----
+
+ctypedef struct _rec_fields_t:
+    int64_t ts_delta
+    int32_t offset_delta
+    cptr key
+    int32_t key_len                  # -1: null
+    cptr value
+    int32_t value_len                # -1: null (a tombstone)
+    int32_t header_count
+    cptr headers                     # the headers' bytes, up to the record's end
+    cptr end
+
+
+cdef bint _frame_fields(cursor_t* r, _rec_fields_t* f) noexcept nogil:
+    # The fields of the record at r.p, checked as _decode_section checks them (header keys'
+    # utf-8 aside); r steps past it. 0 when the framing does not fit.
+    cdef cursor_t rr
+    cdef int32_t length, hk_len, hv_len, j
+    if r.p == r.end or not read_length(r, &length, False) or length == 0:
+        return 0
+    rr.base = r.base
+    rr.p = r.p + 1                   # attributes: unused by magic 2
+    rr.end = r.p + length
+    r.p = rr.end
+    f.end = rr.end
+    if not read_varlong(&rr, &f.ts_delta) or not read_varint(&rr, &f.offset_delta):
+        return 0
+    if not read_length(&rr, &f.key_len, True):
+        return 0
+    f.key = rr.p
+    if f.key_len > 0:
+        rr.p += f.key_len
+    if not read_length(&rr, &f.value_len, True):
+        return 0
+    f.value = rr.p
+    if f.value_len > 0:
+        rr.p += f.value_len
+    if not read_varint(&rr, &f.header_count) or f.header_count < 0:
+        return 0
+    f.headers = rr.p
+    for j in range(f.header_count):
+        if not read_length(&rr, &hk_len, False):
+            return 0
+        rr.p += hk_len
+        if not read_length(&rr, &hv_len, True):
+            return 0
+        if hv_len > 0:
+            rr.p += hv_len
+    return rr.p == rr.end
+
+
+ctypedef struct _kept_t:
+    int64_t count                    # records kept
+    int64_t first_ts                 # the first kept record's timestamp
+    int64_t max_ts                   # the greatest kept timestamp
+    bint tombstone                   # a kept record has a null value
+    int64_t bad                      # the index of a record that does not parse, or -1
+    int32_t bad_delta                # an offset delta outside [0, lastOffsetDelta], or -1
+
+
+cdef inline int64_t _record_ts(const batch_header_t* h, int64_t ts_delta) noexcept nogil:
+    if h.attributes & ATTR_TIMESTAMP_TYPE:
+        return h.max_timestamp       # LogAppendTime: every record has the batch's time
+    return <int64_t>(<uint64_t>h.base_timestamp + <uint64_t>ts_delta)
+
+
+cdef bint _scan_kept(const batch_header_t* h, cptr p, Py_ssize_t n, const unsigned char* keep,
+                     _kept_t* k) noexcept nogil:
+    cdef cursor_t r
+    cdef _rec_fields_t f
+    cdef int64_t i, ts
+    r.base = p
+    r.p = p
+    r.end = p + n
+    k.count = 0
+    k.tombstone = 0
+    k.bad = -1
+    k.bad_delta = -1
+    for i in range(h.records_count):
+        if not _frame_fields(&r, &f):
+            k.bad = i
+            return 0
+        if not keep[i]:
+            continue
+        if f.offset_delta < 0 or f.offset_delta > h.last_offset_delta:
+            k.bad_delta = f.offset_delta
+            return 0
+        ts = _record_ts(h, f.ts_delta)
+        if k.count == 0:
+            k.first_ts = ts
+            k.max_ts = ts
+        elif ts > k.max_ts:
+            k.max_ts = ts
+        if f.value_len < 0:
+            k.tombstone = 1
+        k.count += 1
+    if r.p != r.end:
+        k.bad = h.records_count
+        return 0
+    return 1
+
+
+cdef inline bint _reserve_nogil(wbuf_t* w, Py_ssize_t extra) noexcept nogil:
+    cdef Py_ssize_t cap
+    cdef unsigned char* data
+    if w.len + extra <= w.cap:
+        return 1
+    cap = w.cap * 2 if w.cap * 2 > w.len + extra else w.len + extra
+    data = <unsigned char*>realloc(w.data, cap)
+    if data == NULL:
+        return 0
+    w.data = data
+    w.cap = cap
+    return 1
+
+
+cdef inline Py_ssize_t _blob_len(int32_t n) noexcept nogil:
+    return 1 if n < 0 else _varint_size(n) + n
+
+
+cdef inline void _put_blob(wbuf_t* w, cptr b, int32_t n) noexcept nogil:
+    w.len += _put_varint(w.data + w.len, n)
+    if n > 0:
+        memcpy(w.data + w.len, b, n)
+        w.len += n
+
+
+cdef bint _write_kept(const batch_header_t* h, cptr p, Py_ssize_t n, const unsigned char* keep,
+                      int64_t base_ts, wbuf_t* w) noexcept nogil:
+    # The kept records of a batch that _scan_kept accepted, written after w.len as
+    # build_batch_at writes them: attributes 0, timestamp deltas from base_ts, lengths as
+    # shortest varints. 0 when out of memory.
+    cdef cursor_t r, hr
+    cdef _rec_fields_t f
+    cdef int64_t i, ts_delta
+    cdef int32_t j, hk_len, hv_len
+    cdef Py_ssize_t size
+    r.base = p
+    r.p = p
+    r.end = p + n
+    for i in range(h.records_count):
+        _frame_fields(&r, &f)
+        if not keep[i]:
+            continue
+        ts_delta = <int64_t>(<uint64_t>_record_ts(h, f.ts_delta) - <uint64_t>base_ts)
+        size = (1 + _varint_size(ts_delta) + _varint_size(f.offset_delta) + _blob_len(f.key_len)
+                + _blob_len(f.value_len) + _varint_size(f.header_count))
+        hr.base = p
+        hr.p = f.headers
+        hr.end = f.end
+        for j in range(f.header_count):
+            read_length(&hr, &hk_len, False)
+            hr.p += hk_len
+            read_length(&hr, &hv_len, True)
+            if hv_len > 0:
+                hr.p += hv_len
+            size += _blob_len(hk_len) + _blob_len(hv_len)
+        if not _reserve_nogil(w, 5 + size):
+            return 0
+        w.len += _put_varint(w.data + w.len, size)
+        w.data[w.len] = 0
+        w.len += 1
+        w.len += _put_varint(w.data + w.len, ts_delta)
+        w.len += _put_varint(w.data + w.len, f.offset_delta)
+        _put_blob(w, f.key, f.key_len)
+        _put_blob(w, f.value, f.value_len)
+        w.len += _put_varint(w.data + w.len, f.header_count)
+        hr.p = f.headers
+        for j in range(f.header_count):
+            read_length(&hr, &hk_len, False)
+            _put_blob(w, hr.p, hk_len)
+            hr.p += hk_len
+            read_length(&hr, &hv_len, True)
+            _put_blob(w, hr.p, hv_len)
+            if hv_len > 0:
+                hr.p += hv_len
+    return 1
+
+
+def retain_records(buf, Py_ssize_t pos, keep, delete_horizon_ms=None, tombstone_horizon_ms=None):
+    cdef Py_buffer view, kview
+    cdef batch_header_t h
+    cdef cptr section
+    cdef Py_ssize_t section_len
+    cdef int codec
+    cdef bytes plain = None
+    cdef _kept_t k
+    cdef wbuf_t w
+    cdef bint ok, horizon_set
+    cdef int64_t horizon = 0, base_ts
+    cdef int16_t attributes
+    if delete_horizon_ms is not None:
+        horizon = delete_horizon_ms
+    w.data = NULL
+    w.len = 0
+    w.cap = 0
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    PyObject_GetBuffer(keep, &kview, PyBUF_SIMPLE)
+    try:
+        _check_pos(pos, view.len)
+        parse_header(<cptr>view.buf, view.len, pos, &h, False)
+        if kview.len != h.records_count:
+            raise ValueError(f"batch at {pos}: {kview.len} retain flags for {h.records_count} records")
+        section = <cptr>view.buf + pos + HEADER_SIZE
+        section_len = h.batch_length + LENGTH_FIELDS_SIZE - HEADER_SIZE
+        codec = h.attributes & ATTR_COMPRESSION_MASK
+        if codec > 4:
+            raise CorruptRecordError(f"batch at {pos}: unknown codec {codec}", pos)
+        if codec:
+            try:
+                plain = decompress(codec, PyMemoryView_FromMemory(<char*>section, section_len, PyBUF_READ))
+            except CorruptRecordError as e:
+                raise CorruptRecordError(f"batch at {pos}: {e}", pos) from e
+            section = <cptr>PyBytes_AS_STRING(plain)
+            section_len = PyBytes_GET_SIZE(plain)
+        with nogil:
+            ok = _scan_kept(&h, section, section_len, <const unsigned char*>kview.buf, &k)
+        if not ok:
+            if k.bad_delta >= 0:
+                raise ValueError(f"offset delta {k.bad_delta} outside [0, {h.last_offset_delta}]")
+            if k.bad == h.records_count:
+                raise _corrupt(&h, k.bad, "bytes follow the counted records")
+            raise _corrupt(&h, k.bad, "bad record framing")
+        horizon_set = delete_horizon_ms is not None
+        if not horizon_set and k.tombstone and tombstone_horizon_ms is not None:
+            horizon = tombstone_horizon_ms
+            horizon_set = True
+        if k.count == h.records_count and not horizon_set:
+            return None  # kept whole: the caller copies its bytes
+        if k.count == 0:
+            raise ValueError(f"batch at {pos}: no record retained")
+        if not horizon_set and h.attributes & ATTR_DELETE_HORIZON:
+            horizon = h.base_timestamp
+            horizon_set = True
+        attributes = <int16_t>(h.attributes & ~ATTR_DELETE_HORIZON)
+        if horizon_set:
+            attributes |= ATTR_DELETE_HORIZON
+            base_ts = horizon
+        else:
+            base_ts = k.first_ts
+        _wb_reserve(&w, HEADER_SIZE + section_len + 64)
+        w.len = HEADER_SIZE
+        with nogil:
+            ok = _write_kept(&h, section, section_len, <const unsigned char*>kview.buf, base_ts, &w)
+        if not ok:
+            raise MemoryError()
+        return _seal(&w, codec, h.base_offset, h.partition_leader_epoch, attributes,
+                     h.last_offset_delta, base_ts,
+                     h.max_timestamp if h.attributes & ATTR_TIMESTAMP_TYPE else k.max_ts,
+                     h.producer_id, h.producer_epoch, h.base_sequence, <int32_t>k.count)
+    finally:
+        PyBuffer_Release(&kview)
+        PyBuffer_Release(&view)
+        free(w.data)
