@@ -66,7 +66,6 @@ from engine.producer_state import (
     SNAPSHOT_SUFFIX,
     CompletedTxn,
     CorruptSnapshotError,
-    InvalidTxnStateError,
     ProducerStateManager,
     VerificationGuard,
 )
@@ -366,12 +365,6 @@ class Log:
         self._check_batches(buf, summary, now_ms, from_client=False)  # sizes only
         return buf, summary
 
-    def _check_verified(self, pid: int, epoch: int, guard: VerificationGuard) -> None:
-        if not self.producer_state.verified(pid, epoch, guard):
-            raise InvalidTxnStateError(
-                f"producer {pid} epoch {epoch}: a transactional batch whose verification a marker "
-                f"voided, or that was never verified (no transaction of it is open here)")
-
     def _check_producers(self, summary: BatchSummary, guard: VerificationGuard | None = None) -> None:
         """Idempotence: a retried batch raises DuplicateSequenceError with its original
         offsets; a fenced epoch or a sequence gap raises before anything is written."""
@@ -383,11 +376,9 @@ class Log:
                 continue
             known = self.producer_state.producers.get(pid)
             duplicate = self.producer_state.check(pid, epoch, seq, _last_seq(seq, last - base),
-                                                  attributes & ATTR_TRANSACTIONAL)
+                                                  attributes & ATTR_TRANSACTIONAL, guard=guard)
             if duplicate is not None:
                 raise DuplicateSequenceError(duplicate.first_offset, duplicate.last_offset)
-            if guard is not None and attributes & ATTR_TRANSACTIONAL:
-                self._check_verified(pid, epoch, guard)
             if known is not None and epoch > known.epoch:
                 log.info("%s: producer %d moves from epoch %d to %d at sequence %d", self.dir, pid,
                          known.epoch, epoch, seq)
@@ -409,9 +400,7 @@ class Log:
                     state.check_marker(pid, epoch, marker.marker.coordinator_epoch, transaction_version)
             else:
                 state.check(pid, epoch, seq, _last_seq(seq, last - base),
-                            transactional=bool(attributes & ATTR_TRANSACTIONAL), coordinator=True)
-                if guard is not None and attributes & ATTR_TRANSACTIONAL:
-                    self._check_verified(pid, epoch, guard)
+                            transactional=attributes & ATTR_TRANSACTIONAL, coordinator=True, guard=guard)
 
     def _update_producers(self, buf, summary: BatchSummary, segment: LogSegment) -> None:
         """Every producer batch just written into the producer state (the rule is the
@@ -717,8 +706,10 @@ class Log:
 
     def update_high_watermark(self, offset: int) -> int:
         """Set the HW, clamped to [log_start_offset, log_end_offset]. Returns the new HW."""
-        self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
-        return self.high_watermark
+        self.high_watermark = hw = min(max(offset, self.log_start_offset), self.log_end_offset)
+        if self.producer_state.unreplicated:
+            self.producer_state.on_high_watermark_updated(hw)
+        return hw
 
     def maybe_increment_high_watermark(self, offset: int) -> bool:
         """Raise the HW to ``offset`` clamped to the log end offset; never lowers it. True if

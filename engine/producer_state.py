@@ -236,12 +236,25 @@ class ProducerStateManager:
         return guard is not SENTINEL_GUARD and self.verifications.get(producer_id) is guard
 
     def check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int,
-              transactional: int = 0, coordinator: bool = False) -> BatchMetadata | None:
+              transactional: int = 0, coordinator: bool = False,
+              guard: VerificationGuard | None = None) -> BatchMetadata | None:
         """Validate one batch before it is written. Returns the remembered batch if this one
         is a duplicate (retry of a batch already in the log), None if it may be written.
         ``transactional``: non-zero for a batch of a transaction (its attributes bit 4);
-        ``coordinator``: a broker coordinator's write, whose epoch alone is checked."""
+        ``coordinator``: a broker coordinator's write, whose epoch alone is checked;
+        ``guard``: KIP-890's verification guard the append carries (None: verification off).
+        In Kafka's order (analyzeAndValidateProducerState, then appendDataBatch): a duplicate
+        first (a client's write at the producer's epoch), then the verification, the epoch,
+        the sequence, and the transaction state last."""
         entry = self.producers.get(producer_id)
+        if entry is not None and not coordinator and epoch == entry.epoch:
+            for batch in entry.batches:
+                if batch.first_seq == first_seq and batch.last_seq == last_seq:
+                    return batch
+        if guard is not None and transactional and not self.verified(producer_id, epoch, guard):
+            raise InvalidTxnStateError(
+                f"producer {producer_id} epoch {epoch}: a transactional batch whose verification a "
+                f"marker voided, or that was never verified (no transaction of it is open here)")
         if entry is None:
             if first_seq != 0 and not coordinator:
                 raise UnknownProducerIdError(
@@ -250,23 +263,18 @@ class ProducerStateManager:
         if epoch < entry.epoch:
             raise ProducerFencedError(
                 f"producer {producer_id} epoch {epoch} is older than the current epoch {entry.epoch}")
+        if not coordinator:
+            if epoch > entry.epoch:
+                if first_seq != 0:
+                    raise OutOfOrderSequenceError(
+                        f"producer {producer_id} new epoch {epoch} must start at sequence 0, not {first_seq}")
+            elif first_seq != _next_seq(entry.last_seq):
+                raise OutOfOrderSequenceError(
+                    f"producer {producer_id} sent sequence {first_seq}, expected {_next_seq(entry.last_seq)}")
         if not transactional and entry.current_txn_first_offset >= 0:
             raise InvalidTxnStateError(
                 f"producer {producer_id} wrote outside its transaction open since offset "
                 f"{entry.current_txn_first_offset}")
-        if coordinator:
-            return None
-        if epoch > entry.epoch:
-            if first_seq != 0:
-                raise OutOfOrderSequenceError(
-                    f"producer {producer_id} new epoch {epoch} must start at sequence 0, not {first_seq}")
-            return None
-        for batch in entry.batches:
-            if batch.first_seq == first_seq and batch.last_seq == last_seq:
-                return batch
-        if first_seq != _next_seq(entry.last_seq):
-            raise OutOfOrderSequenceError(
-                f"producer {producer_id} sent sequence {first_seq}, expected {_next_seq(entry.last_seq)}")
         return None
 
     def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int,
@@ -360,6 +368,13 @@ class ProducerStateManager:
         self.update(producer_id, epoch, first_seq, last_sequence(first_seq, last_offset - base_offset),
                     base_offset, last_offset, max_timestamp, attributes & ATTR_TRANSACTIONAL != 0)
         return None
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Forget the completed transactions whose marker the high watermark passed (Kafka's
+        onHighWatermarkUpdated, removeUnreplicatedTransactions)."""
+        unreplicated = self.unreplicated
+        while unreplicated and unreplicated[0][1] < high_watermark:
+            unreplicated.popleft()
 
     def first_unstable_offset(self, high_watermark: int) -> int | None:
         """The least first offset of a transaction still open, or completed by a marker the
