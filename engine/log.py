@@ -20,7 +20,10 @@ it returns (Kafka's collectAbortedTransactions up to the offset after the last b
 The index entry's last stable offset is computed batch by batch, so every replica, whatever
 batches its appends grouped, writes the same bytes. A recovered segment's ``.txnindex`` is
 rebuilt by replaying producer state from a snapshot at or below it (Kafka's recoverSegment).
-Retention and DeleteRecords never move the log start offset past the first unstable offset.
+Retention never deletes a segment past the last stable offset: Kafka's deletableSegments is
+bounded by the high watermark only; bounding it by the first unstable offset too is Strom's
+own rule, so an open transaction's data stays. DeleteRecords may move the log start offset
+past the first unstable offset (up to the high watermark), as in Kafka; the LSO then follows.
 
 Invariants:
     log_start_offset <= high_watermark <= log_end_offset
@@ -899,7 +902,7 @@ class Log:
 
     def _delete_segments(self, now_ms: int, predicate) -> int:
         deletable: list[LogSegment] = []
-        bound = self.last_stable_offset  # Kafka's deletableSegments: min(HW, first unstable)
+        bound = self.last_stable_offset  # Kafka bounds by the HW; the first unstable offset is Strom's
         for i, segment in enumerate(self.segments):
             nxt = self.segments[i + 1] if i + 1 < len(self.segments) else None
             upper = nxt.base_offset if nxt is not None else self.log_end_offset
