@@ -2,12 +2,16 @@
 
 STROM_DEBUG=1    build with -O0 -g and Cython bounds/wraparound checks on.
 STROM_ANNOTATE=1 write Cython's annotated HTML next to each .pyx.
+
+An in-place build puts each .so in place by a rename, so a process starting meanwhile loads
+either the old file or the new one, never a half-copied one (setuptools deletes and copies).
 """
 import glob
 import os
 
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 DEBUG = os.environ.get("STROM_DEBUG") == "1"
 ANNOTATE = os.environ.get("STROM_ANNOTATE") == "1"
@@ -21,7 +25,20 @@ extensions = [
     for path in sorted(glob.glob("ext/*.pyx") + glob.glob("protocol/*.pyx"))
 ]
 
+
+
+class InplaceByRename(build_ext):
+    def copy_file(self, infile, outfile, *args, **kwargs):
+        if not self.inplace or self.dry_run:
+            return super().copy_file(infile, outfile, *args, **kwargs)
+        part = f"{outfile}.{os.getpid()}.part"
+        _, copied = super().copy_file(infile, part, *args, **kwargs)
+        os.replace(part, outfile)
+        return outfile, copied
+
+
 setup(
+    cmdclass={"build_ext": InplaceByRename},
     ext_modules=cythonize(
         extensions,
         annotate=ANNOTATE,

@@ -90,6 +90,7 @@ class TrialResult:
     read_replica: int | None = None  # with racks: the broker in the consumers' rack
     read_bytes: dict[int, int] = field(default_factory=dict)  # with racks: bytes each broker sent them
     dead: list[int] = field(default_factory=list)  # nodes not running that the schedule did not stop
+    dead_why: dict[int, str] = field(default_factory=dict)  # each dead node's exit code and log tail
     fatal: list[str] = field(default_factory=list)  # producers' fatal errors
     check: dict = field(default_factory=dict)
     ok: bool = False
@@ -122,13 +123,16 @@ class TrialResult:
                     f"written {self.sent}, in committed transactions {self.acked}; transactions "
                     f"{self.transactions}; recovery {self.recovery_s}s, dead {self.dead}, fatal "
                     f"errors {len(self.fatal)}; seconds at each step {self.phases}\n{faults}\n"
-                    f"{self.check.get('summary', '')}"
+                    f"{self.check.get('summary', '')}{self._deaths()}"
                     f"{self.error}\nreplay: {self.replay}")
         return (f"trial seed {self.seed}: {'ok' if self.ok else 'FAILED'}; sent {self.sent}, acked "
                 f"{self.acked}, unknown {self.unknown}, read back {self.checked}, recovery "
                 f"{self.recovery_s}s, dead {self.dead}, producers' fatal errors {self.fatal}\n"
                 f"{faults}\n{self.check.get('summary', '')}"
-                f"{self._reads()}{self.error}\nreplay: {self.replay}")
+                f"{self._reads()}{self._deaths()}{self.error}\nreplay: {self.replay}")
+
+    def _deaths(self) -> str:
+        return "".join(f"\nnode {n} died outside the schedule, {why}" for n, why in self.dead_why.items())
 
     def _reads(self) -> str:
         if self.read_replica is None:
@@ -298,6 +302,8 @@ def run_trial(seed: int, kinds: list[str] | None = None, length_s: float = 30.0,
                 nemesis.heal_all()
             result.schedule = [f.as_dict() for f in faults]
             result.dead = [n for n in nemesis.nodes if not nemesis._node(n).running]
+            result.dead_why = {n: f"exit {nemesis._node(n).proc.returncode}:\n{nemesis._node(n).log_tail(20)}"
+                               for n in result.dead}
             try:
                 result.recovery_s = _wait_until_serving(cluster, TOPIC, PARTITIONS, RECOVERY_BOUND_S)
             except AssertionError as e:
@@ -448,6 +454,8 @@ def run_txn_trial(seed: int, kinds: list[str], length_s: float = 30.0, producers
                 nemesis.heal_all()
             result.schedule = [f.as_dict() for f in faults]
             result.dead = [n for n in nemesis.nodes if not nemesis._node(n).running]
+            result.dead_why = {n: f"exit {nemesis._node(n).proc.returncode}:\n{nemesis._node(n).log_tail(20)}"
+                               for n in result.dead}
             try:
                 result.recovery_s = _wait_until_serving(cluster, TOPIC, PARTITIONS, RECOVERY_BOUND_S)
             except AssertionError as e:
