@@ -26,6 +26,7 @@ from .cluster import StromNode
 pytestmark = pytest.mark.timeout(120)
 WAIT_S = 30.0
 SEGMENT_BYTES = 16384
+RETRIABLE = (Error.COORDINATOR_NOT_AVAILABLE, Error.NOT_COORDINATOR, Error.COORDINATOR_LOAD_IN_PROGRESS)
 COMPACTED = {"cleanup.policy": "compact", "segment.bytes": str(SEGMENT_BYTES), "segment.ms": "100",
              "min.cleanable.dirty.ratio": "0.01", "file.delete.delay.ms": "0"}
 
@@ -122,12 +123,16 @@ async def _commit_many(node: StromNode, group: str, topic: str, first: int, coun
     try:
         R = M.OffsetCommitRequest
         for i in range(first, first + count):
-            r = await conn.request(8, 2, R(group_id=group, generation_id_or_member_epoch=-1, member_id="",
-                                          retention_time_ms=-1, topics=[R.OffsetCommitRequestTopic(
-                                              name=topic, partitions=[R.OffsetCommitRequestPartition(
-                                                  partition_index=0, committed_offset=i,
-                                                  committed_metadata="m" * 40)])]))
+            request = R(group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                        retention_time_ms=-1, topics=[R.OffsetCommitRequestTopic(
+                            name=topic, partitions=[R.OffsetCommitRequestPartition(
+                                partition_index=0, committed_offset=i, committed_metadata="m" * 40)])])
+            r = await conn.request(8, 2, request)
             code = r.topics[0].partitions[0].error_code
+            while code in RETRIABLE:  # e.g. a write not committed within offsets.commit.timeout.ms
+                await asyncio.sleep(0.1)
+                r = await conn.request(8, 2, request)
+                code = r.topics[0].partitions[0].error_code
             assert code == Error.NONE, Error(code).name
     finally:
         await conn.close()

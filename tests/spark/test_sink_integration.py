@@ -129,7 +129,8 @@ def test_stream_killed_and_restarted_writes_every_record_exactly_once(spark, nod
 
     first = run()
     assert first is not None, "the killed worker should fail the query"
-    assert os.path.exists(hook + ".taken")
+    assert os.path.exists(hook + ".taken"), \
+        f"the query failed before its worker was killed: {str(first)[:3000]}"
     second = run()  # a driver restart: the same checkpoint
     assert second is None, str(second)[:3000]
     # A restart that lost its last commit: Spark replays that batch, the sink skips it.
