@@ -3,7 +3,8 @@
 STROM_DEBUG=1    build with -O0 -g and Cython bounds/wraparound checks on.
 STROM_ANNOTATE=1 write Cython's annotated HTML next to each .pyx.
 
-An in-place build puts each .so in place by a rename, so a process starting meanwhile loads
+Extensions compile side by side, a job per core (``--parallel`` overrides). An in-place build
+puts each .so in place by a rename, so a process starting meanwhile loads
 either the old file or the new one, never a half-copied one (setuptools deletes and copies).
 """
 import glob
@@ -28,6 +29,11 @@ extensions = [
 
 
 class InplaceByRename(build_ext):
+    def finalize_options(self):
+        super().finalize_options()
+        if self.parallel is None:  # compile the extensions side by side, a job per core
+            self.parallel = os.cpu_count() or 1
+
     def copy_file(self, infile, outfile, *args, **kwargs):
         if not self.inplace or self.dry_run:
             return super().copy_file(infile, outfile, *args, **kwargs)

@@ -54,7 +54,7 @@ def test_a_long_trial_with_every_fault_kind_loses_nothing(seed):
 # The transactional workload (transactional producers, read_committed consumers, deliberate
 # zombies) under kills of partition leaders and of the producers' transaction coordinator, and
 # partitions; checked for Jepsen's transactional anomalies by name (checker.check_transactions).
-TXN_SHORT_TRIAL = (2, ["kill-leader", "kill-txn-coordinator", "partition", "kill"], 25.0)
+TXN_SHORT_TRIAL = (2, ["kill-leader", "kill-txn-coordinator", "partition", "kill"], 20.0)
 
 
 def test_the_transactional_trial_kills_the_transaction_coordinator_and_partition_leaders():

@@ -93,7 +93,7 @@ def test_stream_killed_and_restarted_writes_every_record_exactly_once(spark, nod
     from pyspark.sql.types import StringType
 
     source, out = topic(node), topic(node)
-    values = [f"in-{i:04d}".encode() for i in range(600)]
+    values = [f"in-{i:04d}".encode() for i in range(300)]
     reference.produce(node.bootstrap, source, [(None, v, []) for v in values])
     wait_committed(node, source, 2, len(values))
     hook = str(tmp_path / "kill-once")
@@ -101,7 +101,7 @@ def test_stream_killed_and_restarted_writes_every_record_exactly_once(spark, nod
 
     @F.udf(StringType())
     def upper_or_die(v):
-        if v.endswith("0300"):
+        if v.endswith("0150"):  # in the second micro-batch of 150
             try:
                 os.rename(hook, hook + ".taken")
             except FileNotFoundError:
