@@ -384,11 +384,13 @@ def copy_under_faults(cluster: ReplicatedCluster, n: int, commit_every: int, rou
             "wall_s": round(time.monotonic() - started, 1)}
 
 
+@pytest.mark.slow
 def test_consume_transform_produce_copies_every_record_once_through_a_coordinator_and_a_copier_kill(
         cluster):
-    """The default run's short version: the transaction coordinator's broker and the copier
-    killed once each (the leaders' kills are the slow test's, and the transactional fault
-    trial's)."""
+    """The short version (about 35-60 s): the transaction coordinator's broker and the copier
+    killed once each. Slow like the long one, to keep the default run within its budget: there
+    transactions under kill -9 of the coordinator and of leaders are the transactional fault
+    trial's (tests/faults), send_offsets_to_transaction is tests/integration/test_transactions.py's."""
     report = copy_under_faults(cluster, n=1200, commit_every=40, rounds=1, max_rate=40,
                                faults=(COORDINATOR, COPIER_KILL))
     print(report)
