@@ -285,29 +285,7 @@ def run_trial(seed: int, kinds: list[str] | None = None, length_s: float = 30.0,
             rack = None if result.read_replica is None else f"rack-{result.read_replica}"
             workload = Workload(bootstrap, TOPIC, PARTITIONS, producers, rate, rack=rack,
                                 enter=(lambda: net.enter(CONSUMERS)) if racks else None).start()
-            # every start and every heal in time order (a process fault may ride on a network one)
-            events = sorted([(f.at, 0, i) for i, f in enumerate(faults)]
-                            + [(f.at + f.duration, 1, i) for i, f in enumerate(faults)])
-            try:
-                for at, heal, i in events:
-                    _sleep_until(workload, at)
-                    if heal:
-                        nemesis.heal(faults[i])
-                        faults[i].healed = workload.clock()
-                    else:
-                        faults[i].started = workload.clock()
-                        nemesis.inject(faults[i])
-                _sleep_until(workload, length_s)
-            finally:
-                nemesis.heal_all()
-            result.schedule = [f.as_dict() for f in faults]
-            result.dead = [n for n in nemesis.nodes if not nemesis._node(n).running]
-            result.dead_why = {n: f"exit {nemesis._node(n).proc.returncode}:\n{nemesis._node(n).log_tail(20)}"
-                               for n in result.dead}
-            try:
-                result.recovery_s = _wait_until_serving(cluster, TOPIC, PARTITIONS, RECOVERY_BOUND_S)
-            except AssertionError as e:
-                result.error = f"cluster did not serve again: {e}"
+            _run_schedule(nemesis, workload, faults, length_s, cluster, result)
             result.unknown = workload.stop_producers()
             result.fatal = workload.fatal()
             _catch_up(workload, bootstrap)
@@ -327,6 +305,36 @@ def run_trial(seed: int, kinds: list[str] | None = None, length_s: float = 30.0,
     result.check = checked.to_dict()
     result.ok = checked.ok and not result.dead and not result.error and not result.fatal
     return result
+
+
+def _run_schedule(nemesis: Nemesis, workload, faults: list[Fault], length_s: float,
+                  cluster: ReplicatedCluster, result: TrialResult) -> None:
+    """Inject and heal ``faults`` on the workload's clock, every start and every heal in time
+    order (a process fault may ride on a network one), until ``length_s``; then heal what is
+    left and record the schedule, the nodes dead outside it (with their exit code and log
+    tail), and how soon the cluster serves again."""
+    events = sorted([(f.at, 0, i) for i, f in enumerate(faults)]
+                    + [(f.at + f.duration, 1, i) for i, f in enumerate(faults)])
+    try:
+        for at, heal, i in events:
+            _sleep_until(workload, at)
+            if heal:
+                nemesis.heal(faults[i])
+                faults[i].healed = workload.clock()
+            else:
+                faults[i].started = workload.clock()
+                nemesis.inject(faults[i])
+        _sleep_until(workload, length_s)
+    finally:
+        nemesis.heal_all()
+    result.schedule = [f.as_dict() for f in faults]
+    result.dead = [n for n in nemesis.nodes if not nemesis._node(n).running]
+    result.dead_why = {n: f"exit {nemesis._node(n).proc.returncode}:\n{nemesis._node(n).log_tail(20)}"
+                       for n in result.dead}
+    try:
+        result.recovery_s = _wait_until_serving(cluster, TOPIC, PARTITIONS, RECOVERY_BOUND_S)
+    except AssertionError as e:
+        result.error = f"cluster did not serve again: {e}"
 
 
 def _sleep_until(workload: Workload, at: float) -> None:
@@ -438,28 +446,7 @@ def run_txn_trial(seed: int, kinds: list[str], length_s: float = 30.0, producers
             nemesis.transactional_ids = workload.transactional_ids
             mark("cluster up")
             workload.start()
-            events = sorted([(f.at, 0, i) for i, f in enumerate(faults)]
-                            + [(f.at + f.duration, 1, i) for i, f in enumerate(faults)])
-            try:
-                for at, heal, i in events:
-                    _sleep_until(workload, at)
-                    if heal:
-                        nemesis.heal(faults[i])
-                        faults[i].healed = workload.clock()
-                    else:
-                        faults[i].started = workload.clock()
-                        nemesis.inject(faults[i])
-                _sleep_until(workload, length_s)
-            finally:
-                nemesis.heal_all()
-            result.schedule = [f.as_dict() for f in faults]
-            result.dead = [n for n in nemesis.nodes if not nemesis._node(n).running]
-            result.dead_why = {n: f"exit {nemesis._node(n).proc.returncode}:\n{nemesis._node(n).log_tail(20)}"
-                               for n in result.dead}
-            try:
-                result.recovery_s = _wait_until_serving(cluster, TOPIC, PARTITIONS, RECOVERY_BOUND_S)
-            except AssertionError as e:
-                result.error = f"cluster did not serve again: {e}"
+            _run_schedule(nemesis, workload, faults, length_s, cluster, result)
             mark("faults healed")
             workload.stop_producers()
             result.fatal = workload.fatal()
