@@ -507,7 +507,7 @@ class _LogSnapshot:
     """What a clean reads of its log, taken on the log's thread (``Cleaner.snapshot``): the
     segments as they stood, a dup of each cleanable segment's fd (so a truncation or a
     deletion closing the segment's own fd never reaches the cleaner's reads), their sizes,
-    their aborted-transaction entries, the position of the first dirty offset, and each
+    every segment's aborted-transaction entries, the position of the first dirty offset, and each
     producer's (last data offset or None, epoch). The cleaner works on these only; the swap
     checks on the log's thread that the log did not change under it (``changed``)."""
 
@@ -528,11 +528,14 @@ class _LogSnapshot:
         self.producers: dict[int, tuple[int | None, int]] = {}
         try:
             for segment, nxt in zip(segments, self.next_offsets):
+                # Every segment's aborted transactions, the uncleanable ones' too (Kafka's
+                # collectAbortedTransactions walks on to the active segment): a transaction
+                # whose data is below ``upper`` and whose ABORT marker is not.
+                self.aborted[segment.base_offset] = _segment_aborted(lg, segment)
                 if segment.base_offset >= upper or segment.base_offset >= self.active_base:
                     continue
                 self.fds[segment.base_offset] = os.dup(segment.fd)
                 self.sizes[segment.base_offset] = segment.size
-                self.aborted[segment.base_offset] = _segment_aborted(lg, segment)
                 if segment.base_offset < first_dirty < nxt:
                     found = segment.translate_offset(first_dirty)
                     self.start_position = segment.size if found is None else found.position

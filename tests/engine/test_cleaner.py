@@ -576,3 +576,32 @@ def test_after_cleaning_a_full_read_returns_the_model_in_offset_order(batches, s
             assert leftovers(lg) == []
         finally:
             lg.close()
+
+
+def test_aborted_data_whose_marker_lies_past_the_cleaning_round_never_shadows_committed_data(lg):
+    """Kafka's collectAbortedTransactions walks the .txnindex of every segment from the round's
+    first on, the active one included (TransactionIndex.collectAbortedTxns stops at the first
+    entry ending at or past the upper bound): an aborted transaction whose data lies below the
+    round's upper bound but whose ABORT marker (and .txnindex entry) lies in the active segment
+    is known aborted, so its data never takes a key's place in the offset map. Otherwise the
+    committed record it shadows would go in this round and the aborted one in the next: the
+    key lost, and a replica that cleaned in one round would keep what this one dropped."""
+    pid = 11
+    produce(lg, [(b"a", b"committed")])
+    first, _ = produce(lg, [(b"a", b"aborted")], producer_id=pid, producer_epoch=0, base_sequence=0,
+                       is_transactional=True)
+    lg.roll()  # the round ends here: the marker lands in the active segment
+    produce(lg, [(b"b", b"1")])
+    marker = bytearray(build_end_txn_marker_batch(CONTROL_ABORT, pid, 0, 1, NOW))
+    abort_offset = lg.append_as_leader(marker, 0, NOW, origin=ORIGIN_COORDINATOR).first_offset
+    lg.update_high_watermark(lg.log_end_offset)
+    ensure_aborted(lg, AbortedTxn(pid, first, abort_offset, abort_offset + 1))
+    result = clean(lg, NOW)
+    assert result is not None and result.end_offset == 2
+    assert [(o, k, v) for o, k, v in read_all(lg) if k == b"a"][0] == (0, b"a", b"committed")
+    produce(lg, [(b"c", b"1")])
+    lg.roll()
+    lg.update_high_watermark(lg.log_end_offset)
+    assert clean(lg, NOW) is not None
+    committed = [(o, k, v) for o, k, v in read_all(lg) if not (first <= o <= abort_offset)]
+    assert (0, b"a", b"committed") in committed
