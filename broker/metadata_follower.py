@@ -50,6 +50,19 @@ log = logging.getLogger("strom.broker.metadata")
 
 HEARTBEAT_VERSION = 1
 REGISTRATION_VERSION = 3
+# The features this broker supports, (name, min, max), registered with the controller (which
+# refuses the registration when a finalized level is outside its range) and answered in
+# ApiVersions (KIP-584): metadata.version 3.0-IV1 to 4.0-IV3, KIP-966's ELR, and
+# transaction.version 2 (KIP-890 part 2: the partition leader adds a Produce v12's partition to
+# its transaction, the coordinator a TxnOffsetCommit v5's, EndTxn v5 bumps the epoch).
+SUPPORTED_FEATURES = (("metadata.version", 1, 25), ("eligible.leader.replicas.version", 0, 1),
+                      ("transaction.version", 0, 2))
+
+
+def supported_features() -> list:
+    """SUPPORTED_FEATURES as ApiVersionsResponse.SupportedFeatureKey entries."""
+    K = M.ApiVersionsResponse.SupportedFeatureKey
+    return [K(name=name, min_version=lo, max_version=hi) for name, lo, hi in SUPPORTED_FEATURES]
 FORWARD_TIMEOUT_S = 30.0
 CONTROLLED_SHUTDOWN_POLL_S = 0.05
 # Registration answers the controller may later lift: retried until the registration timeout.
@@ -244,10 +257,8 @@ class MetadataFollower:
             broker_id=self.node_id, cluster_id=self.cluster_id, incarnation_id=self.incarnation_id,
             listeners=[R.Listener(name=lsn.name, host=lsn.host, port=lsn.port, security_protocol=0)
                        for lsn in self.listeners],
-            features=[R.Feature(name="metadata.version", min_supported_version=1,
-                                max_supported_version=25),
-                      R.Feature(name="eligible.leader.replicas.version", min_supported_version=0,
-                                max_supported_version=1)],
+            features=[R.Feature(name=name, min_supported_version=lo, max_supported_version=hi)
+                      for name, lo, hi in SUPPORTED_FEATURES],
             rack=self.rack,
             previous_broker_epoch=self.broker_epoch if self.broker_epoch >= 0 else self.previous_broker_epoch,
         )

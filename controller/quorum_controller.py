@@ -4,8 +4,10 @@ Every controller replays committed metadata records (``handle_commit``, ``handle
 the RaftListener the driver calls) into a MetadataImage. Only the active controller, the raft
 leader, writes. Once it has replayed everything up to its own epoch's LeaderChange record it
 *activates*: broker sessions start afresh (cluster_control), and a new cluster gets its
-bootstrap features (metadata.version, and eligible.leader.replicas.version=1: KIP-966 ELR on
-for new clusters, as from Kafka 4.1).
+bootstrap features (metadata.version, eligible.leader.replicas.version=1: KIP-966 ELR on
+for new clusters, as from Kafka 4.1, and transaction.version=2: KIP-890 part 2, as Kafka 4.0
+bootstraps it from metadata.version 4.0-IV2). A cluster formatted before a feature was
+bootstrapped keeps it unfinalized (level 0), as Kafka's upgrade leaves it to kafka-features.
 
 Deciding is the pure managers' work: cluster_control (brokers, heartbeats, fencing,
 controlled shutdown), replication_control (AlterPartition, elections, ElectLeaders,
@@ -67,7 +69,9 @@ LOG_END_TIMEOUT_S = 2.0  # a replica's answer to balanced recovery (asked again 
 LIST_OFFSETS_VERSION = 7
 UNCLEAN_CHECK_INTERVAL_MS = 5 * 60 * 1000  # Kafka's, besides the check after a config change
 METADATA_VERSION = 25  # 4.0-IV3, the highest the brokers announce; ELR needs 4.0-IV1 (23)
-BOOTSTRAP_FEATURES = (("metadata.version", METADATA_VERSION), (ELR_FEATURE, 1))
+TRANSACTION_VERSION_FEATURE = "transaction.version"
+BOOTSTRAP_FEATURES = (("metadata.version", METADATA_VERSION), (ELR_FEATURE, 1),
+                      (TRANSACTION_VERSION_FEATURE, 2))
 
 
 class NotController(Exception):

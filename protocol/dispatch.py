@@ -18,6 +18,13 @@ then handles its next requests while it waits, and sends the answers in request 
 producer pipelining small requests would otherwise wait a replication round trip per
 request.
 
+ApiVersions v3+ also carries the process's features (KIP-584): ``supported_features``, the
+range of each it supports, and, where the process follows a metadata image (a broker),
+``finalized_features``: the image's finalized levels and the image's offset as their epoch, as
+Kafka's ApiVersionsResponse (a client turns transaction.version 2 on from them, KIP-890). Below
+v4 a supported range is never said to start at 0: clients before KAFKA-17011 refuse that, so it
+starts at 1, and a feature supported only at 0 is left out (Kafka's alterFeatureLevel0).
+
 A handler learns the listener its request came on from ``header.listener_name``: the
 connection's task sets ``current_listener`` (protocol/net.py) and ``Dispatcher.handle`` puts it
 on the header, as Kafka's RequestContext carries the listener name; a broker answers each
@@ -77,12 +84,23 @@ class Api:
     fn: HandlerFn
 
 
+# The first ApiVersions version whose clients accept a supported feature range from 0.
+FEATURE_LEVEL_0_VERSION = 4
+
+# A process's finalized features: (epoch, {name: level}) from its metadata image.
+FinalizedFeatures = Callable[[], "tuple[int, dict[str, int]]"]
+
+
 class Dispatcher:
-    def __init__(self, apis: list[Api], supported_features: list | None = None):
+    def __init__(self, apis: list[Api], supported_features: list | None = None,
+                 finalized_features: FinalizedFeatures | None = None):
         """``supported_features``: ApiVersionsResponse.SupportedFeatureKey entries (v3+), e.g. a
-        controller's kraft.version range (KIP-853)."""
+        controller's kraft.version range (KIP-853), a broker's transaction.version range.
+        ``finalized_features``: called at each ApiVersions for the finalized levels and their
+        epoch (a broker's metadata image); None: none are said (epoch -1)."""
         self.apis = {api.key: api for api in apis}
         self.supported_features = list(supported_features or [])
+        self.finalized_features = finalized_features
         for api in apis:
             schema = messages.REQUESTS[api.key].message.versions
             if api.min_version < schema.lo or api.max_version > schema.hi:
@@ -92,15 +110,28 @@ class Dispatcher:
         self.apis[API_VERSIONS_KEY] = Api(API_VERSIONS_KEY, api_versions.lo, min(api_versions.hi, 4),
                                           self._api_versions)
 
-    def api_versions_body(self, error: Error = Error.NONE):
+    def api_versions_body(self, error: Error = Error.NONE, version: int = FEATURE_LEVEL_0_VERSION):
+        """The ApiVersions answer to a request of ``version`` (its features: see the module doc)."""
         R = messages.ApiVersionsResponse
-        return R(error_code=error, api_keys=[
+        supported = list(self.supported_features)
+        if version < FEATURE_LEVEL_0_VERSION:
+            supported = [R.SupportedFeatureKey(name=f.name, min_version=max(f.min_version, 1),
+                                               max_version=f.max_version)
+                         for f in supported if f.max_version >= 1]
+        body = R(error_code=error, api_keys=[
             R.ApiVersion(api_key=a.key, min_version=a.min_version, max_version=a.max_version)
             for a in sorted(self.apis.values(), key=lambda a: a.key)
-        ], supported_features=list(self.supported_features))
+        ], supported_features=supported)
+        if self.finalized_features is not None:
+            epoch, levels = self.finalized_features()
+            body.finalized_features_epoch = epoch
+            body.finalized_features = [
+                R.FinalizedFeatureKey(name=name, min_version_level=level, max_version_level=level)
+                for name, level in sorted(levels.items()) if level >= 1]
+        return body
 
     async def _api_versions(self, header: RequestHeader, request) -> Any:
-        return self.api_versions_body()
+        return self.api_versions_body(version=header.api_version)
 
     async def handle(self, frame: memoryview) -> list | Deferred | None:
         r = Reader(frame)

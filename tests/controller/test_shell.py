@@ -121,12 +121,14 @@ def run(coro, timeout: float = 20.0):
     return asyncio.run(bounded())
 
 
-def test_activation_bootstraps_metadata_version_and_eligible_leader_replicas():
+def test_activation_bootstraps_metadata_version_eligible_leader_replicas_and_transaction_version_2():
+    # Kafka 4.x bootstraps a new cluster with transaction.version 2 (KIP-890 part 2).
     async def body():
         async with Controller() as c:
-            await eventually(lambda: "eligible.leader.replicas.version" in c.image.features)
+            await eventually(lambda: "transaction.version" in c.image.features)
             return dict(c.image.features)
-    assert run(body()) == {"metadata.version": 25, "eligible.leader.replicas.version": 1}
+    assert run(body()) == {"metadata.version": 25, "eligible.leader.replicas.version": 1,
+                           "transaction.version": 2}
 
 
 def test_answers_come_after_the_records_are_committed_and_replayed():
