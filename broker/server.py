@@ -44,7 +44,7 @@ import time
 from broker.fetch_waiters import FetchWaiters
 from broker.groups.runtime import GroupCoordinatorRuntime
 from broker.handlers import admin, fetch, groups, metadata, offsets, produce, transactions
-from broker.metadata_follower import MetadataFollower
+from broker.metadata_follower import MetadataFollower, supported_features
 from broker.off_loop import CleanerThread, flush_dirty_off_loop, flush_rolled_off_loop, write_off_loop
 from broker.transactions.runtime import TransactionCoordinatorRuntime
 from engine.log_dir_failure import KafkaStorageError, LogDirFailureChannel
@@ -223,7 +223,8 @@ class Broker:
         apis = []
         for module in (metadata, produce, fetch, offsets, admin, groups, transactions):
             apis += module.apis(self)
-        self.dispatcher = Dispatcher(apis)
+        self.dispatcher = Dispatcher(apis, supported_features(),
+                                     lambda: (self.image.last_offset, self.image.features))
         self.server = Server(self.dispatcher.handle, self.config["socket.request.max.bytes"],
                              limits=self.config.listener_limits(),
                              send_buffer_bytes=self.config["socket.send.buffer.bytes"],
