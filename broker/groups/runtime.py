@@ -55,7 +55,9 @@ Transactions. A TxnOffsetCommit is first verified (KIP-890, Kafka's
 scheduleTransactionalWriteOperation, when transaction.partition.verification.enable): unless the
 producer's transaction is already open on the group's partition, ``verify_transaction`` asks the
 transaction coordinator (``broker.transactions.verify``) whether the transaction holds that
-partition, and the request answers its refusal as Kafka's AddPartitionsToTxnManager and
+partition (from v5, KIP-890 part 2, has it add that partition: AddPartitionsToTxn v5 without
+verify_only, no AddOffsetsToTxn from a client of transaction version 2), and the request
+answers its refusal as Kafka's AddPartitionsToTxnManager and
 CoordinatorOperationExceptionHelper map it (PRODUCER_FENCED as INVALID_PRODUCER_EPOCH,
 TRANSACTION_ABORTABLE as INVALID_TXN_STATE below v4, NETWORK_EXCEPTION as
 COORDINATOR_LOAD_IN_PROGRESS). A marker of the producer appended to the partition while it was
@@ -177,6 +179,12 @@ class _Write:
         self.required = required  # the high watermark that commits it
         self.batches = batches  # applied to the core when committed, in order
         self.committed = committed  # NONE once committed; NOT_COORDINATOR if unloaded first
+
+
+# The first TxnOffsetCommit version whose clients run transaction version 2: the group's
+# partition is added to the transaction by its coordinator, the client sends no AddOffsetsToTxn
+# (KIP-890 part 2, AddPartitionsToTxnManager's txnOffsetCommitRequestVersionToTransactionSupportedOperation).
+ADD_PARTITION_TXN_OFFSET_COMMIT_VERSION = 5
 
 
 def verification_error(error: int, version: int) -> int:
@@ -482,7 +490,8 @@ class GroupCoordinatorRuntime:
         if guard is SENTINEL_GUARD:
             return Error.NONE  # its transaction is open on the partition
         errors = await txns.verify(transactional_id, producer_id, producer_epoch,
-                                   [(storage.OFFSETS_TOPIC, partition)])
+                                   [(storage.OFFSETS_TOPIC, partition)],
+                                   add=version >= ADD_PARTITION_TXN_OFFSET_COMMIT_VERSION)
         code = errors.get((storage.OFFSETS_TOPIC, partition), Error.NONE)
         if code != Error.NONE:
             return verification_error(code, version)

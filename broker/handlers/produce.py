@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from broker.transactions.runtime import verification_error
+from broker.transactions.runtime import ADD_PARTITION_PRODUCE_VERSION, verification_error
 from engine.producer_state import SENTINEL_GUARD
 from ext.batch import (
     COMPRESSION_ZSTD,
@@ -159,8 +159,10 @@ def apis(broker) -> list[Api]:
     async def verified(transactional_id, version, entries, slots):
         """KIP-890's verification (transaction.partition.verification.enable): a transactional
         batch of a producer with no open transaction on its partition is appended only once
-        the transaction's coordinator says the partition was added to the transaction; the
-        others answer the coordinator's refusal as Kafka maps it. Each transactional entry's
+        the transaction's coordinator says the partition was added to the transaction (from
+        produce v12, KIP-890 part 2, the coordinator is asked to add it: AddPartitionsToTxn v5,
+        the client of transaction version 2 sends no AddPartitionsToTxn itself); the others
+        answer the coordinator's refusal as Kafka maps it. Each transactional entry's
         guard (engine/producer_state.py's VerificationGuard) is taken before the coordinator is
         asked and goes with its append, which refuses it if a marker of the producer landed
         meanwhile. The entries, slots and guards to append (guards None: verification off)."""
@@ -190,7 +192,8 @@ def apis(broker) -> list[Api]:
         refused: set[int] = set()
         for (producer_id, producer_epoch), indexes in unverified.items():
             tps = [(entries[i][0], entries[i][1]) for i in indexes]
-            errors = await runtime.verify(transactional_id, producer_id, producer_epoch, tps)
+            errors = await runtime.verify(transactional_id, producer_id, producer_epoch, tps,
+                                          add=version >= ADD_PARTITION_PRODUCE_VERSION)
             for i, tp in zip(indexes, tps):
                 code = errors.get(tp, Error.NONE)
                 if code != Error.NONE:

@@ -75,25 +75,36 @@ REPLY_MARGIN_S = 10.0
 APPEND_WARNING_EVERY_S = 30.0
 ADD_PARTITIONS_TO_TXN = 24
 VERIFY_VERSION = 4  # AddPartitionsToTxn v4: batched, verify_only (a broker's)
+# AddPartitionsToTxn v5 without verify_only: a partition leader adds the partition of a Produce
+# v12+ or TxnOffsetCommit v5+ to the transaction itself (KIP-890 part 2, Kafka's
+# TransactionSupportedOperation.ADD_PARTITION; the coordinator takes it at transaction version 2).
+ADD_PARTITION_VERSION = 5
+# The first produce version whose clients run transaction version 2 and let their partition's
+# leader add it (AddPartitionsToTxnManager's produceRequestVersionToTransactionSupportedOperation;
+# TxnOffsetCommit's is broker/groups/runtime.py's).
+ADD_PARTITION_PRODUCE_VERSION = 12
 VERIFY_TIMEOUT_S = 30.0
 # What a produce answers for a verification that could not be made: NOT_ENOUGH_REPLICAS, which
 # every producer retries without a metadata refresh (Kafka's ReplicaManager: "Unable to verify
-# the partition has been added to the transaction"). CONCURRENT_TRANSACTIONS is among them
-# because no produce here adds its partition itself (KIP-890 part 2's supportsEpochBump).
-_VERIFY_RETRIABLE = {Error.CONCURRENT_TRANSACTIONS, Error.NETWORK_EXCEPTION,
-                     Error.COORDINATOR_LOAD_IN_PROGRESS, Error.COORDINATOR_NOT_AVAILABLE,
-                     Error.NOT_COORDINATOR}
+# the partition has been added to the transaction"). CONCURRENT_TRANSACTIONS too, below produce
+# v12; from v12 (the leader adds the partition, supportsEpochBump) it is answered as it is, the
+# client's usual retry while the previous transaction's markers are written.
+_VERIFY_RETRIABLE = {Error.NETWORK_EXCEPTION, Error.COORDINATOR_LOAD_IN_PROGRESS,
+                     Error.COORDINATOR_NOT_AVAILABLE, Error.NOT_COORDINATOR}
 # The first produce version whose clients know TRANSACTION_ABORTABLE (Kafka: "v11 adds support
 # for new error code TRANSACTION_ABORTABLE"); below it the error is INVALID_TXN_STATE.
 TRANSACTION_ABORTABLE_PRODUCE_VERSION = 11
 
 
-# The transaction version of the aborts no client asked for (a timeout, a fence): Kafka makes
-# them at the finalized transaction.version feature level. This broker does not advertise the
-# feature (nor serve KIP-890 part 2's partition adds by the partition leader), so its clients run
-# transaction version 0/1 and the finalized level is 1, not 2. (At 2, a marker sent again after a
-# coordinator move or a lost answer is refused INVALID_PRODUCER_EPOCH by the partition, which drops
-# the transaction's markers and leaves a hanging transaction.)
+# The transaction version of the aborts no client asked for (a timeout, a fence). Kafka 4.x makes
+# them at the finalized transaction.version level ("use server TV"), which a new cluster
+# bootstraps at 2 and this broker advertises (KIP-890 part 2: a client of version 2 is served by
+# the request versions it sends: Produce v12, TxnOffsetCommit v5, EndTxn v5). Here they stay at 1:
+# at 2 the abort bumps the epoch twice (the fence, then the end), and a client of version 0/1 (every
+# installed one) recovering with KIP-360's InitProducerId at its own epoch is then neither the
+# current nor the last epoch: PRODUCER_FENCED, fatal where it was recoverable. A marker sent again
+# at 2 (a coordinator move, a lost answer) is safe: the partition takes a marker at the producer's
+# epoch with no transaction open as a retry (engine/producer_state.py check_marker, KAFKA-19999).
 SERVER_TRANSACTION_VERSION = 1
 
 
@@ -106,7 +117,8 @@ def verification_error(error: int, produce_version: int) -> int:
         return Error.INVALID_PRODUCER_EPOCH
     if error == Error.TRANSACTION_ABORTABLE and produce_version < TRANSACTION_ABORTABLE_PRODUCE_VERSION:
         return Error.INVALID_TXN_STATE
-    if error in _VERIFY_RETRIABLE:
+    if error in _VERIFY_RETRIABLE or (error == Error.CONCURRENT_TRANSACTIONS
+                                      and produce_version < ADD_PARTITION_PRODUCE_VERSION):
         return Error.NOT_ENOUGH_REPLICAS
     return error
 
@@ -432,29 +444,37 @@ class TransactionCoordinatorRuntime:
     # ---- KIP-890 verification (the partition leader's side) ---------------------------------
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                     partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+                     partitions: list[tuple[str, int]], add: bool = False) -> dict[tuple[str, int], int]:
         """Ask the transactional id's coordinator whether its transaction holds ``partitions``
-        (AddPartitionsToTxn v4 with verify_only, as Kafka's AddPartitionsToTxnManager): each
-        partition's error as the coordinator answers it; NETWORK_EXCEPTION when it could not be
-        reached; COORDINATOR_NOT_AVAILABLE when there is none. The coordinator on this broker
-        answers from its core directly: the same answer, without the round trip."""
+        (AddPartitionsToTxn v4 with verify_only, as Kafka's AddPartitionsToTxnManager), or with
+        ``add`` have it add them (v5 without verify_only: KIP-890 part 2, a Produce v12+ or a
+        TxnOffsetCommit v5+): each partition's error as the coordinator answers it;
+        NETWORK_EXCEPTION when it could not be reached; COORDINATOR_NOT_AVAILABLE when there is
+        none. The coordinator on this broker answers from its core directly: the same answer,
+        without the round trip."""
         error, node = self.coordinator_of(transactional_id)
         if error:
             return dict.fromkeys(partitions, error)
         if node == self.broker.node_id:
-            return self.core.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
+            if not add:
+                return self.core.verify_partitions(transactional_id, producer_id, producer_epoch,
+                                                   partitions)
+            reply = await self.call(lambda w: self.core.add_partitions(
+                transactional_id, producer_id, producer_epoch, partitions, _now_ms(), w, 2))
+            return dict.fromkeys(partitions, Error.REQUEST_TIMED_OUT if reply is None else reply.error_code)
         R = M.AddPartitionsToTxnRequest
         topics: dict[str, list[int]] = {}
         for topic, p in partitions:
             topics.setdefault(topic, []).append(p)
         request = R(transactions=[R.AddPartitionsToTxnTransaction(
             transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
-            verify_only=True, topics=[R.AddPartitionsToTxnTopic(name=t, partitions=ps)
-                                      for t, ps in sorted(topics.items())])])
+            verify_only=not add, topics=[R.AddPartitionsToTxnTopic(name=t, partitions=ps)
+                                         for t, ps in sorted(topics.items())])])
         try:
             conn = await self.coordinator_connections.get(node)
-            response = await conn.request(ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, request,
-                                          timeout=VERIFY_TIMEOUT_S)
+            version, timeout = ((ADD_PARTITION_VERSION, self.reply_timeout_s) if add
+                                else (VERIFY_VERSION, VERIFY_TIMEOUT_S))
+            response = await conn.request(ADD_PARTITIONS_TO_TXN, version, request, timeout=timeout)
         except (ConnectionError, TimeoutError, OSError) as e:
             log.info("verifying %s's partitions with broker %d failed: %s", transactional_id, node, e)
             self.coordinator_connections.drop(node)

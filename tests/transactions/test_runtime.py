@@ -237,10 +237,14 @@ def test_a_refused_verification_answers_the_produce_as_kafkas_replica_manager_ma
     assert verification_error(Error.TRANSACTION_ABORTABLE, 10) == Error.INVALID_TXN_STATE
     assert verification_error(Error.TRANSACTION_ABORTABLE, 11) == Error.TRANSACTION_ABORTABLE
     assert verification_error(Error.TRANSACTION_ABORTABLE, 12) == Error.TRANSACTION_ABORTABLE
-    for unable in (Error.CONCURRENT_TRANSACTIONS, Error.NETWORK_EXCEPTION, Error.COORDINATOR_LOAD_IN_PROGRESS,
+    for unable in (Error.NETWORK_EXCEPTION, Error.COORDINATOR_LOAD_IN_PROGRESS,
                    Error.COORDINATOR_NOT_AVAILABLE, Error.NOT_COORDINATOR):
         for version in (9, 11, 12):
             assert verification_error(unable, version) == Error.NOT_ENOUGH_REPLICAS  # the producer retries
+    # CONCURRENT_TRANSACTIONS is NOT_ENOUGH_REPLICAS below v12; from v12 the leader adds the
+    # partition (supportsEpochBump) and the client of transaction version 2 retries it as it is.
+    assert verification_error(Error.CONCURRENT_TRANSACTIONS, 11) == Error.NOT_ENOUGH_REPLICAS
+    assert verification_error(Error.CONCURRENT_TRANSACTIONS, 12) == Error.CONCURRENT_TRANSACTIONS
     assert verification_error(Error.INVALID_PRODUCER_ID_MAPPING, 9) == Error.INVALID_PRODUCER_ID_MAPPING
 
 
@@ -289,6 +293,10 @@ def test_verification_asks_a_coordinator_on_another_broker_with_add_partitions_t
             answers = await runtime.verify("t", 5, 1, [("a", 0), ("a", 1)])
             assert answers == {("a", 0): Error.NONE, ("a", 1): Error.TRANSACTION_ABORTABLE}
             assert asked == [(4, [("t", 5, 1, True, [("a", [0, 1])])])]
+            # KIP-890 part 2: a Produce v12's partition is added, AddPartitionsToTxn v5 without verify_only
+            asked.clear()
+            assert await runtime.verify("t", 5, 1, [("a", 0)], add=True) == {("a", 0): Error.NONE}
+            assert asked == [(5, [("t", 5, 1, False, [("a", [0])])])]
             refuse_all.append(True)
             assert await runtime.verify("t", 5, 1, [("a", 0)]) == {("a", 0): Error.INVALID_TXN_STATE}
             await server.close()
