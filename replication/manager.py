@@ -814,7 +814,10 @@ class ReplicaManager:
         if info.records is not None and info.size:
             result.records, result.size = info.records, info.size
         if info.aborted_transactions is not None:
-            result.aborted_transactions = [(t.producer_id, t.first_offset) for t in info.aborted_transactions]
+            # By first offset: the .txnindex (and Kafka's answer) is in abort order, which the
+            # Java client and librdkafka sort but kafkajs walks as a queue by first offset.
+            result.aborted_transactions = sorted(
+                ((t.producer_id, t.first_offset) for t in info.aborted_transactions), key=lambda t: t[1])
         return result
 
     # ---- offsets ------------------------------------------------------------------------------

@@ -68,6 +68,25 @@ def test_a_read_committed_fetch_stops_at_the_lso_and_returns_the_aborted_transac
     run(main())
 
 
+def test_a_read_committed_fetch_lists_the_aborted_transactions_by_first_offset(tmp_path):
+    """The .txnindex holds aborted transactions in abort order, and Kafka answers them in that
+    order, which the Java client and librdkafka sort. kafkajs does not: it walks the list as a
+    queue by first offset, so a transaction aborted after one that began later (producer 1
+    below) would be missed and its records shown read_committed. The list is answered in
+    first-offset order, which every client reads alike."""
+    async def main():
+        node = single(tmp_path)
+        assert node.replicas.append_local(TOPIC, 0, txn_data(2, 1, 0), acks=1).error == Error.NONE  # 0-1
+        assert node.replicas.append_local(TOPIC, 0, txn_data(2, 2, 0), acks=1).error == Error.NONE  # 2-3
+        assert end_txn(node, 2, commit=False).error == Error.NONE  # 4
+        assert end_txn(node, 1, commit=False).error == Error.NONE  # 5
+        assert [(t.producer_id, t.first_offset) for t in node.log().collect_aborted(0, 6)] == [(2, 2), (1, 0)]
+        pd = await fetch(node, 0, isolation_level=1)
+        assert pd.last_stable_offset == 6
+        assert [(t.producer_id, t.first_offset) for t in pd.aborted_transactions] == [(1, 0), (2, 2)]
+    run(main())
+
+
 def test_list_offsets_read_committed_answers_the_lso_for_latest(tmp_path):
     async def main():
         node = single(tmp_path)
