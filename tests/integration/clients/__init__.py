@@ -8,8 +8,13 @@ Every driver module exposes:
 
     produce(bootstrap, topic, messages, acks="all", compression="none",
             idempotent=False, timeout=30.0) -> None
-    consume_assign(bootstrap, topic, partitions, count, timeout=30.0) -> [Record]
-        from the beginning of each partition, no group, nothing committed
+    consume_assign(bootstrap, topic, partitions, count, timeout=30.0, isolation=None,
+                   partition_fetch_bytes=None) -> [Record]
+        from the beginning of each partition, no group, nothing committed; ``isolation``
+        "read_committed" or "read_uncommitted" (None: the client's own default, which is
+        read_committed for confluent and kafkajs, read_uncommitted for the others);
+        ``partition_fetch_bytes`` the client's max.partition.fetch.bytes (None: its
+        default); kcat takes neither
     consume_group(bootstrap, topic, group, count, timeout=30.0, commit=True) -> [Record]
         subscribe from the committed offsets (else earliest); commit exactly the
         records returned (offset + 1) when ``commit``

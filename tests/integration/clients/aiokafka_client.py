@@ -63,10 +63,14 @@ async def _poll(consumer, count, deadline):
     return records[:count]
 
 
-def consume_assign(bootstrap, topic, partitions, count, timeout=30.0):
+def consume_assign(bootstrap, topic, partitions, count, timeout=30.0, isolation=None,
+                   partition_fetch_bytes=None):
     async def go():
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
-                                    enable_auto_commit=False, auto_offset_reset="earliest")
+                                    enable_auto_commit=False, auto_offset_reset="earliest",
+                                    **({} if isolation is None else {"isolation_level": isolation}),
+                                    **({} if partition_fetch_bytes is None
+                                       else {"max_partition_fetch_bytes": partition_fetch_bytes}))
         await consumer.start()
         try:
             tps = [TopicPartition(topic, p) for p in partitions]

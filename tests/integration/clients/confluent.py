@@ -74,9 +74,13 @@ def _poll(consumer, count, timeout):
     return records
 
 
-def consume_assign(bootstrap, topic, partitions, count, timeout=30.0):
+def consume_assign(bootstrap, topic, partitions, count, timeout=30.0, isolation=None,
+                   partition_fetch_bytes=None):
     consumer = Consumer({**BASE, "bootstrap.servers": bootstrap, "group.id": "unused-assign",
-                         "enable.auto.commit": False, "enable.auto.offset.store": False})
+                         "enable.auto.commit": False, "enable.auto.offset.store": False,
+                         **({} if isolation is None else {"isolation.level": isolation}),
+                         **({} if partition_fetch_bytes is None
+                            else {"max.partition.fetch.bytes": partition_fetch_bytes})})
     try:
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
         records = _poll(consumer, count, timeout)

@@ -63,9 +63,13 @@ def _poll(consumer, count, timeout):
     return records[:count]
 
 
-def consume_assign(bootstrap, topic, partitions, count, timeout=30.0):
+def consume_assign(bootstrap, topic, partitions, count, timeout=30.0, isolation=None,
+                   partition_fetch_bytes=None):
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
-                             enable_auto_commit=False, request_timeout_ms=15_000)
+                             enable_auto_commit=False, request_timeout_ms=15_000,
+                             **({} if isolation is None else {"isolation_level": isolation}),
+                             **({} if partition_fetch_bytes is None
+                                else {"max_partition_fetch_bytes": partition_fetch_bytes}))
     try:
         tps = [TopicPartition(topic, p) for p in partitions]
         consumer.assign(tps)

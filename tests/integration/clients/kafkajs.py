@@ -78,9 +78,11 @@ def _records(rows) -> list[Record]:
             for p, o, k, v, headers in rows]
 
 
-def consume_assign(bootstrap, topic, partitions, count, timeout=30.0):
+def consume_assign(bootstrap, topic, partitions, count, timeout=30.0, isolation=None,
+                   partition_fetch_bytes=None):
     return _records(call("consume_assign", bootstrap, timeout, topic=topic,
-                         partitions=list(partitions), count=count))
+                         partitions=list(partitions), count=count, isolation=isolation,
+                         partitionFetchBytes=partition_fetch_bytes))
 
 
 def consume_group(bootstrap, topic, group, count, timeout=30.0, commit=True):

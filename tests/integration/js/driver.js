@@ -117,10 +117,15 @@ async function produce(cmd) {
 // maxWaitTimeInMs is the Java consumer's fetch.max.wait.ms default (kafkajs's is 5000):
 // disconnect waits for every fetch in flight, and with partitions led by several brokers
 // the fetchers of the drained ones sit in a long poll when the count is reached.
+// cmd.isolation: "read_committed" or "read_uncommitted" (null: kafkajs's default,
+// readUncommitted false, i.e. read_committed); cmd.partitionFetchBytes: maxBytesPerPartition
+// (null: kafkajs's default).
 async function consume(cmd, groupId, commit, partitions) {
   const consumer = client(cmd).consumer({
     groupId, sessionTimeout: 6000, heartbeatInterval: 500, rebalanceTimeout: 10000,
     maxWaitTimeInMs: 500, allowAutoTopicCreation: false,
+    readUncommitted: cmd.isolation === 'read_uncommitted',
+    ...(cmd.partitionFetchBytes ? { maxBytesPerPartition: cmd.partitionFetchBytes } : {}),
   });
   await consumer.connect();
   const records = [];
