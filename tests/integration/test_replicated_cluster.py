@@ -123,3 +123,152 @@ def test_a_terminated_broker_whose_partitions_are_wiped_restarts_and_is_listed_a
     agreed = cluster.wait_for_metadata_agreement()
     assert agreed.unfenced == BROKERS
     assert len([p for p in agreed.partitions if p.topic == TOPIC]) == PARTITIONS
+
+
+# ---- compaction: the replicas agree byte for byte below the cleaned point ------------------
+# Last in the module: it kills and restarts a broker.
+
+COMPACTED_TOPIC = "compacted-replicas"
+COMPACTED_SEGMENT_BYTES = 16384
+DELETE_HORIZON = 0x40  # KIP-534: the batch's base timestamp is its delete horizon
+
+
+def _cleaned_point(cluster: ReplicatedCluster, broker: int, topic: str) -> int | None:
+    """The broker's cleaner-offset-checkpoint entry for partition 0 of ``topic``."""
+    from engine.cleaner import read_cleaner_checkpoint
+
+    return read_cleaner_checkpoint(cluster.log_dir(broker)).get((topic, 0))
+
+
+def _wait_cleaned_to(cluster: ReplicatedCluster, topic: str, point: int, brokers, timeout: float) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        points = {b: _cleaned_point(cluster, b, topic) for b in brokers}
+        if all(p == point for p in points.values()):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"cleaner checkpoints {points}, wanted {point} on each")
+        time.sleep(0.2)
+
+
+def _batches_below(cluster: ReplicatedCluster, broker: int, topic: str, point: int) -> list[tuple]:
+    """(header, bytes) of every batch of partition 0 below ``point`` in the broker's segment
+    files, in offset order, each checked against its CRC."""
+    from engine.reader import PartitionReader
+
+    return [(header, bytes(data)) for header, data in
+            PartitionReader(cluster.partition_dir(broker, topic, 0)).batches(0, point, check_crc=True)]
+
+
+def _without_delete_horizon(header, data: bytes) -> tuple:
+    """A batch with its KIP-534 delete horizon left out: every header field but the base
+    timestamp (the horizon), the attribute bit saying so and the CRC (and the length, as the
+    records' timestamp deltas are taken from the base timestamp), and each record with its
+    absolute offset, timestamp, key, value and headers."""
+    from ext.batch import decode_records
+
+    return (header.base_offset, header.last_offset_delta, header.partition_leader_epoch,
+            header.attributes & ~DELETE_HORIZON, header.producer_id, header.producer_epoch,
+            header.base_sequence, header.max_timestamp, header.records_count,
+            [(r.offset, r.timestamp, r.key, r.value, tuple(r.headers))
+             for r in decode_records(data, 0, False)])
+
+
+def _assert_same_batches(by_broker: dict[int, list[tuple]]) -> None:
+    """The replicas' batch streams agree byte for byte, except in the delete horizon of a
+    batch that carries one on any replica (compared without it, ``_without_delete_horizon``)."""
+    (first, reference), *others = by_broker.items()
+    for broker, batches in others:
+        assert [h.base_offset for h, _ in batches] == [h.base_offset for h, _ in reference], \
+            f"brokers {first} and {broker} hold different batches"
+        for (h1, b1), (h2, b2) in zip(reference, batches):
+            if (h1.attributes | h2.attributes) & DELETE_HORIZON:
+                assert _without_delete_horizon(h1, b1) == _without_delete_horizon(h2, b2), \
+                    f"batch {h1.base_offset}: brokers {first} and {broker} differ beyond its delete horizon"
+            else:
+                assert b1 == b2, f"batch {h1.base_offset}: brokers {first} and {broker} differ"
+
+
+def _compacted_and_cleaned(cluster: ReplicatedCluster, topic: str) -> tuple[int, dict[int, list[tuple]]]:
+    """A compacted RF=3 topic written (updates and tombstones of 150 keys, lz4 batches of an
+    idempotent producer), then rolled on every replica and cleaned by each to the same point:
+    that point and each replica's batches below it."""
+    from confluent_kafka import Producer
+
+    cluster.create_topic(topic, partitions=1, replication_factor=3,
+                         configs={"cleanup.policy": "compact", "segment.bytes": str(COMPACTED_SEGMENT_BYTES),
+                                  "min.cleanable.dirty.ratio": "0.01", "compression.type": "producer"})
+    cluster.wait_for_isr(topic, 0, BROKERS)
+    acks = AckedRecords()
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
+                         "linger.ms": 2, "batch.size": 2048, "compression.type": "lz4"})
+    for i in range(3000):
+        key = b"key-%03d" % (i * 7 % 150)
+        value = None if i % 11 == 5 else b"value-%05d" % i  # tombstones among the updates
+        producer.produce(topic, value, key, partition=0, on_delivery=acks)
+        if i % 1000 == 999:
+            producer.flush(30)
+    # Two records of incompressible bytes, each over half of segment.bytes: every replica rolls
+    # before the second, which is then alone in the active segment.
+    for i in range(2):
+        producer.produce(topic, os.urandom(COMPACTED_SEGMENT_BYTES // 2 + 100), b"roll-%d" % i,
+                         partition=0, on_delivery=acks)
+        assert producer.flush(30) == 0
+    assert acks.errors == [] and acks.count() == 3002
+    point = 3001
+    _wait_cleaned_to(cluster, topic, point, BROKERS, 45)
+    held = {b: _batches_below(cluster, b, topic, point) for b in sorted(BROKERS)}
+    assert held[4] and any(h.records_count < 1 + h.last_offset_delta for h, _ in held[4]), "nothing compacted"
+    return point, held
+
+
+def test_compacted_replicas_agree_byte_for_byte_below_the_cleaned_point(cluster):
+    """Each replica runs its own cleaner (as Kafka's do) at its own times, so below the point
+    all three have cleaned to, their logs must hold the same batches.
+
+    What is compared: the concatenated batch bytes below the cleaned point, not the segment
+    files. A follower rolls its segments as its fetches arrive and a replica that cleaned in
+    two passes grouped different segments than one that cleaned once, so the files may be cut
+    elsewhere; the batches may not: a rebuilt batch keeps its base and last offset, producer
+    fields, leader epoch and codec, its base timestamp is its first kept record's, and
+    rebuilding a rebuilt batch gives what rebuilding the original once gives. The one field
+    excluded is KIP-534's delete horizon (a batch keeping a tombstone has its base timestamp
+    set to the cleaning replica's clock + delete.retention.ms, as in Kafka), so a batch that
+    carries one on any replica is compared with that field, its attribute bit and the CRC left
+    out and its records compared by content (tombstones included).
+
+    The cleaned point: the producer stops, then two records larger than half of segment.bytes
+    make every replica roll, so everything below the last one is cleanable everywhere; the
+    test waits until each replica's cleaner-offset-checkpoint says it cleaned to there."""
+    _, held = _compacted_and_cleaned(cluster, COMPACTED_TOPIC)
+    _assert_same_batches(held)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="the broker loads its logs before it knows their topics' configs "
+                   "(broker/server.py: self.logs.startup() without topic_configs), so recovery after a "
+                   "kill -9 takes a compacted log for a contiguous one and truncates its cleaned segment "
+                   "at its first offset gap")
+def test_a_compacted_replica_restarted_after_kill9_keeps_its_bytes_and_recleans_to_them(cluster):
+    """A follower killed with kill -9 restarts with the bytes below its cleaned point as they
+    were (recovery rewrites none and truncates none: a cleaned segment's offset gaps are no
+    corruption); with its cleaner-offset-checkpoint removed (Kafka cleans from the log start
+    then) it cleans its whole already-clean log again at once, and that changes no byte."""
+    point, held = _compacted_and_cleaned(cluster, COMPACTED_TOPIC + "-restart")
+    topic = COMPACTED_TOPIC + "-restart"
+    leader = cluster.leader_of(topic, 0)
+    follower = min(BROKERS - {leader})
+    cluster.kill9(follower)
+    cluster.restart(follower)
+    cluster.wait_for_isr(topic, 0, BROKERS)
+    restarted = _batches_below(cluster, follower, topic, point)
+    assert [b for _, b in restarted] == [b for _, b in held[follower]], "the restart changed bytes"
+    cluster.kill9(follower)
+    os.unlink(os.path.join(cluster.log_dir(follower), "cleaner-offset-checkpoint"))
+    cluster.restart(follower)
+    cluster.wait_for_isr(topic, 0, BROKERS)
+    _wait_cleaned_to(cluster, topic, point, [follower], 45)
+    again = _batches_below(cluster, follower, topic, point)
+    assert [b for _, b in again] == [b for _, b in held[follower]], "cleaning a clean log changed bytes"
