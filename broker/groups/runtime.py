@@ -489,9 +489,11 @@ class GroupCoordinatorRuntime:
         guard = log_.producer_state.start_verification(producer_id, producer_epoch, _now_ms())
         if guard is SENTINEL_GUARD:
             return Error.NONE  # its transaction is open on the partition
-        errors = await txns.verify(transactional_id, producer_id, producer_epoch,
-                                   [(storage.OFFSETS_TOPIC, partition)],
-                                   add=version >= ADD_PARTITION_TXN_OFFSET_COMMIT_VERSION)
+        tps = [(storage.OFFSETS_TOPIC, partition)]
+        if version >= ADD_PARTITION_TXN_OFFSET_COMMIT_VERSION:
+            errors = await txns.verify(transactional_id, producer_id, producer_epoch, tps, add=True)
+        else:
+            errors = await txns.verify(transactional_id, producer_id, producer_epoch, tps)
         code = errors.get((storage.OFFSETS_TOPIC, partition), Error.NONE)
         if code != Error.NONE:
             return verification_error(code, version)

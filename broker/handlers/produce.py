@@ -192,8 +192,10 @@ def apis(broker) -> list[Api]:
         refused: set[int] = set()
         for (producer_id, producer_epoch), indexes in unverified.items():
             tps = [(entries[i][0], entries[i][1]) for i in indexes]
-            errors = await runtime.verify(transactional_id, producer_id, producer_epoch, tps,
-                                          add=version >= ADD_PARTITION_PRODUCE_VERSION)
+            if version >= ADD_PARTITION_PRODUCE_VERSION:
+                errors = await runtime.verify(transactional_id, producer_id, producer_epoch, tps, add=True)
+            else:
+                errors = await runtime.verify(transactional_id, producer_id, producer_epoch, tps)
             for i, tp in zip(indexes, tps):
                 code = errors.get(tp, Error.NONE)
                 if code != Error.NONE:
