@@ -105,6 +105,7 @@ class Entry:
     coordinator_epoch: int = -1
     decision: int = -1
     timestamp: int = 0
+    generation: int = -1  # data: which of its transactional id's transactions it belongs to
 
 
 class Replica:
@@ -196,6 +197,8 @@ class Txn:
     in_flight: int = 0
     failed: bool = False
     commit: bool | None = None  # what EndTxn asks
+    given_up: int = 0  # the writes below this batch number whose answers no longer count
+    generation: int = -1  # the coordinator's transaction it is: see Sim.land
 
 
 class Producer:
@@ -244,7 +247,11 @@ class Producer:
             txn = self.txn
             roll = sim.rng.random()
             if txn.in_flight:
-                return
+                if sim.healing or roll > 0.1:
+                    return
+                # its requests time out: the client gives up on them and aborts
+                txn.in_flight, txn.failed = 0, True
+                txn.given_up = len(txn.batches)
             if not sim.healing and roll < 0.05:
                 return  # stalls: its transaction may time out
             if not sim.healing and len(txn.batches) < 4 and roll < 0.55:
@@ -274,11 +281,12 @@ class Producer:
         part = sim.partitions[tp]
         to = part.leader if sim.healing or sim.rng.random() < 0.85 else sim.rng.choice(BROKERS)
         sim.send(("produce", self.name()), to, ("produce", self, tp, self.pid,
-                                                self.epoch if epoch is None else epoch, seq, n, batch))
+                                                self.epoch if epoch is None else epoch, seq, n, batch,
+                                                txn.generation))
 
     def on_write(self, batch: tuple, error: int) -> None:
         txn = self.txn
-        if txn is None or batch[2] != txn.number:
+        if txn is None or batch[2] != txn.number or batch[3] < txn.given_up:
             return
         txn.in_flight -= 1
         if error:
@@ -308,6 +316,7 @@ class Producer:
         elif self.state == "adding":
             if code == Error.NONE:
                 self.state = "txn"
+                self.txn.generation = sim.generation.get(self.tid, 0)
             elif code in RETRIABLE:
                 self.state = "adding-retry"
             else:
@@ -378,9 +387,11 @@ class Sim:
         self.requests: list = []  # the MarkerRequests tagged, kept alive for their ids
         self.net: list = []  # (connection, message)
         self.acks: list[Ack] = []
-        # decisions: number -> (transactional id, pid, epoch, commit, partitions)
+        # decisions: number -> (transactional id, pid, epoch, commit, partitions, generation)
         self.decisions: list[tuple] = []
         self.latest_decision: dict[str, int] = {}
+        self.generation: dict[str, int] = {}
+        self.landed_state: dict[str, TxnState] = {}
         self.write_decision: dict[int, int] = {}
         self.held_writes: list = []  # the writes tagged, kept alive for their ids
         self.producers = {f"tx-{i}": Producer(self, f"tx-{i}", 0) for i in range(producers)}
@@ -425,12 +436,19 @@ class Sim:
             producer.on_reply(token, reply)
 
     def land(self, b: int, w: Any) -> None:
-        """A __transaction_state record is committed to its partition's log."""
+        """A __transaction_state record is committed to its partition's log. Each Ongoing
+        record after a state that is not Ongoing starts a transaction of its transactional id:
+        its *generation*, which the data written in it and its decision share."""
         self.tlog[w.partition].append(w.record)
-        if w.target.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-            t = w.target
+        t = w.target
+        tid = t.transactional_id
+        if t.state is TxnState.ONGOING and self.landed_state.get(tid) is not TxnState.ONGOING:
+            self.generation[tid] = self.generation.get(tid, 0) + 1
+        self.landed_state[tid] = t.state
+        if t.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
             self.decisions.append((t.transactional_id, t.producer_id, t.producer_epoch,
-                                   t.state is TxnState.PREPARE_COMMIT, sorted(t.partitions)))
+                                   t.state is TxnState.PREPARE_COMMIT, sorted(t.partitions),
+                                   self.generation.get(tid, 0)))
             number = len(self.decisions) - 1
             self.latest_decision[t.transactional_id] = number
             self.write_decision[id(w)] = number
@@ -590,7 +608,7 @@ class Sim:
     # ---- produce --------------------------------------------------------------------------
 
     def handle_produce(self, to: int, msg: tuple, guard: Any = None, leader_epoch: int = -1) -> None:
-        _, producer, tp, pid, epoch, seq, n, batch = msg
+        _, producer, tp, pid, epoch, seq, n, batch, generation = msg
         part = self.partitions[tp]
 
         def reply(error: int) -> None:
@@ -627,7 +645,8 @@ class Sim:
             return
         if duplicate is not None:
             raise Violation(f"{batch} on {tp}: a duplicate of {duplicate}, but no batch is sent twice")
-        e = Entry(rep.leo, rep.leo + n - 1, pid, epoch, False, seq, last_seq, batch, timestamp=self.now)
+        e = Entry(rep.leo, rep.leo + n - 1, pid, epoch, False, seq, last_seq, batch, timestamp=self.now,
+                  generation=generation)
         rep.apply(e)
         self.acks.append(Ack(tp, part.leader_epoch, e, reply))
 
@@ -639,6 +658,8 @@ class Sim:
     def deliver(self, i: int) -> None:
         connection = self.net[i][0]
         i = next(j for j, m in enumerate(self.net) if m[0] == connection)  # FIFO per connection
+        if self.net[i][2][0] == "produce-verified" and not self.healing and self.rng.random() < 0.7:
+            return  # a slow append: the verified batch waits (markers may land meanwhile)
         _, to, message = self.net.pop(i)
         kind = message[0]
         if kind == "produce":
@@ -767,12 +788,14 @@ class Sim:
         elif roll < 0.89:
             if self.loads:
                 self.complete_load(rng.randrange(len(self.loads)))
-        elif roll < 0.92:
+        elif roll < 0.90:
             if self.resigns:
                 self.resign(rng.randrange(len(self.resigns)))
         elif roll < 0.95:
             b = rng.choice(BROKERS)
             self.effects(b, self.cores[b].tick(self.now, expire=False))
+            if rng.random() < 0.5 and self.net:
+                self.deliver(rng.randrange(len(self.net)))
         elif roll < 0.965:
             self.move_coordinator()
         elif roll < 0.985:
@@ -875,6 +898,9 @@ class Sim:
                     raise Violation(f"{tp}: batch {e.batch} at {e.base} is below the LSO {lso} "
                                     "with no marker after it")
                 d = self.decisions[end.decision]
+                if d[5] != e.generation:
+                    raise Violation(f"{tp}: batch {e.batch} at {e.base} of transaction {e.generation} "
+                                    f"ended by the marker at {end.base} of decision {end.decision} {d}")
                 if d[0] != e.batch[0]:
                     raise Violation(f"{tp}: batch {e.batch} ended by {d}, another transactional id's")
                 if (id(e) in visible) != d[3]:
