@@ -117,6 +117,7 @@ class MetadataFollower:
         self.applied_offset = 0
         self.broker_epoch = -1
         self.fenced = True
+        self.ready_to_unfence = True  # False while the broker's logs load (want_fence)
         self.changed = asyncio.Event()
         self.leader_changed = asyncio.Event()
         self.raft = RaftDriver(raft_config, MemoryRaftLog(CheckpointFormat), MemoryQuorumState(), self)
@@ -237,15 +238,31 @@ class MetadataFollower:
         return await self._send(api_key, version, request)
 
     # ---- lifecycle -----------------------------------------------------------------------------
-    async def start(self, timeout: float = 60.0) -> None:
-        """Observe the metadata log, register, then heartbeat until caught up and unfenced."""
+    async def start(self, timeout: float = 60.0, recover: Callable[[], None] | None = None) -> None:
+        """Observe the metadata log, register, then heartbeat until unfenced, as Kafka's
+        BrokerLifecycleManager: fenced by choice (want_fence) until the controller says this
+        broker caught up with the metadata log (its own registration replayed), then
+        ``recover()`` (the broker loads its logs with the topics' configs the image now holds),
+        and only then asking to be unfenced, so that no leadership comes to logs not loaded."""
         await self.raft.start()
         async with asyncio.timeout(timeout):
             await self._register()
-        self._tasks = [asyncio.get_running_loop().create_task(self._heartbeat_loop())]
-        deadline = asyncio.get_running_loop().time() + timeout
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        if recover is not None:
+            self.ready_to_unfence = False
+            while True:
+                if loop.time() > deadline:
+                    raise TimeoutError("the controller did not see this broker catch up with its metadata")
+                response = await self._heartbeat()
+                if response is not None and response.error_code == Error.NONE and response.is_caught_up:
+                    break
+                await asyncio.sleep(0.05)
+            recover()
+            self.ready_to_unfence = True
+        self._tasks = [loop.create_task(self._heartbeat_loop())]
         while self.fenced:
-            if asyncio.get_running_loop().time() > deadline:
+            if loop.time() > deadline:
                 raise TimeoutError("the controller did not unfence this broker")
             await self._heartbeat()
             if self.fenced:
@@ -277,7 +294,7 @@ class MetadataFollower:
         """One heartbeat; the answer, or None when no controller answered in time."""
         request = M.BrokerHeartbeatRequest(
             broker_id=self.node_id, broker_epoch=self.broker_epoch,
-            current_metadata_offset=self.applied_offset - 1, want_fence=False,
+            current_metadata_offset=self.applied_offset - 1, want_fence=not self.ready_to_unfence,
             want_shut_down=want_shut_down)
         try:
             response = await self._send(63, HEARTBEAT_VERSION, request, timeout=self.heartbeat_timeout_s)

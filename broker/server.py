@@ -209,11 +209,10 @@ class Broker:
     # ---- lifecycle -------------------------------------------------------------------
 
     async def start(self) -> None:
-        self.logs.startup()
-        self.logs_started = True
-        self.remove_expired_producers()  # as Kafka's load drops them from its producer snapshots
+        self.logs.open()
         self.follower.previous_broker_epoch = self.logs.previous_broker_epoch()
-        await self.follower.start(self.config["initial.broker.registration.timeout.ms"] / 1000)
+        await self.follower.start(self.config["initial.broker.registration.timeout.ms"] / 1000,
+                                  recover=self._load_logs)
         self._replicas_started = True
         self.replicas.apply_image(self.image)
         self.groups = GroupCoordinatorRuntime(self)
@@ -255,6 +254,15 @@ class Broker:
         if self.config["log.cleaner.enable"]:
             self.cleaner = CleanerThread(self.logs, self.config)
             self._tasks.append(loop.create_task(self.cleaner.run()))
+
+    def _load_logs(self) -> None:
+        """The logs loaded, once the image holds the topics' configs (the metadata log caught
+        up, the broker still fenced): each with its topic's config, so that recovery keeps a
+        compacted log's offset gaps (with the broker's default cleanup.policy, delete, it took
+        a cleaned segment's first gap for corruption and truncated the segment there)."""
+        self.logs.load({topic: self.topic_log_config(topic) for topic in self.image.topics})
+        self.logs_started = True
+        self.remove_expired_producers()  # as Kafka's load drops them from its producer snapshots
 
     def remove_expired_producers(self) -> None:
         """Forget the idempotent producers idle for producer.id.expiration.ms in every

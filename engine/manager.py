@@ -25,6 +25,7 @@ import shutil
 import threading
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from engine.checkpoint import (
     new_uuid,
@@ -95,6 +96,15 @@ def read_meta_properties(path: str) -> dict[str, str] | None:
     return props
 
 
+@dataclass
+class _OpenedDir:
+    """What ``LogManager.open`` read of a log dir for ``load``."""
+    hws: dict
+    recovery_points: dict
+    log_starts: dict
+    partitions: list  # (topic-partition, path, topic id)
+
+
 class LogManager:
     def __init__(self, log_dirs: list[str], default_config: LogConfig | None = None,
                  *, cluster_id: str | None = None, node_id: int | None = None,
@@ -110,6 +120,7 @@ class LogManager:
         self._locks: list[int] = []
         self.had_clean_shutdown: dict[str, bool] = {}
         self.clean_shutdown_epochs: dict[str, int] = {}  # brokerEpoch of the marker, -1 if none
+        self._opened: dict[str, _OpenedDir] = {}  # open() read them; load() loads their logs
         # Storage operations while serving take a failing dir offline (engine/log_dir_failure.py).
         self.failure_channel = failure_channel or LogDirFailureChannel()
         # The log cleaner (clean_once): the partitions it is cleaning, and those it gave up on
@@ -123,11 +134,32 @@ class LogManager:
     # ---- startup -------------------------------------------------------------------------
 
     def startup(self, topic_configs: dict[str, LogConfig] | None = None) -> None:
-        topic_configs = topic_configs or {}
+        """``open`` then ``load``."""
+        self.open()
+        self.load(topic_configs)
+
+    def open(self) -> None:
+        """Lock each log dir, check (or write) its meta.properties and read its small files (the
+        clean-shutdown marker, for ``previous_broker_epoch``; the offset checkpoints; each
+        partition's partition.metadata), so that a corrupt one stops the broker at once, naming
+        it; no log is loaded yet: a broker loads its logs once it has their topics' configs
+        from the metadata log (``load``), as Kafka's LogManager starts after the broker caught
+        up with it."""
         for d in self.log_dirs:
             os.makedirs(d, exist_ok=True)
             self._lock(d)
             self._check_meta_properties(d)
+            marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
+            clean = os.path.exists(marker)
+            self.had_clean_shutdown[d] = clean
+            self.clean_shutdown_epochs[d] = _clean_shutdown_epoch(marker) if clean else -1
+            self._opened[d] = self._read_dir(d)
+
+    def load(self, topic_configs: dict[str, LogConfig] | None = None) -> None:
+        """Load (and recover) every log of the opened dirs, each with its topic's config from
+        ``topic_configs`` (the broker default for a topic not there): recovery reads a
+        compacted log's offset gaps as the cleaner's, a delete-policy log's as corruption."""
+        topic_configs = topic_configs or {}
         for d in self.log_dirs:
             self._load_dir(d, topic_configs)
 
@@ -157,14 +189,10 @@ class LogManager:
         elif node_id != self.node_id:
             raise LogDirError(f"{d}: node.id {node_id} does not match {self.node_id}")
 
-    def _load_dir(self, d: str, topic_configs: dict[str, LogConfig]) -> None:
-        marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
-        clean = os.path.exists(marker)
-        self.had_clean_shutdown[d] = clean
-        self.clean_shutdown_epochs[d] = _clean_shutdown_epoch(marker) if clean else -1
-        hws = read_offset_checkpoint(os.path.join(d, REPLICATION_CHECKPOINT))
-        recovery_points = read_offset_checkpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT))
-        log_starts = read_offset_checkpoint(os.path.join(d, LOG_START_CHECKPOINT))
+    def _read_dir(self, d: str) -> _OpenedDir:
+        """The small files of log dir ``d``: its offset checkpoints and, per partition dir,
+        its path and topic id (directories being deleted go here, as Kafka's load removes them)."""
+        partitions = []
         for name in sorted(os.listdir(d)):
             path = os.path.join(d, name)
             if not os.path.isdir(path):
@@ -175,16 +203,27 @@ class LogManager:
             tp = parse_partition_dir(name)
             if tp is None or name == METADATA_PARTITION_DIR:
                 continue
+            partitions.append((tp, path, read_partition_metadata(os.path.join(path, PARTITION_METADATA))))
+        return _OpenedDir(hws=read_offset_checkpoint(os.path.join(d, REPLICATION_CHECKPOINT)),
+                          recovery_points=read_offset_checkpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT)),
+                          log_starts=read_offset_checkpoint(os.path.join(d, LOG_START_CHECKPOINT)),
+                          partitions=partitions)
+
+    def _load_dir(self, d: str, topic_configs: dict[str, LogConfig]) -> None:
+        marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
+        clean = self.had_clean_shutdown[d]
+        opened = self._opened.pop(d)
+        for tp, path, topic_id in opened.partitions:
             if tp in self.logs:
                 raise LogDirError(f"{tp[0]}-{tp[1]} is in two log dirs: {self.logs[tp].dir} and {path}")
             self.logs[tp] = Log(
                 path,
                 topic_configs.get(tp[0], self.default_config),
-                log_start_offset=log_starts.get(tp, 0),
-                recovery_point=recovery_points.get(tp, 0),
-                high_watermark=hws.get(tp),
+                log_start_offset=opened.log_starts.get(tp, 0),
+                recovery_point=opened.recovery_points.get(tp, 0),
+                high_watermark=opened.hws.get(tp),
                 had_clean_shutdown=clean,
-                topic_id=read_partition_metadata(os.path.join(path, PARTITION_METADATA)),
+                topic_id=topic_id,
                 failure_channel=self.failure_channel,
             )
             self.logs[tp].on_roll = self._rolled.add

@@ -125,12 +125,22 @@ def test_controller_refuses_a_snapshot_with_a_flipped_bit_naming_it(node_dir):
 
 
 def test_broker_truncates_a_torn_segment_tail_and_says_so_in_one_line(node_dir):
+    """The logs load once the broker caught up with the metadata log (their topics' configs
+    known): the node's controller runs beside it."""
     os.unlink(data(node_dir, CLEAN_SHUTDOWN_FILE))
     segment = data(node_dir, "t1-0", "00000000000000000000.log")
     size = os.path.getsize(segment)
     with open(segment, "r+b") as f:
         f.truncate(size - 7)  # the last batch torn
-    rc, output = start(node_dir, "broker", until="truncated")
+    config = os.path.join(node_dir, "server.properties")
+    controller = subprocess.Popen([sys.executable, "-m", "strom", "controller", "--config", config],
+                                  cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        rc, output = start(node_dir, "broker", until="truncated")
+    finally:
+        os.killpg(controller.pid, signal.SIGKILL)
+        controller.wait(RUN_TIMEOUT_S)
     assert "Traceback" not in output, output
     said = [line for line in output.splitlines() if segment in line]
     assert len(said) == 1 and "truncated" in said[0], output

@@ -224,7 +224,7 @@ def _compacted_and_cleaned(cluster: ReplicatedCluster, topic: str) -> tuple[int,
     return point, held
 
 
-def test_compacted_replicas_agree_byte_for_byte_below_the_cleaned_point(cluster):
+def test_compacted_replicas_and_a_restarted_one_agree_byte_for_byte_below_the_cleaned_point(cluster):
     """Each replica runs its own cleaner (as Kafka's do) at its own times, so below the point
     all three have cleaned to, their logs must hold the same batches.
 
@@ -241,23 +241,16 @@ def test_compacted_replicas_agree_byte_for_byte_below_the_cleaned_point(cluster)
 
     The cleaned point: the producer stops, then two records larger than half of segment.bytes
     make every replica roll, so everything below the last one is cleanable everywhere; the
-    test waits until each replica's cleaner-offset-checkpoint says it cleaned to there."""
-    _, held = _compacted_and_cleaned(cluster, COMPACTED_TOPIC)
-    _assert_same_batches(held)
+    test waits until each replica's cleaner-offset-checkpoint says it cleaned to there.
 
-
-@pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="the broker loads its logs before it knows their topics' configs "
-                   "(broker/server.py: self.logs.startup() without topic_configs), so recovery after a "
-                   "kill -9 takes a compacted log for a contiguous one and truncates its cleaned segment "
-                   "at its first offset gap")
-def test_a_compacted_replica_restarted_after_kill9_keeps_its_bytes_and_recleans_to_them(cluster):
-    """A follower killed with kill -9 restarts with the bytes below its cleaned point as they
+    Then a follower killed with kill -9 restarts with the bytes below its cleaned point as they
     were (recovery rewrites none and truncates none: a cleaned segment's offset gaps are no
-    corruption); with its cleaner-offset-checkpoint removed (Kafka cleans from the log start
-    then) it cleans its whole already-clean log again at once, and that changes no byte."""
-    point, held = _compacted_and_cleaned(cluster, COMPACTED_TOPIC + "-restart")
-    topic = COMPACTED_TOPIC + "-restart"
+    corruption, the logs being loaded with their topics' configs); with its
+    cleaner-offset-checkpoint removed (Kafka cleans from the log start then) it cleans its whole
+    already-clean log again at once, and that changes no byte."""
+    topic = COMPACTED_TOPIC
+    point, held = _compacted_and_cleaned(cluster, topic)
+    _assert_same_batches(held)
     leader = cluster.leader_of(topic, 0)
     follower = min(BROKERS - {leader})
     cluster.kill9(follower)
