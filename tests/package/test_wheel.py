@@ -5,6 +5,8 @@ environment outside the checkout, and a node run, used and read from there.
 nothing built in place, the .so files or ``build/``, can stand in for what is missing), then
 the wheel from that sdist, each in an isolated build environment, the extensions compiled
 from their .pyx: the path of ``pip install strom-*.tar.gz``, and a superset of ``pip install .``.
+The C is compiled at -O0 (setup.py's STROM_QUICK): what is packaged and how it installs and
+runs are the same, in a fifth of the build's CPU time (about 30 s instead of 130 s here).
 
 The venv takes its dependencies (pyspark, confluent-kafka, numpy...) from this interpreter's
 site-packages (``--system-site-packages``; installing them afresh would download gigabytes),
@@ -190,7 +192,8 @@ def dist(tmp_path_factory):
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(os.path.join(ROOT, name), target)
     run_logged([sys.executable, "-m", "build", "--outdir", str(out), str(source)],
-               str(base / "build.log"), BUILD_TIMEOUT_S, cwd=str(base))
+               str(base / "build.log"), BUILD_TIMEOUT_S, cwd=str(base),
+               env={**os.environ, "STROM_QUICK": "1"})
     built = {p.suffix: str(p) for p in out.iterdir()}
     assert sorted(built) == [".gz", ".whl"], f"python -m build left {sorted(built.values())}"
     return built[".gz"], built[".whl"]
