@@ -219,11 +219,23 @@ def test_describe_and_list_transactions_and_describe_producers_show_an_open_tran
     [state] = producers.topics[0].partitions[0].active_producers
     assert (state.producer_id, state.current_txn_start_offset) == (ongoing.producer_id, 0)
     p.commit_transaction(TIMEOUT_S)
-    producers = request(node, 61, 0, M.DescribeProducersRequest(
-        topics=[M.DescribeProducersRequest.TopicRequest(name=topic, partition_indexes=[0])]))
-    [state] = producers.topics[0].partitions[0].active_producers
-    assert state.current_txn_start_offset == -1
-    d = request(node, 65, 0, M.DescribeTransactionsRequest(transactional_ids=[tid]))
+    # EndTxn is answered once PrepareCommit is written; the marker lands on the partition after
+    # (as in Kafka), so the open transaction is gone from the partition's producer state soon,
+    # not necessarily at once.
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        producers = request(node, 61, 0, M.DescribeProducersRequest(
+            topics=[M.DescribeProducersRequest.TopicRequest(name=topic, partition_indexes=[0])]))
+        [state] = producers.topics[0].partitions[0].active_producers
+        if state.current_txn_start_offset == -1 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert state.current_txn_start_offset == -1, "the COMMIT marker never ended the open transaction"
+    while True:  # CompleteCommit is written once every marker is acknowledged
+        d = request(node, 65, 0, M.DescribeTransactionsRequest(transactional_ids=[tid]))
+        if d.transaction_states[0].transaction_state != "PrepareCommit" or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert d.transaction_states[0].transaction_state == "CompleteCommit"
     assert d.transaction_states[0].topics == []
 
