@@ -142,7 +142,9 @@ def test_offset_commit_in_the_revoke_callback_is_stored_as_kafka_does_kafka_pyth
         member = _second_member_joins(shared_node, topic, group)
         while not outcome and time.monotonic() < deadline + WAIT_S:
             consumer.poll(200)
-        assert outcome == ["committed"], outcome
+        # One rebalance or more (an eager member revokes everything at each): every commit made
+        # in the callback is stored.
+        assert outcome and set(outcome) == {"committed"}, outcome
     finally:
         if member is not None:
             member.close()
