@@ -6,6 +6,7 @@ changes, and a PrepareCommit found by the load resuming its markers."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from types import SimpleNamespace
 
@@ -126,6 +127,23 @@ async def until(predicate, timeout=5.0):
         while not predicate():
             await asyncio.sleep(0.01)
 
+@contextlib.asynccontextmanager
+async def coordinator(log, capture_markers: bool = False):
+    """A started runtime over ``log`` once it owns partition 0: (broker, runtime, the markers it
+    asked to send, when ``capture_markers``: the channel itself is tested in test_markers.py)."""
+    broker = Broker(log)
+    runtime = TransactionCoordinatorRuntime(broker)
+    sent: list = []
+    if capture_markers:
+        runtime.markers.add = sent.append
+    runtime.start()
+    try:
+        await until(lambda: 0 in runtime.core.owned)
+        yield broker, runtime, sent
+    finally:
+        await runtime.stop()
+
+
 
 async def call(runtime, step):
     waiter = runtime.waiter()
@@ -147,11 +165,7 @@ def run(scenario):
 
 def test_a_transition_is_answered_once_its_record_is_in_the_log_and_a_reload_finds_it(log):
     async def scenario():
-        broker = Broker(log)
-        runtime = TransactionCoordinatorRuntime(broker)
-        runtime.start()
-        try:
-            await until(lambda: 0 in runtime.core.owned)
+        async with coordinator(log) as (broker, runtime, _):
             reply = await call(runtime, lambda w: runtime.core.init_producer_id("t", 60000, -1, -1, 1, w))
             assert reply == InitProducerIdReply(Error.NONE, 1001, 0)
             reply = await call(runtime, lambda w: runtime.core.add_partitions("t", 1001, 0, [("a", 0)], 2, w))
@@ -167,18 +181,12 @@ def test_a_transition_is_answered_once_its_record_is_in_the_log_and_a_reload_fin
             broker.changed.set()
             await until(lambda: 0 not in runtime.core.owned)
             assert runtime.core.transactions == {}
-        finally:
-            await runtime.stop()
     run(scenario)
 
 
 def test_a_failed_append_is_not_applied_and_answers_as_kafkas_append_transaction_to_log(log):
     async def scenario():
-        broker = Broker(log)
-        runtime = TransactionCoordinatorRuntime(broker)
-        runtime.start()
-        try:
-            await until(lambda: 0 in runtime.core.owned)
+        async with coordinator(log) as (broker, runtime, _):
             await call(runtime, lambda w: runtime.core.init_producer_id("t", 60000, -1, -1, 1, w))
             broker.replicas.refuse = Error.NOT_ENOUGH_REPLICAS
             reply = await call(runtime, lambda w: runtime.core.add_partitions("t", 1001, 0, [("a", 0)], 2, w))
@@ -188,20 +196,12 @@ def test_a_failed_append_is_not_applied_and_answers_as_kafkas_append_transaction
             broker.replicas.refuse = Error.NOT_LEADER_OR_FOLLOWER
             reply = await call(runtime, lambda w: runtime.core.add_partitions("t", 1001, 0, [("a", 0)], 3, w))
             assert reply == TxnReply(Error.NOT_COORDINATOR)
-        finally:
-            await runtime.stop()
     run(scenario)
 
 
 def test_a_prepare_commit_found_by_the_load_resumes_its_markers(log):
     async def scenario():
-        broker = Broker(log)
-        runtime = TransactionCoordinatorRuntime(broker)
-        sent = []
-        runtime.markers.add = sent.append  # the channel itself is tested in test_markers.py
-        runtime.start()
-        try:
-            await until(lambda: 0 in runtime.core.owned)
+        async with coordinator(log, capture_markers=True) as (broker, runtime, sent):
             await call(runtime, lambda w: runtime.core.init_producer_id("t", 60000, -1, -1, 1, w))
             both = [("a", 0), ("b", 1)]
             await call(runtime, lambda w: runtime.core.add_partitions("t", 1001, 0, both, 2, w))
@@ -216,8 +216,6 @@ def test_a_prepare_commit_found_by_the_load_resumes_its_markers(log):
                 [(1, True, 1, [("a", 0), ("b", 1)])]
             runtime.markers_written("t", 1, [("a", 0), ("b", 1)])
             await until(lambda: runtime.core.transactions["t"].state.kafka_name == "CompleteCommit")
-        finally:
-            await runtime.stop()
     run(scenario)
 
 
@@ -339,13 +337,7 @@ def test_with_the_quorum_lost_an_abort_after_a_failed_add_partitions_answers_as_
     version 2) answers COORDINATOR_NOT_AVAILABLE while the quorum is lost and bumps the epoch
     once it is back (Kafka's table: CompleteCommit, Abort, Current -> epoch bump)."""
     async def scenario():
-        broker = Broker(log)
-        runtime = TransactionCoordinatorRuntime(broker)
-        sent = []
-        runtime.markers.add = sent.append
-        runtime.start()
-        try:
-            await until(lambda: 0 in runtime.core.owned)
+        async with coordinator(log, capture_markers=True) as (broker, runtime, sent):
             await _committed_once(runtime, sent)
             end = log.log_end_offset
             broker.replicas.lost_after_append = Error.REQUEST_TIMED_OUT
@@ -371,8 +363,6 @@ def test_with_the_quorum_lost_an_abort_after_a_failed_add_partitions_answers_as_
             reply = await call(runtime, lambda w: runtime.core.end_txn("t", 1001, 0, False, now(), w, 2))
             assert (reply.error_code, reply.producer_id, reply.producer_epoch) == (Error.NONE, 1001, 1)
             await until(lambda: runtime.core.transactions["t"].state.kafka_name == "CompleteAbort")
-        finally:
-            await runtime.stop()
     run(scenario)
 
 
@@ -384,13 +374,7 @@ def test_a_prepare_commit_in_the_log_whose_append_timed_out_is_committed_by_the_
     markers are written, then NONE. The transaction the client was asked to retry is the one
     committed: nothing it was told is contradicted."""
     async def scenario():
-        broker = Broker(log)
-        runtime = TransactionCoordinatorRuntime(broker)
-        sent = []
-        runtime.markers.add = sent.append
-        runtime.start()
-        try:
-            await until(lambda: 0 in runtime.core.owned)
+        async with coordinator(log, capture_markers=True) as (broker, runtime, sent):
             await call(runtime, lambda w: runtime.core.init_producer_id("t", 60000, -1, -1, 1, w))
             await call(runtime, lambda w: runtime.core.add_partitions("t", 1001, 0, [("a", 0)], 2, w, 0))
             broker.replicas.lost_after_append = Error.NOT_ENOUGH_REPLICAS_AFTER_APPEND
@@ -411,8 +395,6 @@ def test_a_prepare_commit_in_the_log_whose_append_timed_out_is_committed_by_the_
             await until(lambda: runtime.core.transactions["t"].state.kafka_name == "CompleteCommit")
             reply = await call(runtime, lambda w: runtime.core.end_txn("t", 1001, 0, True, 5, w, 0))
             assert reply.error_code == Error.NONE
-        finally:
-            await runtime.stop()
     run(scenario)
 
 
@@ -422,13 +404,7 @@ def test_an_ongoing_record_that_landed_without_committing_is_aborted_by_the_time
     load would), and transaction.timeout.ms aborts it with markers at a fenced epoch: no
     partition is left with a transaction that nothing ends."""
     async def scenario():
-        broker = Broker(log)
-        runtime = TransactionCoordinatorRuntime(broker)
-        sent = []
-        runtime.markers.add = sent.append
-        runtime.start()
-        try:
-            await until(lambda: 0 in runtime.core.owned)
+        async with coordinator(log, capture_markers=True) as (broker, runtime, sent):
             await call(runtime, lambda w: runtime.core.init_producer_id("t", 60000, -1, -1, 1, w))
             broker.replicas.lost_after_append = Error.REQUEST_TIMED_OUT
             reply = await call(runtime, lambda w: runtime.core.add_partitions("t", 1001, 0, [("a", 0)], 2,
@@ -448,8 +424,6 @@ def test_an_ongoing_record_that_landed_without_committing_is_aborted_by_the_time
             assert sent[0].producer_epoch > 0  # fenced: the producer of epoch 0 cannot write again
             runtime.markers_written("t", 1, [("a", 0)])
             await until(lambda: runtime.core.transactions["t"].state.kafka_name == "CompleteAbort")
-        finally:
-            await runtime.stop()
     run(scenario)
 
 
@@ -460,13 +434,7 @@ def test_a_complete_retried_after_the_partition_was_loaded_again_is_not_appended
     epoch changed, so no record of an old epoch lands after the new owner's load. The new load
     resumes the markers and writes its own CompleteCommit."""
     async def scenario():
-        broker = Broker(log)
-        runtime = TransactionCoordinatorRuntime(broker)
-        sent = []
-        runtime.markers.add = sent.append
-        runtime.start()
-        try:
-            await until(lambda: 0 in runtime.core.owned)
+        async with coordinator(log, capture_markers=True) as (broker, runtime, sent):
             await call(runtime, lambda w: runtime.core.init_producer_id("t", 60000, -1, -1, 1, w))
             await call(runtime, lambda w: runtime.core.add_partitions("t", 1001, 0, [("a", 0)], 2, w, 0))
             await call(runtime, lambda w: runtime.core.end_txn("t", 1001, 0, True, 3, w, 0))
@@ -484,8 +452,6 @@ def test_a_complete_retried_after_the_partition_was_loaded_again_is_not_appended
             runtime.markers_written("t", 1, [("a", 0)])
             await until(lambda: runtime.core.transactions["t"].state.kafka_name == "CompleteCommit")
             assert log.log_end_offset == end + 1
-        finally:
-            await runtime.stop()
     run(scenario)
 
 
@@ -495,20 +461,12 @@ def test_a_timeout_abort_is_made_at_the_finalized_transaction_version_one_as_kaf
     at transaction version 1, as Kafka's transactionVersionLevel() is then: its markers carry
     TV 1 and a fenced epoch, and the transaction's record keeps the client's version."""
     async def scenario():
-        broker = Broker(log)
-        runtime = TransactionCoordinatorRuntime(broker)
-        sent = []
-        runtime.markers.add = sent.append
-        runtime.start()
-        try:
-            await until(lambda: 0 in runtime.core.owned)
+        async with coordinator(log, capture_markers=True) as (broker, runtime, sent):
             await call(runtime, lambda w: runtime.core.init_producer_id("t", 60000, -1, -1, 1, w))
             await call(runtime, lambda w: runtime.core.add_partitions("t", 1001, 0, [("a", 0)], 2, w, 0))
             runtime.run(runtime.core.tick(2 + 60000 + 1, expire=False))
             await until(lambda: bool(sent))
             assert [(m.transaction_version, m.commit, m.producer_epoch) for m in sent] == [(1, False, 1)]
-        finally:
-            await runtime.stop()
     run(scenario)
 
 
@@ -518,11 +476,7 @@ def test_a_partition_whose_log_is_missing_stays_loading_and_is_loaded_once_the_l
     loading, answering COORDINATOR_LOAD_IN_PROGRESS (retriable), never loaded empty (which would
     hand out producer ids and epochs as if no transaction ever ran, losing the fencing)."""
     async def scenario():
-        broker = Broker(log)
-        runtime = TransactionCoordinatorRuntime(broker)
-        runtime.start()
-        try:
-            await until(lambda: 0 in runtime.core.owned)
+        async with coordinator(log) as (broker, runtime, _):
             await call(runtime, lambda w: runtime.core.init_producer_id("t", 60000, -1, -1, 1, w))
             present = broker.replicas.local_log
             broker.replicas.local_log = lambda topic, partition: None
@@ -538,8 +492,6 @@ def test_a_partition_whose_log_is_missing_stays_loading_and_is_loaded_once_the_l
             await until(lambda: runtime.core.owned.get(0) == 1)
             reply = await call(runtime, lambda w: runtime.core.init_producer_id("t", 60000, -1, -1, 3, w))
             assert (reply.error_code, reply.producer_id, reply.producer_epoch) == (Error.NONE, 1001, 1)
-        finally:
-            await runtime.stop()
     run(scenario)
 
 
@@ -576,11 +528,7 @@ def test_a_records_commit_wait_is_the_transactions_timeout_as_kafkas_append_tran
     60 s waits 60 s, one of 300 ms 300 ms; a wait that runs out answers COORDINATOR_NOT_AVAILABLE
     (REQUEST_TIMED_OUT as appendTransactionToLog maps it), through the API's guard."""
     async def scenario():
-        broker = Broker(log)
-        runtime = TransactionCoordinatorRuntime(broker)
-        runtime.start()
-        try:
-            await until(lambda: 0 in runtime.core.owned)
+        async with coordinator(log) as (broker, runtime, _):
             reply = await runtime.call(lambda w: runtime.core.init_producer_id("t", 60000, -1, -1, now(), w))
             assert (reply.error_code, broker.replicas.waits) == (Error.NONE, [60000])
             broker.replicas.stalled = True
@@ -590,8 +538,6 @@ def test_a_records_commit_wait_is_the_transactions_timeout_as_kafkas_append_tran
             assert (reply.error_code, broker.replicas.waits[1:]) == (Error.COORDINATOR_NOT_AVAILABLE, [300])
             meta = runtime.core.transactions["t"]
             assert (meta.producer_epoch, meta.timeout_ms, meta.pending) == (0, 60000, None)
-        finally:
-            await runtime.stop()
     run(scenario)
 
 
@@ -661,11 +607,7 @@ def test_an_append_that_raises_ends_the_write_with_unknown_server_error_and_free
     ReplicaManager turns an unexpected exception into a partition's error, and the transition
     is dropped: the id is not left pending (CONCURRENT_TRANSACTIONS to every later request)."""
     async def scenario():
-        broker = Broker(log)
-        runtime = TransactionCoordinatorRuntime(broker)
-        runtime.start()
-        try:
-            await until(lambda: 0 in runtime.core.owned)
+        async with coordinator(log) as (broker, runtime, _):
             await call(runtime, lambda w: runtime.core.init_producer_id("t", 60000, -1, -1, now(), w))
             broker.replicas.raises = True
             reply = await call(runtime, lambda w: runtime.core.add_partitions("t", 1001, 0, [("a", 0)], now(),
@@ -677,8 +619,6 @@ def test_an_append_that_raises_ends_the_write_with_unknown_server_error_and_free
             reply = await call(runtime, lambda w: runtime.core.add_partitions("t", 1001, 0, [("a", 0)], now(),
                                                                               w, 0))
             assert reply == TxnReply(Error.NONE)
-        finally:
-            await runtime.stop()
     run(scenario)
 
 
