@@ -49,9 +49,9 @@ from metadata.configs import GROUP_BOUNDS, GroupBounds
 from metadata.image import MetadataImage
 from protocol import messages as M
 from protocol.client import KafkaConnection, listener_refuses
+from protocol.context import RequestContext
 from protocol.dispatch import Api
 from protocol.errors import Error
-from protocol.headers import RequestHeader
 from protocol.list_offsets import DEBUGGING_REPLICA_ID, LATEST
 from protocol.metadata_records import decode_record, encode_record
 from protocol.net import current_connection
@@ -232,7 +232,7 @@ class QuorumController:
     def _unless_deletion_disabled(self, serve):
         """delete.topic.enable=false refuses DeleteTopics on any controller, active or not, before
         it waits its turn: Kafka's ControllerApis refuses before it asks the quorum controller."""
-        async def delete_topics(header: RequestHeader, req) -> Any:
+        async def delete_topics(header: RequestContext, req) -> Any:
             if not self.topics.delete_topic_enable:
                 return self.topics.delete_topics(self.state, req, header.api_version).response
             return await serve(header, req)
@@ -241,7 +241,7 @@ class QuorumController:
     def _heard_from(self, serve):
         """A heartbeat counts as the broker's sign of life when it arrives, not when its turn
         comes: a request queued behind a slow commit must not let the broker be fenced."""
-        async def heartbeat(header: RequestHeader, req) -> Any:
+        async def heartbeat(header: RequestContext, req) -> Any:
             if self._activated_epoch != -1:
                 self.cluster.heard_from(self.state, req.broker_id, req.broker_epoch, self.now_ms(),
                                         self._watch())
@@ -252,7 +252,7 @@ class QuorumController:
         """Serve ``handler`` as the active controller, else answer NOT_CONTROLLER. Records that
         do not fit one metadata batch fail the whole request with POLICY_VIOLATION, as Kafka
         answers an operation past its record bound."""
-        async def serve(header: RequestHeader, req) -> Any:
+        async def serve(header: RequestContext, req) -> Any:
             async with self._lock:
                 if not await self._ensure_active():
                     return error_response(header.api_key, req)
@@ -265,7 +265,7 @@ class QuorumController:
                     return error_response(header.api_key, req, Error.POLICY_VIOLATION, TOO_LARGE)
         return serve
 
-    async def handle_describe_cluster(self, header: RequestHeader, req) -> Any:
+    async def handle_describe_cluster(self, header: RequestContext, req) -> Any:
         """KIP-919: asked with endpoint_type 2, a controller lists the controllers (the voters)
         and names the active one; brokers are asked of brokers."""
         R = M.DescribeClusterResponse
@@ -317,42 +317,42 @@ class QuorumController:
         if await listener_refuses(endpoint.host, endpoint.port, PROBE_TIMEOUT_S):
             self.cluster.listener_refused(broker_id, self.now_ms())
 
-    async def handle_broker_registration(self, header: RequestHeader, req) -> Any:
+    async def handle_broker_registration(self, header: RequestContext, req) -> Any:
         return await self._apply(self.cluster.register(
             self.state, req, header.api_version, self._next_offset(), self.now_ms(), self._watch()))
 
-    async def handle_broker_heartbeat(self, header: RequestHeader, req) -> Any:
+    async def handle_broker_heartbeat(self, header: RequestContext, req) -> Any:
         return await self._apply(self.cluster.heartbeat(
             self.state, req, self._next_offset(), self.now_ms(), self._watch()))
 
-    async def handle_allocate_producer_ids(self, header: RequestHeader, req) -> Any:
+    async def handle_allocate_producer_ids(self, header: RequestContext, req) -> Any:
         return await self._apply(self.cluster.allocate_producer_ids(self.state, req))
 
     # ---- partitions --------------------------------------------------------------------
-    async def handle_alter_partition(self, header: RequestHeader, req) -> Any:
+    async def handle_alter_partition(self, header: RequestContext, req) -> Any:
         return await self._apply(self.replication.alter_partition(self.state, req, header.api_version))
 
-    async def handle_elect_leaders(self, header: RequestHeader, req) -> Any:
+    async def handle_elect_leaders(self, header: RequestContext, req) -> Any:
         return await self._apply(self.replication.elect_leaders(self.state, req, header.api_version))
 
-    async def handle_alter_partition_reassignments(self, header: RequestHeader, req) -> Any:
+    async def handle_alter_partition_reassignments(self, header: RequestContext, req) -> Any:
         return await self._apply(self.replication.alter_partition_reassignments(self.state, req))
 
-    async def handle_list_partition_reassignments(self, header: RequestHeader, req) -> Any:
+    async def handle_list_partition_reassignments(self, header: RequestContext, req) -> Any:
         """A read, answered by the active controller from what it has committed."""
         return self.replication.list_partition_reassignments(self.state, req)
 
     # ---- topics --------------------------------------------------------------------------
-    async def handle_create_topics(self, header: RequestHeader, req) -> Any:
+    async def handle_create_topics(self, header: RequestContext, req) -> Any:
         return await self._apply(self.topics.create_topics(self.state, req))
 
-    async def handle_delete_topics(self, header: RequestHeader, req) -> Any:
+    async def handle_delete_topics(self, header: RequestContext, req) -> Any:
         return await self._apply(self.topics.delete_topics(self.state, req, header.api_version))
 
-    async def handle_create_partitions(self, header: RequestHeader, req) -> Any:
+    async def handle_create_partitions(self, header: RequestContext, req) -> Any:
         return await self._apply(self.topics.create_partitions(self.state, req))
 
-    async def handle_incremental_alter_configs(self, header: RequestHeader, req) -> Any:
+    async def handle_incremental_alter_configs(self, header: RequestContext, req) -> Any:
         response = await self._apply(self.topics.incremental_alter_configs(self.state, req))
         # unclean.leader.election.enable may have just been turned on.
         records = self.replication.maybe_elect_unclean_leaders(self.state)

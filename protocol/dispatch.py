@@ -25,15 +25,15 @@ Kafka's ApiVersionsResponse (a client turns transaction.version 2 on from them, 
 v4 a supported range is never said to start at 0: clients before KAFKA-17011 refuse that, so it
 starts at 1, and a feature supported only at 0 is left out (Kafka's alterFeatureLevel0).
 
-A handler learns the listener its request came on from ``header.listener_name``: the
-connection's task sets ``current_listener`` (protocol/net.py) and ``Dispatcher.handle`` puts it
-on the header, as Kafka's RequestContext carries the listener name; a broker answers each
-client with the endpoints of that listener.
+A handler is called with the request's ``RequestContext`` (protocol/context.py): its header
+and its connection's session (listener, security protocol, client address, principal), as
+Kafka's handlers get a RequestContext. The connection's task sets ``current_session``
+(protocol/net.py); ``Dispatcher.handle`` puts the session's listener on the header as well, so a
+broker answers each client with the endpoints of that listener.
 """
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import functools
 import logging
 from collections.abc import Awaitable, Callable
@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from protocol import messages
+from protocol.context import RequestContext, current_session
 from protocol.errors import Error
 from protocol.headers import (
     API_VERSIONS_KEY,
@@ -53,12 +54,7 @@ from protocol.types import ProtocolError, Reader
 
 log = logging.getLogger(__name__)
 
-HandlerFn = Callable[[RequestHeader, Any], Awaitable[Any]]
-
-# The name of the listener whose connection's requests are handled in this context: set once
-# per connection task (its own context), None where no named listener accepted it.
-current_listener: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "current_listener", default=None)
+HandlerFn = Callable[[RequestContext, Any], Awaitable[Any]]
 
 
 class Deferred:
@@ -130,13 +126,14 @@ class Dispatcher:
                 for name, level in sorted(levels.items()) if level >= 1]
         return body
 
-    async def _api_versions(self, header: RequestHeader, request) -> Any:
-        return self.api_versions_body(version=header.api_version)
+    async def _api_versions(self, ctx: RequestContext, request) -> Any:
+        return self.api_versions_body(version=ctx.api_version)
 
     async def handle(self, frame: memoryview) -> list | Deferred | None:
         r = Reader(frame)
+        session = current_session.get()
         try:
-            header = read_request_header(r, current_listener.get())
+            header = read_request_header(r, session.listener_name)
         except ProtocolError as e:
             log.info("malformed request header: %s", e)
             return None
@@ -162,7 +159,7 @@ class Dispatcher:
                           messages.API_NAMES[header.api_key], version)
             return None
         try:
-            response = await api.fn(header, request)
+            response = await api.fn(RequestContext(header, session), request)
         except Exception:
             log.exception("%s v%d handler failed; closing the connection",
                           messages.API_NAMES[header.api_key], version)

@@ -39,9 +39,10 @@ it (set on an accepted socket it would come too late for that); the send buffer
 A handler learns the connection its request came on from ``current_connection`` (each
 connection's requests run in that connection's task, so the context variable is its own),
 and may ask to hear of its close (``add_close_callback``): the active controller fences a
-broker whose heartbeat connection closes. A socket bound with a listener name (``bind``) gives
-it to each connection it accepts, and that connection's task sets
-protocol.dispatch.current_listener, which the Dispatcher puts on each request's header.
+broker whose heartbeat connection closes. Each connection has a ``Session``
+(protocol/context.py: the listener name its socket was bound with, its security protocol, the
+client's address, the principal); its task sets protocol.context.current_session, which the
+Dispatcher hands to each request's handler in its RequestContext.
 """
 from __future__ import annotations
 
@@ -55,7 +56,8 @@ import os
 import socket
 from collections.abc import Awaitable, Callable
 
-from protocol.dispatch import Deferred, current_listener
+from protocol.context import Session, current_session
+from protocol.dispatch import Deferred
 from protocol.frames import BUFFER_BYTES, FrameReader
 from protocol.limits import ConnectionQuotas, FrameTooLarge, IdleTracker, ListenerLimits, MemoryPool
 
@@ -95,6 +97,7 @@ class _Connection(asyncio.BufferedProtocol):
         self.server = server
         self.ip = ip  # counted in the server's ConnectionQuotas until connection_lost
         self.listener_name = listener_name  # of the listening socket that accepted it
+        self.session = Session(listener_name, client_address=ip)
         self.reader = FrameReader(server.max_bytes, pool=server.pool)
         self.reader.on_resume = self._resume_split
         self.frames: collections.deque[bytearray] = collections.deque()
@@ -224,7 +227,7 @@ class _Connection(asyncio.BufferedProtocol):
 
     async def _serve(self) -> None:
         current_connection.set(self)
-        current_listener.set(self.listener_name)
+        current_session.set(self.session)
         loop = asyncio.get_running_loop()
         handle = self.server.handle
         try:
