@@ -1,0 +1,1 @@
+"""Who asks and what they may do: TLS, SASL and the authorizer (docs/architecture.md)."""
