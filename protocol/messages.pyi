@@ -15,6 +15,167 @@ API_KEYS: dict[str, int]
 DATA: dict[str, MessageCodec]
 RECORDS: dict[int, MessageCodec]
 
+class DescribeAclsRequest(KafkaStruct):
+    resource_type_filter: int
+    resource_name_filter: str | None
+    pattern_type_filter: int
+    principal_filter: str | None
+    host_filter: str | None
+    operation: int
+    permission_type: int
+    def __init__(
+        self,
+        *,
+        resource_type_filter: int = ...,
+        resource_name_filter: str | None = ...,
+        pattern_type_filter: int = ...,
+        principal_filter: str | None = ...,
+        host_filter: str | None = ...,
+        operation: int = ...,
+        permission_type: int = ...,
+    ) -> None: ...
+
+class DescribeAclsResponse(KafkaStruct):
+    class DescribeAclsResource(KafkaStruct):
+        class AclDescription(KafkaStruct):
+            principal: str
+            host: str
+            operation: int
+            permission_type: int
+            def __init__(
+                self,
+                *,
+                principal: str = ...,
+                host: str = ...,
+                operation: int = ...,
+                permission_type: int = ...,
+            ) -> None: ...
+        resource_type: int
+        resource_name: str
+        pattern_type: int
+        acls: list[AclDescription]
+        def __init__(
+            self,
+            *,
+            resource_type: int = ...,
+            resource_name: str = ...,
+            pattern_type: int = ...,
+            acls: list[AclDescription] = ...,
+        ) -> None: ...
+    AclDescription: TypeAlias = DescribeAclsResponse.DescribeAclsResource.AclDescription
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    resources: list[DescribeAclsResource]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        resources: list[DescribeAclsResource] = ...,
+    ) -> None: ...
+
+class CreateAclsRequest(KafkaStruct):
+    class AclCreation(KafkaStruct):
+        resource_type: int
+        resource_name: str
+        resource_pattern_type: int
+        principal: str
+        host: str
+        operation: int
+        permission_type: int
+        def __init__(
+            self,
+            *,
+            resource_type: int = ...,
+            resource_name: str = ...,
+            resource_pattern_type: int = ...,
+            principal: str = ...,
+            host: str = ...,
+            operation: int = ...,
+            permission_type: int = ...,
+        ) -> None: ...
+    creations: list[AclCreation]
+    def __init__(self, *, creations: list[AclCreation] = ...) -> None: ...
+
+class CreateAclsResponse(KafkaStruct):
+    class AclCreationResult(KafkaStruct):
+        error_code: int
+        error_message: str | None
+        def __init__(self, *, error_code: int = ..., error_message: str | None = ...) -> None: ...
+    throttle_time_ms: int
+    results: list[AclCreationResult]
+    def __init__(self, *, throttle_time_ms: int = ..., results: list[AclCreationResult] = ...) -> None: ...
+
+class DeleteAclsRequest(KafkaStruct):
+    class DeleteAclsFilter(KafkaStruct):
+        resource_type_filter: int
+        resource_name_filter: str | None
+        pattern_type_filter: int
+        principal_filter: str | None
+        host_filter: str | None
+        operation: int
+        permission_type: int
+        def __init__(
+            self,
+            *,
+            resource_type_filter: int = ...,
+            resource_name_filter: str | None = ...,
+            pattern_type_filter: int = ...,
+            principal_filter: str | None = ...,
+            host_filter: str | None = ...,
+            operation: int = ...,
+            permission_type: int = ...,
+        ) -> None: ...
+    filters: list[DeleteAclsFilter]
+    def __init__(self, *, filters: list[DeleteAclsFilter] = ...) -> None: ...
+
+class DeleteAclsResponse(KafkaStruct):
+    class DeleteAclsFilterResult(KafkaStruct):
+        class DeleteAclsMatchingAcl(KafkaStruct):
+            error_code: int
+            error_message: str | None
+            resource_type: int
+            resource_name: str
+            pattern_type: int
+            principal: str
+            host: str
+            operation: int
+            permission_type: int
+            def __init__(
+                self,
+                *,
+                error_code: int = ...,
+                error_message: str | None = ...,
+                resource_type: int = ...,
+                resource_name: str = ...,
+                pattern_type: int = ...,
+                principal: str = ...,
+                host: str = ...,
+                operation: int = ...,
+                permission_type: int = ...,
+            ) -> None: ...
+        error_code: int
+        error_message: str | None
+        matching_acls: list[DeleteAclsMatchingAcl]
+        def __init__(
+            self,
+            *,
+            error_code: int = ...,
+            error_message: str | None = ...,
+            matching_acls: list[DeleteAclsMatchingAcl] = ...,
+        ) -> None: ...
+    DeleteAclsMatchingAcl: TypeAlias = DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl
+    throttle_time_ms: int
+    filter_results: list[DeleteAclsFilterResult]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        filter_results: list[DeleteAclsFilterResult] = ...,
+    ) -> None: ...
+
 class CreateTopicsRequest(KafkaStruct):
     class CreatableTopic(KafkaStruct):
         class CreatableReplicaAssignment(KafkaStruct):
@@ -3285,6 +3446,91 @@ class InitProducerIdResponse(KafkaStruct):
         ongoing_txn_producer_epoch: int = ...,
     ) -> None: ...
 
+class DescribeClientQuotasRequest(KafkaStruct):
+    class ComponentData(KafkaStruct):
+        entity_type: str
+        match_type: int
+        match: str | None
+        def __init__(
+            self,
+            *,
+            entity_type: str = ...,
+            match_type: int = ...,
+            match: str | None = ...,
+        ) -> None: ...
+    components: list[ComponentData]
+    strict: bool
+    def __init__(self, *, components: list[ComponentData] = ..., strict: bool = ...) -> None: ...
+
+class DescribeClientQuotasResponse(KafkaStruct):
+    class EntryData(KafkaStruct):
+        class EntityData(KafkaStruct):
+            entity_type: str
+            entity_name: str | None
+            def __init__(self, *, entity_type: str = ..., entity_name: str | None = ...) -> None: ...
+        class ValueData(KafkaStruct):
+            key: str
+            value: float
+            def __init__(self, *, key: str = ..., value: float = ...) -> None: ...
+        entity: list[EntityData]
+        values: list[ValueData]
+        def __init__(self, *, entity: list[EntityData] = ..., values: list[ValueData] = ...) -> None: ...
+    EntityData: TypeAlias = DescribeClientQuotasResponse.EntryData.EntityData
+    ValueData: TypeAlias = DescribeClientQuotasResponse.EntryData.ValueData
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    entries: list[EntryData] | None
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        entries: list[EntryData] | None = ...,
+    ) -> None: ...
+
+class AlterClientQuotasRequest(KafkaStruct):
+    class EntryData(KafkaStruct):
+        class EntityData(KafkaStruct):
+            entity_type: str
+            entity_name: str | None
+            def __init__(self, *, entity_type: str = ..., entity_name: str | None = ...) -> None: ...
+        class OpData(KafkaStruct):
+            key: str
+            value: float
+            remove: bool
+            def __init__(self, *, key: str = ..., value: float = ..., remove: bool = ...) -> None: ...
+        entity: list[EntityData]
+        ops: list[OpData]
+        def __init__(self, *, entity: list[EntityData] = ..., ops: list[OpData] = ...) -> None: ...
+    EntityData: TypeAlias = AlterClientQuotasRequest.EntryData.EntityData
+    OpData: TypeAlias = AlterClientQuotasRequest.EntryData.OpData
+    entries: list[EntryData]
+    validate_only: bool
+    def __init__(self, *, entries: list[EntryData] = ..., validate_only: bool = ...) -> None: ...
+
+class AlterClientQuotasResponse(KafkaStruct):
+    class EntryData(KafkaStruct):
+        class EntityData(KafkaStruct):
+            entity_type: str
+            entity_name: str | None
+            def __init__(self, *, entity_type: str = ..., entity_name: str | None = ...) -> None: ...
+        error_code: int
+        error_message: str | None
+        entity: list[EntityData]
+        def __init__(
+            self,
+            *,
+            error_code: int = ...,
+            error_message: str | None = ...,
+            entity: list[EntityData] = ...,
+        ) -> None: ...
+    EntityData: TypeAlias = AlterClientQuotasResponse.EntryData.EntityData
+    throttle_time_ms: int
+    entries: list[EntryData]
+    def __init__(self, *, throttle_time_ms: int = ..., entries: list[EntryData] = ...) -> None: ...
+
 class AlterPartitionReassignmentsRequest(KafkaStruct):
     class ReassignableTopic(KafkaStruct):
         class ReassignablePartition(KafkaStruct):
@@ -3398,6 +3644,124 @@ class ListPartitionReassignmentsResponse(KafkaStruct):
         error_code: int = ...,
         error_message: str | None = ...,
         topics: list[OngoingTopicReassignment] = ...,
+    ) -> None: ...
+
+class SaslHandshakeRequest(KafkaStruct):
+    mechanism: str
+    def __init__(self, *, mechanism: str = ...) -> None: ...
+
+class SaslHandshakeResponse(KafkaStruct):
+    error_code: int
+    mechanisms: list[str]
+    def __init__(self, *, error_code: int = ..., mechanisms: list[str] = ...) -> None: ...
+
+class SaslAuthenticateRequest(KafkaStruct):
+    auth_bytes: bytes
+    def __init__(self, *, auth_bytes: bytes = ...) -> None: ...
+
+class SaslAuthenticateResponse(KafkaStruct):
+    error_code: int
+    error_message: str | None
+    auth_bytes: bytes
+    session_lifetime_ms: int
+    def __init__(
+        self,
+        *,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        auth_bytes: bytes = ...,
+        session_lifetime_ms: int = ...,
+    ) -> None: ...
+
+class DescribeUserScramCredentialsRequest(KafkaStruct):
+    class UserName(KafkaStruct):
+        name: str
+        def __init__(self, *, name: str = ...) -> None: ...
+    users: list[UserName] | None
+    def __init__(self, *, users: list[UserName] | None = ...) -> None: ...
+
+class DescribeUserScramCredentialsResponse(KafkaStruct):
+    class DescribeUserScramCredentialsResult(KafkaStruct):
+        class CredentialInfo(KafkaStruct):
+            mechanism: int
+            iterations: int
+            def __init__(self, *, mechanism: int = ..., iterations: int = ...) -> None: ...
+        user: str
+        error_code: int
+        error_message: str | None
+        credential_infos: list[CredentialInfo]
+        def __init__(
+            self,
+            *,
+            user: str = ...,
+            error_code: int = ...,
+            error_message: str | None = ...,
+            credential_infos: list[CredentialInfo] = ...,
+        ) -> None: ...
+    CredentialInfo: TypeAlias = (
+        DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.CredentialInfo
+    )
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    results: list[DescribeUserScramCredentialsResult]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        results: list[DescribeUserScramCredentialsResult] = ...,
+    ) -> None: ...
+
+class AlterUserScramCredentialsRequest(KafkaStruct):
+    class ScramCredentialDeletion(KafkaStruct):
+        name: str
+        mechanism: int
+        def __init__(self, *, name: str = ..., mechanism: int = ...) -> None: ...
+    class ScramCredentialUpsertion(KafkaStruct):
+        name: str
+        mechanism: int
+        iterations: int
+        salt: bytes
+        salted_password: bytes
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            mechanism: int = ...,
+            iterations: int = ...,
+            salt: bytes = ...,
+            salted_password: bytes = ...,
+        ) -> None: ...
+    deletions: list[ScramCredentialDeletion]
+    upsertions: list[ScramCredentialUpsertion]
+    def __init__(
+        self,
+        *,
+        deletions: list[ScramCredentialDeletion] = ...,
+        upsertions: list[ScramCredentialUpsertion] = ...,
+    ) -> None: ...
+
+class AlterUserScramCredentialsResponse(KafkaStruct):
+    class AlterUserScramCredentialsResult(KafkaStruct):
+        user: str
+        error_code: int
+        error_message: str | None
+        def __init__(
+            self,
+            *,
+            user: str = ...,
+            error_code: int = ...,
+            error_message: str | None = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    results: list[AlterUserScramCredentialsResult]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        results: list[AlterUserScramCredentialsResult] = ...,
     ) -> None: ...
 
 class TransactionLogKey(KafkaStruct):
