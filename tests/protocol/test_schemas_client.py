@@ -50,7 +50,8 @@ from kafka.protocol import metadata as kp_metadata  # noqa: E402
 from kafka.protocol import producer as kp_producer  # noqa: E402
 from kafka.protocol.api_data import ApiData  # noqa: E402
 
-SCHEMA_FILES = ["produce_fetch", "metadata", "groups", "admin", "transactions", "reassignments"]
+SCHEMA_FILES = ["produce_fetch", "metadata", "groups", "admin", "transactions", "reassignments", "acls",
+                "scram", "quotas"]
 
 EXPECTED = {
     "produce_fetch": ["Produce", "Fetch", "ListOffsets", "OffsetForLeaderEpoch", "DeleteRecords",
@@ -65,6 +66,9 @@ EXPECTED = {
                      "WriteTxnMarkers", "DescribeProducers", "DescribeTransactions",
                      "ListTransactions"],
     "reassignments": ["AlterPartitionReassignments", "ListPartitionReassignments"],
+    "acls": ["DescribeAcls", "CreateAcls", "DeleteAcls"],
+    "scram": ["DescribeUserScramCredentials", "AlterUserScramCredentials"],
+    "quotas": ["DescribeClientQuotas", "AlterClientQuotas"],
 }
 
 INT32_MIN = -(2**31)
