@@ -26,14 +26,22 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from broker.transactions.coordinator import OFFSETS_TOPIC, TxnReply
 from engine.control import CONTROL_ABORT, CONTROL_COMMIT, build_end_txn_marker_batch
 from engine.log import ORIGIN_COORDINATOR
 from protocol import messages as M
+from protocol.context import RequestContext
 from protocol.dispatch import Api
 from protocol.errors import Error
+
+if TYPE_CHECKING:
+    from broker.groups.runtime import GroupCoordinatorRuntime
+    from broker.transactions.runtime import TransactionCoordinatorRuntime
+    from metadata.image import MetadataImage
+    from replication.manager import ReplicaManager
 
 MARKER_APPEND_TIMEOUT_MS = 30000  # Kafka's request.timeout.ms for the markers' acks=-1
 
@@ -60,83 +68,94 @@ def _partitions(topics) -> list[tuple[str, int]]:
     return [(t.name, p) for t in topics for p in t.partitions]
 
 
-def apis(broker) -> list[Api]:
-    runtime = broker.transactions
+class TransactionApis:
+    """The transaction APIs over the services they use: the transaction coordinator's runtime,
+    the metadata image (which partitions exist), the ReplicaManager (the markers' appends) and
+    the group coordinator's runtime (the markers of ``__consumer_offsets``)."""
 
-    async def call(step, error_reply) -> Any:
+    def __init__(self, runtime: TransactionCoordinatorRuntime, image: Callable[[], MetadataImage],
+                 replicas: ReplicaManager, groups: GroupCoordinatorRuntime | None):
+        self.runtime = runtime
+        self.image = image
+        self.replicas = replicas
+        self.groups = groups
+
+    def apis(self) -> list[Api]:
+        return [Api(24, 0, 5, self.handle_add_partitions_to_txn),
+                Api(25, 0, 4, self.handle_add_offsets_to_txn),
+                Api(26, 0, 5, self.handle_end_txn),
+                Api(27, 1, 2, self.handle_write_txn_markers),
+                Api(65, 0, 0, self.handle_describe_transactions),
+                Api(66, 0, 2, self.handle_list_transactions)]
+
+    async def _call(self, step, error_reply) -> Any:
         """Run a core step whose reply goes to a fresh waiter; its reply (REQUEST_TIMED_OUT
         should the runtime's guard give up on it)."""
-        reply = await runtime.call(step)
+        reply = await self.runtime.call(step)
         return error_reply(Error.REQUEST_TIMED_OUT) if reply is None else reply
 
-    def exists(topic: str, partition: int) -> bool:
-        t = broker.image.topics.get(topic)
+    def _exists(self, topic: str, partition: int) -> bool:
+        t = self.image().topics.get(topic)
         return t is not None and partition in t.partitions
 
     # ---- AddPartitionsToTxn ----------------------------------------------------------------
 
-    def topic_results(errors: dict[tuple[str, int], int]) -> list:
-        R = M.AddPartitionsToTxnResponse
-        by_topic: dict[str, list] = {}
-        for (topic, p), code in errors.items():
-            by_topic.setdefault(topic, []).append(
-                R.AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=code))
-        return [R.AddPartitionsToTxnTopicResult(name=t, results_by_partition=ps)
-                for t, ps in by_topic.items()]
-
-    async def add_one(tid: str, producer_id: int, producer_epoch: int, parts: list[tuple[str, int]],
-                      verify_only: bool, tv: int) -> dict[tuple[str, int], int]:
-        missing = [tp for tp in parts if not exists(*tp)]
+    async def _add_one(self, tid: str, producer_id: int, producer_epoch: int, parts: list[tuple[str, int]],
+                       verify_only: bool, tv: int) -> dict[tuple[str, int], int]:
+        missing = [tp for tp in parts if not self._exists(*tp)]
         if missing:  # checked first, for every version (verify_only too), as KafkaApis does
             return {tp: Error.UNKNOWN_TOPIC_OR_PARTITION if tp in missing else Error.OPERATION_NOT_ATTEMPTED
                     for tp in parts}
+        core = self.runtime.core
         if verify_only:
-            return runtime.core.verify_partitions(tid, producer_id, producer_epoch, parts)
-        reply = await call(lambda w: runtime.core.add_partitions(tid, producer_id, producer_epoch, parts,
-                                                                 _now_ms(), w, tv),
-                           TxnReply)
+            return core.verify_partitions(tid, producer_id, producer_epoch, parts)
+        reply = await self._call(lambda w: core.add_partitions(tid, producer_id, producer_epoch, parts,
+                                                               _now_ms(), w, tv),
+                                 TxnReply)
         return dict.fromkeys(parts, reply.error_code)
 
-    async def handle_add_partitions_to_txn(header, req):
+    async def handle_add_partitions_to_txn(self, ctx: RequestContext, req):
         R = M.AddPartitionsToTxnResponse
-        version = header.api_version
+        version = ctx.api_version
         tv = 2 if version >= 5 else 0
         if version < 4:
             parts = _partitions(req.v3_and_below_topics)
-            errors = await add_one(req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
-                                   req.v3_and_below_producer_epoch, parts, False, tv)
+            errors = await self._add_one(req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
+                                         req.v3_and_below_producer_epoch, parts, False, tv)
             errors = {tp: fenced_for(code, version, PRODUCER_FENCED_VERSION) for tp, code in errors.items()}
-            return R(results_by_topic_v3_and_below=topic_results(errors))
+            return R(results_by_topic_v3_and_below=_topic_results(errors))
         results = await asyncio.gather(*[
-            add_one(t.transactional_id, t.producer_id, t.producer_epoch, _partitions(t.topics),
-                    t.verify_only, tv) for t in req.transactions])
+            self._add_one(t.transactional_id, t.producer_id, t.producer_epoch, _partitions(t.topics),
+                          t.verify_only, tv) for t in req.transactions])
         return R(error_code=Error.NONE, results_by_transaction=[
-            R.AddPartitionsToTxnResult(transactional_id=t.transactional_id, topic_results=topic_results(e))
+            R.AddPartitionsToTxnResult(transactional_id=t.transactional_id, topic_results=_topic_results(e))
             for t, e in zip(req.transactions, results)])
 
     # ---- AddOffsetsToTxn, EndTxn ---------------------------------------------------------------
 
-    async def handle_add_offsets_to_txn(header, req):
+    async def handle_add_offsets_to_txn(self, ctx: RequestContext, req):
         R = M.AddOffsetsToTxnResponse
-        reply = await call(lambda w: runtime.core.add_offsets(
+        core = self.runtime.core
+        reply = await self._call(lambda w: core.add_offsets(
             req.transactional_id, req.producer_id, req.producer_epoch, req.group_id, _now_ms(), w,
             ADD_OFFSETS_TRANSACTION_VERSION),
             lambda code: R(error_code=code))
-        return R(error_code=fenced_for(reply.error_code, header.api_version, PRODUCER_FENCED_VERSION))
+        return R(error_code=fenced_for(reply.error_code, ctx.api_version, PRODUCER_FENCED_VERSION))
 
-    async def handle_end_txn(header, req):
+    async def handle_end_txn(self, ctx: RequestContext, req):
         R = M.EndTxnResponse
-        tv = 2 if header.api_version >= 5 else 0
-        reply = await call(lambda w: runtime.core.end_txn(
+        tv = 2 if ctx.api_version >= 5 else 0
+        core = self.runtime.core
+        reply = await self._call(lambda w: core.end_txn(
             req.transactional_id, req.producer_id, req.producer_epoch, req.committed, _now_ms(), w, tv),
             lambda code: R(error_code=code))
-        return R(error_code=fenced_for(reply.error_code, header.api_version, PRODUCER_FENCED_VERSION),
+        return R(error_code=fenced_for(reply.error_code, ctx.api_version, PRODUCER_FENCED_VERSION),
                  producer_id=getattr(reply, "producer_id", -1),
                  producer_epoch=getattr(reply, "producer_epoch", -1))
 
     # ---- WriteTxnMarkers ------------------------------------------------------------------------
 
-    async def handle_write_txn_markers(header, req):
+    async def handle_write_txn_markers(self, ctx: RequestContext, req):
         R = M.WriteTxnMarkersResponse
         TR = R.WritableTxnMarkerResult.WritableTxnMarkerTopicResult
         PR = TR.WritableTxnMarkerPartitionResult
@@ -160,14 +179,14 @@ def apis(broker) -> list[Api]:
                     entries.append((t.name, p, batch))
                     keys.append((i, t.name, p))
         answers = await asyncio.gather(*[
-            broker.replicas.append_records(entries, -1, MARKER_APPEND_TIMEOUT_MS, origin=ORIGIN_COORDINATOR,
-                                           transaction_version=tv)
+            self.replicas.append_records(entries, -1, MARKER_APPEND_TIMEOUT_MS, origin=ORIGIN_COORDINATOR,
+                                         transaction_version=tv)
             for tv, (entries, _) in appends.items()])
         for (_, keys), results in zip(appends.values(), answers):
             for key, result in zip(keys, results):
                 errors[key] = result.error
         for key, marker in offsets_writes:
-            complete = getattr(broker.groups, "complete_transaction", None)
+            complete = getattr(self.groups, "complete_transaction", None)
             if complete is None:
                 errors[key] = Error.UNKNOWN_SERVER_ERROR
                 continue
@@ -184,24 +203,24 @@ def apis(broker) -> list[Api]:
 
     # ---- DescribeTransactions, ListTransactions ------------------------------------------------
 
-    async def handle_describe_transactions(header, req):
+    async def handle_describe_transactions(self, ctx: RequestContext, req):
         R = M.DescribeTransactionsResponse
         TS = R.TransactionState
         states = []
         for tid in req.transactional_ids:
-            d = runtime.core.describe(tid)
+            d = self.runtime.core.describe(tid)
             topics = [TS.TopicData(topic=t, partitions=ps) for t, ps in d.pop("topics", [])]
             states.append(TS(**d, topics=topics))
         return R(transaction_states=states)
 
-    async def handle_list_transactions(header, req):
+    async def handle_list_transactions(self, ctx: RequestContext, req):
         R = M.ListTransactionsResponse
-        version = header.api_version
+        version = ctx.api_version
         pattern = req.transactional_id_pattern if version >= 2 else None
         try:
-            listed = runtime.core.list_transactions(req.state_filters, req.producer_id_filters, _now_ms(),
-                                                    req.duration_filter if version >= 1 else -1,
-                                                    pattern or None)
+            listed = self.runtime.core.list_transactions(
+                req.state_filters, req.producer_id_filters, _now_ms(),
+                req.duration_filter if version >= 1 else -1, pattern or None)
         except re.error:
             return R(error_code=Error.INVALID_REQUEST, unknown_state_filters=[], transaction_states=[])
         return R(error_code=listed["error_code"], unknown_state_filters=listed["unknown_state_filters"],
@@ -209,6 +228,11 @@ def apis(broker) -> list[Api]:
                                                         transaction_state=state)
                                      for tid, pid, state in listed["transaction_states"]])
 
-    return [Api(24, 0, 5, handle_add_partitions_to_txn), Api(25, 0, 4, handle_add_offsets_to_txn),
-            Api(26, 0, 5, handle_end_txn), Api(27, 1, 2, handle_write_txn_markers),
-            Api(65, 0, 0, handle_describe_transactions), Api(66, 0, 2, handle_list_transactions)]
+
+def _topic_results(errors: dict[tuple[str, int], int]) -> list:
+    R = M.AddPartitionsToTxnResponse
+    by_topic: dict[str, list] = {}
+    for (topic, p), code in errors.items():
+        by_topic.setdefault(topic, []).append(
+            R.AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=code))
+    return [R.AddPartitionsToTxnTopicResult(name=t, results_by_partition=ps) for t, ps in by_topic.items()]

@@ -9,11 +9,13 @@ from types import SimpleNamespace
 import pytest
 
 from broker.handlers import produce
-from broker.handlers import transactions as handlers
+from broker.handlers.transactions import TransactionApis
 from broker.transactions.runtime import TOPIC, TransactionCoordinatorRuntime
 from engine.log import Log
 from protocol import messages as M
+from protocol.context import RequestContext
 from protocol.errors import Error
+from protocol.headers import RequestHeader
 from tests.transactions.test_runtime import Broker, until
 
 R = M.AddPartitionsToTxnRequest
@@ -35,6 +37,10 @@ def log(tmp_path):
     log.close()
 
 
+def context(api_key: int, version: int) -> RequestContext:
+    return RequestContext(RequestHeader(api_key, version, 1, "test", 2))
+
+
 def errors_of(topic_results):
     return {(t.name, p.partition_index): p.partition_error_code for t in topic_results
             for p in t.results_by_partition}
@@ -47,7 +53,8 @@ def serve(log, scenario, with_broker=False):
         broker.allocate_producer_id = allocated
         broker.transactions = TransactionCoordinatorRuntime(broker)
         broker.transactions.start()
-        apis = {api.key: api.fn for api in handlers.apis(broker) + produce.apis(broker)}
+        txn_apis = TransactionApis(broker.transactions, lambda: broker.image, broker.replicas, None).apis()
+        apis = {api.key: api.fn for api in txn_apis + produce.apis(broker)}
         try:
             await until(lambda: 0 in broker.transactions.core.owned)
             core = broker.transactions.core
@@ -69,12 +76,12 @@ def test_a_partition_that_does_not_exist_fails_alone_and_the_others_are_not_atte
                     v3_and_below_producer_epoch=epoch,
                     v3_and_below_topics=[R.AddPartitionsToTxnTopic(name="a", partitions=[0, 7]),
                                          R.AddPartitionsToTxnTopic(name="nope", partitions=[0])])
-        response = await apis[24](SimpleNamespace(api_version=3), request)
+        response = await apis[24](context(24, 3), request)
         assert errors_of(response.results_by_topic_v3_and_below) == {
             ("a", 0): Error.OPERATION_NOT_ATTEMPTED, ("a", 7): Error.UNKNOWN_TOPIC_OR_PARTITION,
             ("nope", 0): Error.UNKNOWN_TOPIC_OR_PARTITION}
         request.v3_and_below_topics = [R.AddPartitionsToTxnTopic(name="a", partitions=[0])]
-        response = await apis[24](SimpleNamespace(api_version=3), request)
+        response = await apis[24](context(24, 3), request)
         assert errors_of(response.results_by_topic_v3_and_below) == {("a", 0): Error.NONE}
     serve(log, scenario)
 
@@ -84,7 +91,7 @@ def test_verify_only_answers_whether_the_transaction_holds_each_partition_and_ad
         add = R(v3_and_below_transactional_id="t", v3_and_below_producer_id=pid,
                 v3_and_below_producer_epoch=epoch,
                 v3_and_below_topics=[R.AddPartitionsToTxnTopic(name="a", partitions=[0])])
-        await apis[24](SimpleNamespace(api_version=3), add)
+        await apis[24](context(24, 3), add)
         verify = R(transactions=[
             R.AddPartitionsToTxnTransaction(transactional_id="t", producer_id=pid, producer_epoch=epoch,
                                             verify_only=True,
@@ -92,12 +99,12 @@ def test_verify_only_answers_whether_the_transaction_holds_each_partition_and_ad
             R.AddPartitionsToTxnTransaction(transactional_id="t", producer_id=pid, producer_epoch=epoch + 5,
                                             verify_only=True,
                                             topics=[R.AddPartitionsToTxnTopic(name="a", partitions=[0])])])
-        response = await apis[24](SimpleNamespace(api_version=4), verify)
+        response = await apis[24](context(24, 4), verify)
         assert response.error_code == Error.NONE
         held, stale = response.results_by_transaction
         assert errors_of(held.topic_results) == {("a", 0): Error.NONE, ("a", 1): Error.TRANSACTION_ABORTABLE}
         assert errors_of(stale.topic_results) == {("a", 0): Error.PRODUCER_FENCED}
-        response = await apis[24](SimpleNamespace(api_version=4), verify)  # nothing was added
+        response = await apis[24](context(24, 4), verify)  # nothing was added
         assert errors_of(response.results_by_transaction[0].topic_results)[("a", 1)] == \
             Error.TRANSACTION_ABORTABLE
     serve(log, scenario)
@@ -111,7 +118,7 @@ def test_producer_fenced_is_invalid_producer_epoch_for_the_versions_before_it_as
         stale = epoch + 1  # not the id's epoch: the core answers PRODUCER_FENCED
 
         def add(version):
-            return apis[24](SimpleNamespace(api_version=version), R(
+            return apis[24](context(24, version), R(
                 v3_and_below_transactional_id="t", v3_and_below_producer_id=pid,
                 v3_and_below_producer_epoch=stale,
                 v3_and_below_topics=[R.AddPartitionsToTxnTopic(name="a", partitions=[0])]))
@@ -123,10 +130,10 @@ def test_producer_fenced_is_invalid_producer_epoch_for_the_versions_before_it_as
                                            group_id="g")
         for version, code in ((0, Error.INVALID_PRODUCER_EPOCH), (1, Error.INVALID_PRODUCER_EPOCH),
                               (2, Error.PRODUCER_FENCED)):
-            assert (await apis[25](SimpleNamespace(api_version=version), offsets)).error_code == code
+            assert (await apis[25](context(25, version), offsets)).error_code == code
         end = M.EndTxnRequest(transactional_id="t", producer_id=pid, producer_epoch=stale, committed=False)
         for version, code in ((1, Error.INVALID_PRODUCER_EPOCH), (2, Error.PRODUCER_FENCED)):
-            assert (await apis[26](SimpleNamespace(api_version=version), end)).error_code == code
+            assert (await apis[26](context(26, version), end)).error_code == code
     serve(log, scenario)
 
 
@@ -139,7 +146,7 @@ def test_verify_only_answers_unknown_topic_or_partition_first_as_kafka_apis_chec
             transactional_id="t", producer_id=pid, producer_epoch=epoch, verify_only=True,
             topics=[R.AddPartitionsToTxnTopic(name="a", partitions=[0, 9]),
                     R.AddPartitionsToTxnTopic(name="nope", partitions=[0])])])
-        response = await apis[24](SimpleNamespace(api_version=4), verify)
+        response = await apis[24](context(24, 4), verify)
         assert errors_of(response.results_by_transaction[0].topic_results) == {
             ("a", 0): Error.OPERATION_NOT_ATTEMPTED, ("a", 9): Error.UNKNOWN_TOPIC_OR_PARTITION,
             ("nope", 0): Error.UNKNOWN_TOPIC_OR_PARTITION}
@@ -152,7 +159,7 @@ def test_init_producer_id_answers_producer_fenced_as_invalid_producer_epoch_belo
     async def scenario(apis, pid, epoch):
         Init = M.InitProducerIdRequest
         for bump in (1, 2):  # epoch + 1 is the last epoch (a retried bump); epoch is older: fenced
-            bumped = await apis[22](SimpleNamespace(api_version=4), Init(
+            bumped = await apis[22](context(22, 4), Init(
                 transactional_id="t", transaction_timeout_ms=60000, producer_id=pid,
                 producer_epoch=epoch + bump - 1))
             assert (bumped.error_code, bumped.producer_id, bumped.producer_epoch) == \
@@ -161,7 +168,7 @@ def test_init_producer_id_answers_producer_fenced_as_invalid_producer_epoch_belo
                      producer_epoch=epoch)
         for version, code in ((3, Error.INVALID_PRODUCER_EPOCH), (4, Error.PRODUCER_FENCED),
                               (5, Error.PRODUCER_FENCED)):
-            assert (await apis[22](SimpleNamespace(api_version=version), stale)).error_code == code
+            assert (await apis[22](context(22, version), stale)).error_code == code
     serve(log, scenario)
 
 
@@ -172,13 +179,13 @@ def test_an_idempotent_init_producer_id_always_gets_a_new_producer_id_at_epoch_z
     async def scenario(apis, pid, epoch):
         Init = M.InitProducerIdRequest
         for given_id, given_epoch in ((-1, -1), (77, 3), (77, 32766)):
-            reply = await apis[22](SimpleNamespace(api_version=5), Init(
+            reply = await apis[22](context(22, 5), Init(
                 transactional_id=None, transaction_timeout_ms=60000, producer_id=given_id,
                 producer_epoch=given_epoch))
             assert (reply.error_code, reply.producer_epoch) == (Error.NONE, 0)
             assert reply.producer_id not in (77, -1)
         allocated.fail = True
-        reply = await apis[22](SimpleNamespace(api_version=5), Init(
+        reply = await apis[22](context(22, 5), Init(
             transactional_id=None, transaction_timeout_ms=60000, producer_id=77, producer_epoch=3))
         assert (reply.error_code, reply.producer_id, reply.producer_epoch) == \
             (Error.COORDINATOR_NOT_AVAILABLE, -1, -1)
@@ -213,12 +220,12 @@ def test_add_offsets_to_txn_adds_at_transaction_version_0_at_every_version_as_ka
         for version in range(5):
             offsets = M.AddOffsetsToTxnRequest(transactional_id="t", producer_id=pid, producer_epoch=epoch,
                                                group_id=f"g{version}")
-            assert (await apis[25](SimpleNamespace(api_version=version), offsets)).error_code == Error.NONE
+            assert (await apis[25](context(25, version), offsets)).error_code == Error.NONE
             meta = core.transactions["t"]
             assert (meta.state.kafka_name, meta.client_transaction_version) == ("Ongoing", 0)
         assert {t for t, _ in meta.partitions} == {"__consumer_offsets"}
         end = M.EndTxnRequest(transactional_id="t", producer_id=pid, producer_epoch=epoch, committed=True)
-        response = await apis[26](SimpleNamespace(api_version=5), end)
+        response = await apis[26](context(26, 5), end)
         assert (response.error_code, response.producer_epoch) == (Error.NONE, epoch + 1)
         assert core.transactions["t"].client_transaction_version == 2
     serve(log, scenario, with_broker=True)
