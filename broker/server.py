@@ -43,7 +43,8 @@ import time
 
 from broker.fetch_waiters import FetchWaiters
 from broker.groups.runtime import GroupCoordinatorRuntime
-from broker.handlers import admin, fetch, groups, metadata, offsets, produce, transactions
+from broker.handlers import admin, fetch, groups, metadata, offsets, produce
+from broker.handlers.transactions import TransactionApis
 from broker.metadata_follower import MetadataFollower, supported_features
 from broker.off_loop import CleanerThread, flush_dirty_off_loop, flush_rolled_off_loop, write_off_loop
 from broker.transactions.runtime import TransactionCoordinatorRuntime
@@ -220,8 +221,9 @@ class Broker:
         self.transactions = TransactionCoordinatorRuntime(self)
         self.transactions.start()
         apis = []
-        for module in (metadata, produce, fetch, offsets, admin, groups, transactions):
+        for module in (metadata, produce, fetch, offsets, admin, groups):
             apis += module.apis(self)
+        apis += TransactionApis(self.transactions, lambda: self.image, self.replicas, self.groups).apis()
         self.dispatcher = Dispatcher(apis, supported_features(),
                                      lambda: (self.image.last_offset, self.image.features))
         self.server = Server(self.dispatcher.handle, self.config["socket.request.max.bytes"],
