@@ -33,11 +33,16 @@ name a group that does not exist yet, and outlive it.
 """
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from metadata.configs import GROUP_RESOURCE, TOPIC_RESOURCE
+from metadata.security import AclEntry, ScramCredential
 from protocol import messages as M
+
+# A client-quota entity: its sorted (entity_type, name) pairs; name None: the type's default.
+QuotaEntity = tuple[tuple[str, str | None], ...]
 
 NO_LEADER = -1
 NO_LEADER_CHANGE = -2  # PartitionChangeRecord.leader: unchanged
@@ -119,6 +124,9 @@ class MetadataImage:
         self.brokers: dict[int, BrokerState] = {}
         self.features: dict[str, int] = {}
         self.next_producer_id = 0
+        self.acls: dict[uuid.UUID, AclEntry] = {}
+        self.scram_credentials: dict[str, dict[int, ScramCredential]] = {}
+        self.client_quotas: dict[QuotaEntity, dict[str, float]] = {}
         self.last_offset = -1
 
     def replay(self, offset: int, record: Any) -> None:
@@ -202,6 +210,36 @@ class MetadataImage:
         else:
             self.features[r.name] = r.feature_level
 
+    def _replay_AccessControlEntryRecord(self, r) -> None:
+        acl_id = uuid.UUID(bytes=bytes(r.id))
+        self.acls[acl_id] = AclEntry(acl_id, r.resource_type, r.resource_name, r.pattern_type, r.principal,
+                                     r.host, r.operation, r.permission_type)
+
+    def _replay_RemoveAccessControlEntryRecord(self, r) -> None:
+        self.acls.pop(uuid.UUID(bytes=bytes(r.id)), None)
+
+    def _replay_UserScramCredentialRecord(self, r) -> None:
+        self.scram_credentials.setdefault(r.name, {})[r.mechanism] = ScramCredential(
+            r.mechanism, bytes(r.salt), bytes(r.stored_key), bytes(r.server_key), r.iterations)
+
+    def _replay_RemoveUserScramCredentialRecord(self, r) -> None:
+        credentials = self.scram_credentials.get(r.name)
+        if credentials is not None:
+            credentials.pop(r.mechanism, None)
+            if not credentials:
+                del self.scram_credentials[r.name]
+
+    def _replay_ClientQuotaRecord(self, r) -> None:
+        entity = quota_entity((e.entity_type, e.entity_name) for e in r.entity)
+        if r.remove:
+            quotas = self.client_quotas.get(entity)
+            if quotas is not None:
+                quotas.pop(r.key, None)
+                if not quotas:
+                    del self.client_quotas[entity]
+        else:
+            self.client_quotas.setdefault(entity, {})[r.key] = r.value
+
     def records(self) -> list[Any]:
         """The image as metadata records (a snapshot's content): replaying them rebuilds it."""
         out: list[Any] = []
@@ -230,6 +268,21 @@ class MetadataImage:
             for name, value in sorted(configs.items()):
                 out.append(M.ConfigRecord(resource_type=resource_type, resource_name=resource_name,
                                           name=name, value=value))
+        for acl in sorted(self.acls.values(), key=lambda a: a.id):
+            out.append(M.AccessControlEntryRecord(
+                id=acl.id.bytes, resource_type=acl.resource_type, resource_name=acl.resource_name,
+                pattern_type=acl.pattern_type, principal=acl.principal, host=acl.host,
+                operation=acl.operation, permission_type=acl.permission_type))
+        for user, credentials in sorted(self.scram_credentials.items()):
+            for mechanism, c in sorted(credentials.items()):
+                out.append(M.UserScramCredentialRecord(name=user, mechanism=mechanism, salt=c.salt,
+                                                       stored_key=c.stored_key, server_key=c.server_key,
+                                                       iterations=c.iterations))
+        for entity, quotas in sorted(self.client_quotas.items(), key=lambda e: _entity_order(e[0])):
+            for key, value in sorted(quotas.items()):
+                out.append(M.ClientQuotaRecord(
+                    entity=[M.ClientQuotaRecord.EntityData(entity_type=kind, entity_name=name)
+                            for kind, name in entity], key=key, value=value, remove=False))
         if self.next_producer_id:
             out.append(M.ProducerIdsRecord(broker_id=-1, broker_epoch=-1,
                                            next_producer_id=self.next_producer_id))
@@ -254,3 +307,12 @@ class MetadataImage:
     def active_brokers(self) -> list[int]:
         return sorted(b.broker_id for b in self.brokers.values()
                       if not b.fenced and not b.in_controlled_shutdown)
+
+
+def quota_entity(pairs) -> QuotaEntity:
+    """A client-quota entity as the image keys it: its (entity_type, name) pairs, sorted."""
+    return tuple(sorted(pairs, key=lambda p: (p[0], p[1] is not None, p[1] or "")))
+
+
+def _entity_order(entity: QuotaEntity) -> list[tuple[str, bool, str]]:
+    return [(kind, name is not None, name or "") for kind, name in entity]
