@@ -39,41 +39,80 @@ groups if any of its partitions' writes fails.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from broker import authorizer
 from broker.groups.runtime import _now_ms
 from protocol import messages as M
+from protocol.context import RequestContext
 from protocol.dispatch import Api
 from protocol.errors import Error
+
+if TYPE_CHECKING:
+    from broker.groups.runtime import GroupCoordinatorRuntime
+    from broker.transactions.runtime import TransactionCoordinatorRuntime
+    from metadata.image import MetadataImage
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 NO_OFFSET = -1
 
 
-def apis(broker) -> list[Api]:
-    groups = broker.groups
+class GroupApis:
+    """The group APIs over the services they use: the group coordinator's runtime, the
+    transaction coordinator's (FindCoordinator of a transactional id; None where the broker
+    runs none), the metadata image, and the listener that names endpoints for a request that
+    came on none (a call from inside the broker)."""
 
-    def coordinator_error(group_id: str) -> int:
-        if not groups.ensure_offsets_topic():
+    def __init__(self, groups: GroupCoordinatorRuntime, transactions: TransactionCoordinatorRuntime | None,
+                 image: Callable[[], MetadataImage], listener_name: str):
+        self.groups = groups
+        self.transactions = transactions
+        self.image = image
+        self.listener_name = listener_name
+
+    def apis(self) -> list[Api]:
+        consumer = [Api(68, 0, 1, self.handle_consumer_group_heartbeat),
+                    Api(69, 0, 0, self.handle_consumer_group_describe)]
+        if not self.groups.consumer_protocol:
+            consumer = []
+        return consumer + [
+            Api(10, 0, 6, self.handle_find_coordinator),
+            Api(11, 0, 9, self.handle_join_group),
+            Api(14, 0, 5, self.handle_sync_group),
+            Api(12, 0, 4, self.handle_heartbeat),
+            Api(13, 0, 5, self.handle_leave_group),
+            Api(8, 2, 9, self.handle_offset_commit),
+            Api(28, 0, 5, self.handle_txn_offset_commit),
+            Api(9, 1, 9, self.handle_offset_fetch),
+            Api(15, 0, 6, self.handle_describe_groups),
+            Api(16, 0, 5, self.handle_list_groups),
+            Api(42, 0, 2, self.handle_delete_groups),
+            Api(47, 0, 0, self.handle_offset_delete),
+        ]
+
+    def _coordinator_error(self, group_id: str) -> int:
+        if not self.groups.ensure_offsets_topic():
             return Error.COORDINATOR_NOT_AVAILABLE
         return Error.NONE
 
-    async def settled(partitions) -> dict[int, int]:
+    async def _settled(self, partitions) -> dict[int, int]:
         """Wait until everything written to each partition so far is committed (state read
         before the wait is then committed state): NONE or the error to answer, per partition."""
-        return {p: await groups.committed(p) for p in set(partitions)}
+        return {p: await self.groups.committed(p) for p in set(partitions)}
 
-    async def released(group_ids, described, failed_answer) -> list:
+    async def _released(self, group_ids, described, failed_answer) -> list:
         """``described`` (one answer per group id, read now), once the state read is committed;
         a group whose partition's write failed answers ``failed_answer(group id, code)``."""
-        failed = await settled(groups.partition_of(g) for g in group_ids)
+        failed = await self._settled(self.groups.partition_of(g) for g in group_ids)
         out = []
         for group_id, answer in zip(group_ids, described):
-            code = failed[groups.partition_of(group_id)]
+            code = failed[self.groups.partition_of(group_id)]
             out.append(answer if answer.error_code != Error.NONE or code == Error.NONE
                        else failed_answer(group_id, code))
         return out
 
-    def with_operations(described: list, asked: bool) -> None:
+    def _with_operations(self, described: list, asked: bool) -> None:
         """include_authorized_operations: each group described without error gets the bit set
         of what the principal may do to it (Kafka's KafkaApis); the others keep the default."""
         if asked:
@@ -84,12 +123,12 @@ def apis(broker) -> list[Api]:
 
     # ---- FindCoordinator ---------------------------------------------------------------
 
-    def find(key: str, key_type: int, listener: str) -> tuple[int, str | None, int, str, int]:
+    def _find(self, key: str, key_type: int, listener: str) -> tuple[int, str | None, int, str, int]:
         """(error, message, node id, host, port), the host and port on ``listener``: the
         coordinator is where the client reaches it on the listener it asked on."""
-        transactions = getattr(broker, "transactions", None)
+        transactions = self.transactions
         if key_type == GROUP_KEY:
-            coordinator, ensure, what = groups, groups.ensure_offsets_topic, "group"
+            coordinator, ensure, what = self.groups, self.groups.ensure_offsets_topic, "group"
         elif key_type == TRANSACTION_KEY and transactions is not None:
             coordinator, ensure, what = transactions, transactions.ensure_state_topic, "transaction"
         else:
@@ -100,67 +139,68 @@ def apis(broker) -> list[Api]:
         if not ensure():
             return Error.COORDINATOR_NOT_AVAILABLE, unavailable, -1, "", -1
         code, node = coordinator.coordinator_of(key)
-        b = broker.image.brokers.get(node)
+        b = self.image().brokers.get(node)
         endpoint = b.endpoint(listener) if b is not None and not b.fenced else None
         if code != Error.NONE or endpoint is None:
             return Error.COORDINATOR_NOT_AVAILABLE, unavailable, -1, "", -1
         return Error.NONE, None, node, endpoint[0], endpoint[1]
 
-    async def handle_find_coordinator(header, req):
+    async def handle_find_coordinator(self, ctx: RequestContext, req):
         R = M.FindCoordinatorResponse
-        listener = header.listener_name or broker.listener_name  # none: a call from inside
-        if header.api_version < 4:
-            code, message, node, host, port = find(req.key, req.key_type, listener)
+        listener = ctx.listener_name or self.listener_name  # none: a call from inside
+        if ctx.api_version < 4:
+            code, message, node, host, port = self._find(req.key, req.key_type, listener)
             return R(error_code=code, error_message=message, node_id=node, host=host, port=port)
         return R(coordinators=[
             R.Coordinator(key=key, error_code=code, error_message=message, node_id=node, host=host, port=port)
             for key in req.coordinator_keys
-            for code, message, node, host, port in [find(key, req.key_type, listener)]])
+            for code, message, node, host, port in [self._find(key, req.key_type, listener)]])
 
     # ---- membership ---------------------------------------------------------------------
 
-    async def handle_join_group(header, req):
-        version = header.api_version
-        code = coordinator_error(req.group_id)
+    async def handle_join_group(self, ctx: RequestContext, req):
+        version = ctx.api_version
+        code = self._coordinator_error(req.group_id)
         if code != Error.NONE:
-            return groups.core.join_error(version, code, req.member_id)
+            return self.groups.core.join_error(version, code, req.member_id)
+        groups = self.groups
         waiter = groups.waiter(req.group_id, lambda e: groups.core.join_error(version, e, req.member_id))
-        groups.run(groups.core.join_group(req, version, header.client_id or "", "", waiter, _now_ms()))
+        groups.run(groups.core.join_group(req, version, ctx.client_id or "", "", waiter, _now_ms()))
         return await waiter.future
 
-    async def handle_sync_group(header, req):
-        code = coordinator_error(req.group_id)
+    async def handle_sync_group(self, ctx: RequestContext, req):
+        code = self._coordinator_error(req.group_id)
         if code != Error.NONE:
             return M.SyncGroupResponse(error_code=code, assignment=b"")
-        waiter = groups.waiter(req.group_id, lambda e: groups.core.sync_error(header.api_version, e))
-        groups.run(groups.core.sync_group(req, header.api_version, waiter, _now_ms()))
+        waiter = self.groups.waiter(req.group_id, lambda e: self.groups.core.sync_error(ctx.api_version, e))
+        self.groups.run(self.groups.core.sync_group(req, ctx.api_version, waiter, _now_ms()))
         return await waiter.future
 
-    async def handle_heartbeat(header, req):
-        code = coordinator_error(req.group_id)
+    async def handle_heartbeat(self, ctx: RequestContext, req):
+        code = self._coordinator_error(req.group_id)
         if code == Error.NONE:
-            code = groups.core.heartbeat(req, header.api_version, _now_ms())
-            groups.run_timers_soon()
+            code = self.groups.core.heartbeat(req, ctx.api_version, _now_ms())
+            self.groups.run_timers_soon()
             # The answer may rest on a write not yet committed (the SyncGroup's assignment).
-            code = await groups.committed(groups.partition_of(req.group_id)) or code
+            code = await self.groups.committed(self.groups.partition_of(req.group_id)) or code
         return M.HeartbeatResponse(error_code=code)
 
-    async def handle_leave_group(header, req):
+    async def handle_leave_group(self, ctx: RequestContext, req):
         R = M.LeaveGroupResponse
-        if header.api_version >= 3:
+        if ctx.api_version >= 3:
             members = [(m.member_id, m.group_instance_id) for m in req.members]
         else:
             members = [(req.member_id, None)]
-        code = coordinator_error(req.group_id)
+        code = self._coordinator_error(req.group_id)
         if code != Error.NONE:
             errors = [code] * len(members)
         else:
-            code, errors, fx = groups.core.leave_group(req.group_id, members, _now_ms())
-            p = groups.partition_of(req.group_id)
-            failed = (await groups.write(fx, [p]))[p]
+            code, errors, fx = self.groups.core.leave_group(req.group_id, members, _now_ms())
+            p = self.groups.partition_of(req.group_id)
+            failed = (await self.groups.write(fx, [p]))[p]
             if failed != Error.NONE:
                 code, errors = failed, [failed] * len(members)
-        if header.api_version < 3:
+        if ctx.api_version < 3:
             return R(error_code=code if code != Error.NONE else errors[0])
         return R(error_code=code, members=[
             R.MemberResponse(member_id=member_id, group_instance_id=instance_id, error_code=e)
@@ -168,32 +208,32 @@ def apis(broker) -> list[Api]:
 
     # ---- offsets ------------------------------------------------------------------------
 
-    def unknown_partitions(topics) -> set[tuple[str, int]]:
+    def _unknown_partitions(self, topics) -> set[tuple[str, int]]:
         """The (topic, partition)s of a request that the metadata image does not have: Kafka's
         KafkaApis answers them UNKNOWN_TOPIC_OR_PARTITION before the coordinator sees the rest."""
-        image = broker.image.topics
+        image = self.image().topics
         return {(t.name, p.partition_index) for t in topics for p in t.partitions
                 if t.name not in image or p.partition_index not in image[t.name].partitions}
 
-    async def handle_offset_commit(header, req):
+    async def handle_offset_commit(self, ctx: RequestContext, req):
         R = M.OffsetCommitResponse
-        version = header.api_version
-        unknown = unknown_partitions(req.topics)
+        version = ctx.api_version
+        unknown = self._unknown_partitions(req.topics)
         offsets = [(t.name, p.partition_index, p.committed_offset,
                     p.committed_leader_epoch if version >= 6 else -1, p.committed_metadata)
                    for t in req.topics for p in t.partitions if (t.name, p.partition_index) not in unknown]
-        code = coordinator_error(req.group_id) if offsets else Error.NONE
+        code = self._coordinator_error(req.group_id) if offsets else Error.NONE
         if code != Error.NONE:
             errors = [code] * len(offsets)
         elif not offsets:
             errors = []  # nothing known to commit: the coordinator is not asked (Kafka's order)
         else:
-            errors, fx = groups.core.commit_offsets(
+            errors, fx = self.groups.core.commit_offsets(
                 req.group_id, req.generation_id_or_member_epoch, req.member_id,
                 req.group_instance_id if version >= 7 else None, offsets, version, _now_ms(),
                 req.retention_time_ms if version <= 4 else -1)
-            p = groups.partition_of(req.group_id)
-            failed = (await groups.write(fx, [p]))[p]
+            p = self.groups.partition_of(req.group_id)
+            failed = (await self.groups.write(fx, [p]))[p]
             if failed != Error.NONE:
                 errors = [failed if e == Error.NONE else e for e in errors]
         answers = iter(errors)
@@ -203,7 +243,7 @@ def apis(broker) -> list[Api]:
               error_code=Error.UNKNOWN_TOPIC_OR_PARTITION if (t.name, p.partition_index) in unknown
               else next(answers)) for p in t.partitions]) for t in req.topics])
 
-    async def handle_txn_offset_commit(header, req):
+    async def handle_txn_offset_commit(self, ctx: RequestContext, req):
         """TxnOffsetCommit: partitions the image lacks answer UNKNOWN_TOPIC_OR_PARTITION and
         the coordinator is not asked about them (nor at all if none is left); the rest answer
         the verification's refusal (KIP-890, see broker/groups/runtime.py), the core's errors, or
@@ -211,29 +251,30 @@ def apis(broker) -> list[Api]:
         producer. Before v2 a loading coordinator is answered
         COORDINATOR_NOT_AVAILABLE (clients before KAFKA-7296 do not retry the other)."""
         R = M.TxnOffsetCommitResponse
-        version = header.api_version
-        unknown = unknown_partitions(req.topics)
+        version = ctx.api_version
+        unknown = self._unknown_partitions(req.topics)
         offsets = [(t.name, p.partition_index, p.committed_offset,
                     p.committed_leader_epoch if version >= 2 else -1, p.committed_metadata)
                    for t in req.topics for p in t.partitions if (t.name, p.partition_index) not in unknown]
-        code = coordinator_error(req.group_id) if offsets else Error.NONE
+        code = self._coordinator_error(req.group_id) if offsets else Error.NONE
         if code == Error.NONE and offsets:
             # KIP-890: the transaction must hold the group's partition; nothing is awaited
             # between this answer and the append below, so what is appended was verified.
-            code = await groups.verify_transaction(groups.partition_of(req.group_id), req.transactional_id,
-                                                   req.producer_id, req.producer_epoch, version)
+            code = await self.groups.verify_transaction(self.groups.partition_of(req.group_id),
+                                                        req.transactional_id, req.producer_id,
+                                                        req.producer_epoch, version)
         if code != Error.NONE:
             errors = [code] * len(offsets)
         elif not offsets:
             errors = []
         else:
-            errors, fx = groups.core.commit_transactional_offsets(
+            errors, fx = self.groups.core.commit_transactional_offsets(
                 req.group_id, req.producer_id, req.producer_epoch,
                 req.generation_id if version >= 3 else -1, req.member_id if version >= 3 else "",
                 req.group_instance_id if version >= 3 else None, offsets, version, _now_ms())
             if fx.appends:
-                p = groups.partition_of(req.group_id)
-                failed = (await groups.write(fx, [p]))[p]
+                p = self.groups.partition_of(req.group_id)
+                failed = (await self.groups.write(fx, [p]))[p]
                 if failed != Error.NONE:
                     errors = [failed if e == Error.NONE else e for e in errors]
         if version < 2:
@@ -246,14 +287,14 @@ def apis(broker) -> list[Api]:
             error_code=Error.UNKNOWN_TOPIC_OR_PARTITION if (t.name, p.partition_index) in unknown
             else next(answers)) for p in t.partitions]) for t in req.topics])
 
-    async def handle_offset_delete(header, req):
+    async def handle_offset_delete(self, ctx: RequestContext, req):
         """OffsetDelete (KIP-496): partitions unknown to the metadata image answer
         UNKNOWN_TOPIC_OR_PARTITION; the coordinator answers the rest, after its tombstones
         commit. A group-level error is the whole answer, with no partitions (Kafka's
         OffsetDeleteResponse.Builder.merge keeps the coordinator's answer when it has one)."""
         R = M.OffsetDeleteResponse
         T, P = R.OffsetDeleteResponseTopic, R.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition
-        unknown = unknown_partitions(req.topics)
+        unknown = self._unknown_partitions(req.topics)
         known = [(t.name, [p.partition_index for p in t.partitions
                            if (t.name, p.partition_index) not in unknown]) for t in req.topics]
         known = [(name, parts) for name, parts in known if parts]
@@ -262,57 +303,59 @@ def apis(broker) -> list[Api]:
                                           for p in t.partitions if (t.name, p.partition_index) in unknown])
                for t in req.topics]
         out = [t for t in out if t.partitions]
-        code = coordinator_error(req.group_id) if req.group_id else Error.INVALID_GROUP_ID
+        code = self._coordinator_error(req.group_id) if req.group_id else Error.INVALID_GROUP_ID
         if code == Error.NONE:
-            code, answered, fx = groups.core.delete_offsets(req.group_id, known, groups.pending_offsets())
+            code, answered, fx = self.groups.core.delete_offsets(req.group_id, known,
+                                                                 self.groups.pending_offsets())
             if code == Error.NONE:
-                p = groups.partition_of(req.group_id)
-                code = (await groups.write(fx, [p]))[p]
+                p = self.groups.partition_of(req.group_id)
+                code = (await self.groups.write(fx, [p]))[p]
             if code == Error.NONE:
                 out += [T(name=name, partitions=[P(partition_index=i, error_code=e) for i, e in parts])
                         for name, parts in answered]
         return R(error_code=code, topics=out if code == Error.NONE else [])
 
-    async def fetch_group(group_id: str, topics, member_id: str | None = None, member_epoch: int = -1,
+    async def _fetch_group(self, group_id: str, topics, member_id: str | None = None, member_epoch: int = -1,
                           require_stable: bool = False):
         """(group error, [(topic, [(partition, offset, leader epoch, metadata, error)])]).
         The core's offsets are the committed ones; require_stable also waits for the offsets
         written but not yet committed (Kafka answers it as a write)."""
-        code = coordinator_error(group_id)
+        code = self._coordinator_error(group_id)
         wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
         if code == Error.NONE and require_stable:
-            code = await groups.committed(groups.partition_of(group_id))
+            code = await self.groups.committed(self.groups.partition_of(group_id))
         if code == Error.NONE:
-            code, found = groups.core.fetch_offsets(group_id, wanted, member_id, member_epoch)
+            code, found = self.groups.core.fetch_offsets(group_id, wanted, member_id, member_epoch)
         if code != Error.NONE:
             # Kafka answers a group-level error on every requested partition too.
             return code, [(name, [(p, NO_OFFSET, -1, "", code) for p in parts])
                           for name, parts in wanted or []]
         # A partition with an offset pending in a transaction is unstable to a stable read.
-        unstable = groups.core.pending_partitions(group_id) if require_stable else set()
+        unstable = self.groups.core.pending_partitions(group_id) if require_stable else set()
         return Error.NONE, [(name, [(p, NO_OFFSET, -1, "", Error.UNSTABLE_OFFSET_COMMIT)
                                     if (name, p) in unstable
                                     else (p, om.offset, om.leader_epoch, om.metadata, Error.NONE) if om
                                     else (p, NO_OFFSET, -1, "", Error.NONE) for p, om in parts])
                             for name, parts in found]
 
-    async def handle_offset_fetch(header, req):
+    async def handle_offset_fetch(self, ctx: RequestContext, req):
         R = M.OffsetFetchResponse
-        version = header.api_version
+        version = ctx.api_version
         stable = version >= 7 and bool(req.require_stable)
         if version >= 8:
             G = R.OffsetFetchResponseGroup
             T = G.OffsetFetchResponseTopics
             out = []
             for g in req.groups:
-                code, topics = await fetch_group(g.group_id, g.topics, g.member_id, g.member_epoch, stable)
+                code, topics = await self._fetch_group(g.group_id, g.topics, g.member_id, g.member_epoch,
+                                                      stable)
                 out.append(G(group_id=g.group_id, error_code=code, topics=[
                     T(name=name, partitions=[T.OffsetFetchResponsePartitions(
                         partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,
                         error_code=err) for p, o, e, m, err in parts]) for name, parts in topics]))
             return R(groups=out)
         T = R.OffsetFetchResponseTopic
-        code, topics = await fetch_group(req.group_id, req.topics if version >= 2 else req.topics or [],
+        code, topics = await self._fetch_group(req.group_id, req.topics if version >= 2 else req.topics or [],
                                          require_stable=stable)
         if version < 2 and code != Error.NONE:
             topics = [(name, [(p, o, e, m, code) for p, o, e, m, _ in parts]) for name, parts in topics]
@@ -323,21 +366,21 @@ def apis(broker) -> list[Api]:
 
     # ---- admin --------------------------------------------------------------------------
 
-    async def handle_describe_groups(header, req):
+    async def handle_describe_groups(self, ctx: RequestContext, req):
         R = M.DescribeGroupsResponse
         D = R.DescribedGroup
         out = []
         for group_id in req.groups:
-            code = coordinator_error(group_id)
-            described = groups.core.describe_group(group_id) if code == Error.NONE else \
+            code = self._coordinator_error(group_id)
+            described = self.groups.core.describe_group(group_id) if code == Error.NONE else \
                 D(error_code=code, group_id=group_id, group_state="", protocol_type="", protocol_data="")
-            if described is None and group_id in groups.core.consumer.groups:
+            if described is None and group_id in self.groups.core.consumer.groups:
                 # Kafka's answer: a consumer group is described by ConsumerGroupDescribe.
                 described = D(error_code=Error.GROUP_ID_NOT_FOUND,
                               error_message=f"Group {group_id} is not a classic group.", group_id=group_id,
                               group_state="Dead", protocol_type="", protocol_data="")
             elif described is None:
-                if header.api_version >= 6:
+                if ctx.api_version >= 6:
                     described = D(error_code=Error.GROUP_ID_NOT_FOUND,
                                   error_message=f"Group {group_id} not found.", group_id=group_id,
                                   group_state="Dead", protocol_type="", protocol_data="")
@@ -345,37 +388,37 @@ def apis(broker) -> list[Api]:
                     described = D(error_code=Error.NONE, group_id=group_id, group_state="Dead",
                                   protocol_type="", protocol_data="")
             out.append(described)
-        out = await released(req.groups, out, lambda group_id, code: D(
+        out = await self._released(req.groups, out, lambda group_id, code: D(
             error_code=code, group_id=group_id, group_state="", protocol_type="", protocol_data=""))
-        with_operations(out, header.api_version >= 3 and req.include_authorized_operations)
+        self._with_operations(out, ctx.api_version >= 3 and req.include_authorized_operations)
         return R(groups=out)
 
-    async def handle_list_groups(header, req):
+    async def handle_list_groups(self, ctx: RequestContext, req):
         R = M.ListGroupsResponse
-        groups.ensure_offsets_topic()
-        version = header.api_version
+        self.groups.ensure_offsets_topic()
+        version = ctx.api_version
         types = {t.lower() for t in req.types_filter} if version >= 5 else set()
         states = req.states_filter if version >= 4 else []
         listed = []
         if not types or "classic" in types:
-            listed += [(*g, "classic") for g in groups.core.list_groups(states)]
+            listed += [(*g, "classic") for g in self.groups.core.list_groups(states)]
         if not types or "consumer" in types:
-            listed += [(*g, "consumer") for g in groups.core.list_consumer_groups(states)]
-        failed = await settled(groups.core.owned)
+            listed += [(*g, "consumer") for g in self.groups.core.list_consumer_groups(states)]
+        failed = await self._settled(self.groups.core.owned)
         if any(code != Error.NONE for code in failed.values()):
             return R(error_code=Error.COORDINATOR_NOT_AVAILABLE, groups=[])
         return R(error_code=Error.NONE, groups=[
             R.ListedGroup(group_id=g, protocol_type=pt, group_state=state, group_type=kind)
             for g, pt, state, kind in sorted(listed)])
 
-    async def handle_delete_groups(header, req):
+    async def handle_delete_groups(self, ctx: RequestContext, req):
         R = M.DeleteGroupsResponse
-        if not groups.ensure_offsets_topic():
+        if not self.groups.ensure_offsets_topic():
             errors = [Error.COORDINATOR_NOT_AVAILABLE] * len(req.groups_names)
         else:
-            errors, fx = groups.core.delete_groups(list(req.groups_names), _now_ms())
-            partitions = [groups.partition_of(g) for g in req.groups_names]
-            failed = await groups.write(fx, partitions)
+            errors, fx = self.groups.core.delete_groups(list(req.groups_names), _now_ms())
+            partitions = [self.groups.partition_of(g) for g in req.groups_names]
+            failed = await self.groups.write(fx, partitions)
             errors = [failed[p] if e == Error.NONE and failed[p] != Error.NONE else e
                       for e, p in zip(errors, partitions)]
         return R(results=[R.DeletableGroupResult(group_id=g, error_code=e)
@@ -383,49 +426,31 @@ def apis(broker) -> list[Api]:
 
     # ---- the consumer group protocol ----------------------------------------------------
 
-    async def handle_consumer_group_heartbeat(header, req):
-        code = coordinator_error(req.group_id)
+    async def handle_consumer_group_heartbeat(self, ctx: RequestContext, req):
+        code = self._coordinator_error(req.group_id)
         if code != Error.NONE:
             return M.ConsumerGroupHeartbeatResponse(error_code=code, member_epoch=-1)
-        response, fx = groups.core.consumer_group_heartbeat(
-            req, header.api_version, header.client_id or "", "", groups.topics(), _now_ms())
-        p = groups.partition_of(req.group_id)
-        failed = (await groups.write(fx, [p]))[p]
+        response, fx = self.groups.core.consumer_group_heartbeat(
+            req, ctx.api_version, ctx.client_id or "", "", self.groups.topics(), _now_ms())
+        p = self.groups.partition_of(req.group_id)
+        failed = (await self.groups.write(fx, [p]))[p]
         if failed != Error.NONE:
             # The records are not committed: the member must not act on this answer.
             return M.ConsumerGroupHeartbeatResponse(error_code=failed, member_epoch=-1)
         return response
 
-    async def handle_consumer_group_describe(header, req):
-        names = {t.topic_id: name for name, t in broker.image.topics.items()}
+    async def handle_consumer_group_describe(self, ctx: RequestContext, req):
+        names = {t.topic_id: name for name, t in self.image().topics.items()}
         out = []
         for group_id in req.group_ids:
-            code = coordinator_error(group_id)
+            code = self._coordinator_error(group_id)
             if code != Error.NONE:
                 out.append(M.ConsumerGroupDescribeResponse.DescribedGroup(
                     error_code=code, group_id=group_id, group_state="", assignor_name=""))
             else:
-                out.append(groups.core.consumer.describe(group_id, names))
+                out.append(self.groups.core.consumer.describe(group_id, names))
         D = M.ConsumerGroupDescribeResponse.DescribedGroup
-        described = await released(req.group_ids, out, lambda group_id, code: D(
+        described = await self._released(req.group_ids, out, lambda group_id, code: D(
             error_code=code, group_id=group_id, group_state="", assignor_name=""))
-        with_operations(described, req.include_authorized_operations)
+        self._with_operations(described, req.include_authorized_operations)
         return M.ConsumerGroupDescribeResponse(groups=described)
-
-    consumer = [Api(68, 0, 1, handle_consumer_group_heartbeat),
-                Api(69, 0, 0, handle_consumer_group_describe)] if groups.consumer_protocol else []
-
-    return consumer + [
-        Api(10, 0, 6, handle_find_coordinator),
-        Api(11, 0, 9, handle_join_group),
-        Api(14, 0, 5, handle_sync_group),
-        Api(12, 0, 4, handle_heartbeat),
-        Api(13, 0, 5, handle_leave_group),
-        Api(8, 2, 9, handle_offset_commit),
-        Api(28, 0, 5, handle_txn_offset_commit),
-        Api(9, 1, 9, handle_offset_fetch),
-        Api(15, 0, 6, handle_describe_groups),
-        Api(16, 0, 5, handle_list_groups),
-        Api(42, 0, 2, handle_delete_groups),
-        Api(47, 0, 0, handle_offset_delete),
-    ]

@@ -14,8 +14,9 @@ from types import SimpleNamespace
 
 from broker.groups.runtime import GroupCoordinatorRuntime
 from broker.groups.storage import OFFSETS_TOPIC
-from broker.handlers import groups
+from broker.handlers.groups import GroupApis
 from protocol import messages as M
+from protocol.context import RequestContext
 from protocol.headers import RequestHeader
 from tests.broker.replica_nodes import LISTENER, Node, broker_epoch
 
@@ -55,7 +56,9 @@ class CoordinatorNode:
                                       replicas=self.node.replicas, follower=_MetadataFollower(),
                                       listener_name=LISTENER)
         self.runtime = self.broker.groups = GroupCoordinatorRuntime(self.broker)
-        self.apis = {api.key: api for api in groups.apis(self.broker)}
+        # no transaction coordinator runs here unless a test sets handlers.transactions
+        self.handlers = GroupApis(self.runtime, None, lambda: self.broker.image, LISTENER)
+        self.apis = {api.key: api for api in self.handlers.apis()}
 
     @property
     def core(self):
@@ -85,7 +88,7 @@ class CoordinatorNode:
     async def call(self, api_key: int, version: int, request, listener_name: str | None = None):
         """The handler's answer to a request that came on ``listener_name`` (None: no listener)."""
         header = RequestHeader(api_key, version, 1, "test", 2 if version >= 9 else 1, listener_name)
-        return await self.apis[api_key].fn(header, request)
+        return await self.apis[api_key].fn(RequestContext(header), request)
 
     # ---- requests ---------------------------------------------------------------------------
 

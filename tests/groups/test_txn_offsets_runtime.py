@@ -181,7 +181,7 @@ def test_find_coordinator_for_a_transaction_names_its_coordinator_on_the_request
         R = M.FindCoordinatorRequest
         v4 = await node.call(10, 4, R(key_type=1, coordinator_keys=["tx"]), listener_name=LISTENER)
         assert [c.error_code for c in v4.coordinators] == [Error.INVALID_REQUEST]  # none runs here
-        node.broker.transactions = _TransactionCoordinatorOf(3, ready_after=1)
+        node.handlers.transactions = _TransactionCoordinatorOf(3, ready_after=1)
         v3 = await node.call(10, 3, R(key="tx", key_type=1), listener_name=LISTENER)
         assert v3.error_code == Error.COORDINATOR_NOT_AVAILABLE  # the state topic is being created
         v4 = await node.call(10, 4, R(key_type=1, coordinator_keys=["tx", "ty"]), listener_name=LISTENER)
