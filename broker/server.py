@@ -43,7 +43,8 @@ import time
 
 from broker.fetch_waiters import FetchWaiters
 from broker.groups.runtime import GroupCoordinatorRuntime
-from broker.handlers import admin, fetch, groups, metadata, offsets, produce
+from broker.handlers import admin, fetch, metadata, offsets, produce
+from broker.handlers.groups import GroupApis
 from broker.handlers.transactions import TransactionApis
 from broker.metadata_follower import MetadataFollower, supported_features
 from broker.off_loop import CleanerThread, flush_dirty_off_loop, flush_rolled_off_loop, write_off_loop
@@ -221,8 +222,9 @@ class Broker:
         self.transactions = TransactionCoordinatorRuntime(self)
         self.transactions.start()
         apis = []
-        for module in (metadata, produce, fetch, offsets, admin, groups):
+        for module in (metadata, produce, fetch, offsets, admin):
             apis += module.apis(self)
+        apis += GroupApis(self.groups, self.transactions, lambda: self.image, self.listener_name).apis()
         apis += TransactionApis(self.transactions, lambda: self.image, self.replicas, self.groups).apis()
         self.dispatcher = Dispatcher(apis, supported_features(),
                                      lambda: (self.image.last_offset, self.image.features))
