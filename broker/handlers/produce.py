@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from broker.transactions.runtime import ADD_PARTITION_PRODUCE_VERSION, verification_error
 from engine.producer_state import SENTINEL_GUARD
@@ -36,8 +38,13 @@ from ext.batch import (
     read_prefix,
 )
 from protocol import messages as M
+from protocol.context import RequestContext
 from protocol.dispatch import Api, Deferred
 from protocol.errors import Error
+
+if TYPE_CHECKING:
+    from broker.transactions.runtime import TransactionCoordinatorRuntime
+    from replication.manager import ReplicaManager
 
 INIT_PRODUCER_FENCED_VERSION = 4  # the first InitProducerId version that knows PRODUCER_FENCED
 RECORD_OVERHEAD_V0 = 14  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0: the smallest size a header may give
@@ -95,13 +102,27 @@ def check_records(version: int, records) -> tuple[int, str | None, int]:
     return Error.NONE, None, whole
 
 
-def apis(broker) -> list[Api]:
-    replicas = broker.replicas
+class ProduceHandlers:
+    """Produce, InitProducerId and DescribeProducers over the services they use: the
+    ReplicaManager, the transaction coordinator (a getter: None until it started) and the
+    producer id allocator (the controller's blocks)."""
 
-    async def handle_produce(header, req):
+    def __init__(self, replicas: ReplicaManager,
+                 transactions: Callable[[], TransactionCoordinatorRuntime | None],
+                 allocate_producer_id: Callable[[], Awaitable[int]]):
+        self.replicas = replicas
+        self.transactions = transactions
+        self.allocate_producer_id = allocate_producer_id
+
+    def apis(self) -> list[Api]:
+        return [Api(0, 3, 12, self.produce), Api(22, 0, 5, self.init_producer_id),
+                Api(61, 0, 0, self.describe_producers)]
+
+    async def produce(self, ctx: RequestContext, req):
         R = M.ProduceResponse
         PR = R.TopicProduceResponse.PartitionProduceResponse
-        version = header.api_version
+        version = ctx.api_version
+        replicas = self.replicas
         responses = []
         entries, slots = [], []
         for topic in req.topic_data:
@@ -125,7 +146,7 @@ def apis(broker) -> list[Api]:
                     slots.append(pr)
         guards = None
         if entries and version >= 3 and req.transactional_id is not None:
-            entries, slots, guards = await verified(req.transactional_id, version, entries, slots)
+            entries, slots, guards = await self.verified(req.transactional_id, version, entries, slots)
         if not entries:
             results = []
         elif guards is None:
@@ -148,15 +169,15 @@ def apis(broker) -> list[Api]:
                 if body.done():
                     return
                 try:
-                    body.set_result(answer(header, responses, entries, slots, results))
+                    body.set_result(self.answer(ctx, responses, entries, slots, results))
                 except Exception as e:  # the Dispatcher logs it and closes the connection
                     body.set_exception(e)
 
             replicas.when_replicated(entries, results, req.timeout_ms, replicated)
             return Deferred(body)
-        return answer(header, responses, entries, slots, results)
+        return self.answer(ctx, responses, entries, slots, results)
 
-    async def verified(transactional_id, version, entries, slots):
+    async def verified(self, transactional_id: str, version: int, entries: list, slots: list):
         """KIP-890's verification (transaction.partition.verification.enable): a transactional
         batch of a producer with no open transaction on its partition is appended only once
         the transaction's coordinator says the partition was added to the transaction (from
@@ -166,27 +187,28 @@ def apis(broker) -> list[Api]:
         guard (engine/producer_state.py's VerificationGuard) is taken before the coordinator is
         asked and goes with its append, which refuses it if a marker of the producer landed
         meanwhile. The entries, slots and guards to append (guards None: verification off)."""
-        runtime = getattr(broker, "transactions", None)
+        runtime = self.transactions()
         if runtime is None or not runtime.verification_enabled:
             return entries, slots, None
+        replicas = self.replicas
         guards: list = [None] * len(entries)
         now = replicas.clock()
         unverified: dict[tuple[int, int], list[int]] = {}  # (producer id, epoch) -> entry indexes
         for i, (name, index, records) in enumerate(entries):
             try:
-                header = read_header(records, 0)
+                batch = read_header(records, 0)
             except (CorruptRecordError, TruncatedBatchError, ValueError):
                 continue  # the log's validation answers it
-            if not header.is_transactional or header.is_control:
+            if not batch.is_transactional or batch.is_control:
                 continue
             log_ = replicas.local_log(name, index)
             if log_ is None:
                 continue  # not the leader: the append answers it
             guard = guards[i] = log_.producer_state.start_verification(
-                header.producer_id, header.producer_epoch, now)
+                batch.producer_id, batch.producer_epoch, now)
             if guard is SENTINEL_GUARD:
                 continue  # its transaction is open here: the partition was verified before
-            unverified.setdefault((header.producer_id, header.producer_epoch), []).append(i)
+            unverified.setdefault((batch.producer_id, batch.producer_epoch), []).append(i)
         if not unverified:
             return entries, slots, guards
         refused: set[int] = set()
@@ -206,10 +228,11 @@ def apis(broker) -> list[Api]:
         keep = [i for i in range(len(entries)) if i not in refused]
         return [entries[i] for i in keep], [slots[i] for i in keep], [guards[i] for i in keep]
 
-    def answer(header, responses, entries, slots, results):
+    def answer(self, ctx: RequestContext, responses: list, entries: list, slots: list, results: list):
         R = M.ProduceResponse
         PR = R.TopicProduceResponse.PartitionProduceResponse
-        version = header.api_version
+        version = ctx.api_version
+        replicas = self.replicas
         leaders = {}
         for (name, index, _), pr, result in zip(entries, slots, results):
             pr.error_code = result.error
@@ -225,17 +248,17 @@ def apis(broker) -> list[Api]:
             if result.error == Error.NOT_LEADER_OR_FOLLOWER and version >= 10:
                 leader_id, leader_epoch = replicas.current_leader(name, index)
                 pr.current_leader = PR.LeaderIdAndEpoch(leader_id=leader_id, leader_epoch=leader_epoch)
-                node = replicas.leader_node(leader_id, header.listener_name)
+                node = replicas.leader_node(leader_id, ctx.listener_name)
                 if node is not None:
                     leaders[leader_id] = node
         endpoints = [R.NodeEndpoint(node_id=node_id, host=host, port=port, rack=rack)
                      for node_id, (host, port, rack) in sorted(leaders.items())]
         return R(responses=responses, node_endpoints=endpoints)
 
-    async def handle_init_producer_id(header, req):
+    async def init_producer_id(self, ctx: RequestContext, req):
         R = M.InitProducerIdResponse
         if req.transactional_id is not None:
-            runtime = getattr(broker, "transactions", None)
+            runtime = self.transactions()
             if runtime is None:  # not started yet
                 return R(error_code=Error.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1)
             # producer_id and producer_epoch are -1 below v3 (the schema's defaults)
@@ -245,18 +268,18 @@ def apis(broker) -> list[Api]:
             if reply is None:
                 return R(error_code=Error.REQUEST_TIMED_OUT, producer_id=-1, producer_epoch=-1)
             code = reply.error_code
-            if code == Error.PRODUCER_FENCED and header.api_version < INIT_PRODUCER_FENCED_VERSION:
+            if code == Error.PRODUCER_FENCED and ctx.api_version < INIT_PRODUCER_FENCED_VERSION:
                 code = Error.INVALID_PRODUCER_EPOCH  # as KafkaApis answers the versions before it
             return R(error_code=code, producer_id=reply.producer_id, producer_epoch=reply.producer_epoch)
         # Without a transactional id Kafka 4.x allocates a new producer id at epoch 0, whatever
         # producer id and epoch the request gives.
         try:
-            producer_id = await broker.allocate_producer_id()
+            producer_id = await self.allocate_producer_id()
         except (ConnectionError, TimeoutError, RuntimeError):
             return R(error_code=Error.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1)
         return R(error_code=Error.NONE, producer_id=producer_id, producer_epoch=0)
 
-    async def handle_describe_producers(header, req):
+    async def describe_producers(self, ctx: RequestContext, req):
         """The producers each partition's leader keeps state for (Kafka's DescribeProducers):
         NOT_LEADER_OR_FOLLOWER on any other replica. current_txn_start_offset is the first
         offset of the producer's open transaction, -1 when none; coordinator_epoch that of
@@ -266,7 +289,7 @@ def apis(broker) -> list[Api]:
         for t in req.topics:
             partitions = []
             for index in t.partition_indexes:
-                error, producers = broker.replicas.active_producers(t.name, index)
+                error, producers = self.replicas.active_producers(t.name, index)
                 partitions.append(R.TopicResponse.PartitionResponse(
                     partition_index=index, error_code=error, active_producers=[
                         R.TopicResponse.PartitionResponse.ProducerState(
@@ -278,5 +301,9 @@ def apis(broker) -> list[Api]:
             topics.append(R.TopicResponse(name=t.name, partitions=partitions))
         return R(topics=topics)
 
-    return [Api(0, 3, 12, handle_produce), Api(22, 0, 5, handle_init_producer_id),
-            Api(61, 0, 0, handle_describe_producers)]
+
+def apis(broker) -> list[Api]:
+    """The handlers over a broker-shaped object (the tests' doubles): its ``replicas``, its
+    ``transactions`` and ``allocate_producer_id`` when it has them, read at each call."""
+    return ProduceHandlers(broker.replicas, lambda: getattr(broker, "transactions", None),
+                           lambda: broker.allocate_producer_id()).apis()
