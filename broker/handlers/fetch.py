@@ -35,12 +35,18 @@ fetch sessions (KIP-227) are served from broker/fetch_session.py.
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from broker.fetch_session import FetchSessionCache, FetchSessionError
 from protocol import messages as M
+from protocol.context import RequestContext
 from protocol.dispatch import Api
 from protocol.errors import Error
 from replication.manager import ClientMetadata
+
+if TYPE_CHECKING:
+    from broker.fetch_waiters import FetchWaiters
+    from replication.manager import ReplicaManager
 
 LEADER_HINT_ERRORS = (Error.NOT_LEADER_OR_FOLLOWER, Error.FENCED_LEADER_EPOCH)
 
@@ -50,19 +56,32 @@ def _complete(fut) -> None:
         fut.set_result(None)
 
 
-def apis(broker) -> list[Api]:
-    replicas = broker.replicas
-    cache = FetchSessionCache(broker.config["max.incremental.fetch.session.cache.slots"])
-    fetch_max_bytes = broker.config["fetch.max.bytes"]
-    R = M.FetchResponse
+R = M.FetchResponse
 
-    def read_partitions(wanted, req, version, follower, budget, listener, first, client):
+
+class FetchHandler:
+    """Fetch over the services it uses: the ReplicaManager, the fetch session cache
+    (max.incremental.fetch.session.cache.slots), the waiters that appends wake, and the
+    broker's fetch.max.bytes."""
+
+    def __init__(self, replicas: ReplicaManager, sessions: FetchSessionCache, waiters: FetchWaiters,
+                 fetch_max_bytes: int):
+        self.replicas = replicas
+        self.sessions = sessions
+        self.waiters = waiters
+        self.fetch_max_bytes = fetch_max_bytes
+
+    def apis(self) -> list[Api]:
+        return [Api(1, 4, 18, self.fetch)]
+
+    def read_partitions(self, wanted, req, version, follower, budget, listener, first, client):
         """[(key, partition, PartitionData)] for the wanted entries (``budget`` bytes in all), the
         bytes read, the (topic name, partition) pairs read, the leaders to name, and whether to
         answer without waiting (a diverging epoch, a preferred read replica). ``client``: a
         consumer's client metadata (v11+), else None. A follower's fetch state is recorded on the
         ``first`` read of its request only: a read after a wait answers the same fetch (Kafka's
         DelayedFetch reads with updateFetchState off)."""
+        replicas = self.replicas
         total = 0
         out, names, leaders = [], [], {}
         urgent = False
@@ -112,7 +131,8 @@ def apis(broker) -> list[Api]:
                 total += res.size
         return out, total, names, leaders, urgent
 
-    def respond(results, session, incremental, version, leaders):
+    def respond(self, results, session, incremental, version, leaders):
+        cache = self.sessions
         topics: dict = {}
         for key, index, pd in results:
             news = bool(pd.records) or pd.diverging_epoch.epoch >= 0 or pd.preferred_read_replica >= 0
@@ -137,14 +157,14 @@ def apis(broker) -> list[Api]:
         return R(error_code=Error.NONE, session_id=session.session_id if session else 0,
                  responses=list(topics.values()), node_endpoints=endpoints)
 
-    async def handle_fetch(header, req):
-        version = header.api_version
+    async def fetch(self, ctx: RequestContext, req):
+        version = ctx.api_version
         replica_id = req.replica_state.replica_id if version >= 15 else req.replica_id
         follower = client = None
         if replica_id >= 0:
             follower = (replica_id, req.replica_state.replica_epoch if version >= 15 else -1)
         elif version >= 11:  # Kafka's ClientMetadata: fetch from the closest replica (KIP-392)
-            client = ClientMetadata(req.rack_id or "", header.listener_name)
+            client = ClientMetadata(req.rack_id or "", ctx.listener_name)
         keyed = (lambda t: t.topic_id) if version >= 13 else (lambda t: t.topic)
         # (key, partition, fetch offset, max bytes, current leader epoch, last fetched epoch,
         #  the fetcher's log start offset)
@@ -153,7 +173,8 @@ def apis(broker) -> list[Api]:
                      for t in req.topics for p in t.partitions]
         forgotten = [(keyed(f), p) for f in (req.forgotten_topics_data or []) for p in f.partitions]
         try:
-            session, incremental = cache.begin(req.session_id, req.session_epoch, requested, forgotten)
+            session, incremental = self.sessions.begin(req.session_id, req.session_epoch, requested,
+                                                       forgotten)
         except FetchSessionError as e:
             return R(error_code=e.code, session_id=0, responses=[])
         if session is not None:
@@ -163,19 +184,18 @@ def apis(broker) -> list[Api]:
             wanted = requested
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(req.max_wait_ms, 0) / 1000
-        max_bytes = min(req.max_bytes if req.max_bytes > 0 else 2**31 - 1, fetch_max_bytes)
+        max_bytes = min(req.max_bytes if req.max_bytes > 0 else 2**31 - 1, self.fetch_max_bytes)
         min_bytes = max(min(req.min_bytes, max_bytes), 1)
-        waiters = broker.fetch_waiters
+        waiters = self.waiters
         first = True
         while True:
-            results, total, names, leaders, urgent = read_partitions(wanted, req, version, follower,
-                                                                     max_bytes, header.listener_name, first,
-                                                                     client)
+            results, total, names, leaders, urgent = self.read_partitions(
+                wanted, req, version, follower, max_bytes, ctx.listener_name, first, client)
             first = False
             remaining = deadline - loop.time()
             failed = any(pd.error_code for _, _, pd in results)
             if total >= min_bytes or remaining <= 0 or failed or urgent:
-                return respond(results, session, incremental, version, leaders)
+                return self.respond(results, session, incremental, version, leaders)
             replica = follower is not None
             waiter = waiters.wait(names, replica)
             timer = loop.call_later(remaining, _complete, waiter)
@@ -185,4 +205,10 @@ def apis(broker) -> list[Api]:
                 timer.cancel()
                 waiters.forget(names, waiter, replica)
 
-    return [Api(1, 4, 18, handle_fetch)]
+
+def apis(broker) -> list[Api]:
+    """The handler over a broker-shaped object (the tests' doubles): its ``replicas``,
+    ``fetch_waiters`` and ``config``."""
+    return FetchHandler(broker.replicas,
+                        FetchSessionCache(broker.config["max.incremental.fetch.session.cache.slots"]),
+                        broker.fetch_waiters, broker.config["fetch.max.bytes"]).apis()
