@@ -21,17 +21,33 @@ ListOffsets MAX_TIMESTAMP (-3) answers the first record holding the greatest tim
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from broker.handlers.metadata import INTERNAL_TOPICS
 from protocol import messages as M
+from protocol.context import RequestContext
 from protocol.dispatch import Api
 from protocol.errors import Error
 
+if TYPE_CHECKING:
+    from broker.fetch_waiters import FetchWaiters
+    from replication.manager import ReplicaManager
 
-def apis(broker) -> list[Api]:
-    replicas = broker.replicas
 
-    async def handle_list_offsets(header, req):
+class OffsetsHandlers:
+    """ListOffsets, OffsetForLeaderEpoch and DeleteRecords over the ReplicaManager and the
+    waiters a log start offset's move wakes."""
+
+    def __init__(self, replicas: ReplicaManager, waiters: FetchWaiters):
+        self.replicas = replicas
+        self.waiters = waiters
+
+    def apis(self) -> list[Api]:
+        return [Api(2, 1, 8, self.list_offsets), Api(23, 2, 4, self.offset_for_leader_epoch),
+                Api(21, 0, 2, self.delete_records)]
+
+    async def list_offsets(self, ctx: RequestContext, req):
+        replicas = self.replicas
         R = M.ListOffsetsResponse
         PR = R.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
         topics = []
@@ -47,7 +63,8 @@ def apis(broker) -> list[Api]:
                                          leader_epoch=found.leader_epoch))
         return R(topics=topics)
 
-    async def handle_offset_for_leader_epoch(header, req):
+    async def offset_for_leader_epoch(self, ctx: RequestContext, req):
+        replicas = self.replicas
         R = M.OffsetForLeaderEpochResponse
         topics = []
         for t in req.topics:
@@ -60,7 +77,8 @@ def apis(broker) -> list[Api]:
                     error_code=error, partition=p.partition, leader_epoch=epoch, end_offset=end_offset))
         return R(topics=topics)
 
-    async def handle_delete_records(header, req):
+    async def delete_records(self, ctx: RequestContext, req):
+        replicas = self.replicas
         R = M.DeleteRecordsResponse
         PR = R.DeleteRecordsTopicResult.DeleteRecordsPartitionResult
         topics = []
@@ -77,12 +95,13 @@ def apis(broker) -> list[Api]:
                 out.partitions.append(result)
                 if error == Error.NONE:
                     pending[(t.name, p.partition_index)] = (required, result)
-        await wait_for_low_watermarks(pending, req.timeout_ms / 1000)
+        await self.wait_for_low_watermarks(pending, req.timeout_ms / 1000)
         return R(topics=topics)
 
-    async def wait_for_low_watermarks(pending: dict, timeout_s: float) -> None:
+    async def wait_for_low_watermarks(self, pending: dict, timeout_s: float) -> None:
         """Until every pending partition's low watermark reaches its required offset (each
         result then carries it), or the timeout: REQUEST_TIMED_OUT for those still short."""
+        replicas, waiters = self.replicas, self.waiters
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(timeout_s, 0.0)
         while True:
@@ -94,14 +113,17 @@ def apis(broker) -> list[Api]:
             left = deadline - loop.time()
             if not pending or left <= 0:
                 break
-            changed = broker.fetch_waiters.wait(list(pending))
+            changed = waiters.wait(list(pending))
             try:
                 await asyncio.wait({changed}, timeout=left)
             finally:
-                broker.fetch_waiters.forget(list(pending), changed)
+                waiters.forget(list(pending), changed)
         for tp, (_, result) in pending.items():
             result.error_code = Error.REQUEST_TIMED_OUT
             result.low_watermark = replicas.low_watermark(*tp)[1]
 
-    return [Api(2, 1, 8, handle_list_offsets), Api(23, 2, 4, handle_offset_for_leader_epoch),
-            Api(21, 0, 2, handle_delete_records)]
+
+def apis(broker) -> list[Api]:
+    """The handlers over a broker-shaped object (the tests' doubles): its ``replicas`` and
+    ``fetch_waiters``."""
+    return OffsetsHandlers(broker.replicas, broker.fetch_waiters).apis()
