@@ -1,7 +1,7 @@
 """Metadata and DescribeCluster: the cluster as this broker's metadata image shows it.
 Metadata may auto-create topics (auto.create.topics.enable) through the controller.
 
-Brokers are named by the listener the request came on (``header.listener_name``; the
+Brokers are named by the listener the request came on (``ctx.listener_name``; the
 inter-broker listener for a request that came on none), as Kafka names them by its request
 context's listener: a client connected to EXTERNAL is told EXTERNAL endpoints. The brokers
 listed are the unfenced ones with that listener.
@@ -26,13 +26,22 @@ DescribeCluster's), the cluster's, or 0 without DESCRIBE on it. Not asked: NOT_R
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from broker import authorizer
 from protocol import messages as M
+from protocol.context import RequestContext
 from protocol.dispatch import Api
 from protocol.errors import Error
 from protocol.topics import topic_name_error
 from protocol.types import ZERO_UUID
+
+if TYPE_CHECKING:
+    from broker.fetch_waiters import FetchWaiters
+    from broker.metadata_follower import MetadataFollower
+    from metadata.image import MetadataImage
+    from replication.manager import ReplicaManager
 
 INTERNAL_TOPICS = {"__consumer_offsets", "__transaction_state"}
 AUTO_CREATE_WAIT_S = 2.0
@@ -41,19 +50,43 @@ CLUSTER_NAME = "kafka-cluster"  # the cluster's resource name in ACLs
 METADATA_CHANGED = "metadata"  # the fetch_waiters key notified with every new metadata image
 
 
-def apis(broker) -> list[Api]:
-    async def handle_metadata(header, req):
+class MetadataHandlers:
+    """Metadata, DescribeCluster and DescribeTopicPartitions over the services they use: the
+    metadata image, the cluster's id and this broker's, the listener that names endpoints for
+    a request that came on none, the ReplicaManager (its replica fetchers see a gone leader),
+    the waiters a new image wakes, the controller's channel (auto-creation) and the
+    configuration they read (auto.create.topics.enable, max.request.partition.size.limit)."""
+
+    def __init__(self, image: Callable[[], MetadataImage], cluster_id: str, node_id: int, listener_name: str,
+                 replicas: ReplicaManager, waiters: FetchWaiters, controller: MetadataFollower | None,
+                 auto_create_topics: bool, partition_size_limit: int):
+        self.image = image
+        self.cluster_id = cluster_id
+        self.node_id = node_id
+        self.listener_name = listener_name
+        self.replicas = replicas
+        self.waiters = waiters
+        self.controller = controller
+        self.auto_create_topics = auto_create_topics
+        self.partition_size_limit = partition_size_limit
+        self.pending_auto_create: set[str] = set()  # topics asked of the controller, not yet in the image
+
+    def apis(self) -> list[Api]:
+        return [Api(3, 0, 12, self.metadata), Api(60, 0, 1, self.describe_cluster),
+                Api(75, 0, 0, self.describe_topic_partitions)]
+
+    async def metadata(self, ctx: RequestContext, req):
         R = M.MetadataResponse
-        image = broker.image
-        listener = client_listener(broker, header)
-        if req.topics is None or (header.api_version == 0 and not req.topics):
+        image = self.image()
+        version = ctx.api_version
+        listener = self.client_listener(ctx)
+        if req.topics is None or (version == 0 and not req.topics):
             names = sorted(image.topics)
         else:
-            if header.api_version < 12 and any(t.name is None or t.topic_id != ZERO_UUID
-                                               for t in req.topics):
+            if version < 12 and any(t.name is None or t.topic_id != ZERO_UUID for t in req.topics):
                 # Topics by id came with v12 (KIP-516); the response's name cannot be null before.
-                return R(brokers=brokers(broker, R.MetadataResponseBroker, listener),
-                         cluster_id=broker.cluster_id, controller_id=broker.node_id, topics=[
+                return R(brokers=self.brokers(R.MetadataResponseBroker, listener),
+                         cluster_id=self.cluster_id, controller_id=self.node_id, topics=[
                              R.MetadataResponseTopic(error_code=Error.INVALID_REQUEST, name=t.name or "")
                              for t in req.topics])
             names = []
@@ -65,11 +98,11 @@ def apis(broker) -> list[Api]:
                 else:
                     names.append(t.name)
             missing = [n for n in names if isinstance(n, str) and n and n not in image.topics]
-            allow = req.allow_auto_topic_creation if header.api_version >= 4 else True
-            if missing and allow and broker.config["auto.create.topics.enable"]:
-                await auto_create(broker, missing)
-        await hold_while_leaders_gone(broker, names)
-        image = broker.image
+            allow = req.allow_auto_topic_creation if version >= 4 else True
+            if missing and allow and self.auto_create_topics:
+                await self.auto_create(missing)
+        await self.hold_while_leaders_gone(names)
+        image = self.image()
         topics = []
         for name in names:
             if isinstance(name, bytes):
@@ -81,20 +114,19 @@ def apis(broker) -> list[Api]:
                 code = Error.UNKNOWN_TOPIC_OR_PARTITION
                 if name and topic_name_error(name):
                     code = Error.INVALID_TOPIC_EXCEPTION
-                elif name in broker.pending_auto_create:
+                elif name in self.pending_auto_create:
                     code = Error.LEADER_NOT_AVAILABLE
                 topics.append(R.MetadataResponseTopic(error_code=code, name=name))
                 continue
-            partitions = [partition_metadata(broker, R, index, topic.partitions[index], listener,
-                                             header.api_version)
+            partitions = [self.partition_metadata(R, index, topic.partitions[index], listener, version)
                           for index in sorted(topic.partitions)]
             topics.append(R.MetadataResponseTopic(
                 error_code=Error.NONE, name=name, topic_id=topic.topic_id,
                 is_internal=name in INTERNAL_TOPICS, partitions=partitions))
-        response = R(brokers=brokers(broker, R.MetadataResponseBroker, listener),
-                     cluster_id=broker.cluster_id, controller_id=broker.node_id, topics=topics)
-        if header.api_version >= 8:
-            if header.api_version <= 10 and req.include_cluster_authorized_operations:
+        response = R(brokers=self.brokers(R.MetadataResponseBroker, listener),
+                     cluster_id=self.cluster_id, controller_id=self.node_id, topics=topics)
+        if version >= 8:
+            if version <= 10 and req.include_cluster_authorized_operations:
                 response.cluster_authorized_operations = cluster_authorized_operations()
             if req.include_topic_authorized_operations:
                 for t in topics:
@@ -103,15 +135,15 @@ def apis(broker) -> list[Api]:
                             authorizer.TOPIC, t.name)
         return response
 
-    async def handle_describe_cluster(header, req):
+    async def describe_cluster(self, ctx: RequestContext, req):
         R = M.DescribeClusterResponse
-        response = R(error_code=Error.NONE, cluster_id=broker.cluster_id, controller_id=broker.node_id,
-                     brokers=brokers(broker, R.DescribeClusterBroker, client_listener(broker, header)))
+        response = R(error_code=Error.NONE, cluster_id=self.cluster_id, controller_id=self.node_id,
+                     brokers=self.brokers(R.DescribeClusterBroker, self.client_listener(ctx)))
         if req.include_cluster_authorized_operations:
             response.cluster_authorized_operations = cluster_authorized_operations()
         return response
 
-    async def handle_describe_topic_partitions(header, req):
+    async def describe_topic_partitions(self, ctx: RequestContext, req):
         """KIP-966's view of partitions (Kafka's DescribeTopicPartitionsRequestHandler): topics in
         name order from the cursor's, at most response_partition_limit partitions (capped by
         max.request.partition.size.limit) and a next_cursor where they stop. No topics asked:
@@ -119,8 +151,8 @@ def apis(broker) -> list[Api]:
         UNKNOWN_TOPIC_OR_PARTITION (or INVALID_TOPIC_EXCEPTION for a name that cannot be one)."""
         R = M.DescribeTopicPartitionsResponse
         T = R.DescribeTopicPartitionsResponseTopic
-        image = broker.image
-        listener = client_listener(broker, header)
+        image = self.image()
+        listener = self.client_listener(ctx)
         cursor = req.cursor
         everything = not req.topics
         wanted = image.topics if everything else {t.name for t in req.topics}
@@ -129,8 +161,7 @@ def apis(broker) -> list[Api]:
         if cursor is not None and (cursor.partition_index < 0 or outside):
             # Kafka refuses the whole request: a cursor must point into the topics asked for.
             return R(topics=[T(error_code=Error.INVALID_REQUEST, name=t.name) for t in req.topics])
-        limit = broker.config["max.request.partition.size.limit"]
-        remaining = max(min(limit, req.response_partition_limit), 1)
+        remaining = max(min(self.partition_size_limit, req.response_partition_limit), 1)
         topics, next_cursor = [], None
         for name in names:
             if remaining == 0:
@@ -145,7 +176,7 @@ def apis(broker) -> list[Api]:
                 continue
             start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
             end = min(len(topic.partitions), start + remaining)
-            partitions = [_described_partition(broker, R, index, topic.partitions[index], listener)
+            partitions = [self.described_partition(R, index, topic.partitions[index], listener)
                           for index in range(start, end) if index in topic.partitions]
             topics.append(T(error_code=Error.NONE, name=name, topic_id=topic.topic_id,
                             is_internal=name in INTERNAL_TOPICS, partitions=partitions))
@@ -155,18 +186,96 @@ def apis(broker) -> list[Api]:
             remaining -= len(partitions)
         return R(topics=topics, next_cursor=next_cursor)
 
-    return [Api(3, 0, 12, handle_metadata), Api(60, 0, 1, handle_describe_cluster),
-            Api(75, 0, 0, handle_describe_topic_partitions)]
+    def described_partition(self, R, index: int, p, listener: str):
+        """DescribeTopicPartitions' entry: Metadata's (leader -1 without a live leader on this
+        listener, the error left NONE as Kafka leaves it) with the ELR and the last known ELR."""
+        m = self.partition_metadata(M.MetadataResponse, index, p, listener, 12)
+        return R.DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition(
+            error_code=Error.NONE, partition_index=index, leader_id=m.leader_id, leader_epoch=m.leader_epoch,
+            replica_nodes=m.replica_nodes, isr_nodes=m.isr_nodes, eligible_leader_replicas=list(p.elr),
+            last_known_elr=list(p.last_known_elr), offline_replicas=m.offline_replicas)
 
+    def client_listener(self, ctx: RequestContext) -> str:
+        """The listener whose endpoints answer this request: the one it came on, else (a call
+        from inside the broker) the inter-broker listener."""
+        return ctx.listener_name or self.listener_name
 
-def _described_partition(broker, R, index: int, p, listener: str):
-    """DescribeTopicPartitions' entry: Metadata's (leader -1 without a live leader on this
-    listener, the error left NONE as Kafka leaves it) with the ELR and the last known ELR."""
-    m = partition_metadata(broker, M.MetadataResponse, index, p, listener, 12)
-    return R.DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition(
-        error_code=Error.NONE, partition_index=index, leader_id=m.leader_id, leader_epoch=m.leader_epoch,
-        replica_nodes=m.replica_nodes, isr_nodes=m.isr_nodes, eligible_leader_replicas=list(p.elr),
-        last_known_elr=list(p.last_known_elr), offline_replicas=m.offline_replicas)
+    def leader_gone(self, p) -> bool:
+        """Does this broker's replica fetcher find ``p``'s leader (another broker) gone?"""
+        fetchers = self.replicas.fetchers
+        return p.leader >= 0 and p.leader != self.node_id and fetchers is not None \
+            and fetchers.unreachable(p.leader)
+
+    async def hold_while_leaders_gone(self, names: list) -> None:
+        """Wait (at most GONE_LEADER_HOLD_S) while a partition of ``names`` has a leader whose
+        listener refused this broker's replica fetcher and the metadata still names it."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + GONE_LEADER_HOLD_S
+        while (left := deadline - loop.time()) > 0:
+            image = self.image()
+            if not any(self.leader_gone(p) for name in names if (t := image.topics.get(name))
+                       for p in t.partitions.values()):
+                return
+            changed = self.waiters.wait([METADATA_CHANGED])
+            try:
+                await asyncio.wait({changed}, timeout=left)
+            finally:
+                self.waiters.forget([METADATA_CHANGED], changed)
+
+    def partition_metadata(self, R, index: int, p, listener: str, version: int):
+        """Partition ``index`` (state ``p``) for a client on ``listener``."""
+        image = self.image()
+
+        def offline(broker_id: int) -> bool:
+            b = image.brokers.get(broker_id)
+            return b is None or b.fenced or b.endpoint(listener) is None
+
+        leader = image.brokers.get(p.leader) if p.leader >= 0 else None
+        if leader is None:
+            error = Error.LEADER_NOT_AVAILABLE
+        elif leader.endpoint(listener) is None:
+            error = Error.LISTENER_NOT_FOUND if version >= 6 else Error.LEADER_NOT_AVAILABLE
+        elif self.leader_gone(p):
+            error = Error.LEADER_NOT_AVAILABLE  # its listener refused our replica fetcher: it is gone
+        else:
+            error = Error.NONE
+        return R.MetadataResponseTopic.MetadataResponsePartition(
+            error_code=error, partition_index=index,
+            leader_id=p.leader if error == Error.NONE else -1, leader_epoch=p.leader_epoch,
+            replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
+            offline_replicas=[r for r in p.replicas if offline(r)])
+
+    def brokers(self, cls, listener: str) -> list:
+        """The unfenced brokers with ``listener``, at their endpoints on it."""
+        out = []
+        for b in sorted(self.image().brokers.values(), key=lambda b: b.broker_id):
+            if b.fenced:
+                continue
+            endpoint = b.endpoint(listener)
+            if endpoint is not None:
+                out.append(cls(broker_id=b.broker_id, host=endpoint[0], port=endpoint[1], rack=b.rack)
+                           if "broker_id" in cls._fields else
+                           cls(node_id=b.broker_id, host=endpoint[0], port=endpoint[1], rack=b.rack))
+        return out
+
+    async def auto_create(self, names: list[str]) -> None:
+        """Ask the controller to create the missing topics with the broker defaults and wait
+        (briefly) until they are in the image."""
+        R = M.CreateTopicsRequest
+        wanted = [n for n in names if topic_name_error(n) is None and n not in INTERNAL_TOPICS]
+        if not wanted or self.controller is None:
+            return
+        self.pending_auto_create.update(wanted)
+        try:
+            request = R(topics=[R.CreatableTopic(name=n, num_partitions=-1, replication_factor=-1)
+                                for n in wanted], timeout_ms=5000, validate_only=False)
+            try:
+                await self.controller.forward(19, 7, request)
+            except (ConnectionError, TimeoutError):
+                return
+            await wait_for_image(self.image, self.controller, wanted, AUTO_CREATE_WAIT_S)
+        finally:
+            self.pending_auto_create.difference_update(wanted)
 
 
 def cluster_authorized_operations() -> int:
@@ -176,100 +285,30 @@ def cluster_authorized_operations() -> int:
     return operations if operations & (1 << authorizer.DESCRIBE) else 0
 
 
-def client_listener(broker, header) -> str:
-    """The listener whose endpoints answer this request: the one it came on, else (a call
-    from inside the broker) the inter-broker listener."""
-    return header.listener_name or broker.listener_name
+def apis(broker) -> list[Api]:
+    """The handlers over a broker-shaped object (the tests' doubles): its ``image``,
+    ``cluster_id``, ``node_id``, ``listener_name``, ``replicas``, ``fetch_waiters``, ``config``
+    and, when it has one, ``follower``."""
+    return MetadataHandlers(lambda: broker.image, broker.cluster_id, broker.node_id, broker.listener_name,
+                            broker.replicas, broker.fetch_waiters, getattr(broker, "follower", None),
+                            broker.config["auto.create.topics.enable"],
+                            broker.config["max.request.partition.size.limit"]).apis()
 
 
-def leader_gone(broker, p) -> bool:
-    """Does this broker's replica fetcher find ``p``'s leader (another broker) gone?"""
-    fetchers = broker.replicas.fetchers
-    return p.leader >= 0 and p.leader != broker.node_id and fetchers is not None \
-        and fetchers.unreachable(p.leader)
-
-
-async def hold_while_leaders_gone(broker, names: list) -> None:
-    """Wait (at most GONE_LEADER_HOLD_S) while a partition of ``names`` has a leader whose
-    listener refused this broker's replica fetcher and the metadata still names it."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + GONE_LEADER_HOLD_S
-    while (left := deadline - loop.time()) > 0:
-        image = broker.image
-        if not any(leader_gone(broker, p) for name in names if (t := image.topics.get(name))
-                   for p in t.partitions.values()):
-            return
-        changed = broker.fetch_waiters.wait([METADATA_CHANGED])
-        try:
-            await asyncio.wait({changed}, timeout=left)
-        finally:
-            broker.fetch_waiters.forget([METADATA_CHANGED], changed)
-
-
-def partition_metadata(broker, R, index: int, p, listener: str, version: int):
-    """Partition ``index`` (state ``p``) for a client on ``listener``."""
-    image = broker.image
-
-    def offline(broker_id: int) -> bool:
-        b = image.brokers.get(broker_id)
-        return b is None or b.fenced or b.endpoint(listener) is None
-
-    leader = image.brokers.get(p.leader) if p.leader >= 0 else None
-    if leader is None:
-        error = Error.LEADER_NOT_AVAILABLE
-    elif leader.endpoint(listener) is None:
-        error = Error.LISTENER_NOT_FOUND if version >= 6 else Error.LEADER_NOT_AVAILABLE
-    elif leader_gone(broker, p):
-        error = Error.LEADER_NOT_AVAILABLE  # its listener refused our replica fetcher: the process is gone
-    else:
-        error = Error.NONE
-    return R.MetadataResponseTopic.MetadataResponsePartition(
-        error_code=error, partition_index=index,
-        leader_id=p.leader if error == Error.NONE else -1, leader_epoch=p.leader_epoch,
-        replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
-        offline_replicas=[r for r in p.replicas if offline(r)])
-
-
-def brokers(broker, cls, listener: str) -> list:
-    """The unfenced brokers with ``listener``, at their endpoints on it."""
-    out = []
-    for b in sorted(broker.image.brokers.values(), key=lambda b: b.broker_id):
-        if b.fenced:
-            continue
-        endpoint = b.endpoint(listener)
-        if endpoint is not None:
-            out.append(cls(broker_id=b.broker_id, host=endpoint[0], port=endpoint[1], rack=b.rack)
-                       if "broker_id" in cls._fields else
-                       cls(node_id=b.broker_id, host=endpoint[0], port=endpoint[1], rack=b.rack))
-    return out
-
-
-async def auto_create(broker, names: list[str]) -> None:
-    """Ask the controller to create the missing topics with the broker defaults and wait
-    (briefly) until they are in the image."""
-    R = M.CreateTopicsRequest
-    wanted = [n for n in names if topic_name_error(n) is None and n not in INTERNAL_TOPICS]
-    if not wanted:
-        return
-    broker.pending_auto_create.update(wanted)
-    try:
-        request = R(topics=[R.CreatableTopic(name=n, num_partitions=-1, replication_factor=-1)
-                            for n in wanted], timeout_ms=5000, validate_only=False)
-        try:
-            await broker.follower.forward(19, 7, request)
-        except (ConnectionError, TimeoutError):
-            return
-        await wait_for_topics(broker, wanted, AUTO_CREATE_WAIT_S)
-    finally:
-        broker.pending_auto_create.difference_update(wanted)
-
-
-async def wait_for_topics(broker, names: list[str], timeout: float, present: bool = True) -> None:
+async def wait_for_image(image: Callable[[], MetadataImage], follower: MetadataFollower, names: list[str],
+                         timeout: float, present: bool = True) -> None:
+    """Until each of ``names`` is in the image (``present``) or out of it, at most ``timeout``
+    seconds."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    while any((n in broker.image.topics) != present for n in names):
+    while any((n in image().topics) != present for n in names):
         remaining = deadline - loop.time()
         if remaining <= 0:
             return
-        await broker.follower.wait_for_change(remaining)
+        await follower.wait_for_change(remaining)
     await asyncio.sleep(0)
+
+
+async def wait_for_topics(broker, names: list[str], timeout: float, present: bool = True) -> None:
+    """wait_for_image over a broker's image and metadata follower."""
+    await wait_for_image(lambda: broker.image, broker.follower, names, timeout, present)
