@@ -12,13 +12,18 @@ import time
 import uuid
 from types import SimpleNamespace
 
+from broker.fetch_session import FetchSessionCache
 from broker.fetch_waiters import FetchWaiters
-from broker.handlers import fetch, metadata, offsets, produce
+from broker.handlers.fetch import FetchHandler
+from broker.handlers.metadata import MetadataHandlers
+from broker.handlers.offsets import OffsetsHandlers
+from broker.handlers.produce import ProduceHandlers
 from engine.config import LogConfig
 from engine.manager import LogManager
 from ext.batch import build_batch
 from metadata.image import MetadataImage
 from protocol import messages as M
+from protocol.context import ANONYMOUS, KafkaPrincipal, RequestContext, Session
 from protocol.dispatch import resolve
 from protocol.headers import RequestHeader
 from replication.manager import ReplicaManager
@@ -154,12 +159,20 @@ class Node:
             on_changed=lambda topic, partition: self.waiters.notify((topic, partition)), clock=self.clock)
         self.fetchers = self.replicas.fetchers = RecordingFetchers()
         self.alter = self.replicas.alter_partition = RecordingAlterPartition()
-        # What a handler may see of the broker: nothing of the logs or the image.
+        # What a handler may see of the broker: nothing of the logs or the image. A test gives
+        # it a transaction coordinator by setting broker.transactions.
         self.broker = SimpleNamespace(replicas=self.replicas, fetch_waiters=self.waiters,
                                       config={"max.incremental.fetch.session.cache.slots": 10,
                                               "fetch.max.bytes": fetch_max_bytes})
-        self.apis = {api.key: api for module in (produce, fetch, offsets) for api in module.apis(self.broker)}
+        self.apis = {api.key: api for api in [
+            *ProduceHandlers(self.replicas, lambda: getattr(self.broker, "transactions", None),
+                             self._no_producer_ids).apis(),
+            *FetchHandler(self.replicas, FetchSessionCache(10), self.waiters, fetch_max_bytes).apis(),
+            *OffsetsHandlers(self.replicas, self.waiters).apis()]}
         self.sync()
+
+    async def _no_producer_ids(self) -> int:
+        raise ConnectionError("no controller to allocate producer ids")
 
     def topic_config(self, topic: str) -> LogConfig:
         overrides = self.cluster.image.topic_config(topic)
@@ -176,11 +189,12 @@ class Node:
     def partition(self, partition: int = 0):
         return self.replicas.partitions[(TOPIC, partition)]
 
-    async def call(self, api_key: int, version: int, request, listener_name: str | None = None):
+    async def call(self, api_key: int, version: int, request, listener_name: str | None = None,
+                   principal: KafkaPrincipal = ANONYMOUS):
         """The handler's answer to a request that came on ``listener_name`` (None: on no
-        listener, as a call from inside the broker)."""
-        header = RequestHeader(api_key, version, 1, "test", 2 if version >= 9 else 1, listener_name)
-        return await resolve(await self.apis[api_key].fn(header, request))
+        listener, as a call from inside the broker) from ``principal``."""
+        return await resolve(await self.apis[api_key].fn(
+            context(api_key, version, listener_name, principal), request))
 
     # ---- requests ---------------------------------------------------------------------------
 
@@ -254,28 +268,40 @@ class Node:
             pending_auto_create=set(), cluster_id="test-cluster",
             node_id=self.node_id, replicas=self.replicas, fetch_waiters=self.waiters)
 
+    def metadata_handlers(self) -> MetadataHandlers:
+        """The Metadata handlers over this broker's image, with auto-creation off."""
+        return MetadataHandlers(lambda: self.cluster.image, "test-cluster", self.node_id, LISTENER,
+                                self.replicas, self.waiters, None, auto_create_topics=False,
+                                partition_size_limit=2000)
+
     async def metadata(self, version: int = 12, listener_name: str | None = None):
-        api = {a.key: a for a in metadata.apis(self.metadata_broker())}[3]
+        api = {a.key: a for a in self.metadata_handlers().apis()}[3]
         R = M.MetadataRequest
         request = R(topics=None, allow_auto_topic_creation=False)
-        header = RequestHeader(3, version, 1, "test", 2 if version >= 9 else 1, listener_name)
-        return await resolve(await api.fn(header, request))
+        return await resolve(await api.fn(context(3, version, listener_name), request))
 
     async def describe_topic_partitions(self, topics=(), limit: int = 2000, cursor=None,
                                         listener_name: str | None = None):
         """DescribeTopicPartitions of ``topics`` (none: all); ``cursor`` (topic, partition)."""
-        api = {a.key: a for a in metadata.apis(self.metadata_broker())}[75]
+        api = {a.key: a for a in self.metadata_handlers().apis()}[75]
         R = M.DescribeTopicPartitionsRequest
         at = None if cursor is None else R.Cursor(topic_name=cursor[0], partition_index=cursor[1])
         request = R(topics=[R.TopicRequest(name=t) for t in topics], response_partition_limit=limit,
                     cursor=at)
-        header = RequestHeader(75, 0, 1, "test", 2, listener_name)
-        return await resolve(await api.fn(header, request))
+        return await resolve(await api.fn(context(75, 0, listener_name), request))
 
     async def describe_cluster(self, listener_name: str | None = None):
-        api = {a.key: a for a in metadata.apis(self.metadata_broker())}[60]
-        header = RequestHeader(60, 1, 1, "test", 2, listener_name)
-        return await resolve(await api.fn(header, M.DescribeClusterRequest()))
+        api = {a.key: a for a in self.metadata_handlers().apis()}[60]
+        return await resolve(await api.fn(context(60, 1, listener_name), M.DescribeClusterRequest()))
+
+
+def context(api_key: int, version: int, listener_name: str | None = None,
+            principal: KafkaPrincipal = ANONYMOUS) -> RequestContext:
+    """A request's context: its header (flexible from the API's first flexible version,
+    near enough for these APIs) and a PLAINTEXT session of ``principal`` on ``listener_name``."""
+    header = RequestHeader(api_key, version, 1, "test", 2 if version >= 9 else 1, listener_name)
+    return RequestContext(header, Session(listener_name=listener_name, client_address="127.0.0.1",
+                                          principal=principal))
 
 
 def records(n: int = 10, producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
