@@ -13,7 +13,10 @@ source: the group's own (GROUP_CONFIG), else the broker's group.consumer.* prope
 when set, default otherwise)."""
 from __future__ import annotations
 
-from broker.handlers.metadata import wait_for_topics
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
 from engine.config import BROKER_SYNONYMS, TOPIC_CONFIGS
 from metadata.configs import (
     APPEND,
@@ -30,8 +33,14 @@ from metadata.configs import (
     unknown_operation,
 )
 from protocol import messages as M
+from protocol.context import RequestContext
 from protocol.dispatch import Api
 from protocol.errors import Error
+
+if TYPE_CHECKING:
+    from engine.config import LogConfig
+    from metadata.image import MetadataImage
+    from replication.manager import ReplicaManager
 
 SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT, SOURCE_GROUP = 1, 4, 5, 8
 TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = 1, 2, 3, 5, 6, 7
@@ -50,42 +59,102 @@ APPLY_WAIT_S = 5.0
 _TOPIC_FROM_BROKER = {topic: broker for broker, topic in BROKER_SYNONYMS.items()}
 
 
-def apis(broker) -> list[Api]:
-    async def forward(header, req):
+class ControllerChannel(Protocol):
+    """What the admin APIs ask of the broker's metadata follower: forward a request to the
+    active controller, and wait for the metadata image to change."""
+
+    async def forward(self, api_key: int, api_version: int, request: Any) -> Any: ...
+
+    async def wait_for_change(self, timeout: float) -> None: ...
+
+
+class BrokerConfig(Protocol):
+    """What the admin APIs read of the broker's config (strom/config.py's ServerConfig): the
+    properties' values, those set in its file, and each property's kind."""
+    values: Mapping[str, Any]
+    originals: Mapping[str, str]
+
+    def __getitem__(self, name: str) -> Any: ...
+
+    def kind(self, name: str) -> str | None: ...
+
+
+class AdminApis:
+    """The admin APIs over the services they use: the controller channel of the metadata
+    follower (forward a request, wait for the image to change), the image getter, the broker's
+    config and id, each topic's log config, and the ReplicaManager (DescribeLogDirs)."""
+
+    def __init__(self, *, node_id: int, config: BrokerConfig, image: Callable[[], MetadataImage],
+                 controller: ControllerChannel, topic_log_config: Callable[[str], LogConfig],
+                 replicas: ReplicaManager):
+        self.node_id = node_id
+        self.config = config
+        self.image = image
+        self.controller = controller
+        self.topic_log_config = topic_log_config
+        self.replicas = replicas
+
+    def apis(self) -> list[Api]:
+        return [
+            Api(35, 1, 5, self.handle_describe_log_dirs),
+            Api(43, 0, 2, self.handle_elect_leaders),
+            Api(45, 0, 1, self.handle_alter_partition_reassignments),
+            Api(46, 0, 0, self.handle_list_partition_reassignments),
+            Api(19, 2, 7, self.handle_create_topics),
+            Api(20, 1, 6, self.handle_delete_topics),
+            Api(37, 0, 3, self.handle_create_partitions),
+            Api(44, 0, 1, self.handle_incremental_alter_configs),
+            Api(33, 0, 2, self.handle_alter_configs),
+            Api(32, 1, 4, self.handle_describe_configs),
+        ]
+
+    async def _wait_for_topics(self, names: list[str], timeout: float, present: bool = True) -> None:
+        """Until the image shows each of ``names`` (or none of them: ``present`` false), at
+        most ``timeout`` seconds."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while any((n in self.image().topics) != present for n in names):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            await self.controller.wait_for_change(remaining)
+        await asyncio.sleep(0)
+
+    async def _forward(self, ctx: RequestContext, req):
         try:
-            return await broker.follower.forward(header.api_key, header.api_version, req)
+            return await self.controller.forward(ctx.api_key, ctx.api_version, req)
         except (ConnectionError, TimeoutError):
             return None
 
-    async def handle_create_topics(header, req):
-        response = await forward(header, req)
+    async def handle_create_topics(self, ctx: RequestContext, req):
+        response = await self._forward(ctx, req)
         if response is None:
             return _all_failed(M.CreateTopicsResponse, req, Error.REQUEST_TIMED_OUT)
         created = [t.name for t in response.topics if t.error_code == Error.NONE]
         if created and not req.validate_only:
-            await wait_for_topics(broker, created, APPLY_WAIT_S)
+            await self._wait_for_topics(created, APPLY_WAIT_S)
         entry_cls = M.CreateTopicsResponse.CreatableTopicConfigs
         for t in response.topics:
-            if t.error_code == Error.NONE and header.api_version >= 5:
-                t.configs = [_describe_entry(broker, t.name, n, entry_cls) for n in sorted(TOPIC_CONFIGS)]
+            if t.error_code == Error.NONE and ctx.api_version >= 5:
+                t.configs = [self._describe_entry(t.name, n, entry_cls) for n in sorted(TOPIC_CONFIGS)]
         return response
 
-    async def handle_delete_topics(header, req):
-        response = await forward(header, req)
+    async def handle_delete_topics(self, ctx: RequestContext, req):
+        response = await self._forward(ctx, req)
         if response is None:
             return _all_failed(M.DeleteTopicsResponse, req, Error.REQUEST_TIMED_OUT)
         deleted = [t.name for t in response.responses if t.error_code == Error.NONE]
-        await wait_for_topics(broker, deleted, APPLY_WAIT_S, present=False)
+        await self._wait_for_topics(deleted, APPLY_WAIT_S, present=False)
         return response
 
-    async def handle_create_partitions(header, req):
-        response = await forward(header, req)
+    async def handle_create_partitions(self, ctx: RequestContext, req):
+        response = await self._forward(ctx, req)
         if response is None:
             return _all_failed(M.CreatePartitionsResponse, req, Error.REQUEST_TIMED_OUT)
-        await broker.follower.wait_for_change(0.5)
+        await self.controller.wait_for_change(0.5)
         return response
 
-    async def alter_configs(req, answered: dict[int, tuple[int, str | None]]):
+    async def _alter_configs(self, req, answered: dict[int, tuple[int, str | None]]):
         """Forward the resources not ``answered`` here, then the responses in the request's
         order."""
         Inc, R = M.IncrementalAlterConfigsRequest, M.IncrementalAlterConfigsResponse
@@ -93,23 +162,24 @@ def apis(broker) -> list[Api]:
         forwarded = iter([])
         if rest:
             try:
-                response = await broker.follower.forward(
+                response = await self.controller.forward(
                     44, 1, Inc(resources=rest, validate_only=req.validate_only))
             except (ConnectionError, TimeoutError):
                 response = _all_failed(R, Inc(resources=rest), Error.REQUEST_TIMED_OUT)
             if any(r.error_code == Error.NONE for r in response.responses) and not req.validate_only:
-                await broker.follower.wait_for_change(0.5)
+                await self.controller.wait_for_change(0.5)
             forwarded = iter([(r.error_code, r.error_message) for r in response.responses])
         return [(r, answered[i] if i in answered else next(forwarded)) for i, r in enumerate(req.resources)]
 
-    async def handle_incremental_alter_configs(header, req):
+    async def handle_incremental_alter_configs(self, ctx: RequestContext, req):
         R = M.IncrementalAlterConfigsResponse
-        answered = _broker_resources(broker, req)
+        answered = self._broker_resources(req)
         return R(responses=[R.AlterConfigsResourceResponse(
             error_code=code, error_message=message, resource_type=r.resource_type,
-            resource_name=r.resource_name) for r, (code, message) in await alter_configs(req, answered)])
+            resource_name=r.resource_name)
+            for r, (code, message) in await self._alter_configs(req, answered)])
 
-    async def handle_alter_configs(header, req):
+    async def handle_alter_configs(self, ctx: RequestContext, req):
         """The legacy AlterConfigs replaces a resource's whole set of overrides: it becomes an
         IncrementalAlterConfigs that SETs what is given and DELETEs every other override."""
         Inc, R = M.IncrementalAlterConfigsRequest, M.AlterConfigsResponse
@@ -117,90 +187,90 @@ def apis(broker) -> list[Api]:
         for res in req.resources:
             given = {c.name: c.value for c in res.configs}
             ops = [Inc.AlterableConfig(name=c.name, config_operation=SET, value=c.value) for c in res.configs]
-            overrides = {TOPIC_RESOURCE: broker.image.topic_config, GROUP_RESOURCE: broker.image.group_config}
+            overrides = {TOPIC_RESOURCE: self.image().topic_config, GROUP_RESOURCE: self.image().group_config}
             current = overrides.get(res.resource_type, lambda _name: {})(res.resource_name)
             ops += [Inc.AlterableConfig(name=n, config_operation=DELETE, value=None)
                     for n in current if n not in given]
             resources.append(Inc.AlterConfigsResource(resource_type=res.resource_type,
                                                     resource_name=res.resource_name, configs=ops))
         incremental = Inc(resources=resources, validate_only=req.validate_only)
-        answers = await alter_configs(incremental, _broker_resources(broker, incremental))
+        answers = await self._alter_configs(incremental, self._broker_resources(incremental))
         return R(responses=[R.AlterConfigsResourceResponse(
             error_code=code, error_message=message, resource_type=r.resource_type,
             resource_name=r.resource_name) for r, (code, message) in answers])
 
-    async def handle_describe_configs(header, req):
+    async def handle_describe_configs(self, ctx: RequestContext, req):
         R = M.DescribeConfigsResponse
         results = []
         for res in req.resources:
             out = R.DescribeConfigsResult(resource_type=res.resource_type, resource_name=res.resource_name)
             results.append(out)
             if res.resource_type == TOPIC_RESOURCE:
-                if res.resource_name not in broker.image.topics:
+                if res.resource_name not in self.image().topics:
                     out.error_code = Error.UNKNOWN_TOPIC_OR_PARTITION
                     out.error_message = f"Topic {res.resource_name} does not exist"
                     continue
                 names = sorted(TOPIC_CONFIGS) if res.configuration_keys is None else res.configuration_keys
-                out.configs = [_describe_entry(broker, res.resource_name, n, R.DescribeConfigsResourceResult)
+                out.configs = [self._describe_entry(res.resource_name, n, R.DescribeConfigsResourceResult)
                                for n in names if n in TOPIC_CONFIGS]
             elif res.resource_type == BROKER_RESOURCE:
-                if res.resource_name not in ("", str(broker.node_id)):
+                if res.resource_name not in ("", str(self.node_id)):
                     out.error_code = Error.INVALID_REQUEST
-                    out.error_message = f"this is broker {broker.node_id}"
+                    out.error_message = f"this is broker {self.node_id}"
                     continue
-                values = broker.config.values
+                values = self.config.values
                 names = sorted(values) if res.configuration_keys is None else res.configuration_keys
                 out.configs = [R.DescribeConfigsResourceResult(
                     name=n, value=_text(values[n]), read_only=True,
-                    config_source=SOURCE_STATIC_BROKER if n in broker.config.originals else SOURCE_DEFAULT,
-                    is_sensitive=False, config_type=_broker_config_type(broker.config, n))
+                    config_source=SOURCE_STATIC_BROKER if n in self.config.originals else SOURCE_DEFAULT,
+                    is_sensitive=False, config_type=_broker_config_type(self.config, n))
                     for n in names if n in values]
             elif res.resource_type == GROUP_RESOURCE:
                 if not res.resource_name:
                     out.error_code, out.error_message = Error.INVALID_REQUEST, "Group name must not be empty"
                     continue
                 names = sorted(GROUP_CONFIGS) if res.configuration_keys is None else res.configuration_keys
-                out.configs = [_describe_group_entry(broker, res.resource_name, n, req.include_synonyms)
+                out.configs = [self._describe_group_entry(res.resource_name, n, req.include_synonyms)
                                for n in names if n in GROUP_CONFIGS]
             else:
                 out.error_code = Error.INVALID_REQUEST
                 out.error_message = f"unsupported resource type {res.resource_type}"
         return R(results=results)
 
-    async def forward_partition_changes(header, req, failed, partition_results):
+    async def _forward_partition_changes(self, ctx, req, failed, partition_results):
         """Forward; once the controller changed any partition, wait for this broker's image to
         show it, so the client's next request here sees it."""
-        response = await forward(header, req)
+        response = await self._forward(ctx, req)
         if response is None:
             return failed()
         if any(p.error_code == Error.NONE for p in partition_results(response)):
-            await broker.follower.wait_for_change(0.5)
+            await self.controller.wait_for_change(0.5)
         return response
 
-    async def handle_elect_leaders(header, req):
-        return await forward_partition_changes(
-            header, req, lambda: _all_failed(M.ElectLeadersResponse, req, Error.REQUEST_TIMED_OUT),
+    async def handle_elect_leaders(self, ctx: RequestContext, req):
+        return await self._forward_partition_changes(
+            ctx, req, lambda: _all_failed(M.ElectLeadersResponse, req, Error.REQUEST_TIMED_OUT),
             lambda r: (p for t in r.replica_election_results for p in t.partition_result))
 
-    async def handle_alter_partition_reassignments(header, req):
-        return await forward_partition_changes(
-            header, req, lambda: M.AlterPartitionReassignmentsResponse(error_code=Error.REQUEST_TIMED_OUT),
+    async def handle_alter_partition_reassignments(self, ctx: RequestContext, req):
+        return await self._forward_partition_changes(
+            ctx, req, lambda: M.AlterPartitionReassignmentsResponse(error_code=Error.REQUEST_TIMED_OUT),
             lambda r: (p for t in r.responses for p in t.partitions))
 
-    async def handle_list_partition_reassignments(header, req):
-        response = await forward(header, req)
+    async def handle_list_partition_reassignments(self, ctx: RequestContext, req):
+        response = await self._forward(ctx, req)
         if response is None:
             return M.ListPartitionReassignmentsResponse(error_code=Error.REQUEST_TIMED_OUT)
         return response
 
-    async def handle_describe_log_dirs(header, req):
+    async def handle_describe_log_dirs(self, ctx: RequestContext, req):
         """This broker's log dirs (Kafka's ReplicaManager.describeLogDirs): topics null asks for
         every partition."""
         R = M.DescribeLogDirsResponse
         T = R.DescribeLogDirsResult.DescribeLogDirsTopic
         wanted = None if req.topics is None else {(t.topic, p) for t in req.topics for p in t.partitions}
         results = []
-        for view in broker.replicas.describe_log_dirs(wanted):
+        for view in self.replicas.describe_log_dirs(wanted):
             topics: dict[str, list] = {}
             for topic, index, size, lag in view.partitions:
                 topics.setdefault(topic, []).append(T.DescribeLogDirsPartition(
@@ -211,85 +281,88 @@ def apis(broker) -> list[Api]:
                 topics=[T(name=name, partitions=parts) for name, parts in topics.items()]))
         return R(error_code=Error.NONE, results=results)
 
-    return [
-        Api(35, 1, 5, handle_describe_log_dirs),
-        Api(43, 0, 2, handle_elect_leaders),
-        Api(45, 0, 1, handle_alter_partition_reassignments),
-        Api(46, 0, 0, handle_list_partition_reassignments),
-        Api(19, 2, 7, handle_create_topics),
-        Api(20, 1, 6, handle_delete_topics),
-        Api(37, 0, 3, handle_create_partitions),
-        Api(44, 0, 1, handle_incremental_alter_configs),
-        Api(33, 0, 2, handle_alter_configs),
-        Api(32, 1, 4, handle_describe_configs),
-    ]
+    def _broker_resources(self, req) -> dict[int, tuple[int, str | None]]:
+        """Kafka's ConfigAdminManager.preprocess of the BROKER resources, by index: answered here,
+        never forwarded. Nothing is written for them (no broker config is dynamic here)."""
+        failed = check_request_shape(req.resources, lambda res: res.resource_type == BROKER_RESOURCE)
+        answered: dict[int, tuple[int, str | None]] = {}
+        for i, res in enumerate(req.resources):
+            if res.resource_type != BROKER_RESOURCE:
+                continue
+            try:
+                if i in failed:
+                    raise failed[i]
+                self._broker_change(res)
+            except ConfigFailure as e:
+                answered[i] = (e.code, e.message)
+            else:
+                answered[i] = (Error.NONE, None)
+        return answered
 
+    def _broker_change(self, res) -> None:
+        """The checks of a BROKER resource after the request's shape, as Kafka's
+        validateResourceNameIsCurrentNodeId and validateBrokerConfigChange: raises its failure."""
+        if res.resource_name:
+            try:
+                node = int(res.resource_name)
+            except ValueError:
+                raise ConfigFailure(Error.INVALID_REQUEST,
+                                    f"Node id must be an integer, but it is: {res.resource_name}") from None
+            if node != self.node_id:
+                raise ConfigFailure(Error.INVALID_REQUEST, f"Unexpected broker id, expected {self.node_id}, "
+                                                           f"but received {res.resource_name}")
+        for c in res.configs:
+            bad = unknown_operation(c.config_operation)
+            if bad is not None:
+                raise bad
+            if c.config_operation in (APPEND, SUBTRACT):
+                kind = self.config.kind(c.name)
+                if kind is None:
+                    raise ConfigFailure(Error.INVALID_CONFIG, f"Unknown config name: {c.name}")
+                topic = BROKER_SYNONYMS.get(c.name)
+                if not (kind == "list" or topic is not None and TOPIC_CONFIGS[topic].is_list):
+                    verb = "append" if c.config_operation == APPEND else "subtract"
+                    raise ConfigFailure(Error.INVALID_CONFIG,
+                                        f"Config value {verb} is not allowed for config key: {c.name}")
+        changed = [c.name for c in res.configs if c.config_operation != DELETE]
+        if changed:
+            raise not_dynamic(changed)
 
-def _broker_resources(broker, req) -> dict[int, tuple[int, str | None]]:
-    """Kafka's ConfigAdminManager.preprocess of the BROKER resources, by index: answered here,
-    never forwarded. Nothing is written for them (no broker config is dynamic here)."""
-    failed = check_request_shape(req.resources, lambda res: res.resource_type == BROKER_RESOURCE)
-    answered: dict[int, tuple[int, str | None]] = {}
-    for i, res in enumerate(req.resources):
-        if res.resource_type != BROKER_RESOURCE:
-            continue
-        try:
-            if i in failed:
-                raise failed[i]
-            _broker_change(broker, res)
-        except ConfigFailure as e:
-            answered[i] = (e.code, e.message)
+    def _describe_group_entry(self, group: str, name: str, synonyms: bool):
+        """Kafka's ConfigHelper.createGroupConfigEntry: the group's own value, else the broker's
+        group.consumer.* property's; INT; synonyms from the most to the least specific."""
+        R = M.DescribeConfigsResponse.DescribeConfigsResourceResult
+        S = R.DescribeConfigsSynonym
+        prop = "group." + name
+        chain = []
+        own = self.image().group_config(group).get(name)
+        if own is not None:
+            chain.append(S(name=name, value=own, source=SOURCE_GROUP))
+        if prop in self.config.originals:
+            chain.append(S(name=prop, value=_text(self.config[prop]), source=SOURCE_STATIC_BROKER))
+        chain.append(S(name=prop, value=str(GROUP_CONFIGS[name]), source=SOURCE_DEFAULT))
+        return R(name=name, value=chain[0].value, read_only=False, config_source=chain[0].source,
+                 is_default=chain[0].source == SOURCE_DEFAULT, is_sensitive=False,
+                 synonyms=chain if synonyms else [], config_type=TYPE_INT, documentation=None)
+
+    def _describe_entry(self, topic: str, name: str, _cls):
+        overrides = self.image().topic_config(topic)
+        config = self.topic_log_config(topic)
+        value = getattr(config, TOPIC_CONFIGS[name].attr)
+        if name in overrides:
+            source = SOURCE_DYNAMIC_TOPIC
+        elif _TOPIC_FROM_BROKER.get(name) in self.config.originals:
+            source = SOURCE_STATIC_BROKER
         else:
-            answered[i] = (Error.NONE, None)
-    return answered
-
-
-def _broker_change(broker, res) -> None:
-    """The checks of a BROKER resource after the request's shape, as Kafka's
-    validateResourceNameIsCurrentNodeId and validateBrokerConfigChange: raises its failure."""
-    if res.resource_name:
-        try:
-            node = int(res.resource_name)
-        except ValueError:
-            raise ConfigFailure(Error.INVALID_REQUEST,
-                                f"Node id must be an integer, but it is: {res.resource_name}") from None
-        if node != broker.node_id:
-            raise ConfigFailure(Error.INVALID_REQUEST, f"Unexpected broker id, expected {broker.node_id}, "
-                                                       f"but received {res.resource_name}")
-    for c in res.configs:
-        bad = unknown_operation(c.config_operation)
-        if bad is not None:
-            raise bad
-        if c.config_operation in (APPEND, SUBTRACT):
-            kind = broker.config.kind(c.name)
-            if kind is None:
-                raise ConfigFailure(Error.INVALID_CONFIG, f"Unknown config name: {c.name}")
-            topic = BROKER_SYNONYMS.get(c.name)
-            if not (kind == "list" or topic is not None and TOPIC_CONFIGS[topic].is_list):
-                verb = "append" if c.config_operation == APPEND else "subtract"
-                raise ConfigFailure(Error.INVALID_CONFIG,
-                                    f"Config value {verb} is not allowed for config key: {c.name}")
-    changed = [c.name for c in res.configs if c.config_operation != DELETE]
-    if changed:
-        raise not_dynamic(changed)
-
-
-def _describe_group_entry(broker, group: str, name: str, synonyms: bool):
-    """Kafka's ConfigHelper.createGroupConfigEntry: the group's own value, else the broker's
-    group.consumer.* property's; INT; synonyms from the most to the least specific."""
-    R = M.DescribeConfigsResponse.DescribeConfigsResourceResult
-    S = R.DescribeConfigsSynonym
-    prop = "group." + name
-    chain = []
-    own = broker.image.group_config(group).get(name)
-    if own is not None:
-        chain.append(S(name=name, value=own, source=SOURCE_GROUP))
-    if prop in broker.config.originals:
-        chain.append(S(name=prop, value=_text(broker.config[prop]), source=SOURCE_STATIC_BROKER))
-    chain.append(S(name=prop, value=str(GROUP_CONFIGS[name]), source=SOURCE_DEFAULT))
-    return R(name=name, value=chain[0].value, read_only=False, config_source=chain[0].source,
-             is_default=chain[0].source == SOURCE_DEFAULT, is_sensitive=False,
-             synonyms=chain if synonyms else [], config_type=TYPE_INT, documentation=None)
+            source = SOURCE_DEFAULT
+        entry = _cls(name=name, value=_text(value), read_only=False, is_sensitive=False)
+        if "config_source" in entry._fields:
+            entry.config_source = source
+        if "config_type" in entry._fields:
+            entry.config_type = _topic_config_type(name)
+        if "is_default" in entry._fields:
+            entry.is_default = source == SOURCE_DEFAULT
+        return entry
 
 
 def _text(value) -> str:
@@ -312,26 +385,6 @@ def _broker_config_type(config, name: str) -> int:
     if topic is not None:
         return _topic_config_type(topic)
     return _BROKER_TYPES.get(config.kind(name), TYPE_STRING)
-
-
-def _describe_entry(broker, topic: str, name: str, _cls):
-    overrides = broker.image.topic_config(topic)
-    config = broker.topic_log_config(topic)
-    value = getattr(config, TOPIC_CONFIGS[name].attr)
-    if name in overrides:
-        source = SOURCE_DYNAMIC_TOPIC
-    elif _TOPIC_FROM_BROKER.get(name) in broker.config.originals:
-        source = SOURCE_STATIC_BROKER
-    else:
-        source = SOURCE_DEFAULT
-    entry = _cls(name=name, value=_text(value), read_only=False, is_sensitive=False)
-    if "config_source" in entry._fields:
-        entry.config_source = source
-    if "config_type" in entry._fields:
-        entry.config_type = _topic_config_type(name)
-    if "is_default" in entry._fields:
-        entry.is_default = source == SOURCE_DEFAULT
-    return entry
 
 
 def _all_failed(cls, req, code):

@@ -4,10 +4,11 @@ and the answers put back in the request's order; DescribeConfigs of a group (KIP
 import asyncio
 from types import SimpleNamespace
 
-from broker.handlers import admin
+from broker.handlers.admin import AdminApis
 from controller.config_control import ConfigControl
 from metadata.configs import APPEND, BROKER_RESOURCE, DELETE, GROUP_RESOURCE, SET, SUBTRACT
 from protocol import messages as M
+from protocol.context import RequestContext
 from protocol.errors import Error
 from protocol.headers import RequestHeader
 from strom.config import ServerConfig
@@ -47,8 +48,10 @@ def broker_node(props=None):
 
 
 def call(broker, key, version, request):
-    api = {a.key: a for a in admin.apis(broker)}[key]
-    return asyncio.run(api.fn(RequestHeader(key, version, 1, "test", 2), request))
+    handlers = AdminApis(node_id=broker.node_id, config=broker.config, image=lambda: broker.image,
+                         controller=broker.follower, topic_log_config=broker.topic_log_config, replicas=None)
+    api = {a.key: a for a in handlers.apis()}[key]
+    return asyncio.run(api.fn(RequestContext(RequestHeader(key, version, 1, "test", 2)), request))
 
 
 def incremental(broker, *resources):

@@ -2,10 +2,10 @@
 (Kafka's ConfigSource: the topic's override, the broker's static property, or the default),
 as Kafka's broker answers it. Shown here for KIP-390's compression levels."""
 import asyncio
-from types import SimpleNamespace
 
-from broker.handlers import admin
+from broker.handlers.admin import AdminApis
 from protocol import messages as M
+from protocol.context import RequestContext
 from protocol.headers import RequestHeader
 from strom.config import ServerConfig
 from tests.broker.replica_nodes import TOPIC, Cluster
@@ -31,13 +31,14 @@ def described_entries(config: ServerConfig, overrides: dict[str, str], names=Non
         own = cluster.image.topic_config(topic)
         return config.log_config.with_overrides(own) if own else config.log_config
 
-    broker = SimpleNamespace(image=cluster.image, config=config, node_id=1, topic_log_config=topic_log_config)
-    api = {a.key: a for a in admin.apis(broker)}[32]
+    handlers = AdminApis(node_id=1, config=config, image=lambda: cluster.image, controller=None,
+                         topic_log_config=topic_log_config, replicas=None)
+    api = {a.key: a for a in handlers.apis()}[32]
     R = M.DescribeConfigsRequest
     request = R(resources=[R.DescribeConfigsResource(resource_type=2, resource_name=TOPIC,
                                                      configuration_keys=names)],
                 include_synonyms=False, include_documentation=False)
-    response = asyncio.run(api.fn(RequestHeader(32, version, 1, "test", 2), request))
+    response = asyncio.run(api.fn(RequestContext(RequestHeader(32, version, 1, "test", 2)), request))
     result = response.results[0]
     assert result.error_code == 0
     return result.configs
@@ -79,13 +80,14 @@ def test_describe_configs_gives_each_topic_config_the_type_kafka_defines_it_with
 def described_broker(config: ServerConfig) -> dict:
     """name -> (value, config_source, config_type) of the broker's own configs."""
     cluster = Cluster(brokers=(1,))
-    broker = SimpleNamespace(image=cluster.image, config=config, node_id=1, topic_log_config=None)
-    api = {a.key: a for a in admin.apis(broker)}[32]
+    handlers = AdminApis(node_id=1, config=config, image=lambda: cluster.image, controller=None,
+                         topic_log_config=None, replicas=None)
+    api = {a.key: a for a in handlers.apis()}[32]
     R = M.DescribeConfigsRequest
     request = R(resources=[R.DescribeConfigsResource(resource_type=4, resource_name="1",
                                                      configuration_keys=None)],
                 include_synonyms=False, include_documentation=False)
-    (result,) = asyncio.run(api.fn(RequestHeader(32, 4, 1, "test", 2), request)).results
+    (result,) = asyncio.run(api.fn(RequestContext(RequestHeader(32, 4, 1, "test", 2)), request)).results
     assert result.error_code == 0
     return {c.name: (c.value, c.config_source, c.config_type) for c in result.configs}
 

@@ -3,10 +3,10 @@ of the broker with the size of each partition's log and its offset lag, as Kafka
 ReplicaManager.describeLogDirs; an offline dir answers KAFKA_STORAGE_ERROR and nothing else."""
 import asyncio
 import os
-from types import SimpleNamespace
 
-from broker.handlers import admin
+from broker.handlers.admin import AdminApis
 from protocol import messages as M
+from protocol.context import RequestContext
 from protocol.dispatch import resolve
 from protocol.errors import Error
 from protocol.headers import RequestHeader
@@ -18,12 +18,14 @@ def run(coro):
 
 
 async def describe_log_dirs(node: Node, topics=None, version: int = 4):
-    api = {a.key: a for a in admin.apis(SimpleNamespace(replicas=node.replicas))}[35]
+    handlers = AdminApis(node_id=node.node_id, config=None, image=None, controller=None,
+                         topic_log_config=None, replicas=node.replicas)
+    api = {a.key: a for a in handlers.apis()}[35]
     R = M.DescribeLogDirsRequest
     request = R(topics=None if topics is None else [
         R.DescribableLogDirTopic(topic=t, partitions=list(ps)) for t, ps in topics.items()])
     header = RequestHeader(35, version, 1, "test", 2, None)
-    return await resolve(await api.fn(header, request))
+    return await resolve(await api.fn(RequestContext(header), request))
 
 
 def test_describe_log_dirs_gives_each_partitions_size_and_lag_and_the_dirs_space(tmp_path):
