@@ -43,7 +43,8 @@ import time
 
 from broker.fetch_waiters import FetchWaiters
 from broker.groups.runtime import GroupCoordinatorRuntime
-from broker.handlers import admin, fetch, metadata, offsets, produce
+from broker.handlers import fetch, metadata, offsets, produce
+from broker.handlers.admin import AdminApis
 from broker.handlers.groups import GroupApis
 from broker.handlers.transactions import TransactionApis
 from broker.metadata_follower import MetadataFollower, supported_features
@@ -222,8 +223,11 @@ class Broker:
         self.transactions = TransactionCoordinatorRuntime(self)
         self.transactions.start()
         apis = []
-        for module in (metadata, produce, fetch, offsets, admin):
+        for module in (metadata, produce, fetch, offsets):
             apis += module.apis(self)
+        apis += AdminApis(node_id=self.node_id, config=self.config, image=lambda: self.image,
+                          controller=self.follower, topic_log_config=self.topic_log_config,
+                          replicas=self.replicas).apis()
         apis += GroupApis(self.groups, self.transactions, lambda: self.image, self.listener_name).apis()
         apis += TransactionApis(self.transactions, lambda: self.image, self.replicas, self.groups).apis()
         self.dispatcher = Dispatcher(apis, supported_features(),
