@@ -2,12 +2,10 @@
 (broker/handlers/metadata.py)."""
 import asyncio
 
-from broker.handlers import metadata
 from protocol import messages as M
 from protocol.dispatch import resolve
 from protocol.errors import Error
-from protocol.headers import RequestHeader
-from tests.broker.replica_nodes import TOPIC, TOPIC_ID, Cluster, Node
+from tests.broker.replica_nodes import TOPIC, TOPIC_ID, Cluster, Node, context
 
 
 def run(coro):
@@ -181,13 +179,12 @@ NOT_REQUESTED = -2**31
 
 async def metadata_asking(node, version: int, topics=None, cluster_ops: bool = False,
                           topic_ops: bool = False):
-    api = {a.key: a for a in metadata.apis(node.metadata_broker())}[3]
+    api = {a.key: a for a in node.metadata_handlers().apis()}[3]
     R = M.MetadataRequest
     request = R(topics=topics, allow_auto_topic_creation=False,
                 include_cluster_authorized_operations=cluster_ops,
                 include_topic_authorized_operations=topic_ops)
-    header = RequestHeader(3, version, 1, "test", 2 if version >= 9 else 1, None)
-    return await resolve(await api.fn(header, request))
+    return await resolve(await api.fn(context(3, version), request))
 
 
 def test_metadata_v8_to_v10_answers_the_authorized_operations_asked_for(tmp_path):
@@ -232,11 +229,10 @@ def test_metadata_topic_authorized_operations_cover_a_named_topic_with_an_error_
 def test_describe_cluster_answers_the_cluster_authorized_operations_when_asked(tmp_path):
     async def main():
         node = Node(tmp_path, 1, Cluster(brokers=(1,)))
-        api = {a.key: a for a in metadata.apis(node.metadata_broker())}[60]
+        api = {a.key: a for a in node.metadata_handlers().apis()}[60]
         for asked, expected in ((True, CLUSTER_OPERATIONS), (False, NOT_REQUESTED)):
             for version in (0, 1):
-                header = RequestHeader(60, version, 1, "test", 2, None)
-                answer = await resolve(await api.fn(header, M.DescribeClusterRequest(
+                answer = await resolve(await api.fn(context(60, version), M.DescribeClusterRequest(
                     include_cluster_authorized_operations=asked)))
                 assert (answer.error_code, answer.cluster_authorized_operations) == (Error.NONE, expected)
     run(main())

@@ -165,8 +165,7 @@ def test_an_acks_all_produce_waiting_for_replication_holds_no_view_of_its_reques
     """The listener's memory pool frees a request's bytes when its handler returns; a produce
     parked in the purgatory must not keep the frame alive behind that accounting."""
     from protocol.dispatch import Deferred
-    from protocol.headers import RequestHeader
-    from tests.broker.replica_nodes import TOPIC_ID
+    from tests.broker.replica_nodes import TOPIC_ID, context
 
     async def main():
         cluster = Cluster()
@@ -177,7 +176,7 @@ def test_an_acks_all_produce_waiting_for_replication_holds_no_view_of_its_reques
         request = R(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[R.TopicProduceData(
             name=TOPIC, topic_id=TOPIC_ID, partition_data=[R.PartitionProduceData(
                 index=0, records=memoryview(frame))])])
-        deferred = await leader.apis[0].fn(RequestHeader(0, 11, 1, "test", 2), request)
+        deferred = await leader.apis[0].fn(context(0, 11), request)
         del request  # as the dispatcher drops it once the handler has returned
         await settle()
         assert isinstance(deferred, Deferred) and leader.log().log_end_offset == 10
