@@ -41,12 +41,21 @@ apart (a crashed leader must be noticed at once, a partition only by timers):
 | close()                                    | ConnectionError ("connection closed")         |
 | no answer within ``timeout``               | TimeoutError (that request only)              |
 | an answer that does not decode             | its decoding error (that request only)        |
+
+Security (``ClientSecurity``): a connection to an SSL or SASL_SSL listener is wrapped in TLS by
+the event loop (``ssl_context``, checking the peer's name against ``server_hostname``, else the
+host connected to, when the context checks host names); then ``authenticate(conn)`` runs (a SASL
+exchange, security/sasl) before ``connect()`` returns, so no caller ever sends on a connection
+that has not authenticated. A refused handshake or authentication raises ConnectionError.
 """
 from __future__ import annotations
 
 import asyncio
 import itertools
 import socket
+import ssl
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from protocol.headers import decode_response, encode_request, read_response_header
@@ -106,14 +115,28 @@ def _time_out(fut: asyncio.Future, timeout: float) -> None:
         fut.set_exception(TimeoutError(f"no answer in {timeout:g} s"))
 
 
+@dataclass(frozen=True)
+class ClientSecurity:
+    """How a connection secures itself (see the module doc): TLS with ``ssl_context`` (None:
+    plaintext), then ``authenticate`` (None: nothing to authenticate)."""
+    ssl_context: ssl.SSLContext | None = None
+    server_hostname: str | None = None
+    authenticate: Callable[[KafkaConnection], Awaitable[None]] | None = None
+
+
+PLAINTEXT_SECURITY = ClientSecurity()
+
+
 class KafkaConnection(asyncio.BufferedProtocol):
     """One connection to ``host:port``. It connects once: a caller that wants to reconnect
     makes a new one (losing a connection fails its requests, which must be resent anyway)."""
 
     def __init__(self, host: str, port: int, client_id: str = "strom",
-                 receive_buffer_bytes: int = USE_DEFAULT_BUFFER_SIZE):
+                 receive_buffer_bytes: int = USE_DEFAULT_BUFFER_SIZE,
+                 security: ClientSecurity | None = None):
         self.host, self.port, self.client_id = host, port, client_id
         self.receive_buffer_bytes = receive_buffer_bytes  # SO_RCVBUF; -1: the OS default
+        self.security = security or PLAINTEXT_SECURITY
         self._transport: asyncio.Transport | None = None
         self._frames = FrameReader(MAX_RESPONSE_BYTES)
         self._pending: dict[int, asyncio.Future] = {}  # correlation id -> the response frame
@@ -128,12 +151,27 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._transport is not None:
             raise RuntimeError(f"already connected to {self.host}:{self.port}; make a new KafkaConnection")
         loop = asyncio.get_running_loop()
-        async with asyncio.timeout(timeout):
-            if self.receive_buffer_bytes == USE_DEFAULT_BUFFER_SIZE:
-                await loop.create_connection(lambda: self, self.host, self.port)
-            else:
-                sock = await _connected_socket(loop, self.host, self.port, self.receive_buffer_bytes)
-                await loop.create_connection(lambda: self, sock=sock)
+        security = self.security
+        tls: dict[str, Any] = {}
+        if security.ssl_context is not None:
+            tls = {"ssl": security.ssl_context,
+                   "server_hostname": security.server_hostname or self.host,
+                   "ssl_handshake_timeout": timeout}
+        try:
+            async with asyncio.timeout(timeout):
+                if self.receive_buffer_bytes == USE_DEFAULT_BUFFER_SIZE:
+                    await loop.create_connection(lambda: self, self.host, self.port, **tls)
+                else:
+                    sock = await _connected_socket(loop, self.host, self.port, self.receive_buffer_bytes)
+                    await loop.create_connection(lambda: self, sock=sock, **tls)
+                if security.authenticate is not None:
+                    await security.authenticate(self)
+        except ssl.SSLError as e:  # an OSError, but not one a caller should take for a refusal
+            await self.close()
+            raise ConnectionError(f"TLS handshake with {self.host}:{self.port} failed: {e}") from e
+        except BaseException:
+            await self.close()
+            raise
 
     @property
     def connected(self) -> bool:
