@@ -6,9 +6,12 @@ engine.config.BROKER_SYNONYMS.
 """
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 import socket
+import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,8 +24,11 @@ from metadata.configs import (
     GROUP_SESSION_TIMEOUT,
     GroupBounds,
 )
+from protocol.client import ClientSecurity
+from protocol.context import PLAINTEXT, SECURITY_PROTOCOLS, TLS_PROTOCOLS, KafkaPrincipal
 from protocol.limits import ListenerLimits
 from replication.replica_selector import selector_name
+from security import tls
 
 INT, LONG, BOOL, STRING, LIST, DOUBLE = "int", "long", "bool", "string", "list", "double"
 
@@ -33,8 +39,10 @@ PROPERTIES: dict[str, tuple[str, Any]] = {
     "broker.id": (INT, None),
     "listeners": (LIST, "PLAINTEXT://:9092"),
     "advertised.listeners": (LIST, None),
-    "listener.security.protocol.map": (LIST, "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"),
+    # Kafka's default maps each security protocol's name to itself (see listener_security_protocols).
+    "listener.security.protocol.map": (LIST, ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)),
     "inter.broker.listener.name": (STRING, None),
+    "security.inter.broker.protocol": (STRING, PLAINTEXT),
     "controller.listener.names": (LIST, None),
     "controller.quorum.voters": (LIST, ""),
     "controller.quorum.bootstrap.servers": (LIST, ""),
@@ -160,7 +168,34 @@ PROPERTIES: dict[str, tuple[str, Any]] = {
     "strom.broker.disconnect.fence.ms": (INT, 500),
     "unstable.api.versions.enable": (BOOL, False),
     "cluster.id": (STRING, None),
+    # TLS (security/tls.py): PEM key and trust stores only. Each may be set for one listener as
+    # listener.name.<listener>.<property> (``listener_value``).
+    "ssl.keystore.type": (STRING, "JKS"),
+    "ssl.keystore.location": (STRING, None),
+    "ssl.keystore.certificate.chain": (STRING, None),
+    "ssl.keystore.key": (STRING, None),
+    "ssl.keystore.password": (STRING, None),
+    "ssl.key.password": (STRING, None),
+    "ssl.truststore.type": (STRING, "JKS"),
+    "ssl.truststore.location": (STRING, None),
+    "ssl.truststore.certificates": (STRING, None),
+    "ssl.truststore.password": (STRING, None),
+    "ssl.client.auth": (STRING, "none"),
+    "ssl.enabled.protocols": (LIST, "TLSv1.2,TLSv1.3"),
+    "ssl.protocol": (STRING, "TLSv1.3"),
+    "ssl.cipher.suites": (LIST, ""),
+    "ssl.endpoint.identification.algorithm": (STRING, "https"),
+    "ssl.principal.mapping.rules": (STRING, "DEFAULT"),
+    "ssl.keymanager.algorithm": (STRING, "SunX509"),
+    "ssl.trustmanager.algorithm": (STRING, "PKIX"),
 }
+
+# Properties that listener.name.<listener>.<property> may set for one listener (as Kafka's
+# per-listener configs): these prefixes, and these names.
+LISTENER_PREFIXES = ("ssl.", "sasl.")
+LISTENER_PROPERTIES = frozenset({"connections.max.reauth.ms", "max.connections",
+                                 "max.connection.creation.rate", "principal.builder.class"})
+_LISTENER_OVERRIDE = re.compile(r"^listener\.name\.(?P<listener>[A-Za-z0-9_]+)\.(?P<rest>.+)$")
 
 METADATA_LOG_SEGMENT_MIN_BYTES = 8 << 20  # Kafka's metadata.log.segment.min.bytes
 _SNAPSHOT_RETENTION = "a controller deletes its metadata log's segments below a snapshot once it is written"
@@ -178,6 +213,9 @@ WITHOUT_EFFECT: dict[str, str] = {
     "unstable.api.versions.enable": "no unstable API version is served",
     "metadata.max.retention.bytes": _SNAPSHOT_RETENTION,
     "metadata.max.retention.ms": _SNAPSHOT_RETENTION,
+    "ssl.keymanager.algorithm": "Python's ssl module (OpenSSL) reads the PEM key store",
+    "ssl.trustmanager.algorithm": "Python's ssl module (OpenSSL) checks certificates against the PEM "
+                                  "trust store",
 }
 for _broker_name in BROKER_SYNONYMS:
     PROPERTIES.setdefault(_broker_name, (STRING, None))  # validated by engine.config
@@ -286,7 +324,16 @@ class ServerConfig:
     def __init__(self, props: dict[str, str]):
         self.originals = dict(props)
         self.values: dict[str, Any] = {}
+        # listener.name.<listener>.[<mechanism>.]<property>: (LISTENER, mechanism or None, property) -> value
+        self.listener_overrides: dict[tuple[str, str | None, str], Any] = {}
+        self._override_names: dict[tuple[str, str | None, str], str] = {}
         for name, raw in props.items():
+            override = _LISTENER_OVERRIDE.match(name)
+            if override is not None:
+                key = _listener_override_key(name, override.group("listener"), override.group("rest"))
+                self.listener_overrides[key] = _convert(name, PROPERTIES[key[2]][0], raw)
+                self._override_names[key] = name
+                continue
             spec = PROPERTIES.get(name)
             if spec is None:
                 raise ConfigError(name, "unknown property")
@@ -308,6 +355,63 @@ class ServerConfig:
         """The type a property is declared with (INT, LONG, BOOL, ...), None if unknown."""
         spec = PROPERTIES.get(name)
         return None if spec is None else spec[0]
+
+    def listener_value(self, listener_name: str | None, name: str, mechanism: str | None = None) -> Any:
+        """``name`` for one listener: listener.name.<listener>.<mechanism>.<name> (SASL properties),
+        else listener.name.<listener>.<name>, else ``name`` itself (Kafka's per-listener configs)."""
+        if listener_name is not None:
+            listener = listener_name.upper()
+            for key in ((listener, mechanism.lower(), name) if mechanism else None, (listener, None, name)):
+                if key is not None and key in self.listener_overrides:
+                    return self.listener_overrides[key]
+        return self.values.get(name)
+
+    def listener_property_name(self, listener_name: str | None, name: str) -> str:
+        """The property that sets ``name`` for a listener: its listener.name.* override where set."""
+        key = ((listener_name or "").upper(), None, name)
+        return self._override_names.get(key, name)
+
+    def security_protocol(self, listener_name: str) -> str:
+        """A listener's security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)."""
+        return self.listener_security_protocols.get(listener_name.upper(), PLAINTEXT)
+
+    def ssl_server_context(self, listener_name: str) -> ssl.SSLContext | None:
+        """The TLS context a listener serves with; None for a PLAINTEXT or SASL_PLAINTEXT one."""
+        if self.security_protocol(listener_name) not in TLS_PROTOCOLS:
+            return None
+        name = listener_name.upper()
+        if name not in self._server_contexts:
+            self._server_contexts[name] = self._tls(tls.server_context, name)
+        return self._server_contexts[name]
+
+    def listener_binding(self, listener_name: str) -> dict[str, Any]:
+        """What protocol.net.Server.bind takes for a listener's security: its protocol, its TLS
+        context and how a TLS connection's principal is named."""
+        context = self.ssl_server_context(listener_name)
+        principal: Callable[[ssl.SSLObject | None], KafkaPrincipal] | None = None
+        if context is not None:
+            mapper = self._tls(tls.principal_mapper, listener_name.upper())
+            principal = functools.partial(tls.peer_principal, mapper=mapper)
+        return {"security_protocol": self.security_protocol(listener_name), "ssl_context": context,
+                "principal": principal}
+
+    def client_security(self, listener_name: str) -> ClientSecurity:
+        """How this node connects to another's ``listener_name`` (the inter-broker listener, a
+        controller listener): TLS with this listener's trust and key stores where it is SSL or
+        SASL_SSL. Contexts are made once per listener."""
+        name = listener_name.upper()
+        if name not in self._client_security:
+            context = None
+            if self.security_protocol(name) in TLS_PROTOCOLS:
+                context = self._tls(tls.client_context, name)
+            self._client_security[name] = ClientSecurity(ssl_context=context)
+        return self._client_security[name]
+
+    def _tls(self, make: Callable[[Any, str], Any], listener_name: str) -> Any:
+        try:
+            return make(self, listener_name)
+        except tls.SslConfigError as e:
+            raise ConfigError(self.listener_property_name(listener_name, e.name), e.message) from None
 
     def without_effect(self) -> dict[str, str]:
         """The properties this config sets that change nothing in Strom, with why."""
@@ -364,8 +468,13 @@ class ServerConfig:
                 raise ConfigError(name, "must be at least 1")  # Kafka's atLeast(1)
         self._validate_group_consumer()
         self._validate_listener_limits()
+        self._validate_security_protocols()
         self._validate_network()
         self._validate_replica_selector()
+        self._server_contexts: dict[str, ssl.SSLContext] = {}
+        self._client_security: dict[str, ClientSecurity] = {}
+        for lsn in self.listeners:  # a bad ssl.* value stops startup naming it
+            self.listener_binding(lsn.name)
 
     def _validate_group_consumer(self) -> None:
         """Kafka's GroupCoordinatorConfig: each bound at least 1, min <= max, the broker's own
@@ -412,6 +521,29 @@ class ServerConfig:
         except ValueError as e:
             raise ConfigError("replica.selector.class", str(e).split(": ", 1)[1]) from None
 
+    def _validate_security_protocols(self) -> None:
+        """listener.security.protocol.map as Kafka's effectiveListenerSecurityProtocolMap reads it:
+        NAME:PROTOCOL pairs; left at its default, a listener named after no protocol (CONTROLLER,
+        EXTERNAL) is PLAINTEXT. Set explicitly, it must name every listener's protocol."""
+        name = "listener.security.protocol.map"
+        mapping: dict[str, str] = {}
+        for item in self.values[name]:
+            listener, sep, protocol = item.partition(":")
+            if not sep or not listener.strip():
+                raise ConfigError(name, f"expected LISTENER:PROTOCOL, got {item!r}")
+            protocol = protocol.strip().upper()
+            if protocol not in SECURITY_PROTOCOLS:
+                raise ConfigError(name, f"unknown security protocol {protocol} (expected one of "
+                                  f"{', '.join(SECURITY_PROTOCOLS)})")
+            mapping[listener.strip().upper()] = protocol
+        used = [lsn.name for lsn in self.listeners] + self.controller_listener_names
+        for listener in used:
+            if listener not in mapping:
+                if name in self.originals:
+                    raise ConfigError(name, f"no security protocol defined for listener {listener}")
+                mapping[listener] = PLAINTEXT
+        self.listener_security_protocols = mapping
+
     def _validate_network(self) -> None:
         """fetch.max.bytes and the inter-broker listener as Kafka's KafkaConfig validates them; the
         socket buffer sizes as Java's sockets take them (Kafka declares no range: 0 or below -1
@@ -423,10 +555,16 @@ class ServerConfig:
                      "replica.socket.receive.buffer.bytes"):
             if v[name] < 1 and v[name] != -1:
                 raise ConfigError(name, "must be -1 (the OS default) or at least 1")
-        # Unset, Kafka's inter-broker listener is named after security.inter.broker.protocol, whose
-        # default (and the one protocol Strom speaks) is PLAINTEXT. Names are normalised to upper case.
+        # Unset, Kafka's inter-broker listener is named after security.inter.broker.protocol (default
+        # PLAINTEXT); only one of the two may be set. Names are normalised to upper case.
         name = v.get("inter.broker.listener.name")
-        self.inter_broker_listener_name = "PLAINTEXT" if name is None else name.upper()
+        protocol = v["security.inter.broker.protocol"].upper()
+        if name is not None and "security.inter.broker.protocol" in self.originals:
+            raise ConfigError("security.inter.broker.protocol", "only one of inter.broker.listener.name and "
+                              "security.inter.broker.protocol should be set")
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError("security.inter.broker.protocol", f"unknown security protocol {protocol}")
+        self.inter_broker_listener_name = protocol if name is None else name.upper()
         if "broker" in self.roles:
             names = [lsn.name for lsn in self.advertised_broker_listeners()]
             if self.inter_broker_listener_name not in names:
@@ -485,6 +623,17 @@ class ServerConfig:
         else:
             out = [Listener(lsn.name, lsn.host or "localhost", lsn.port) for lsn in self.broker_listeners()]
         return sorted(out, key=lambda lsn: lsn.name != self.inter_broker_listener_name)
+
+
+def _listener_override_key(name: str, listener: str, rest: str) -> tuple[str, str | None, str]:
+    """listener.name.<listener>.<property>, or .<mechanism>.<property> for a sasl.* property; a
+    property that is not one a listener may set is an unknown property, named in full."""
+    if rest in PROPERTIES and (rest.startswith(LISTENER_PREFIXES) or rest in LISTENER_PROPERTIES):
+        return listener.upper(), None, rest
+    mechanism, _, prop = rest.partition(".")
+    if prop.startswith("sasl.") and prop in PROPERTIES and mechanism:
+        return listener.upper(), mechanism.lower(), prop
+    raise ConfigError(name, "unknown property")
 
 
 def read_config_file(path: str) -> ServerConfig:
