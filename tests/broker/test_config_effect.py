@@ -15,8 +15,8 @@ from strom.config import METADATA_LOG_SEGMENT_MIN_BYTES, PROPERTIES, WITHOUT_EFF
 from .test_config import BASE
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-PACKAGES = ("ext", "engine", "protocol", "metadata", "raft", "controller", "broker", "replication",
-            "spark", "strom")
+PACKAGES = ("ext", "engine", "protocol", "metadata", "security", "raft", "controller", "broker",
+            "replication", "spark", "strom")
 
 
 def _quoted_names_in_sources() -> dict[str, int]:
