@@ -30,6 +30,13 @@ and its connection's session (listener, security protocol, client address, princ
 Kafka's handlers get a RequestContext. The connection's task sets ``current_session``
 (protocol/net.py); ``Dispatcher.handle`` puts the session's listener on the header as well, so a
 broker answers each client with the endpoints of that listener.
+
+Until a SASL listener's connection has authenticated (its session's ``authenticated``), it may
+send ApiVersions, SaslHandshake and SaslAuthenticate only, each of at most
+``unauthenticated_max_bytes`` (sasl.server.max.receive.size); anything else closes it with one
+INFO line (Kafka's IllegalSaslStateException, InvalidReceiveException). Past its session's
+``reauth_deadline_ms`` (KIP-368, on the event loop's clock) a connection may send nothing but
+the SASL handshake that re-authenticates it: anything else closes it.
 """
 from __future__ import annotations
 
@@ -80,6 +87,12 @@ class Api:
     fn: HandlerFn
 
 
+# What a connection may send before it has authenticated, and after its session expired.
+SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY = 17, 36
+UNAUTHENTICATED_API_KEYS = frozenset({API_VERSIONS_KEY, SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY})
+REAUTHENTICATION_API_KEYS = frozenset({SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY})
+SASL_SERVER_MAX_RECEIVE_SIZE = 524288  # Kafka's sasl.server.max.receive.size default
+
 # The first ApiVersions version whose clients accept a supported feature range from 0.
 FEATURE_LEVEL_0_VERSION = 4
 
@@ -89,7 +102,8 @@ FinalizedFeatures = Callable[[], "tuple[int, dict[str, int]]"]
 
 class Dispatcher:
     def __init__(self, apis: list[Api], supported_features: list | None = None,
-                 finalized_features: FinalizedFeatures | None = None):
+                 finalized_features: FinalizedFeatures | None = None,
+                 unauthenticated_max_bytes: int = SASL_SERVER_MAX_RECEIVE_SIZE):
         """``supported_features``: ApiVersionsResponse.SupportedFeatureKey entries (v3+), e.g. a
         controller's kraft.version range (KIP-853), a broker's transaction.version range.
         ``finalized_features``: called at each ApiVersions for the finalized levels and their
@@ -97,6 +111,7 @@ class Dispatcher:
         self.apis = {api.key: api for api in apis}
         self.supported_features = list(supported_features or [])
         self.finalized_features = finalized_features
+        self.unauthenticated_max_bytes = unauthenticated_max_bytes
         for api in apis:
             schema = messages.REQUESTS[api.key].message.versions
             if api.min_version < schema.lo or api.max_version > schema.hi:
@@ -136,6 +151,23 @@ class Dispatcher:
             header = read_request_header(r, session.listener_name)
         except ProtocolError as e:
             log.info("malformed request header: %s", e)
+            return None
+        if not session.authenticated:
+            if header.api_key not in UNAUTHENTICATED_API_KEYS:
+                log.info("closing connection from %s on %s: %s request before SASL authentication",
+                         session.client_address, session.listener_name,
+                         messages.API_NAMES.get(header.api_key, header.api_key))
+                return None
+            if len(frame) > self.unauthenticated_max_bytes:
+                log.info("closing connection from %s on %s: a %d-byte request before SASL authentication "
+                         "(sasl.server.max.receive.size %d)", session.client_address, session.listener_name,
+                         len(frame), self.unauthenticated_max_bytes)
+                return None
+        elif (session.reauth_deadline_ms is not None and header.api_key not in REAUTHENTICATION_API_KEYS
+              and asyncio.get_running_loop().time() * 1000 > session.reauth_deadline_ms):
+            log.info("closing connection from %s on %s: its SASL session expired "
+                     "(connections.max.reauth.ms) without re-authentication", session.client_address,
+                     session.listener_name)
             return None
         api = self.apis.get(header.api_key)
         if api is None:
