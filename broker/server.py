@@ -41,11 +41,15 @@ import signal
 import sys
 import time
 
+from broker.fetch_session import FetchSessionCache
 from broker.fetch_waiters import FetchWaiters
 from broker.groups.runtime import GroupCoordinatorRuntime
-from broker.handlers import fetch, metadata, offsets, produce
 from broker.handlers.admin import AdminApis
+from broker.handlers.fetch import FetchHandler
 from broker.handlers.groups import GroupApis
+from broker.handlers.metadata import MetadataHandlers
+from broker.handlers.offsets import OffsetsHandlers
+from broker.handlers.produce import ProduceHandlers
 from broker.handlers.transactions import TransactionApis
 from broker.metadata_follower import MetadataFollower, supported_features
 from broker.off_loop import CleanerThread, flush_dirty_off_loop, flush_rolled_off_loop, write_off_loop
@@ -111,7 +115,6 @@ class Broker:
             config.node_id, lambda: self.follower.broker_epoch, self._send_alter_partition,
             self.replicas.handle_alter_partition_result)
         self._replicas_started = False
-        self.pending_auto_create: set[str] = set()
         self.server: Server | None = None
         self.logs_started = False
         self._producer_ids: list[int] | None = None  # [next, end) of the block at hand
@@ -222,9 +225,15 @@ class Broker:
         self.groups.start()
         self.transactions = TransactionCoordinatorRuntime(self)
         self.transactions.start()
-        apis = []
-        for module in (metadata, produce, fetch, offsets):
-            apis += module.apis(self)
+        config = self.config
+        apis = MetadataHandlers(lambda: self.image, self.cluster_id, self.node_id, self.listener_name,
+                                self.replicas, self.fetch_waiters, self.follower,
+                                auto_create_topics=config["auto.create.topics.enable"],
+                                partition_size_limit=config["max.request.partition.size.limit"]).apis()
+        apis += ProduceHandlers(self.replicas, lambda: self.transactions, self.allocate_producer_id).apis()
+        sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
+        apis += FetchHandler(self.replicas, sessions, self.fetch_waiters, config["fetch.max.bytes"]).apis()
+        apis += OffsetsHandlers(self.replicas, self.fetch_waiters).apis()
         apis += AdminApis(node_id=self.node_id, config=self.config, image=lambda: self.image,
                           controller=self.follower, topic_log_config=self.topic_log_config,
                           replicas=self.replicas).apis()
