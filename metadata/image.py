@@ -279,10 +279,10 @@ class MetadataImage:
                                                        stored_key=c.stored_key, server_key=c.server_key,
                                                        iterations=c.iterations))
         for entity, quotas in sorted(self.client_quotas.items(), key=lambda e: _entity_order(e[0])):
-            for key, value in sorted(quotas.items()):
+            for key, quota in sorted(quotas.items()):
                 out.append(M.ClientQuotaRecord(
                     entity=[M.ClientQuotaRecord.EntityData(entity_type=kind, entity_name=name)
-                            for kind, name in entity], key=key, value=value, remove=False))
+                            for kind, name in entity], key=key, value=quota, remove=False))
         if self.next_producer_id:
             out.append(M.ProducerIdsRecord(broker_id=-1, broker_epoch=-1,
                                            next_producer_id=self.next_producer_id))

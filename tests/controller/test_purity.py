@@ -5,8 +5,8 @@ import pytest
 
 from tests.purity import IO_CLOCK_RANDOMNESS, imports, top_level
 
-MANAGERS = ["balanced_recovery", "cluster_control", "config_control", "partition_change", "placement",
-            "replication_control", "result", "topic_control"]
+MANAGERS = ["acl_control", "balanced_recovery", "cluster_control", "config_control", "partition_change",
+            "placement", "replication_control", "result", "scram_control", "topic_control"]
 FORBIDDEN = IO_CLOCK_RANDOMNESS | {"raft"}
 
 
