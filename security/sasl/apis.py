@@ -1,0 +1,232 @@
+"""The SASL APIs a listener serves (KIP-152): SaslHandshake v1 and SaslAuthenticate v0-2, as
+Kafka's SaslServerAuthenticator answers them.
+
+A connection on a SASL listener starts unauthenticated (protocol/context.py's Session); until
+it authenticates, the Dispatcher lets through only ApiVersions and these two
+(protocol/dispatch.py). SaslHandshake names a mechanism: one the listener does not enable is
+answered UNSUPPORTED_SASL_MECHANISM with the enabled list and the connection closed. Each
+SaslAuthenticate carries the client's next token to the mechanism's server
+(security/sasl/{plain,scram,oauthbearer}.py) and its answer back. On success the session holds
+``User:<name>`` and the mechanism; SaslAuthenticate v1+ answers the session's lifetime
+(KIP-368: the sooner of connections.max.reauth.ms and the credential's expiry, 0 for none),
+after which the connection must re-authenticate (a second SaslHandshake and SaslAuthenticate
+over the same connection, with the same mechanism and principal) or be closed.
+
+A failure is answered SASL_AUTHENTICATION_FAILED with Kafka's message (credentials are never
+said to be wrong in more words than "invalid credentials"), after
+connection.failed.authentication.delay.ms (KIP-306), and the connection is then closed; the
+node logs one INFO line, without a traceback. SaslHandshake v0 (raw tokens after it) is not
+served.
+
+The exchange in progress belongs to the connection: it lives in a context variable, which each
+connection's task holds for its own requests, as it holds ``current_session``.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from metadata.security import ScramCredential
+from protocol import messages as M
+from protocol.context import SASL_PROTOCOLS, USER_TYPE, KafkaPrincipal, RequestContext
+from protocol.dispatch import Api
+from protocol.errors import Error
+from security.sasl.config import ListenerSasl
+from security.sasl.mechanism import (
+    OAUTHBEARER,
+    PLAIN,
+    AuthenticationFailed,
+    InvalidCredentials,
+    SaslServer,
+)
+from security.sasl.oauthbearer import OAuthBearerServer
+from security.sasl.plain import PlainServer
+from security.sasl.scram import HASHES, ScramServer
+
+log = logging.getLogger(__name__)
+
+SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY = 17, 36
+SASL_API_KEYS = frozenset({SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY})
+DEFAULT_FAILED_AUTHENTICATION_DELAY_MS = 100
+
+# user -> mechanism name -> credential, None if there is none (a broker's metadata image).
+ScramLookup = Callable[[str, str], "ScramCredential | None"]
+
+
+@dataclass
+class _Exchange:
+    mechanism: str
+    server: SaslServer | None  # None: a re-authentication that named another mechanism
+    reauthenticating: bool
+    error: str | None = None  # the failure the next SaslAuthenticate answers
+    done: bool = False
+
+
+_exchange: contextvars.ContextVar[_Exchange | None] = contextvars.ContextVar("sasl_exchange", default=None)
+# Whether this connection's client said it can re-authenticate (a SaslAuthenticate v1+).
+_reauth_capable: contextvars.ContextVar[bool] = contextvars.ContextVar("sasl_reauth_capable", default=False)
+
+
+def _now_ms() -> int:
+    return int(asyncio.get_running_loop().time() * 1000)
+
+
+def _wall_ms() -> int:
+    import time
+
+    return int(time.time() * 1000)
+
+
+def _close_after_answer() -> None:
+    """Close this connection once the answer being made is written (asyncio flushes a
+    transport's buffer before it closes)."""
+    from protocol.net import current_connection
+
+    conn = current_connection.get()
+    if conn is not None and conn.transport is not None:
+        asyncio.get_running_loop().call_soon(conn.transport.close)
+
+
+class SaslApis:
+    """``listeners(name)``: a listener's SASL settings (None: not a SASL listener);
+    ``scram(user, mechanism)``: a SCRAM credential from the metadata image."""
+
+    def __init__(self, listeners: Callable[[str | None], ListenerSasl | None], scram: ScramLookup,
+                 failed_authentication_delay_ms: int = DEFAULT_FAILED_AUTHENTICATION_DELAY_MS):
+        self.listeners = listeners
+        self.scram = scram
+        self.delay_ms = failed_authentication_delay_ms
+
+    def apis(self) -> list[Api]:
+        return [Api(SASL_HANDSHAKE_KEY, 1, 1, self.sasl_handshake),
+                Api(SASL_AUTHENTICATE_KEY, 0, 2, self.sasl_authenticate)]
+
+    def _server(self, sasl: ListenerSasl, mechanism: str) -> SaslServer:
+        if mechanism == PLAIN:
+            return PlainServer(sasl.plain_users.get)
+        if mechanism in HASHES:
+            return ScramServer(mechanism, lambda user: self.scram(user, mechanism))
+        if mechanism == OAUTHBEARER:
+            assert sasl.oauth is not None
+            return OAuthBearerServer(sasl.oauth.validate)
+        raise ValueError(mechanism)
+
+    async def _fail_later(self) -> None:
+        if self.delay_ms > 0:
+            await asyncio.sleep(self.delay_ms / 1000)
+        _close_after_answer()
+
+    async def sasl_handshake(self, ctx: RequestContext, request):
+        R = M.SaslHandshakeResponse
+        session = ctx.session
+        sasl = self.listeners(session.listener_name) if session.security_protocol in SASL_PROTOCOLS else None
+        if sasl is None:  # KafkaApis: a handshake on a listener that does not authenticate with SASL
+            return R(error_code=Error.ILLEGAL_SASL_STATE, mechanisms=[])
+        mechanism = request.mechanism
+        exchange = _exchange.get()
+        if session.authenticated:
+            if not _reauth_capable.get() or (exchange is not None and not exchange.done):
+                return R(error_code=Error.ILLEGAL_SASL_STATE, mechanisms=[])
+        elif exchange is not None:
+            log.info("closing connection from %s: a second SaslHandshake during SASL authentication",
+                     session.client_address)
+            _close_after_answer()
+            return R(error_code=Error.ILLEGAL_SASL_STATE, mechanisms=[])
+        if mechanism not in sasl.mechanisms:
+            log.info("Failed authentication with %s (Unsupported SASL mechanism %s)",
+                     session.client_address, mechanism)
+            await self._fail_later()
+            return R(error_code=Error.UNSUPPORTED_SASL_MECHANISM, mechanisms=list(sasl.mechanisms))
+        if session.authenticated and mechanism != session.sasl_mechanism:
+            _exchange.set(_Exchange(mechanism, None, True, error=(
+                f"SASL mechanism '{mechanism}' requested by client is not supported for re-authentication "
+                f"of mechanism '{session.sasl_mechanism}'")))
+        else:
+            _exchange.set(_Exchange(mechanism, self._server(sasl, mechanism), session.authenticated))
+        return R(error_code=Error.NONE, mechanisms=list(sasl.mechanisms))
+
+    async def sasl_authenticate(self, ctx: RequestContext, request):
+        R = M.SaslAuthenticateResponse
+        session = ctx.session
+        exchange = _exchange.get()
+        if exchange is None or exchange.done:
+            if session.authenticated:  # KafkaApis answers it on an authenticated connection
+                return R(error_code=Error.SASL_AUTHENTICATION_FAILED, auth_bytes=b"",
+                         error_message="SaslAuthenticate request received after successful authentication")
+            log.info("closing connection from %s: SaslAuthenticate before SaslHandshake",
+                     session.client_address)
+            _close_after_answer()
+            return R(error_code=Error.ILLEGAL_SASL_STATE, auth_bytes=b"", error_message=(
+                "Unexpected Kafka request of type SASL_AUTHENTICATE during SASL handshake."))
+        if ctx.api_version > 0:
+            _reauth_capable.set(True)
+        what = "re-authentication" if exchange.reauthenticating else "authentication"
+        server = exchange.server
+        try:
+            if exchange.error is not None or server is None:
+                raise AuthenticationFailed(exchange.error or "unexpected SASL state")
+            token = bytes(request.auth_bytes)
+            if exchange.mechanism == OAUTHBEARER:  # it may fetch the JWKS: not on the loop
+                answer = await asyncio.get_running_loop().run_in_executor(None, server.evaluate, token)
+            else:
+                answer = server.evaluate(token)
+            principal = None
+            if server.complete:
+                assert server.principal_name is not None
+                principal = KafkaPrincipal(USER_TYPE, server.principal_name)
+                if exchange.reauthenticating and principal != session.principal:
+                    raise AuthenticationFailed(
+                        f"Cannot change principals during re-authentication from {session.principal.type}."
+                        f"{session.principal.name}: {principal.type}.{principal.name}")
+        except AuthenticationFailed as e:
+            return await self._failed(ctx, exchange, str(e), str(e))
+        except InvalidCredentials as e:
+            message = (f"Authentication failed during {what} due to invalid credentials with SASL "
+                       f"mechanism {exchange.mechanism}")
+            return await self._failed(ctx, exchange, message, str(e))
+        lifetime_ms = 0
+        if principal is not None:
+            lifetime_ms = self._complete(ctx, exchange, server, principal)
+        return R(error_code=Error.NONE, auth_bytes=answer, error_message=None,
+                 session_lifetime_ms=lifetime_ms)
+
+    def _complete(self, ctx: RequestContext, exchange: _Exchange, server: SaslServer,
+                  principal: KafkaPrincipal) -> int:
+        """Mark the session authenticated; its lifetime in ms (0: unlimited), as Kafka's
+        calcCompletionTimesAndReturnSessionLifetimeMs."""
+        session = ctx.session
+        sasl = self.listeners(session.listener_name)
+        max_reauth = sasl.reauth_ms.get(exchange.mechanism, 0) if sasl is not None else 0
+        expiry = server.credential_expiry_ms
+        lifetime = 0
+        deadline = None
+        if expiry is not None or max_reauth > 0:
+            if expiry is None:
+                lifetime = max(max_reauth, 0)
+            elif max_reauth <= 0:
+                lifetime = max(expiry - _wall_ms(), 0)
+            else:
+                lifetime = max(min(expiry - _wall_ms(), max_reauth), 0)
+            deadline = _now_ms() + lifetime
+        session.principal = principal
+        session.sasl_mechanism = exchange.mechanism
+        session.reauth_deadline_ms = deadline
+        session.authenticated = True
+        exchange.done = True
+        log.debug("%s %s on %s as %s", exchange.mechanism,
+                  "re-authenticated" if exchange.reauthenticating else "authenticated",
+                  session.listener_name, principal)
+        return lifetime
+
+    async def _failed(self, ctx: RequestContext, exchange: _Exchange, message: str, detail: str):
+        session = ctx.session
+        exchange.done = True
+        log.info("Failed %s with %s (%s: %s)",
+                 "re-authentication" if exchange.reauthenticating else "authentication",
+                 session.client_address, message, detail)
+        await self._fail_later()
+        return M.SaslAuthenticateResponse(error_code=Error.SASL_AUTHENTICATION_FAILED, error_message=message,
+                                          auth_bytes=b"")
