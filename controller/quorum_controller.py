@@ -35,18 +35,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import uuid
 from typing import Any
 
+from controller.acl_control import AclControl
 from controller.balanced_recovery import BalancedRecovery, LogEndQuery
 from controller.cluster_control import ClusterControl
 from controller.placement import StripedReplicaPlacer
 from controller.replication_control import ELR_FEATURE, ReplicationControl
 from controller.result import ControllerResult
+from controller.scram_control import ScramControl
 from controller.topic_control import TopicControl
 from engine.checkpoint import new_uuid, uuid_from_str
 from engine.config import LogConfig
 from metadata.configs import GROUP_BOUNDS, GroupBounds
 from metadata.image import MetadataImage
+from metadata.scram import describe_user_scram_credentials
 from protocol import messages as M
 from protocol.client import KafkaConnection, listener_refuses
 from protocol.context import RequestContext
@@ -108,6 +112,8 @@ class QuorumController:
                                    GroupBounds(**{f: defaults[prop] for f, prop in GROUP_BOUNDS.items()
                                                   if prop in defaults}))
         self.recovery = BalancedRecovery(self.replication)
+        self.acls = AclControl(uuid.uuid4)
+        self.scram = ScramControl()
         self._recovery_scanned = -1  # applied_offset of the image balanced recovery last scanned
         self.rebalance = defaults.get("auto.leader.rebalance.enable", True)
         self.imbalance_interval_ms = defaults.get("leader.imbalance.check.interval.seconds", 300) * 1000
@@ -227,6 +233,11 @@ class QuorumController:
             Api(63, 0, 1, self._heard_from(self._write(self.handle_broker_heartbeat, _top_error))),
             Api(67, 0, 0, self._write(self.handle_allocate_producer_ids, _top_error)),
             Api(60, 1, 1, self.handle_describe_cluster),
+            Api(29, 1, 3, self.handle_describe_acls),
+            Api(30, 1, 3, self._write(self.handle_create_acls, _security_error)),
+            Api(31, 1, 3, self._write(self.handle_delete_acls, _security_error)),
+            Api(50, 0, 0, self.handle_describe_user_scram_credentials),
+            Api(51, 0, 0, self._write(self.handle_alter_user_scram_credentials, _security_error)),
         ]
 
     def _unless_deletion_disabled(self, serve):
@@ -362,6 +373,23 @@ class QuorumController:
             except NotController:
                 pass  # the configs are committed; the next active controller checks again
         return response
+
+    # ---- ACLs and SCRAM credentials ----------------------------------------------------------
+    async def handle_create_acls(self, header: RequestContext, req) -> Any:
+        return await self._apply(self.acls.create_acls(self.state, req))
+
+    async def handle_delete_acls(self, header: RequestContext, req) -> Any:
+        return await self._apply(self.acls.delete_acls(self.state, req))
+
+    async def handle_describe_acls(self, header: RequestContext, req) -> Any:
+        """A read, answered from what this controller has replayed."""
+        return self.acls.describe_acls(self.state, req)
+
+    async def handle_alter_user_scram_credentials(self, header: RequestContext, req) -> Any:
+        return await self._apply(self.scram.alter_user_scram_credentials(self.state, req))
+
+    async def handle_describe_user_scram_credentials(self, header: RequestContext, req) -> Any:
+        return describe_user_scram_credentials(self.state, req)
 
     # ---- timers ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -514,3 +542,18 @@ def _results_error(api_key: int, req, code: int = Error.NOT_CONTROLLER, message:
     R = M.CreatePartitionsResponse
     return R(results=[R.CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message)
                       for t in req.topics])
+
+
+def _security_error(api_key: int, req, code: int = Error.NOT_CONTROLLER, message: str | None = None) -> Any:
+    """CreateAcls, DeleteAcls, AlterUserScramCredentials: the error for every item asked."""
+    if api_key == 30:
+        C = M.CreateAclsResponse
+        return C(results=[C.AclCreationResult(error_code=code, error_message=message) for _ in req.creations])
+    if api_key == 31:
+        D = M.DeleteAclsResponse
+        return D(filter_results=[D.DeleteAclsFilterResult(error_code=code, error_message=message)
+                                 for _ in req.filters])
+    A = M.AlterUserScramCredentialsResponse
+    users = dict.fromkeys([d.name for d in req.deletions] + [u.name for u in req.upsertions])
+    return A(results=[A.AlterUserScramCredentialsResult(user=user, error_code=code, error_message=message)
+                      for user in users])
