@@ -13,9 +13,10 @@
 slow"``), ``make test`` everything but ``slow``, both with pytest-xdist. A test that starts a
 process and is not in a module below says so itself with ``@pytest.mark.processes``.
 
-Under xdist (``--dist loadgroup``) the tests of a module that starts processes, and every test
-that uses the ``spark`` fixture, run on one worker: a module's cluster fixture starts once, and
-the Spark tests share one SparkSession. (The wheel test keeps a group of its own, so that its
+Under xdist (``--dist loadgroup``) the tests of a module that starts processes run on one worker,
+so that its cluster fixture starts once; the tests that use the ``spark`` fixture run in two
+groups (``SPARK_GROUPS``), each on one worker with one SparkSession: one group of ten minutes
+would be the run's longest pole. (The wheel test keeps a group of its own, so that its
 build need not wait behind the Spark tests: its Spark read is a second, short-lived JVM.) The
 groups are ordered first (the Spark group and the wheel test, then the fault trials, the other
 netns and process modules, in-process tests last), so the long ones start at once and the short
@@ -54,6 +55,13 @@ PROCESS_MODULES = NETNS_MODULES + (
 # Fixtures that start a node or a cluster (tests/integration/conftest.py).
 PROCESS_FIXTURES = {"strom_node", "shared_node", "replicated_node"}
 SPARK_FIXTURES = {"spark"}
+# The Spark tests' two groups, each on one worker with its own SparkSession (a JVM, ~1 GiB): the
+# modules that start nodes or streams here, the others in "spark". Each takes about five minutes.
+SPARK_SECOND = (
+    "tests/spark/test_sink_integration.py",
+    "tests/spark/test_pushdown.py",
+    "tests/spark/test_spark_integration.py",
+)
 
 # Scheduling order under xdist: the longest groups (minutes: the Spark tests, then the wheel built
 # and installed and the fault trials) start at once, then the other namespace and process tests;
@@ -91,8 +99,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for name in sorted(tiers):
             if not item.get_closest_marker(name):
                 item.add_marker(getattr(pytest.mark, name))
-        if "spark" in tiers:
-            group = "spark"  # one SparkSession (a JVM) for every Spark test
+        if "spark" in tiers:  # one SparkSession (a JVM) for every Spark test of a group
+            group = "spark-2" if _under(_relpath(item), SPARK_SECOND) else "spark"
         elif tiers:
             group = _relpath(item)  # a module's node or cluster fixture starts once
         else:
