@@ -43,6 +43,18 @@ broker whose heartbeat connection closes. Each connection has a ``Session``
 (protocol/context.py: the listener name its socket was bound with, its security protocol, the
 client's address, the principal); its task sets protocol.context.current_session, which the
 Dispatcher hands to each request's handler in its RequestContext.
+
+TLS (SSL and SASL_SSL listeners): a listener bound with an ``ssl.SSLContext`` wraps each accepted
+connection in asyncio's SSL transport, which feeds the same BufferedProtocol (decrypted bytes
+land in the FrameReader's buffer as before). The handshake runs in a task of its own, so a slow
+or silent client never holds up the accept loop; one that fails (an untrusted or expired
+certificate, no certificate where ssl.client.auth=required, not TLS at all) closes that
+connection with one info line. Once it succeeds the session's principal is the one the
+listener's ``principal`` names from the peer certificate (security/tls.py). Nothing written to a
+TLS connection may bypass the transport, so file slices are never sent with sendfile there:
+they are read (``TLS_READ_BYTES`` at a time) and written through it. Kernel TLS, which would let
+sendfile encrypt in the kernel, needs the kernel's ``tls`` module and an SSL socket, not the
+memory BIO asyncio drives.
 """
 from __future__ import annotations
 
@@ -54,9 +66,10 @@ import gc
 import logging
 import os
 import socket
+import ssl
 from collections.abc import Awaitable, Callable
 
-from protocol.context import Session, current_session
+from protocol.context import PLAINTEXT, KafkaPrincipal, Session, current_session
 from protocol.dispatch import Deferred
 from protocol.frames import BUFFER_BYTES, FrameReader
 from protocol.limits import ConnectionQuotas, FrameTooLarge, IdleTracker, ListenerLimits, MemoryPool
@@ -70,6 +83,11 @@ QUEUED_FRAMES_MAX = 64  # per connection: reading pauses beyond this many unhand
 PIPELINED = frozenset({0})  # Produce: handled while the answers before it wait (see above)
 WRITE_BUFFER_HIGH = 4 << 20  # a slow reader's responses are waited for beyond this
 USE_DEFAULT_BUFFER_SIZE = -1  # a socket buffer size that leaves the OS's (Kafka's Selectable)
+TLS_READ_BYTES = 1 << 20  # a file slice goes through a TLS transport this much at a time
+SSL_HANDSHAKE_TIMEOUT_S = 10.0
+
+# How a TLS listener names a connection's principal from its SSL object (security/tls.py).
+PrincipalOf = Callable[[ssl.SSLObject | None], KafkaPrincipal]
 
 
 class _FdFile:
@@ -93,11 +111,14 @@ class _Connection(asyncio.BufferedProtocol):
     """One client connection: frames are queued as they arrive and handled in order by
     one task; reading pauses while too many wait, writing waits while the peer is slow."""
 
-    def __init__(self, server: Server, ip: str, listener_name: str | None = None):
+    def __init__(self, server: Server, ip: str, listener_name: str | None = None,
+                 security_protocol: str = PLAINTEXT, principal: PrincipalOf | None = None):
         self.server = server
         self.ip = ip  # counted in the server's ConnectionQuotas until connection_lost
         self.listener_name = listener_name  # of the listening socket that accepted it
-        self.session = Session(listener_name, client_address=ip)
+        self.session = Session(listener_name, security_protocol, client_address=ip)
+        self.principal_of = principal  # a TLS listener's: the principal from the peer certificate
+        self.tls = False  # file slices go through the transport, never sendfile
         self.reader = FrameReader(server.max_bytes, pool=server.pool)
         self.reader.on_resume = self._resume_split
         self.frames: collections.deque[bytearray] = collections.deque()
@@ -131,6 +152,17 @@ class _Connection(asyncio.BufferedProtocol):
     def connection_made(self, transport) -> None:
         self.transport = transport
         self.peer = transport.get_extra_info("peername")
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is not None:  # the TLS handshake is done
+            self.tls = True
+            if self.principal_of is not None:
+                try:
+                    self.session.principal = self.principal_of(ssl_object)
+                except ValueError as e:  # no ssl.principal.mapping.rules rule applies
+                    log.info("closing TLS connection from %s: %s", self.peer, e)
+                    self.closed = True
+                    transport.close()
+                    return
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -337,6 +369,11 @@ class _Connection(asyncio.BufferedProtocol):
         for part in parts:
             if isinstance(part, (bytes, bytearray, memoryview)):
                 pending.append(part)
+            elif self.tls:
+                if pending:
+                    self.transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
+                    pending = []
+                await self._write_slice(part)
             elif part.size < SENDFILE_MIN_BYTES:
                 data = os.pread(part.fd, part.size, part.position)
                 if len(data) != part.size:
@@ -351,6 +388,20 @@ class _Connection(asyncio.BufferedProtocol):
             self.transport.write(pending[0] if len(pending) == 1 else b"".join(pending))
         if self._drained is not None:
             await self._drained
+
+    async def _write_slice(self, part) -> None:
+        """A file slice through a TLS transport: read and written a chunk at a time, waiting
+        while the peer is slow, so a large fetch never sits whole in memory."""
+        sent = 0
+        while sent < part.size:
+            n = min(TLS_READ_BYTES, part.size - sent)
+            data = os.pread(part.fd, n, part.position + sent)
+            if len(data) != n:
+                raise ConnectionError(f"read {sent + len(data)} of a {part.size}-byte file slice")
+            self.transport.write(data)
+            sent += n
+            if self._drained is not None and sent < part.size:
+                await self._drained
 
     async def _sendfile(self, loop: asyncio.AbstractEventLoop, part) -> None:
         """Send a file slice after everything written before it: with sendfile(2) on the
@@ -400,6 +451,9 @@ class Server:
         self.idle = IdleTracker(idle_ms) if idle_ms >= 0 else None
         self.sockets: list[socket.socket] = []
         self.listener_names: dict[socket.socket, str | None] = {}
+        # A listening socket's security: (protocol, TLS context or None, principal of a TLS peer).
+        self.security: dict[socket.socket, tuple[str, ssl.SSLContext | None, PrincipalOf | None]] = {}
+        self._handshakes: set[asyncio.Task] = set()
         self.connections: set[_Connection] = set()
         self._accepting: list[asyncio.Task] = []
         self._slot_freed: asyncio.Event | None = None
@@ -407,9 +461,12 @@ class Server:
     def now_ms(self) -> int:
         return int(asyncio.get_running_loop().time() * 1000)
 
-    def bind(self, host: str, port: int, listener_name: str | None = None) -> int:
+    def bind(self, host: str, port: int, listener_name: str | None = None, security_protocol: str = PLAINTEXT,
+             ssl_context: ssl.SSLContext | None = None, principal: PrincipalOf | None = None) -> int:
         """Listen on host:port (port 0: any free one, which is returned); the connections it
-        accepts carry ``listener_name`` to their requests' headers."""
+        accepts carry ``listener_name`` to their requests' headers and ``security_protocol`` in
+        their sessions; with ``ssl_context`` they speak TLS, and ``principal`` names a TLS
+        connection's principal (see the module doc)."""
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -420,6 +477,7 @@ class Server:
         sock.setblocking(False)
         self.sockets.append(sock)
         self.listener_names[sock] = listener_name
+        self.security[sock] = (security_protocol, ssl_context, principal)
         return sock.getsockname()[1]
 
     def start(self) -> None:
@@ -433,6 +491,9 @@ class Server:
     async def _accept(self, listener: socket.socket, listener_name: str | None) -> None:
         loop = asyncio.get_running_loop()
         quotas = self.quotas
+        security_protocol, ssl_context, principal = self.security.get(listener, (PLAINTEXT, None, None))
+        factory = functools.partial(_Connection, self, listener_name=listener_name,
+                                    security_protocol=security_protocol, principal=principal)
         while True:
             # max.connections: wait for a slot before accepting, as Kafka's acceptor does; the
             # kernel's backlog holds what arrives meanwhile.
@@ -457,15 +518,28 @@ class Server:
                          "(max.connections.per.ip)", ip, quotas.limit_for(ip))
                 sock.close()
                 continue
-            try:
-                if self.send_buffer_bytes != USE_DEFAULT_BUFFER_SIZE:
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
-                await loop.connect_accepted_socket(functools.partial(_Connection, self, ip, listener_name),
-                                                   sock)
-            except OSError as e:
-                log.info("connection setup failed: %s", e)
-                sock.close()
-                self._connection_gone(ip)
+            if ssl_context is not None:
+                task = loop.create_task(self._connect(loop, sock, ip, factory, ssl_context))
+                self._handshakes.add(task)
+                task.add_done_callback(self._handshakes.discard)
+            else:
+                await self._connect(loop, sock, ip, factory, None)
+
+    async def _connect(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, ip: str,
+                       factory: Callable[..., _Connection], ssl_context: ssl.SSLContext | None) -> None:
+        try:
+            if self.send_buffer_bytes != USE_DEFAULT_BUFFER_SIZE:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
+            if ssl_context is None:
+                await loop.connect_accepted_socket(functools.partial(factory, ip=ip), sock)
+            else:
+                await loop.connect_accepted_socket(functools.partial(factory, ip=ip), sock, ssl=ssl_context,
+                                                   ssl_handshake_timeout=SSL_HANDSHAKE_TIMEOUT_S)
+        except OSError as e:  # ssl.SSLError included: a failed TLS handshake
+            what = "TLS handshake" if ssl_context is not None else "connection setup"
+            log.info("%s with %s failed: %s", what, ip, e)
+            sock.close()
+            self._connection_gone(ip)
 
     def connection_ended(self, conn: _Connection) -> None:
         if conn in self.connections:
@@ -485,6 +559,8 @@ class Server:
 
     async def close(self) -> None:
         for task in self._accepting:
+            task.cancel()
+        for task in list(self._handshakes):
             task.cancel()
         for sock in self.sockets:
             sock.close()
