@@ -28,13 +28,14 @@ import contextvars
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from metadata.security import ScramCredential
 from protocol import messages as M
 from protocol.context import SASL_PROTOCOLS, USER_TYPE, KafkaPrincipal, RequestContext
 from protocol.dispatch import Api
 from protocol.errors import Error
-from security.sasl.config import ListenerSasl
+from security.sasl.config import ListenerConfig, ListenerSasl, listener_sasl
 from security.sasl.mechanism import (
     OAUTHBEARER,
     PLAIN,
@@ -44,7 +45,7 @@ from security.sasl.mechanism import (
 )
 from security.sasl.oauthbearer import OAuthBearerServer
 from security.sasl.plain import PlainServer
-from security.sasl.scram import HASHES, ScramServer
+from security.sasl.scram import HASHES, MECHANISM_CODES, ScramServer
 
 log = logging.getLogger(__name__)
 
@@ -230,3 +231,30 @@ class SaslApis:
         await self._fail_later()
         return M.SaslAuthenticateResponse(error_code=Error.SASL_AUTHENTICATION_FAILED, error_message=message,
                                           auth_bytes=b"")
+
+
+class NodeConfig(ListenerConfig, Protocol):
+    """What ``node_sasl_apis`` reads of a node's configuration (strom.config.ServerConfig)."""
+
+    def security_protocol(self, listener_name: str) -> str: ...
+
+    def __getitem__(self, name: str) -> Any: ...
+
+
+def node_sasl_apis(config: NodeConfig, listener_names: list[str], scram: ScramLookup) -> list[Api]:
+    """The SASL APIs of a node serving ``listener_names`` (each SASL one's settings read now: a
+    bad one raises SaslConfigError naming its property)."""
+    listeners: dict[str | None, ListenerSasl] = {
+        name: listener_sasl(config, name) for name in listener_names
+        if config.security_protocol(name) in SASL_PROTOCOLS}
+    delay_ms = config["connection.failed.authentication.delay.ms"]
+    return SaslApis(lambda name: listeners.get(name), scram, delay_ms).apis()
+
+
+def image_scram_lookup(image: Callable[[], Any]) -> ScramLookup:
+    """A SCRAM credential from a metadata image's ``scram_credentials`` (user -> mechanism code
+    -> credential), read at each authentication: a credential altered takes effect at once."""
+    def lookup(user: str, mechanism: str) -> ScramCredential | None:
+        return image().scram_credentials.get(user, {}).get(MECHANISM_CODES[mechanism])
+
+    return lookup
