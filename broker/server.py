@@ -246,7 +246,8 @@ class Broker:
                              send_buffer_bytes=self.config["socket.send.buffer.bytes"],
                              receive_buffer_bytes=self.config["socket.receive.buffer.bytes"])
         for listener in self.config.broker_listeners():
-            port = self.server.bind(listener.host, listener.port, listener.name)
+            port = self.server.bind(listener.host, listener.port, listener.name,
+                                    **self.config.listener_binding(listener.name))
             log.info("broker %d listening on %s:%d", self.node_id, listener.host, port)
         self.server.start()
         loop = asyncio.get_running_loop()
