@@ -67,7 +67,8 @@ async def serve(config, cluster_id: str, ready=None) -> None:
                     send_buffer_bytes=config["socket.send.buffer.bytes"],
                     receive_buffer_bytes=config["socket.receive.buffer.bytes"])
     for listener in config.controller_listeners():
-        port = server.bind(listener.host, listener.port)
+        port = server.bind(listener.host, listener.port, listener.name,
+                           **config.listener_binding(listener.name))
         log.info("controller %d listening on %s:%d", config.node_id, listener.host, port)
     await raft.start()
     server.start()
