@@ -29,6 +29,7 @@ from protocol.context import PLAINTEXT, SECURITY_PROTOCOLS, TLS_PROTOCOLS, Kafka
 from protocol.limits import ListenerLimits
 from replication.replica_selector import selector_name
 from security import tls
+from security.authorizer import STANDARD_AUTHORIZER_NAMES, parse_super_users
 
 INT, LONG, BOOL, STRING, LIST, DOUBLE = "int", "long", "bool", "string", "list", "double"
 
@@ -188,6 +189,13 @@ PROPERTIES: dict[str, tuple[str, Any]] = {
     "ssl.principal.mapping.rules": (STRING, "DEFAULT"),
     "ssl.keymanager.algorithm": (STRING, "SunX509"),
     "ssl.trustmanager.algorithm": (STRING, "PKIX"),
+    # The authorizer (broker/authorizer.py): empty for none, else Kafka's StandardAuthorizer.
+    "authorizer.class.name": (STRING, ""),
+    "super.users": (STRING, None),
+    "allow.everyone.if.no.acl.found": (BOOL, False),
+    # Client quotas: the rate window, quota.window.num samples of quota.window.size.seconds.
+    "quota.window.num": (INT, 11),
+    "quota.window.size.seconds": (INT, 1),
 }
 
 # Properties that listener.name.<listener>.<property> may set for one listener (as Kafka's
@@ -213,6 +221,8 @@ WITHOUT_EFFECT: dict[str, str] = {
     "unstable.api.versions.enable": "no unstable API version is served",
     "metadata.max.retention.bytes": _SNAPSHOT_RETENTION,
     "metadata.max.retention.ms": _SNAPSHOT_RETENTION,
+    "quota.window.num": "client quotas are not enforced yet",
+    "quota.window.size.seconds": "client quotas are not enforced yet",
     "ssl.keymanager.algorithm": "Python's ssl module (OpenSSL) reads the PEM key store",
     "ssl.trustmanager.algorithm": "Python's ssl module (OpenSSL) checks certificates against the PEM "
                                   "trust store",
@@ -463,9 +473,18 @@ class ServerConfig:
             if self.values[name] < 1:
                 raise ConfigError(name, "must be at least 1")
         for name in ("offsets.retention.minutes", "offsets.retention.check.interval.ms",
-                     "producer.id.expiration.ms", "producer.id.expiration.check.interval.ms"):
+                     "producer.id.expiration.ms", "producer.id.expiration.check.interval.ms",
+                     "quota.window.num", "quota.window.size.seconds"):
             if self.values[name] < 1:
                 raise ConfigError(name, "must be at least 1")  # Kafka's atLeast(1)
+        authorizer_class = self.values["authorizer.class.name"]
+        if authorizer_class and authorizer_class not in STANDARD_AUTHORIZER_NAMES:
+            raise ConfigError("authorizer.class.name", f"unknown authorizer {authorizer_class!r}: Strom runs "
+                              "org.apache.kafka.metadata.authorizer.StandardAuthorizer, or none (empty)")
+        try:
+            parse_super_users(self.values.get("super.users"))
+        except ValueError as e:
+            raise ConfigError("super.users", str(e)) from None
         self._validate_group_consumer()
         self._validate_listener_limits()
         self._validate_security_protocols()
