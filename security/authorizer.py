@@ -68,6 +68,10 @@ from metadata.security import (
 
 WILDCARD_PRINCIPAL = "User:*"
 
+# ``authorizer.class.name`` values that select these rules: Kafka's class, and a short name.
+STANDARD_AUTHORIZER_NAMES = frozenset({"org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                                       "StandardAuthorizer"})
+
 # The operations an ALLOW ACL of each operation grants besides itself.
 IMPLIED_BY: dict[int, frozenset[int]] = {
     DESCRIBE: frozenset({DESCRIBE, READ, WRITE, DELETE, ALTER}),
