@@ -42,8 +42,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from broker import authorizer
+from broker.authorizer import ALLOW_ALL, BrokerAuthorizer
 from broker.groups.runtime import _now_ms
+from metadata.security import (
+    CLUSTER,
+    CLUSTER_NAME,
+    DELETE,
+    DESCRIBE,
+    GROUP,
+    READ,
+    TOPIC,
+    TRANSACTIONAL_ID,
+    WRITE,
+)
 from protocol import messages as M
 from protocol.context import RequestContext
 from protocol.dispatch import Api
@@ -65,11 +76,13 @@ class GroupApis:
     came on none (a call from inside the broker)."""
 
     def __init__(self, groups: GroupCoordinatorRuntime, transactions: TransactionCoordinatorRuntime | None,
-                 image: Callable[[], MetadataImage], listener_name: str):
+                 image: Callable[[], MetadataImage], listener_name: str,
+                 authorizer: BrokerAuthorizer = ALLOW_ALL):
         self.groups = groups
         self.transactions = transactions
         self.image = image
         self.listener_name = listener_name
+        self.authorizer = authorizer
 
     def apis(self) -> list[Api]:
         consumer = [Api(68, 0, 1, self.handle_consumer_group_heartbeat),
@@ -112,20 +125,35 @@ class GroupApis:
                        else failed_answer(group_id, code))
         return out
 
-    def _with_operations(self, described: list, asked: bool) -> None:
+    def _with_operations(self, ctx: RequestContext, described: list, asked: bool) -> None:
         """include_authorized_operations: each group described without error gets the bit set
         of what the principal may do to it (Kafka's KafkaApis); the others keep the default."""
         if asked:
             for group in described:
                 if group.error_code == Error.NONE:
-                    group.authorized_operations = authorizer.authorized_operations(authorizer.GROUP,
-                                                                                   group.group_id)
+                    group.authorized_operations = self.authorizer.authorized_operations(ctx, GROUP,
+                                                                                        group.group_id)
+
+    def _may(self, ctx: RequestContext, operation: int, resource_type: int, name: str) -> bool:
+        return self.authorizer.authorize(ctx, operation, resource_type, name)
+
+    def _unauthorized_topics(self, ctx: RequestContext, operation: int, topics) -> set[str]:
+        """The request's topics the principal may not perform ``operation`` on."""
+        names = {t.name for t in topics}
+        return names - self.authorizer.filter(ctx, operation, TOPIC, names)
 
     # ---- FindCoordinator ---------------------------------------------------------------
 
-    def _find(self, key: str, key_type: int, listener: str) -> tuple[int, str | None, int, str, int]:
+    def _find(self, ctx: RequestContext, key: str, key_type: int,
+              listener: str) -> tuple[int, str | None, int, str, int]:
         """(error, message, node id, host, port), the host and port on ``listener``: the
-        coordinator is where the client reaches it on the listener it asked on."""
+        coordinator is where the client reaches it on the listener it asked on. The principal
+        must be allowed to DESCRIBE the group or transactional id (Kafka's KafkaApis.getCoordinator)."""
+        if key_type == GROUP_KEY and not self._may(ctx, DESCRIBE, GROUP, key):
+            return Error.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.", -1, "", -1
+        if key_type == TRANSACTION_KEY and not self._may(ctx, DESCRIBE, TRANSACTIONAL_ID, key):
+            return (Error.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Transactional Id authorization failed.",
+                    -1, "", -1)
         transactions = self.transactions
         if key_type == GROUP_KEY:
             coordinator, ensure, what = self.groups, self.groups.ensure_offsets_topic, "group"
@@ -149,17 +177,19 @@ class GroupApis:
         R = M.FindCoordinatorResponse
         listener = ctx.listener_name or self.listener_name  # none: a call from inside
         if ctx.api_version < 4:
-            code, message, node, host, port = self._find(req.key, req.key_type, listener)
+            code, message, node, host, port = self._find(ctx, req.key, req.key_type, listener)
             return R(error_code=code, error_message=message, node_id=node, host=host, port=port)
         return R(coordinators=[
             R.Coordinator(key=key, error_code=code, error_message=message, node_id=node, host=host, port=port)
             for key in req.coordinator_keys
-            for code, message, node, host, port in [self._find(key, req.key_type, listener)]])
+            for code, message, node, host, port in [self._find(ctx, key, req.key_type, listener)]])
 
     # ---- membership ---------------------------------------------------------------------
 
     async def handle_join_group(self, ctx: RequestContext, req):
         version = ctx.api_version
+        if not self._may(ctx, READ, GROUP, req.group_id):
+            return self.groups.core.join_error(version, Error.GROUP_AUTHORIZATION_FAILED, "")
         code = self._coordinator_error(req.group_id)
         if code != Error.NONE:
             return self.groups.core.join_error(version, code, req.member_id)
@@ -169,6 +199,8 @@ class GroupApis:
         return await waiter.future
 
     async def handle_sync_group(self, ctx: RequestContext, req):
+        if not self._may(ctx, READ, GROUP, req.group_id):
+            return self.groups.core.sync_error(ctx.api_version, Error.GROUP_AUTHORIZATION_FAILED)
         code = self._coordinator_error(req.group_id)
         if code != Error.NONE:
             return M.SyncGroupResponse(error_code=code, assignment=b"")
@@ -177,6 +209,8 @@ class GroupApis:
         return await waiter.future
 
     async def handle_heartbeat(self, ctx: RequestContext, req):
+        if not self._may(ctx, READ, GROUP, req.group_id):
+            return M.HeartbeatResponse(error_code=Error.GROUP_AUTHORIZATION_FAILED)
         code = self._coordinator_error(req.group_id)
         if code == Error.NONE:
             code = self.groups.core.heartbeat(req, ctx.api_version, _now_ms())
@@ -187,6 +221,8 @@ class GroupApis:
 
     async def handle_leave_group(self, ctx: RequestContext, req):
         R = M.LeaveGroupResponse
+        if not self._may(ctx, READ, GROUP, req.group_id):
+            return R(error_code=Error.GROUP_AUTHORIZATION_FAILED, members=[])  # Kafka's getErrorResponse
         if ctx.api_version >= 3:
             members = [(m.member_id, m.group_instance_id) for m in req.members]
         else:
@@ -208,17 +244,29 @@ class GroupApis:
 
     # ---- offsets ------------------------------------------------------------------------
 
-    def _unknown_partitions(self, topics) -> set[tuple[str, int]]:
-        """The (topic, partition)s of a request that the metadata image does not have: Kafka's
-        KafkaApis answers them UNKNOWN_TOPIC_OR_PARTITION before the coordinator sees the rest."""
+    def _unknown_partitions(self, topics, denied: set[str] = frozenset()) -> set[tuple[str, int]]:
+        """The (topic, partition)s of a request that the metadata image does not have, and
+        every partition of the ``denied`` topics: Kafka's KafkaApis answers them (the first
+        UNKNOWN_TOPIC_OR_PARTITION, the denied TOPIC_AUTHORIZATION_FAILED) before the
+        coordinator sees the rest."""
         image = self.image().topics
         return {(t.name, p.partition_index) for t in topics for p in t.partitions
-                if t.name not in image or p.partition_index not in image[t.name].partitions}
+                if t.name in denied or t.name not in image
+                or p.partition_index not in image[t.name].partitions}
 
     async def handle_offset_commit(self, ctx: RequestContext, req):
+        """OffsetCommit as KafkaApis authorizes it: without READ on the group every partition
+        answers GROUP_AUTHORIZATION_FAILED; a topic without READ answers
+        TOPIC_AUTHORIZATION_FAILED on each of its partitions (before the image is asked)."""
         R = M.OffsetCommitResponse
+        P = R.OffsetCommitResponseTopic.OffsetCommitResponsePartition
         version = ctx.api_version
-        unknown = self._unknown_partitions(req.topics)
+        if not self._may(ctx, READ, GROUP, req.group_id):
+            return R(topics=[R.OffsetCommitResponseTopic(name=t.name, partitions=[
+                P(partition_index=p.partition_index, error_code=Error.GROUP_AUTHORIZATION_FAILED)
+                for p in t.partitions]) for t in req.topics])
+        denied = self._unauthorized_topics(ctx, READ, req.topics)
+        unknown = self._unknown_partitions(req.topics, denied)
         offsets = [(t.name, p.partition_index, p.committed_offset,
                     p.committed_leader_epoch if version >= 6 else -1, p.committed_metadata)
                    for t in req.topics for p in t.partitions if (t.name, p.partition_index) not in unknown]
@@ -237,10 +285,10 @@ class GroupApis:
             if failed != Error.NONE:
                 errors = [failed if e == Error.NONE else e for e in errors]
         answers = iter(errors)
-        P = R.OffsetCommitResponseTopic.OffsetCommitResponsePartition
         return R(topics=[R.OffsetCommitResponseTopic(name=t.name, partitions=[
             P(partition_index=p.partition_index,
-              error_code=Error.UNKNOWN_TOPIC_OR_PARTITION if (t.name, p.partition_index) in unknown
+              error_code=Error.TOPIC_AUTHORIZATION_FAILED if t.name in denied
+              else Error.UNKNOWN_TOPIC_OR_PARTITION if (t.name, p.partition_index) in unknown
               else next(answers)) for p in t.partitions]) for t in req.topics])
 
     async def handle_txn_offset_commit(self, ctx: RequestContext, req):
@@ -249,10 +297,24 @@ class GroupApis:
         the verification's refusal (KIP-890, see broker/groups/runtime.py), the core's errors, or
         the write's (mapped as for OffsetCommit) once appended as one transactional batch of the
         producer. Before v2 a loading coordinator is answered
-        COORDINATOR_NOT_AVAILABLE (clients before KAFKA-7296 do not retry the other)."""
+        COORDINATOR_NOT_AVAILABLE (clients before KAFKA-7296 do not retry the other).
+
+        Authorized as KafkaApis does: WRITE on the transactional id, else every partition
+        answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED; READ on the group, else
+        GROUP_AUTHORIZATION_FAILED; a topic without READ TOPIC_AUTHORIZATION_FAILED."""
         R = M.TxnOffsetCommitResponse
+        T = R.TxnOffsetCommitResponseTopic
         version = ctx.api_version
-        unknown = self._unknown_partitions(req.topics)
+        refused = (Error.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                   if not self._may(ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id)
+                   else Error.GROUP_AUTHORIZATION_FAILED if not self._may(ctx, READ, GROUP, req.group_id)
+                   else Error.NONE)
+        if refused != Error.NONE:
+            return R(topics=[T(name=t.name, partitions=[T.TxnOffsetCommitResponsePartition(
+                partition_index=p.partition_index, error_code=refused) for p in t.partitions])
+                for t in req.topics])
+        denied = self._unauthorized_topics(ctx, READ, req.topics)
+        unknown = self._unknown_partitions(req.topics, denied)
         offsets = [(t.name, p.partition_index, p.committed_offset,
                     p.committed_leader_epoch if version >= 2 else -1, p.committed_metadata)
                    for t in req.topics for p in t.partitions if (t.name, p.partition_index) not in unknown]
@@ -281,25 +343,31 @@ class GroupApis:
             errors = [Error.COORDINATOR_NOT_AVAILABLE if e == Error.COORDINATOR_LOAD_IN_PROGRESS else e
                       for e in errors]
         answers = iter(errors)
-        T = R.TxnOffsetCommitResponseTopic
         return R(topics=[T(name=t.name, partitions=[T.TxnOffsetCommitResponsePartition(
             partition_index=p.partition_index,
-            error_code=Error.UNKNOWN_TOPIC_OR_PARTITION if (t.name, p.partition_index) in unknown
+            error_code=Error.TOPIC_AUTHORIZATION_FAILED if t.name in denied
+            else Error.UNKNOWN_TOPIC_OR_PARTITION if (t.name, p.partition_index) in unknown
             else next(answers)) for p in t.partitions]) for t in req.topics])
 
     async def handle_offset_delete(self, ctx: RequestContext, req):
         """OffsetDelete (KIP-496): partitions unknown to the metadata image answer
         UNKNOWN_TOPIC_OR_PARTITION; the coordinator answers the rest, after its tombstones
         commit. A group-level error is the whole answer, with no partitions (Kafka's
-        OffsetDeleteResponse.Builder.merge keeps the coordinator's answer when it has one)."""
+        OffsetDeleteResponse.Builder.merge keeps the coordinator's answer when it has one).
+        Authorized as KafkaApis does: DELETE on the group, else GROUP_AUTHORIZATION_FAILED and
+        nothing else; a topic without READ answers TOPIC_AUTHORIZATION_FAILED per partition."""
         R = M.OffsetDeleteResponse
         T, P = R.OffsetDeleteResponseTopic, R.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition
-        unknown = self._unknown_partitions(req.topics)
+        if not self._may(ctx, DELETE, GROUP, req.group_id):
+            return R(error_code=Error.GROUP_AUTHORIZATION_FAILED, topics=[])
+        denied = self._unauthorized_topics(ctx, READ, req.topics)
+        unknown = self._unknown_partitions(req.topics, denied)
         known = [(t.name, [p.partition_index for p in t.partitions
                            if (t.name, p.partition_index) not in unknown]) for t in req.topics]
         known = [(name, parts) for name, parts in known if parts]
         out = [T(name=t.name, partitions=[P(partition_index=p.partition_index,
-                                            error_code=Error.UNKNOWN_TOPIC_OR_PARTITION)
+                                            error_code=Error.TOPIC_AUTHORIZATION_FAILED if t.name in denied
+                                            else Error.UNKNOWN_TOPIC_OR_PARTITION)
                                           for p in t.partitions if (t.name, p.partition_index) in unknown])
                for t in req.topics]
         out = [t for t in out if t.partitions]
@@ -315,11 +383,34 @@ class GroupApis:
                         for name, parts in answered]
         return R(error_code=code, topics=out if code == Error.NONE else [])
 
-    async def _fetch_group(self, group_id: str, topics, member_id: str | None = None, member_epoch: int = -1,
-                          require_stable: bool = False):
+    async def _fetch_group(self, ctx: RequestContext, group_id: str, topics, member_id: str | None = None,
+                           member_epoch: int = -1, require_stable: bool = False):
         """(group error, [(topic, [(partition, offset, leader epoch, metadata, error)])]).
         The core's offsets are the committed ones; require_stable also waits for the offsets
-        written but not yet committed (Kafka answers it as a write)."""
+        written but not yet committed (Kafka answers it as a write).
+
+        Authorized as KafkaApis does: without DESCRIBE on the group, GROUP_AUTHORIZATION_FAILED
+        and no topics; the topics the principal may not DESCRIBE are left out of an answer for
+        all topics, and answered TOPIC_AUTHORIZATION_FAILED per partition when named."""
+        if not self._may(ctx, DESCRIBE, GROUP, group_id):
+            return Error.GROUP_AUTHORIZATION_FAILED, []
+        denied: list = []
+        if topics is not None:
+            hidden = self._unauthorized_topics(ctx, DESCRIBE, topics)
+            denied = [(t.name, [(p, NO_OFFSET, -1, "", Error.TOPIC_AUTHORIZATION_FAILED)
+                                for p in t.partition_indexes]) for t in topics if t.name in hidden]
+            topics = [t for t in topics if t.name not in hidden]
+        code, found = await self._fetch_offsets(group_id, topics, member_id, member_epoch, require_stable)
+        if code != Error.NONE:
+            return code, found
+        if topics is None:
+            described = self.authorizer.filter(ctx, DESCRIBE, TOPIC, [name for name, _ in found])
+            return code, [(name, parts) for name, parts in found if name in described]
+        return code, found + denied
+
+    async def _fetch_offsets(self, group_id: str, topics, member_id: str | None, member_epoch: int,
+                             require_stable: bool):
+        """``_fetch_group`` of the topics the principal may see."""
         code = self._coordinator_error(group_id)
         wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
         if code == Error.NONE and require_stable:
@@ -347,16 +438,17 @@ class GroupApis:
             T = G.OffsetFetchResponseTopics
             out = []
             for g in req.groups:
-                code, topics = await self._fetch_group(g.group_id, g.topics, g.member_id, g.member_epoch,
-                                                      stable)
+                code, topics = await self._fetch_group(ctx, g.group_id, g.topics, g.member_id,
+                                                       g.member_epoch, stable)
                 out.append(G(group_id=g.group_id, error_code=code, topics=[
                     T(name=name, partitions=[T.OffsetFetchResponsePartitions(
                         partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,
                         error_code=err) for p, o, e, m, err in parts]) for name, parts in topics]))
             return R(groups=out)
         T = R.OffsetFetchResponseTopic
-        code, topics = await self._fetch_group(req.group_id, req.topics if version >= 2 else req.topics or [],
-                                         require_stable=stable)
+        code, topics = await self._fetch_group(ctx, req.group_id,
+                                               req.topics if version >= 2 else req.topics or [],
+                                               require_stable=stable)
         if version < 2 and code != Error.NONE:
             topics = [(name, [(p, o, e, m, code) for p, o, e, m, _ in parts]) for name, parts in topics]
         return R(error_code=code, topics=[
@@ -367,11 +459,14 @@ class GroupApis:
     # ---- admin --------------------------------------------------------------------------
 
     async def handle_describe_groups(self, ctx: RequestContext, req):
+        """A group the principal may not DESCRIBE answers GROUP_AUTHORIZATION_FAILED (Kafka's
+        DescribeGroupsResponse.groupError), in the request's order."""
         R = M.DescribeGroupsResponse
         D = R.DescribedGroup
         out = []
         for group_id in req.groups:
-            code = self._coordinator_error(group_id)
+            code = (self._coordinator_error(group_id) if self._may(ctx, DESCRIBE, GROUP, group_id)
+                    else Error.GROUP_AUTHORIZATION_FAILED)
             described = self.groups.core.describe_group(group_id) if code == Error.NONE else \
                 D(error_code=code, group_id=group_id, group_state="", protocol_type="", protocol_data="")
             if described is None and group_id in self.groups.core.consumer.groups:
@@ -390,10 +485,12 @@ class GroupApis:
             out.append(described)
         out = await self._released(req.groups, out, lambda group_id, code: D(
             error_code=code, group_id=group_id, group_state="", protocol_type="", protocol_data=""))
-        self._with_operations(out, ctx.api_version >= 3 and req.include_authorized_operations)
+        self._with_operations(ctx, out, ctx.api_version >= 3 and req.include_authorized_operations)
         return R(groups=out)
 
     async def handle_list_groups(self, ctx: RequestContext, req):
+        """Every group to a principal that may DESCRIBE the cluster, else only the groups it
+        may DESCRIBE (Kafka's KafkaApis; the checks are not logged as denials)."""
         R = M.ListGroupsResponse
         self.groups.ensure_offsets_topic()
         version = ctx.api_version
@@ -407,26 +504,40 @@ class GroupApis:
         failed = await self._settled(self.groups.core.owned)
         if any(code != Error.NONE for code in failed.values()):
             return R(error_code=Error.COORDINATOR_NOT_AVAILABLE, groups=[])
+        if not self.authorizer.authorize(ctx, DESCRIBE, CLUSTER, CLUSTER_NAME, log_if_denied=False):
+            visible = self.authorizer.filter(ctx, DESCRIBE, GROUP, [g for g, *_ in listed],
+                                             log_if_denied=False)
+            listed = [entry for entry in listed if entry[0] in visible]
         return R(error_code=Error.NONE, groups=[
             R.ListedGroup(group_id=g, protocol_type=pt, group_state=state, group_type=kind)
             for g, pt, state, kind in sorted(listed)])
 
     async def handle_delete_groups(self, ctx: RequestContext, req):
+        """A group the principal may not DELETE answers GROUP_AUTHORIZATION_FAILED and is not
+        deleted; the coordinator deletes the others."""
         R = M.DeleteGroupsResponse
-        if not self.groups.ensure_offsets_topic():
-            errors = [Error.COORDINATOR_NOT_AVAILABLE] * len(req.groups_names)
+        allowed = self.authorizer.filter(ctx, DELETE, GROUP, req.groups_names)
+        names = [g for g in req.groups_names if g in allowed]
+        if not names:
+            errors = []
+        elif not self.groups.ensure_offsets_topic():
+            errors = [Error.COORDINATOR_NOT_AVAILABLE] * len(names)
         else:
-            errors, fx = self.groups.core.delete_groups(list(req.groups_names), _now_ms())
-            partitions = [self.groups.partition_of(g) for g in req.groups_names]
+            errors, fx = self.groups.core.delete_groups(names, _now_ms())
+            partitions = [self.groups.partition_of(g) for g in names]
             failed = await self.groups.write(fx, partitions)
             errors = [failed[p] if e == Error.NONE and failed[p] != Error.NONE else e
                       for e, p in zip(errors, partitions)]
-        return R(results=[R.DeletableGroupResult(group_id=g, error_code=e)
-                          for g, e in zip(req.groups_names, errors)])
+        answers = iter(errors)
+        return R(results=[R.DeletableGroupResult(group_id=g, error_code=next(answers) if g in allowed
+                                                 else Error.GROUP_AUTHORIZATION_FAILED)
+                          for g in req.groups_names])
 
     # ---- the consumer group protocol ----------------------------------------------------
 
     async def handle_consumer_group_heartbeat(self, ctx: RequestContext, req):
+        if not self._may(ctx, READ, GROUP, req.group_id):
+            return M.ConsumerGroupHeartbeatResponse(error_code=Error.GROUP_AUTHORIZATION_FAILED)
         code = self._coordinator_error(req.group_id)
         if code != Error.NONE:
             return M.ConsumerGroupHeartbeatResponse(error_code=code, member_epoch=-1)
@@ -443,7 +554,8 @@ class GroupApis:
         names = {t.topic_id: name for name, t in self.image().topics.items()}
         out = []
         for group_id in req.group_ids:
-            code = self._coordinator_error(group_id)
+            code = (self._coordinator_error(group_id) if self._may(ctx, DESCRIBE, GROUP, group_id)
+                    else Error.GROUP_AUTHORIZATION_FAILED)
             if code != Error.NONE:
                 out.append(M.ConsumerGroupDescribeResponse.DescribedGroup(
                     error_code=code, group_id=group_id, group_state="", assignor_name=""))
@@ -452,5 +564,5 @@ class GroupApis:
         D = M.ConsumerGroupDescribeResponse.DescribedGroup
         described = await self._released(req.group_ids, out, lambda group_id, code: D(
             error_code=code, group_id=group_id, group_state="", assignor_name=""))
-        self._with_operations(described, req.include_authorized_operations)
+        self._with_operations(ctx, described, req.include_authorized_operations)
         return M.ConsumerGroupDescribeResponse(groups=described)

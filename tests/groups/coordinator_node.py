@@ -16,7 +16,7 @@ from broker.groups.runtime import GroupCoordinatorRuntime
 from broker.groups.storage import OFFSETS_TOPIC
 from broker.handlers.groups import GroupApis
 from protocol import messages as M
-from protocol.context import RequestContext
+from protocol.context import NO_SESSION, RequestContext, Session
 from protocol.headers import RequestHeader
 from tests.broker.replica_nodes import LISTENER, Node, broker_epoch
 
@@ -85,10 +85,12 @@ class CoordinatorNode:
         await settle()
         return result
 
-    async def call(self, api_key: int, version: int, request, listener_name: str | None = None):
-        """The handler's answer to a request that came on ``listener_name`` (None: no listener)."""
+    async def call(self, api_key: int, version: int, request, listener_name: str | None = None,
+                   session: Session = NO_SESSION):
+        """The handler's answer to a request that came on ``listener_name`` (None: no listener)
+        over a connection of ``session`` (its principal)."""
         header = RequestHeader(api_key, version, 1, "test", 2 if version >= 9 else 1, listener_name)
-        return await self.apis[api_key].fn(RequestContext(header), request)
+        return await self.apis[api_key].fn(RequestContext(header, session), request)
 
     # ---- requests ---------------------------------------------------------------------------
 
