@@ -16,6 +16,8 @@
         (process.roles=broker,controller) runs each role as a process of its own.
     strom topics create|list|describe|delete --bootstrap-server HOST:PORT [--topic T] ...
         Topic administration over the Kafka protocol.
+    strom acls --bootstrap-server HOST:PORT --add|--remove|--list [--topic T] [--group G] ...
+        ACLs, with kafka-acls's options and output (strom/acls.py).
     strom quorum --bootstrap-controller HOST:PORT[,...] describe --status | --replication [--human-readable]
     strom quorum --bootstrap-controller HOST:PORT[,...] add-controller --config FILE [--dry-run]
     strom quorum --bootstrap-controller HOST:PORT[,...] remove-controller --controller-id N
@@ -95,6 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
     topics.add_argument("--replication-factor", type=int, default=-1)
     topics.add_argument("--config", action="append", default=[], metavar="NAME=VALUE")
     _add_quorum_parser(sub)
+    from strom import acls
+
+    acls.add_parser(sub)
     demo = sub.add_parser("demo", help="write, crash, recover and read back a partition log")
     demo.add_argument("--dir", help="log directory (default: a new temporary one)")
     demo.add_argument("--records", type=int, default=1_000_000)
@@ -144,6 +149,10 @@ def main(argv: list[str] | None = None) -> int:
             return run_role(args.command, config)
         if args.command == "topics":
             return run_topics(args)
+        if args.command == "acls":
+            from strom import acls
+
+            return acls.run(args)
         if args.command == "quorum":
             return run_quorum(args)
         if args.command == "demo":
