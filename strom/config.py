@@ -189,6 +189,24 @@ PROPERTIES: dict[str, tuple[str, Any]] = {
     "ssl.principal.mapping.rules": (STRING, "DEFAULT"),
     "ssl.keymanager.algorithm": (STRING, "SunX509"),
     "ssl.trustmanager.algorithm": (STRING, "PKIX"),
+    # SASL (security/sasl/): per listener; the sasl.* ones and connections.max.reauth.ms per
+    # mechanism too (listener.name.<listener>.<mechanism>.<property>), as Kafka.
+    "sasl.enabled.mechanisms": (LIST, "GSSAPI"),
+    "sasl.mechanism.inter.broker.protocol": (STRING, "GSSAPI"),
+    "sasl.mechanism.controller.protocol": (STRING, "GSSAPI"),
+    "sasl.jaas.config": (STRING, None),
+    "sasl.server.max.receive.size": (INT, 524288),
+    "connections.max.reauth.ms": (LONG, 0),
+    "connection.failed.authentication.delay.ms": (INT, 100),
+    "sasl.oauthbearer.jwks.endpoint.url": (STRING, None),
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms": (LONG, 3600000),
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms": (LONG, 100),
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms": (LONG, 10000),
+    "sasl.oauthbearer.expected.audience": (LIST, None),
+    "sasl.oauthbearer.expected.issuer": (STRING, None),
+    "sasl.oauthbearer.sub.claim.name": (STRING, "sub"),
+    "sasl.oauthbearer.scope.claim.name": (STRING, "scope"),
+    "sasl.oauthbearer.clock.skew.seconds": (INT, 30),
     # The authorizer (broker/authorizer.py): empty for none, else Kafka's StandardAuthorizer.
     "authorizer.class.name": (STRING, ""),
     "super.users": (STRING, None),
@@ -650,7 +668,7 @@ def _listener_override_key(name: str, listener: str, rest: str) -> tuple[str, st
     if rest in PROPERTIES and (rest.startswith(LISTENER_PREFIXES) or rest in LISTENER_PROPERTIES):
         return listener.upper(), None, rest
     mechanism, _, prop = rest.partition(".")
-    if prop.startswith("sasl.") and prop in PROPERTIES and mechanism:
+    if (prop.startswith("sasl.") or prop == "connections.max.reauth.ms") and prop in PROPERTIES and mechanism:
         return listener.upper(), mechanism.lower(), prop
     raise ConfigError(name, "unknown property")
 
