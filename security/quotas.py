@@ -1,0 +1,223 @@
+"""Client quotas, as Kafka's ClientQuotaManager: which quota a request's user and client id fall
+under, the rate it has used, and how long to throttle it (KIP-13, KIP-55, KIP-124, KIP-546).
+
+Quotas are stored per entity (``image.client_quotas``): the entity as sorted (entity type,
+name) pairs, a name of None being that type's default (``user`` and ``client-id``; KIP-546's
+``ip`` is kept in the image but not enforced here), and per quota key a value:
+
+============================  ===========================================================
+``producer_byte_rate``        bytes per second a Produce may append
+``consumer_byte_rate``        bytes per second a Fetch may return
+``request_percentage``        percent of one request thread's time per second (KIP-124)
+============================  ===========================================================
+
+Resolution (KIP-55): the first entity of this list that has the key sets the bound, and also
+which clients share one measured rate (the *metric tags*: the user and client id, either left
+empty when the entity does not name it; a default entity still measures each user or client
+apart):
+
+  1. user=u, client-id=c           tags (u, c)
+  2. user=u, client-id=<default>   tags (u, c)
+  3. user=u                        tags (u, "")
+  4. user=<default>, client-id=c   tags (u, c)
+  5. user=<default>, client-id=<default>  tags (u, c)
+  6. user=<default>                tags (u, "")
+  7. client-id=c                   tags ("", c)
+  8. client-id=<default>           tags ("", c)
+
+The rate is Kafka's Rate over a SampledStat: ``quota.window.num`` samples of
+``quota.window.size.seconds`` each; a sample whose last event is older than the whole window
+is reset, and the rate divides the sum of the samples by the time since the oldest one began,
+counted as at least ``samples - 1`` full windows (so a new client's first bytes are not taken
+for a huge rate). After recording, a rate above the bound is throttled by the delay that would
+bring it back to the bound if nothing more came (QuotaUtils.throttleTime):
+``(rate - bound) / bound * window`` ms; the request-time quota caps it at one window.
+
+Time comes in as arguments (ms); nothing here reads a clock.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE = (
+    "producer_byte_rate", "consumer_byte_rate", "request_percentage")
+QUOTA_KEYS = frozenset({PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE})
+USER, CLIENT_ID, IP = "user", "client-id", "ip"
+
+Entity = tuple[tuple[str, "str | None"], ...]
+QuotaTable = Mapping[Entity, Mapping[str, float]]
+
+
+def entity(**names: str | None) -> Entity:
+    """The image's key for an entity: ``entity(user="alice", client_id=None)`` is alice with
+    the default client id."""
+    return tuple(sorted((kind.replace("_", "-"), name) for kind, name in names.items()))
+
+
+class _Sample:
+    __slots__ = ("start_ms", "last_event_ms", "value", "events")
+
+    def __init__(self, now_ms: int):
+        self.reset(now_ms)
+
+    def reset(self, now_ms: int) -> None:
+        self.start_ms = now_ms
+        self.last_event_ms = now_ms
+        self.value = 0.0
+        self.events = 0
+
+
+class Rate:
+    """Kafka's Rate over a windowed sum (the module doc): ``record`` values at times,
+    ``measure`` per second."""
+
+    def __init__(self, samples: int = 11, window_ms: int = 1000):
+        if samples < 1 or window_ms < 1:
+            raise ValueError("a rate needs at least one sample of at least 1 ms")
+        self.samples = samples
+        self.window_ms = window_ms
+        self._samples: list[_Sample] = []
+        self._current = 0
+        self.last_event_ms: int | None = None
+
+    def record(self, value: float, now_ms: int) -> None:
+        sample = self._current_sample(now_ms)
+        if now_ms - sample.start_ms >= self.window_ms:
+            # One sample more than configured: the one overlapping the window's start.
+            self._current = (self._current + 1) % (self.samples + 1)
+            if self._current >= len(self._samples):
+                sample = _Sample(now_ms)
+                self._samples.append(sample)
+            else:
+                sample = self._samples[self._current]
+                sample.reset(now_ms)
+        sample.value += value
+        sample.events += 1
+        sample.last_event_ms = now_ms
+        self.last_event_ms = now_ms
+
+    def _current_sample(self, now_ms: int) -> _Sample:
+        if not self._samples:
+            self._samples.append(_Sample(now_ms))
+        return self._samples[self._current]
+
+    def _purge(self, now_ms: int) -> None:
+        expire = self.samples * self.window_ms
+        for sample in self._samples:
+            if now_ms - sample.last_event_ms >= expire:
+                sample.reset(now_ms)
+
+    def window_size_ms(self, now_ms: int) -> int:
+        """The time the rate is measured over (Rate.windowSize)."""
+        self._purge(now_ms)
+        oldest = min(s.start_ms for s in self._samples) if self._samples else now_ms
+        elapsed = now_ms - oldest
+        full = elapsed // self.window_ms
+        if full < self.samples - 1:
+            elapsed += (self.samples - 1 - full) * self.window_ms
+        return max(elapsed, 1)
+
+    def measure(self, now_ms: int) -> float:
+        """The rate per second."""
+        self._purge(now_ms)
+        total = sum(s.value for s in self._samples)
+        return total / (self.window_size_ms(now_ms) / 1000.0)
+
+
+def throttle_time_ms(rate: float, bound: float, window_ms: int) -> int:
+    """The delay that brings a rate over its bound back to it if nothing more is recorded
+    (QuotaUtils.throttleTime: O * W / (W + X) = T, so X = (O - T) / T * W), rounded."""
+    return int(round((rate - bound) / bound * window_ms))
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """Which quota a user and client id fall under: the metric tags of the rate they share
+    (user, client id; "" for one the entity does not name) and the bound (None: no quota)."""
+    user_tag: str
+    client_tag: str
+    bound: float | None
+
+
+def resolve(quotas: QuotaTable, key: str, user: str, client_id: str) -> Resolved:
+    """KIP-55's precedence (the module doc) for one quota key."""
+    order = (
+        (entity(user=user, client_id=client_id), user, client_id),
+        (entity(user=user, client_id=None), user, client_id),
+        (entity(user=user), user, ""),
+        (entity(user=None, client_id=client_id), user, client_id),
+        (entity(user=None, client_id=None), user, client_id),
+        (entity(user=None), user, ""),
+        (entity(client_id=client_id), "", client_id),
+        (entity(client_id=None), "", client_id),
+    )
+    for candidate, user_tag, client_tag in order:
+        values = quotas.get(candidate)
+        if values is not None and key in values:
+            return Resolved(user_tag, client_tag, float(values[key]))
+    return Resolved("", client_id, None)
+
+
+class ClientQuotaManager:
+    """One quota key's rates and throttling (Kafka's ClientQuotaManager, or with
+    ``max_throttle_ms`` its ClientRequestQuotaManager)."""
+
+    def __init__(self, key: str, samples: int = 11, window_seconds: int = 1,
+                 max_throttle_ms: int | None = None):
+        if key not in QUOTA_KEYS:
+            raise ValueError(f"unknown quota key {key!r}")
+        self.key = key
+        self.samples = samples
+        self.window_ms = window_seconds * 1000
+        self.max_throttle_ms = max_throttle_ms
+        self._rates: dict[tuple[str, str], Rate] = {}
+
+    @classmethod
+    def for_requests(cls, samples: int = 11, window_seconds: int = 1) -> ClientQuotaManager:
+        """The request_percentage quota: throttled at most one window."""
+        return cls(REQUEST_PERCENTAGE, samples, window_seconds, max_throttle_ms=window_seconds * 1000)
+
+    def _rate(self, resolved: Resolved) -> Rate:
+        tags = (resolved.user_tag, resolved.client_tag)
+        rate = self._rates.get(tags)
+        if rate is None:
+            rate = self._rates[tags] = Rate(self.samples, self.window_ms)
+        return rate
+
+    def record_and_get_throttle_time_ms(self, quotas: QuotaTable, user: str, client_id: str, value: float,
+                                        now_ms: int) -> int:
+        """Records ``value`` (bytes, or request-thread percent) for the client and answers how
+        long to throttle it: 0 within its quota or without one."""
+        resolved = resolve(quotas, self.key, user, client_id)
+        if resolved.bound is None:
+            return 0
+        rate = self._rate(resolved)
+        rate.record(value, now_ms)
+        measured = rate.measure(now_ms)
+        if measured <= resolved.bound:
+            return 0
+        throttle = throttle_time_ms(measured, resolved.bound, rate.window_size_ms(now_ms))
+        if self.max_throttle_ms is not None:
+            throttle = min(throttle, self.max_throttle_ms)
+        return max(throttle, 0)
+
+    def unrecord(self, quotas: QuotaTable, user: str, client_id: str, value: float, now_ms: int) -> None:
+        """Takes back a recorded value (a throttled Fetch returns nothing, as Kafka's)."""
+        resolved = resolve(quotas, self.key, user, client_id)
+        if resolved.bound is not None:
+            self._rate(resolved).record(-value, now_ms)
+
+    def max_value_in_window(self, quotas: QuotaTable, user: str, client_id: str) -> float | None:
+        """The most that can be recorded at once without a certain throttle (a Fetch's byte
+        cap): bound * (samples - 1) * window seconds; None without a quota."""
+        resolved = resolve(quotas, self.key, user, client_id)
+        if resolved.bound is None:
+            return None
+        return resolved.bound * (self.samples - 1) * self.window_ms / 1000.0
+
+    def expire(self, now_ms: int, inactive_ms: int = 3_600_000) -> None:
+        """Forgets the rates of clients idle this long (Kafka's inactive sensor expiry, 1 h)."""
+        for tags in [t for t, r in self._rates.items()
+                     if r.last_event_ms is not None and now_ms - r.last_event_ms >= inactive_ms]:
+            del self._rates[tags]
