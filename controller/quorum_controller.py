@@ -6,8 +6,10 @@ leader, writes. Once it has replayed everything up to its own epoch's LeaderChan
 *activates*: broker sessions start afresh (cluster_control), and a new cluster gets its
 bootstrap features (metadata.version, eligible.leader.replicas.version=1: KIP-966 ELR on
 for new clusters, as from Kafka 4.1, and transaction.version=2: KIP-890 part 2, as Kafka 4.0
-bootstraps it from metadata.version 4.0-IV2). A cluster formatted before a feature was
-bootstrapped keeps it unfinalized (level 0), as Kafka's upgrade leaves it to kafka-features.
+bootstraps it from metadata.version 4.0-IV2), in one batch with the records of strom format's
+bootstrap.checkpoint (controller/bootstrap.py: the --add-scram users). A cluster formatted
+before a feature was bootstrapped keeps it unfinalized (level 0), as Kafka's upgrade leaves it
+to kafka-features.
 
 Deciding is the pure managers' work: cluster_control (brokers, heartbeats, fencing,
 controlled shutdown), replication_control (AlterPartition, elections, ElectLeaders,
@@ -90,7 +92,8 @@ class QuorumController:
         strom.broker.disconnect.fence.ms, auto.leader.rebalance.enable,
         leader.imbalance.check.interval.seconds, leader.imbalance.per.broker.percentage,
         delete.topic.enable, group.consumer.min/max.session.timeout.ms and
-        group.consumer.min/max.heartbeat.interval.ms (the bounds of a group's configs)."""
+        group.consumer.min/max.heartbeat.interval.ms (the bounds of a group's configs), and
+        bootstrap_records (the records of strom format's bootstrap.checkpoint)."""
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.defaults = defaults
@@ -112,6 +115,9 @@ class QuorumController:
                                    GroupBounds(**{f: defaults[prop] for f, prop in GROUP_BOUNDS.items()
                                                   if prop in defaults}))
         self.recovery = BalancedRecovery(self.replication)
+        # strom format's bootstrap metadata (controller/bootstrap.py): committed with the
+        # bootstrap features by a new cluster's first active controller.
+        self.bootstrap_records: list[Any] = list(defaults.get("bootstrap_records", ()))
         self.acls = AclControl(uuid.uuid4)
         self.scram = ScramControl()
         self._recovery_scanned = -1  # applied_offset of the image balanced recovery last scanned
@@ -194,7 +200,7 @@ class QuorumController:
         if "metadata.version" not in self.state.features:
             try:
                 await self._commit([M.FeatureLevelRecord(name=name, feature_level=level)
-                                    for name, level in BOOTSTRAP_FEATURES])
+                                    for name, level in BOOTSTRAP_FEATURES] + self.bootstrap_records)
             except NotController:
                 return False
         self._activated_epoch = epoch
