@@ -13,6 +13,7 @@ import os
 import signal
 from dataclasses import replace
 
+from controller.bootstrap import read_bootstrap_records
 from controller.quorum_controller import QuorumController
 from engine.checkpoint import uuid_from_str
 from engine.config import LogConfig
@@ -36,7 +37,8 @@ def metadata_log_config(config) -> LogConfig:
 
 def controller_settings(config) -> dict:
     """What the quorum controller takes from the node's configuration: topic defaults, the log
-    config, broker session and fencing, leader rebalancing, and the bounds of groups' configs."""
+    config, broker session and fencing, leader rebalancing, the bounds of groups' configs, and the
+    bootstrap metadata strom format wrote (controller/bootstrap.py)."""
     return {
         "num.partitions": config["num.partitions"],
         "default.replication.factor": config["default.replication.factor"],
@@ -47,6 +49,7 @@ def controller_settings(config) -> dict:
             "leader.imbalance.per.broker.percentage", "delete.topic.enable",
             "group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms",
             "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms")},
+        "bootstrap_records": read_bootstrap_records(config.metadata_log_dir),
     }
 
 
