@@ -49,6 +49,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from protocol.client import ClientSecurity
 from protocol.dispatch import Api
 
 from . import messages as m
@@ -94,6 +95,7 @@ class RaftDriverConfig:
     auto_join: bool = False  # controller.quorum.auto.join.enable
     listener_name: str = DEFAULT_LISTENER
     observer: bool = False  # a broker: never a voter, even sharing a controller's node id
+    security: ClientSecurity | None = None  # how it connects to the controller listener (TLS, SASL)
 
 
 def monotonic_ms() -> int:

@@ -59,7 +59,8 @@ class OutboundRequests:
 
     def init_outbound(self) -> None:
         q = self.config.quorum
-        self.peers = Peers(f"raft-{self.config.node_id}", q.request_timeout_ms, q.retry_backoff_ms)
+        self.peers = Peers(f"raft-{self.config.node_id}", q.request_timeout_ms, q.retry_backoff_ms,
+                           self.config.security)
         self.sends: set[asyncio.Task] = set()
 
     def spawn(self, coro, name: str) -> asyncio.Task:

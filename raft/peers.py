@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from protocol import messages as M
-from protocol.client import ConnectionClosedByPeer, KafkaConnection
+from protocol.client import ClientSecurity, ConnectionClosedByPeer, KafkaConnection
 from protocol.types import ProtocolError
 
 from .wire import API_VERSIONS, VERSIONS, kraft_version_range
@@ -81,8 +81,10 @@ def pick_version(api_key: int, peer: dict[int, tuple[int, int]]) -> int | None:
 
 
 class Peer:
-    def __init__(self, host: str, port: int, client_id: str, connect_timeout_ms: int, retry_backoff_ms: int):
+    def __init__(self, host: str, port: int, client_id: str, connect_timeout_ms: int, retry_backoff_ms: int,
+                 security: ClientSecurity | None = None):
         self.host, self.port, self.client_id = host, port, client_id
+        self.security = security
         self.connect_timeout_ms = connect_timeout_ms
         self.retry_backoff_ms = max(1, retry_backoff_ms)
         self._conn: KafkaConnection | None = None
@@ -104,7 +106,7 @@ class Peer:
         return await asyncio.shield(self._connecting)
 
     async def _connect(self) -> tuple[KafkaConnection, PeerInfo]:
-        conn = KafkaConnection(self.host, self.port, self.client_id)
+        conn = KafkaConnection(self.host, self.port, self.client_id, security=self.security)
         try:
             timeout = self.connect_timeout_ms / 1000
             await conn.connect(timeout)
@@ -155,8 +157,10 @@ class Peer:
 class Peers:
     """The connection pool: a Peer per (host, port, channel)."""
 
-    def __init__(self, client_id: str, connect_timeout_ms: int, retry_backoff_ms: int):
+    def __init__(self, client_id: str, connect_timeout_ms: int, retry_backoff_ms: int,
+                 security: ClientSecurity | None = None):
         self.client_id = client_id
+        self.security = security
         self.connect_timeout_ms = connect_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
         self._peers: dict[tuple[str, int, str], Peer] = {}
@@ -166,7 +170,7 @@ class Peers:
         peer = self._peers.get(key)
         if peer is None:
             peer = self._peers[key] = Peer(host, port, self.client_id, self.connect_timeout_ms,
-                                           self.retry_backoff_ms)
+                                           self.retry_backoff_ms, self.security)
         return peer
 
     async def close(self) -> None:

@@ -66,4 +66,5 @@ def driver_config(config, cluster_id: str, *, directory_id: bytes | None = None,
         directory_id=directory_id, bootstrap_servers=bootstrap, quorum=quorum_config(config),
         append_linger_ms=config["controller.quorum.append.linger.ms"],
         auto_join=bool(config["controller.quorum.auto.join.enable"]) and bool(endpoints),
-        listener_name=listener, observer=observer)
+        listener_name=listener, observer=observer,
+        security=config.client_security(listener) if hasattr(config, "client_security") else None)
