@@ -42,9 +42,14 @@ class Formatted:
 
 def format_node(config: ServerConfig, cluster_id: str | None, standalone: bool = False,
                 ignore_formatted: bool = False, *, initial_controllers: str | None = None,
-                no_initial_controllers: bool = False) -> Formatted:
-    """Write meta.properties into every log dir, and the metadata log's bootstrap checkpoint
-    (strom.quorum explains the choices). Every directory is checked before any is written."""
+                no_initial_controllers: bool = False, add_scram: list[str] | None = None) -> Formatted:
+    """Write meta.properties into every log dir, the metadata log's bootstrap checkpoint
+    (strom.quorum explains the choices) and, on a controller, the bootstrap metadata of
+    ``add_scram`` (kafka-storage's --add-scram arguments: controller/bootstrap.py). Every
+    argument and directory is checked before any is written."""
+    from controller.bootstrap import scram_record, write_bootstrap_records
+
+    bootstrap_records = [scram_record(a) for a in add_scram or []]
     cluster_id = cluster_id or new_uuid()
     plan = plan_bootstrap(config, new_uuid(), standalone=standalone,
                           initial_controllers=initial_controllers,
@@ -65,6 +70,8 @@ def format_node(config: ServerConfig, cluster_id: str | None, standalone: bool =
             continue
         if plan.voters is not None:  # before meta.properties, the commit point of a format
             write_bootstrap_checkpoint(d, plan)
+        if bootstrap_records and "controller" in config.roles:
+            write_bootstrap_records(d, bootstrap_records)
         directory_id = format_log_dir(d, cluster_id, config.node_id, plan.directory_id)
     return Formatted(cluster_id, todo, directory_id, plan)
 
