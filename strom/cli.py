@@ -82,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="bootstrap no voters: a static quorum from controller.quorum.voters, or "
                           "(without it) a controller that waits for `strom quorum add-controller`")
     fmt.add_argument("--ignore-formatted", action="store_true")
+    fmt.add_argument("--add-scram", action="append", default=[], metavar="'MECHANISM=[name=N,password=P]'",
+                     help="a SCRAM user of the new cluster (also iterations=, salt=); repeatable")
     start = sub.add_parser("start", help="run the node's roles (process.roles in --config)")
     start.add_argument("--config", required=True)
     # The processes `start` and `cluster up` spawn, one role each: not in the help (no help=).
@@ -127,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
             config = read_config_file(args.config)
             done = format_node(config, args.cluster_id, args.standalone, args.ignore_formatted,
                                initial_controllers=args.initial_controllers,
-                               no_initial_controllers=args.no_initial_controllers)
+                               no_initial_controllers=args.no_initial_controllers,
+                               add_scram=args.add_scram)
             if not done.directories:
                 print("All of the log directories are already formatted.")
                 return 0
