@@ -66,6 +66,7 @@ from replication.alter_partition import ALTER_PARTITION_KEY, ALTER_PARTITION_VER
 from replication.fetcher import FetcherConfig, ReplicaFetcherManager
 from replication.manager import ReplicaManager
 from replication.replica_selector import selector_name
+from security.sasl.apis import image_scram_lookup, node_sasl_apis
 
 log = logging.getLogger("strom.broker")
 STOP_TIMEOUT_S = 20  # the stack dump comes at half of it
@@ -109,7 +110,8 @@ class Broker:
                           backoff_ms=config.get("replica.fetch.backoff.ms", 1000),
                           request_timeout_ms=config["replica.socket.timeout.ms"],
                           num_fetchers=config["num.replica.fetchers"],
-                          socket_receive_buffer_bytes=config["replica.socket.receive.buffer.bytes"]),
+                          socket_receive_buffer_bytes=config["replica.socket.receive.buffer.bytes"],
+                          security=config.client_security(self.listener_name)),
             self.replicas.on_follower_appended)
         self.replicas.alter_partition = AlterPartitionManager(
             config.node_id, lambda: self.follower.broker_epoch, self._send_alter_partition,
@@ -239,8 +241,11 @@ class Broker:
                           replicas=self.replicas).apis()
         apis += GroupApis(self.groups, self.transactions, lambda: self.image, self.listener_name).apis()
         apis += TransactionApis(self.transactions, lambda: self.image, self.replicas, self.groups).apis()
+        apis += node_sasl_apis(config, [lsn.name for lsn in config.broker_listeners()],
+                               image_scram_lookup(lambda: self.image))
         self.dispatcher = Dispatcher(apis, supported_features(),
-                                     lambda: (self.image.last_offset, self.image.features))
+                                     lambda: (self.image.last_offset, self.image.features),
+                                     unauthenticated_max_bytes=config["sasl.server.max.receive.size"])
         self.server = Server(self.dispatcher.handle, self.config["socket.request.max.bytes"],
                              limits=self.config.listener_limits(),
                              send_buffer_bytes=self.config["socket.send.buffer.bytes"],
