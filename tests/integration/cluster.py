@@ -311,8 +311,11 @@ class StromNode:
 
     def __init__(self, base_dir: str | None = None, node_id: int = 1,
                  extra: dict[str, object] | None = None, cluster_id: str = "c3Ryb20tdGVzdC1jbHVzdGVy",
-                 ready_timeout: float = READY_TIMEOUT_S, python: str = sys.executable):
+                 ready_timeout: float = READY_TIMEOUT_S, python: str = sys.executable,
+                 format_args: list[str] | None = None):
+        """``format_args``: more arguments for ``strom format`` (``--add-scram ...``)."""
         self._own_dir = base_dir is None
+        self.format_args = list(format_args or [])
         self.dir = base_dir or tempfile.mkdtemp(prefix="strom-node-")
         self.node_id = node_id
         self.cluster_id = cluster_id
@@ -344,7 +347,7 @@ class StromNode:
     def format(self) -> None:
         self.write_config()
         cmd = [self.python, "-m", "strom", "format", "--config", self.config_path,
-               "--cluster-id", self.cluster_id, "--standalone"]
+               "--cluster-id", self.cluster_id, "--standalone", *self.format_args]
         with open(self.log_path, "ab") as log:
             log.write(f"$ {' '.join(cmd)}\n".encode())
             log.flush()
