@@ -29,9 +29,22 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from broker.authorizer import ALLOW_ALL, BrokerAuthorizer
 from broker.transactions.coordinator import OFFSETS_TOPIC, TxnReply
 from engine.control import CONTROL_ABORT, CONTROL_COMMIT, build_end_txn_marker_batch
 from engine.log import ORIGIN_COORDINATOR
+from metadata.security import (
+    ALTER,
+    CLUSTER,
+    CLUSTER_ACTION,
+    CLUSTER_NAME,
+    DESCRIBE,
+    GROUP,
+    READ,
+    TOPIC,
+    TRANSACTIONAL_ID,
+    WRITE,
+)
 from protocol import messages as M
 from protocol.context import RequestContext
 from protocol.dispatch import Api
@@ -44,6 +57,8 @@ if TYPE_CHECKING:
     from replication.manager import ReplicaManager
 
 MARKER_APPEND_TIMEOUT_MS = 30000  # Kafka's request.timeout.ms for the markers' acks=-1
+# Never added to a transaction by a client: AddPartitionsToTxn refuses them whatever the ACLs.
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
 
 
 def _now_ms() -> int:
@@ -74,11 +89,13 @@ class TransactionApis:
     the group coordinator's runtime (the markers of ``__consumer_offsets``)."""
 
     def __init__(self, runtime: TransactionCoordinatorRuntime, image: Callable[[], MetadataImage],
-                 replicas: ReplicaManager, groups: GroupCoordinatorRuntime | None):
+                 replicas: ReplicaManager, groups: GroupCoordinatorRuntime | None,
+                 authorizer: BrokerAuthorizer = ALLOW_ALL):
         self.runtime = runtime
         self.image = image
         self.replicas = replicas
         self.groups = groups
+        self.authorizer = authorizer
 
     def apis(self) -> list[Api]:
         return [Api(24, 0, 5, self.handle_add_partitions_to_txn),
@@ -94,6 +111,10 @@ class TransactionApis:
         reply = await self.runtime.call(step)
         return error_reply(Error.REQUEST_TIMED_OUT) if reply is None else reply
 
+    def _cluster_action(self, ctx: RequestContext) -> bool:
+        """CLUSTER_ACTION on the cluster: what one broker's request to another needs."""
+        return self.authorizer.authorize(ctx, CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
+
     def _exists(self, topic: str, partition: int) -> bool:
         t = self.image().topics.get(topic)
         return t is not None and partition in t.partitions
@@ -101,10 +122,13 @@ class TransactionApis:
     # ---- AddPartitionsToTxn ----------------------------------------------------------------
 
     async def _add_one(self, tid: str, producer_id: int, producer_epoch: int, parts: list[tuple[str, int]],
-                       verify_only: bool, tv: int) -> dict[tuple[str, int], int]:
-        missing = [tp for tp in parts if not self._exists(*tp)]
-        if missing:  # checked first, for every version (verify_only too), as KafkaApis does
-            return {tp: Error.UNKNOWN_TOPIC_OR_PARTITION if tp in missing else Error.OPERATION_NOT_ATTEMPTED
+                       verify_only: bool, tv: int,
+                       denied: frozenset[str] = frozenset()) -> dict[tuple[str, int], int]:
+        """``denied``: the topics the principal may not WRITE (a client's request only)."""
+        missing = [tp for tp in parts if tp[0] not in denied and not self._exists(*tp)]
+        if missing or denied:  # checked first, for every version (verify_only too), as KafkaApis does
+            return {tp: Error.TOPIC_AUTHORIZATION_FAILED if tp[0] in denied
+                    else Error.UNKNOWN_TOPIC_OR_PARTITION if tp in missing else Error.OPERATION_NOT_ATTEMPTED
                     for tp in parts}
         core = self.runtime.core
         if verify_only:
@@ -115,15 +139,28 @@ class TransactionApis:
         return dict.fromkeys(parts, reply.error_code)
 
     async def handle_add_partitions_to_txn(self, ctx: RequestContext, req):
+        """Authorized as KafkaApis does: a client's (v0-v3) needs WRITE on the transactional id
+        (else every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and on each topic (else its
+        partitions TOPIC_AUTHORIZATION_FAILED, an internal topic always, the others then
+        OPERATION_NOT_ATTEMPTED); a broker's (v4+) CLUSTER_ACTION on the cluster (else the
+        request's error CLUSTER_AUTHORIZATION_FAILED)."""
         R = M.AddPartitionsToTxnResponse
         version = ctx.api_version
         tv = 2 if version >= 5 else 0
         if version < 4:
+            tid = req.v3_and_below_transactional_id
             parts = _partitions(req.v3_and_below_topics)
-            errors = await self._add_one(req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
-                                         req.v3_and_below_producer_epoch, parts, False, tv)
+            if not self.authorizer.authorize(ctx, WRITE, TRANSACTIONAL_ID, tid):
+                return R(results_by_topic_v3_and_below=_topic_results(
+                    dict.fromkeys(parts, Error.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)))
+            names = {topic for topic, _ in parts}
+            denied = frozenset(names - self.authorizer.filter(ctx, WRITE, TOPIC, names - INTERNAL_TOPICS))
+            errors = await self._add_one(tid, req.v3_and_below_producer_id,
+                                         req.v3_and_below_producer_epoch, parts, False, tv, denied)
             errors = {tp: fenced_for(code, version, PRODUCER_FENCED_VERSION) for tp, code in errors.items()}
             return R(results_by_topic_v3_and_below=_topic_results(errors))
+        if not self._cluster_action(ctx):
+            return R(error_code=Error.CLUSTER_AUTHORIZATION_FAILED, results_by_transaction=[])
         results = await asyncio.gather(*[
             self._add_one(t.transactional_id, t.producer_id, t.producer_epoch, _partitions(t.topics),
                           t.verify_only, tv) for t in req.transactions])
@@ -134,7 +171,13 @@ class TransactionApis:
     # ---- AddOffsetsToTxn, EndTxn ---------------------------------------------------------------
 
     async def handle_add_offsets_to_txn(self, ctx: RequestContext, req):
+        """WRITE on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on
+        the group (else GROUP_AUTHORIZATION_FAILED), as KafkaApis."""
         R = M.AddOffsetsToTxnResponse
+        if not self.authorizer.authorize(ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id):
+            return R(error_code=Error.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if not self.authorizer.authorize(ctx, READ, GROUP, req.group_id):
+            return R(error_code=Error.GROUP_AUTHORIZATION_FAILED)
         core = self.runtime.core
         reply = await self._call(lambda w: core.add_offsets(
             req.transactional_id, req.producer_id, req.producer_epoch, req.group_id, _now_ms(), w,
@@ -143,7 +186,11 @@ class TransactionApis:
         return R(error_code=fenced_for(reply.error_code, ctx.api_version, PRODUCER_FENCED_VERSION))
 
     async def handle_end_txn(self, ctx: RequestContext, req):
+        """WRITE on the transactional id, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
         R = M.EndTxnResponse
+        if not self.authorizer.authorize(ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id):
+            return R(error_code=Error.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1,
+                     producer_epoch=-1)
         tv = 2 if ctx.api_version >= 5 else 0
         core = self.runtime.core
         reply = await self._call(lambda w: core.end_txn(
@@ -156,9 +203,18 @@ class TransactionApis:
     # ---- WriteTxnMarkers ------------------------------------------------------------------------
 
     async def handle_write_txn_markers(self, ctx: RequestContext, req):
+        """A transaction coordinator's: ALTER on the cluster or else CLUSTER_ACTION, as
+        KafkaApis checks it; without either every partition answers CLUSTER_AUTHORIZATION_FAILED."""
         R = M.WriteTxnMarkersResponse
         TR = R.WritableTxnMarkerResult.WritableTxnMarkerTopicResult
         PR = TR.WritableTxnMarkerPartitionResult
+        if not (self.authorizer.authorize(ctx, ALTER, CLUSTER, CLUSTER_NAME, log_if_denied=False)
+                or self._cluster_action(ctx)):
+            refused = Error.CLUSTER_AUTHORIZATION_FAILED
+            return R(markers=[R.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=[
+                TR(name=t.name, partitions=[PR(partition_index=p, error_code=refused)
+                                            for p in t.partition_indexes]) for t in marker.topics])
+                for marker in req.markers])
         now = _now_ms()
         errors: dict[tuple[int, str, int], int] = {}  # (marker index, topic, partition) -> error
         # the markers' appends, by transaction version (the partition checks a marker's epoch by it)
@@ -204,12 +260,20 @@ class TransactionApis:
     # ---- DescribeTransactions, ListTransactions ------------------------------------------------
 
     async def handle_describe_transactions(self, ctx: RequestContext, req):
+        """An id the principal may not DESCRIBE answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+        the topics it may not DESCRIBE are left out of the others (KafkaApis)."""
         R = M.DescribeTransactionsResponse
         TS = R.TransactionState
         states = []
         for tid in req.transactional_ids:
+            if not self.authorizer.authorize(ctx, DESCRIBE, TRANSACTIONAL_ID, tid):
+                states.append(TS(transactional_id=tid,
+                                 error_code=Error.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+                continue
             d = self.runtime.core.describe(tid)
-            topics = [TS.TopicData(topic=t, partitions=ps) for t, ps in d.pop("topics", [])]
+            held = d.pop("topics", [])
+            visible = self.authorizer.filter(ctx, DESCRIBE, TOPIC, [t for t, _ in held])
+            topics = [TS.TopicData(topic=t, partitions=ps) for t, ps in held if t in visible]
             states.append(TS(**d, topics=topics))
         return R(transaction_states=states)
 
@@ -223,10 +287,13 @@ class TransactionApis:
                 req.duration_filter if version >= 1 else -1, pattern or None)
         except re.error:
             return R(error_code=Error.INVALID_REQUEST, unknown_state_filters=[], transaction_states=[])
+        # only the ids the principal may DESCRIBE (KafkaApis)
+        visible = self.authorizer.filter(ctx, DESCRIBE, TRANSACTIONAL_ID,
+                                         [tid for tid, _, _ in listed["transaction_states"]])
         return R(error_code=listed["error_code"], unknown_state_filters=listed["unknown_state_filters"],
                  transaction_states=[R.TransactionState(transactional_id=tid, producer_id=pid,
                                                         transaction_state=state)
-                                     for tid, pid, state in listed["transaction_states"]])
+                                     for tid, pid, state in listed["transaction_states"] if tid in visible])
 
 
 def _topic_results(errors: dict[tuple[str, int], int]) -> list:

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from broker.authorizer import ALLOW_ALL
 from broker.handlers import produce
 from broker.handlers.transactions import TransactionApis
 from broker.transactions.runtime import TOPIC, TransactionCoordinatorRuntime
@@ -46,14 +47,15 @@ def errors_of(topic_results):
             for p in t.results_by_partition}
 
 
-def serve(log, scenario, with_broker=False):
+def serve(log, scenario, with_broker=False, authorizer=ALLOW_ALL):
     async def run():
         broker = TopicsBroker(log)
         allocated.fail = False
         broker.allocate_producer_id = allocated
         broker.transactions = TransactionCoordinatorRuntime(broker)
         broker.transactions.start()
-        txn_apis = TransactionApis(broker.transactions, lambda: broker.image, broker.replicas, None).apis()
+        txn_apis = TransactionApis(broker.transactions, lambda: broker.image, broker.replicas, None,
+                                   authorizer).apis()
         apis = {api.key: api.fn for api in txn_apis + produce.apis(broker)}
         try:
             await until(lambda: 0 in broker.transactions.core.owned)
