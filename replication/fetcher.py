@@ -72,7 +72,7 @@ from typing import Any, NamedTuple
 
 from engine.log_dir_failure import KafkaStorageError
 from protocol import messages as M
-from protocol.client import ConnectionClosedByPeer, KafkaConnection, listener_refuses
+from protocol.client import ClientSecurity, ConnectionClosedByPeer, KafkaConnection, listener_refuses
 from protocol.java_hash import int32, java_string_hash, kafka_abs
 from protocol.list_offsets import EARLIEST, LATEST
 from protocol.types import ProtocolError
@@ -125,6 +125,7 @@ class FetcherConfig:
     request_timeout_ms: int = 30000  # replica.socket.timeout.ms: connect, ApiVersions and every request
     num_fetchers: int = 1  # num.replica.fetchers: fetchers (connections) per source broker
     socket_receive_buffer_bytes: int = -1  # replica.socket.receive.buffer.bytes; -1: the OS's sizing
+    security: ClientSecurity | None = None  # the inter-broker listener's (TLS, SASL)
 
     def __post_init__(self) -> None:
         if self.num_fetchers < 1:
@@ -393,7 +394,8 @@ class _SourceFetcher:
         timeout = self.config.request_timeout_ms / 1000
         # Kafka's client id of a replica fetcher: the leader's logs tell the fetchers apart.
         conn = KafkaConnection(host, port, f"broker-{self.manager.local_broker_id}-fetcher-{self.fetcher_id}",
-                               receive_buffer_bytes=self.config.socket_receive_buffer_bytes)
+                               receive_buffer_bytes=self.config.socket_receive_buffer_bytes,
+                               security=self.config.security)
         try:
             await conn.connect(timeout)
             self.versions = await self._negotiate(conn, timeout)
