@@ -167,7 +167,8 @@ class MetadataFollower:
             if self._conn is not None and self._conn.connected and self._conn_leader == (leader, epoch):
                 return self._conn
             await self._drop_connection()
-            conn = KafkaConnection(endpoint.host, endpoint.port, client_id=f"broker-{self.node_id}")
+            conn = KafkaConnection(endpoint.host, endpoint.port, client_id=f"broker-{self.node_id}",
+                                   security=self.raft.config.security)
             try:
                 await conn.connect()
             except OSError:
