@@ -8,15 +8,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from protocol.client import KafkaConnection
+from protocol.client import ClientSecurity, KafkaConnection
 
 CONNECT_TIMEOUT_S = 5.0
 
 
 class Connections:
-    def __init__(self, brokers: Any, client_id: str):
+    def __init__(self, brokers: Any, client_id: str, security: ClientSecurity | None = None):
         self.brokers = brokers  # endpoint_of(node) -> (host, port, ...) or None
         self.client_id = client_id
+        self.security = security  # the inter-broker listener's (TLS, SASL)
         self.held: dict[int, tuple[tuple[str, int], KafkaConnection]] = {}
         self._connecting: dict[int, tuple[tuple[str, int], asyncio.Task]] = {}
         self._closing: set[asyncio.Task] = set()
@@ -40,7 +41,7 @@ class Connections:
         return await asyncio.shield(pending[1])
 
     async def _connect(self, node: int, endpoint: tuple[str, int]) -> KafkaConnection:
-        conn = KafkaConnection(endpoint[0], endpoint[1], self.client_id)
+        conn = KafkaConnection(endpoint[0], endpoint[1], self.client_id, security=self.security)
         try:
             await conn.connect(CONNECT_TIMEOUT_S)
         except BaseException:

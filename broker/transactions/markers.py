@@ -142,8 +142,11 @@ class MarkerChannel:
     def connections(self) -> Connections:
         if self._connections is None:
             broker = self.runtime.broker
+            config: Any = getattr(broker, "config", None)  # a stand-in broker may have none
+            security = (config.client_security(broker.listener_name) if hasattr(config, "client_security")
+                        else None)
             self._connections = Connections(broker.replicas.brokers,
-                                            f"broker-{broker.node_id}-txn-marker-sender")
+                                            f"broker-{broker.node_id}-txn-marker-sender", security)
         return self._connections
 
     def start(self) -> None:
