@@ -41,6 +41,7 @@ import signal
 import sys
 import time
 
+from broker.authorizer import BrokerAuthorizer
 from broker.fetch_session import FetchSessionCache
 from broker.fetch_waiters import FetchWaiters
 from broker.groups.runtime import GroupCoordinatorRuntime
@@ -50,6 +51,7 @@ from broker.handlers.groups import GroupApis
 from broker.handlers.metadata import MetadataHandlers
 from broker.handlers.offsets import OffsetsHandlers
 from broker.handlers.produce import ProduceHandlers
+from broker.handlers.security import SecurityApis
 from broker.handlers.transactions import TransactionApis
 from broker.metadata_follower import MetadataFollower, supported_features
 from broker.off_loop import CleanerThread, flush_dirty_off_loop, flush_rolled_off_loop, write_off_loop
@@ -241,6 +243,8 @@ class Broker:
                           replicas=self.replicas).apis()
         apis += GroupApis(self.groups, self.transactions, lambda: self.image, self.listener_name).apis()
         apis += TransactionApis(self.transactions, lambda: self.image, self.replicas, self.groups).apis()
+        self.authorizer = BrokerAuthorizer.from_config(config, lambda: self.image.acls)
+        apis += SecurityApis(lambda: self.image, self.follower, self.authorizer).apis()
         apis += node_sasl_apis(config, [lsn.name for lsn in config.broker_listeners()],
                                image_scram_lookup(lambda: self.image))
         self.dispatcher = Dispatcher(apis, supported_features(),
