@@ -26,6 +26,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from broker.authorizer import ALLOW_ALL, BrokerAuthorizer
 from broker.transactions.runtime import ADD_PARTITION_PRODUCE_VERSION, verification_error
 from engine.producer_state import SENTINEL_GUARD
 from ext.batch import (
@@ -37,6 +38,7 @@ from ext.batch import (
     read_header,
     read_prefix,
 )
+from metadata.security import CLUSTER, CLUSTER_NAME, IDEMPOTENT_WRITE, READ, TOPIC, TRANSACTIONAL_ID, WRITE
 from protocol import messages as M
 from protocol.context import RequestContext
 from protocol.dispatch import Api, Deferred
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
 
 INIT_PRODUCER_FENCED_VERSION = 4  # the first InitProducerId version that knows PRODUCER_FENCED
 RECORD_OVERHEAD_V0 = 14  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0: the smallest size a header may give
+TRANSACTIONAL_FLAG = 0x10  # a magic 2 batch's attributes: the batch is part of a transaction
 
 
 class _Corrupt(Exception):
@@ -102,27 +105,53 @@ def check_records(version: int, records) -> tuple[int, str | None, int]:
     return Error.NONE, None, whole
 
 
+def has_transactional_records(req) -> bool:
+    """Kafka's RequestUtils.hasTransactionalRecords: is any partition's first batch
+    transactional."""
+    for topic in req.topic_data:
+        for p in topic.partition_data:
+            prefix = read_prefix(p.records, 0) if p.records is not None and len(p.records) else None
+            if prefix is not None and prefix[2] == MAGIC and prefix[3] is not None \
+                    and prefix[3] & TRANSACTIONAL_FLAG:
+                return True
+    return False
+
+
 class ProduceHandlers:
     """Produce, InitProducerId and DescribeProducers over the services they use: the
-    ReplicaManager, the transaction coordinator (a getter: None until it started) and the
-    producer id allocator (the controller's blocks)."""
+    ReplicaManager, the transaction coordinator (a getter: None until it started), the
+    producer id allocator (the controller's blocks) and the authorizer."""
 
     def __init__(self, replicas: ReplicaManager,
                  transactions: Callable[[], TransactionCoordinatorRuntime | None],
-                 allocate_producer_id: Callable[[], Awaitable[int]]):
+                 allocate_producer_id: Callable[[], Awaitable[int]],
+                 authorizer: BrokerAuthorizer = ALLOW_ALL):
         self.replicas = replicas
         self.transactions = transactions
         self.allocate_producer_id = allocate_producer_id
+        self.authorizer = authorizer
 
     def apis(self) -> list[Api]:
         return [Api(0, 3, 12, self.produce), Api(22, 0, 5, self.init_producer_id),
                 Api(61, 0, 0, self.describe_producers)]
 
     async def produce(self, ctx: RequestContext, req):
+        """Authorized as Kafka's KafkaApis.handleProduceRequest: transactional records need
+        WRITE on the transactional id (else every partition answers
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED), each topic WRITE (else its partitions answer
+        TOPIC_AUTHORIZATION_FAILED, whether the topic exists or not)."""
         R = M.ProduceResponse
         PR = R.TopicProduceResponse.PartitionProduceResponse
         version = ctx.api_version
         replicas = self.replicas
+        denied: set[str] = set()
+        authorizer = self.authorizer
+        if authorizer.enabled:
+            if has_transactional_records(req) and (req.transactional_id is None or not authorizer.authorize(
+                    ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id)):
+                return None if req.acks == 0 else refused(req, Error.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            names = {t.name for t in req.topic_data}
+            denied = names - authorizer.filter(ctx, WRITE, TOPIC, names)
         responses = []
         entries, slots = [], []
         for topic in req.topic_data:
@@ -132,10 +161,12 @@ class ProduceHandlers:
             for p in topic.partition_data:
                 pr = PR(index=p.index, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1)
                 out.partition_responses.append(pr)
-                if req.acks not in (-1, 0, 1):
-                    pr.error_code = Error.INVALID_REQUIRED_ACKS
-                elif name is None:
+                if name is None:
                     pr.error_code = Error.UNKNOWN_TOPIC_ID
+                elif name in denied:
+                    pr.error_code = Error.TOPIC_AUTHORIZATION_FAILED
+                elif req.acks not in (-1, 0, 1):
+                    pr.error_code = Error.INVALID_REQUIRED_ACKS
                 else:
                     code, message, valid = check_records(version, p.records)
                     if code != Error.NONE:
@@ -256,7 +287,20 @@ class ProduceHandlers:
         return R(responses=responses, node_endpoints=endpoints)
 
     async def init_producer_id(self, ctx: RequestContext, req):
+        """Authorized as Kafka's KafkaApis.handleInitProducerIdRequest: a transactional
+        producer needs WRITE on its transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), an
+        idempotent one IDEMPOTENT_WRITE on the cluster or WRITE on some topic
+        (CLUSTER_AUTHORIZATION_FAILED)."""
         R = M.InitProducerIdResponse
+        authorizer = self.authorizer
+        if authorizer.enabled:
+            if req.transactional_id is not None:
+                if not authorizer.authorize(ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id):
+                    return R(error_code=Error.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1,
+                             producer_epoch=-1)
+            elif not authorizer.authorize(ctx, IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME, log_if_denied=False) \
+                    and not authorizer.authorize_any(ctx, WRITE, TOPIC):
+                return R(error_code=Error.CLUSTER_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1)
         if req.transactional_id is not None:
             runtime = self.transactions()
             if runtime is None:  # not started yet
@@ -283,12 +327,18 @@ class ProduceHandlers:
         """The producers each partition's leader keeps state for (Kafka's DescribeProducers):
         NOT_LEADER_OR_FOLLOWER on any other replica. current_txn_start_offset is the first
         offset of the producer's open transaction, -1 when none; coordinator_epoch that of
-        the last marker written for it, -1 when none."""
+        the last marker written for it, -1 when none. A topic needs READ
+        (TOPIC_AUTHORIZATION_FAILED for each of its partitions)."""
         R = M.DescribeProducersResponse
         topics = []
         for t in req.topics:
             partitions = []
+            allowed = self.authorizer.authorize(ctx, READ, TOPIC, t.name)
             for index in t.partition_indexes:
+                if not allowed:
+                    partitions.append(R.TopicResponse.PartitionResponse(
+                        partition_index=index, error_code=Error.TOPIC_AUTHORIZATION_FAILED))
+                    continue
                 error, producers = self.replicas.active_producers(t.name, index)
                 partitions.append(R.TopicResponse.PartitionResponse(
                     partition_index=index, error_code=error, active_producers=[
@@ -300,6 +350,15 @@ class ProduceHandlers:
                         for p in producers]))
             topics.append(R.TopicResponse(name=t.name, partitions=partitions))
         return R(topics=topics)
+
+
+def refused(req, code: int):
+    """Kafka's ProduceRequest.getErrorResponse: every partition of the request answers ``code``."""
+    R = M.ProduceResponse
+    PR = R.TopicProduceResponse.PartitionProduceResponse
+    return R(responses=[R.TopicProduceResponse(name=t.name, topic_id=t.topic_id, partition_responses=[
+        PR(index=p.index, error_code=code, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1)
+        for p in t.partition_data]) for t in req.topic_data])
 
 
 def apis(broker) -> list[Api]:
