@@ -37,7 +37,9 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from broker.authorizer import ALLOW_ALL, BrokerAuthorizer
 from broker.fetch_session import FetchSessionCache, FetchSessionError
+from metadata.security import CLUSTER, CLUSTER_ACTION, CLUSTER_NAME, READ, TOPIC
 from protocol import messages as M
 from protocol.context import RequestContext
 from protocol.dispatch import Api
@@ -61,26 +63,41 @@ R = M.FetchResponse
 
 class FetchHandler:
     """Fetch over the services it uses: the ReplicaManager, the fetch session cache
-    (max.incremental.fetch.session.cache.slots), the waiters that appends wake, and the
-    broker's fetch.max.bytes."""
+    (max.incremental.fetch.session.cache.slots), the waiters that appends wake, the
+    broker's fetch.max.bytes and the authorizer."""
 
     def __init__(self, replicas: ReplicaManager, sessions: FetchSessionCache, waiters: FetchWaiters,
-                 fetch_max_bytes: int):
+                 fetch_max_bytes: int, authorizer: BrokerAuthorizer = ALLOW_ALL):
         self.replicas = replicas
         self.sessions = sessions
         self.waiters = waiters
         self.fetch_max_bytes = fetch_max_bytes
+        self.authorizer = authorizer
 
     def apis(self) -> list[Api]:
         return [Api(1, 4, 18, self.fetch)]
 
-    def read_partitions(self, wanted, req, version, follower, budget, listener, first, client):
+    def denied(self, ctx: RequestContext, wanted, version: int, follower) -> set | None:
+        """Kafka's KafkaApis.handleFetchRequest: a follower needs CLUSTER_ACTION on the cluster
+        (without it every partition answers TOPIC_AUTHORIZATION_FAILED: None here), a consumer
+        READ on each topic; the names of the topics it may not read."""
+        authorizer = self.authorizer
+        if not authorizer.enabled:
+            return set()
+        if follower is not None:
+            return set() if authorizer.authorize(ctx, CLUSTER_ACTION, CLUSTER, CLUSTER_NAME) else None
+        names = {self.replicas.topic_name(w[0]) if version >= 13 else w[0] for w in wanted}
+        names.discard(None)
+        return names - authorizer.filter(ctx, READ, TOPIC, names)
+
+    def read_partitions(self, wanted, req, version, follower, budget, listener, first, client, denied):
         """[(key, partition, PartitionData)] for the wanted entries (``budget`` bytes in all), the
         bytes read, the (topic name, partition) pairs read, the leaders to name, and whether to
         answer without waiting (a diverging epoch, a preferred read replica). ``client``: a
         consumer's client metadata (v11+), else None. A follower's fetch state is recorded on the
         ``first`` read of its request only: a read after a wait answers the same fetch (Kafka's
-        DelayedFetch reads with updateFetchState off)."""
+        DelayedFetch reads with updateFetchState off). ``denied``: the topics the principal may
+        not read (None: none of them)."""
         replicas = self.replicas
         total = 0
         out, names, leaders = [], [], {}
@@ -93,8 +110,14 @@ class FetchHandler:
                                  log_start_offset=-1, records=b"", aborted_transactions=None)
             out.append((key, index, pd))
             names.append((name, index))
+            if denied is None:
+                pd.error_code = Error.TOPIC_AUTHORIZATION_FAILED
+                continue
             if name is None:
                 pd.error_code = Error.UNKNOWN_TOPIC_ID
+                continue
+            if name in denied:
+                pd.error_code = Error.TOPIC_AUTHORIZATION_FAILED
                 continue
             part_bytes = max(min(max_bytes, budget - total), 0)
             if follower is None:
@@ -187,10 +210,11 @@ class FetchHandler:
         max_bytes = min(req.max_bytes if req.max_bytes > 0 else 2**31 - 1, self.fetch_max_bytes)
         min_bytes = max(min(req.min_bytes, max_bytes), 1)
         waiters = self.waiters
+        denied = self.denied(ctx, wanted, version, follower)
         first = True
         while True:
             results, total, names, leaders, urgent = self.read_partitions(
-                wanted, req, version, follower, max_bytes, ctx.listener_name, first, client)
+                wanted, req, version, follower, max_bytes, ctx.listener_name, first, client, denied)
             first = False
             remaining = deadline - loop.time()
             failed = any(pd.error_code for _, _, pd in results)
