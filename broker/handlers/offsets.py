@@ -23,7 +23,9 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from broker.authorizer import ALLOW_ALL, BrokerAuthorizer
 from broker.handlers.metadata import INTERNAL_TOPICS
+from metadata.security import CLUSTER, CLUSTER_ACTION, CLUSTER_NAME, DELETE, DESCRIBE, TOPIC
 from protocol import messages as M
 from protocol.context import RequestContext
 from protocol.dispatch import Api
@@ -35,26 +37,35 @@ if TYPE_CHECKING:
 
 
 class OffsetsHandlers:
-    """ListOffsets, OffsetForLeaderEpoch and DeleteRecords over the ReplicaManager and the
-    waiters a log start offset's move wakes."""
+    """ListOffsets, OffsetForLeaderEpoch and DeleteRecords over the ReplicaManager, the
+    waiters a log start offset's move wakes and the authorizer."""
 
-    def __init__(self, replicas: ReplicaManager, waiters: FetchWaiters):
+    def __init__(self, replicas: ReplicaManager, waiters: FetchWaiters,
+                 authorizer: BrokerAuthorizer = ALLOW_ALL):
         self.replicas = replicas
         self.waiters = waiters
+        self.authorizer = authorizer
 
     def apis(self) -> list[Api]:
         return [Api(2, 1, 8, self.list_offsets), Api(23, 2, 4, self.offset_for_leader_epoch),
                 Api(21, 0, 2, self.delete_records)]
 
     async def list_offsets(self, ctx: RequestContext, req):
+        """Each topic needs DESCRIBE (Kafka's handleListOffsetRequest: TOPIC_AUTHORIZATION_FAILED
+        for its partitions, replicas and consumers alike)."""
         replicas = self.replicas
         R = M.ListOffsetsResponse
         PR = R.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
+        allowed = self.authorizer.filter(ctx, DESCRIBE, TOPIC, (t.name for t in req.topics))
         topics = []
         for t in req.topics:
             out = R.ListOffsetsTopicResponse(name=t.name)
             topics.append(out)
             for p in t.partitions:
+                if t.name not in allowed:
+                    out.partitions.append(PR(partition_index=p.partition_index, timestamp=-1, offset=-1,
+                                             error_code=Error.TOPIC_AUTHORIZATION_FAILED))
+                    continue
                 found = replicas.list_offset(
                     t.name, p.partition_index, p.timestamp, replica_id=req.replica_id,
                     isolation_level=req.isolation_level, current_leader_epoch=p.current_leader_epoch)
@@ -64,13 +75,25 @@ class OffsetsHandlers:
         return R(topics=topics)
 
     async def offset_for_leader_epoch(self, ctx: RequestContext, req):
+        """CLUSTER_ACTION on the cluster (a follower), else DESCRIBE on each topic (a consumer
+        checking for truncation, KIP-320): Kafka's handleOffsetForLeaderEpochRequest, with
+        TOPIC_AUTHORIZATION_FAILED for the partitions of a topic refused."""
         replicas = self.replicas
+        authorizer = self.authorizer
         R = M.OffsetForLeaderEpochResponse
+        if authorizer.authorize(ctx, CLUSTER_ACTION, CLUSTER, CLUSTER_NAME, log_if_denied=False):
+            allowed = None
+        else:
+            allowed = authorizer.filter(ctx, DESCRIBE, TOPIC, (t.topic for t in req.topics))
         topics = []
         for t in req.topics:
             out = R.OffsetForLeaderTopicResult(topic=t.topic)
             topics.append(out)
             for p in t.partitions:
+                if allowed is not None and t.topic not in allowed:
+                    out.partitions.append(R.OffsetForLeaderTopicResult.EpochEndOffset(
+                        error_code=Error.TOPIC_AUTHORIZATION_FAILED, partition=p.partition))
+                    continue
                 error, epoch, end_offset = replicas.offset_for_leader_epoch(
                     t.topic, p.partition, p.current_leader_epoch, p.leader_epoch, req.replica_id)
                 out.partitions.append(R.OffsetForLeaderTopicResult.EpochEndOffset(
@@ -78,16 +101,21 @@ class OffsetsHandlers:
         return R(topics=topics)
 
     async def delete_records(self, ctx: RequestContext, req):
+        """Each topic needs DELETE (Kafka's handleDeleteRecordsRequest: TOPIC_AUTHORIZATION_FAILED
+        and low watermark -1 for its partitions, before anything else is looked at)."""
         replicas = self.replicas
         R = M.DeleteRecordsResponse
         PR = R.DeleteRecordsTopicResult.DeleteRecordsPartitionResult
+        allowed = self.authorizer.filter(ctx, DELETE, TOPIC, (t.name for t in req.topics))
         topics = []
         pending: dict[tuple[str, int], tuple[int, object]] = {}  # (topic, partition): (required, result)
         for t in req.topics:
             out = R.DeleteRecordsTopicResult(name=t.name)
             topics.append(out)
             for p in t.partitions:
-                if t.name in INTERNAL_TOPICS:
+                if t.name not in allowed:
+                    error, required = Error.TOPIC_AUTHORIZATION_FAILED, -1
+                elif t.name in INTERNAL_TOPICS:
                     error, required = Error.INVALID_TOPIC_EXCEPTION, -1
                 else:
                     error, required = replicas.delete_records(t.name, p.partition_index, p.offset)
