@@ -29,7 +29,8 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from broker import authorizer
+from broker.authorizer import ALLOW_ALL, BrokerAuthorizer
+from metadata.security import CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE, TOPIC
 from protocol import messages as M
 from protocol.context import RequestContext
 from protocol.dispatch import Api
@@ -46,7 +47,6 @@ if TYPE_CHECKING:
 INTERNAL_TOPICS = {"__consumer_offsets", "__transaction_state"}
 AUTO_CREATE_WAIT_S = 2.0
 GONE_LEADER_HOLD_S = 0.5  # the controller's own grace before fencing a silent broker
-CLUSTER_NAME = "kafka-cluster"  # the cluster's resource name in ACLs
 METADATA_CHANGED = "metadata"  # the fetch_waiters key notified with every new metadata image
 
 
@@ -54,12 +54,14 @@ class MetadataHandlers:
     """Metadata, DescribeCluster and DescribeTopicPartitions over the services they use: the
     metadata image, the cluster's id and this broker's, the listener that names endpoints for
     a request that came on none, the ReplicaManager (its replica fetchers see a gone leader),
-    the waiters a new image wakes, the controller's channel (auto-creation) and the
-    configuration they read (auto.create.topics.enable, max.request.partition.size.limit)."""
+    the waiters a new image wakes, the controller's channel (auto-creation), the
+    configuration they read (auto.create.topics.enable, max.request.partition.size.limit) and
+    the authorizer."""
 
     def __init__(self, image: Callable[[], MetadataImage], cluster_id: str, node_id: int, listener_name: str,
                  replicas: ReplicaManager, waiters: FetchWaiters, controller: MetadataFollower | None,
-                 auto_create_topics: bool, partition_size_limit: int):
+                 auto_create_topics: bool, partition_size_limit: int,
+                 authorizer: BrokerAuthorizer = ALLOW_ALL):
         self.image = image
         self.cluster_id = cluster_id
         self.node_id = node_id
@@ -69,6 +71,7 @@ class MetadataHandlers:
         self.controller = controller
         self.auto_create_topics = auto_create_topics
         self.partition_size_limit = partition_size_limit
+        self.authorizer = authorizer
         self.pending_auto_create: set[str] = set()  # topics asked of the controller, not yet in the image
 
     def apis(self) -> list[Api]:
@@ -76,12 +79,20 @@ class MetadataHandlers:
                 Api(75, 0, 0, self.describe_topic_partitions)]
 
     async def metadata(self, ctx: RequestContext, req):
+        """Authorized as Kafka's handleTopicMetadataRequest: a topic needs DESCRIBE. An
+        all-topics answer leaves out those the principal may not describe; one named (or asked
+        by id) answers TOPIC_AUTHORIZATION_FAILED without saying whether it exists (by name: no
+        topic id). Auto-creation of a missing topic needs CREATE on the cluster or on the topic;
+        one that would be created without it answers TOPIC_AUTHORIZATION_FAILED too."""
         R = M.MetadataResponse
         image = self.image()
         version = ctx.api_version
         listener = self.client_listener(ctx)
-        if req.topics is None or (version == 0 and not req.topics):
-            names = sorted(image.topics)
+        authorizer = self.authorizer
+        everything = req.topics is None or (version == 0 and not req.topics)
+        by_id: set[str] = set()  # the names of the topics asked for by id
+        if everything:
+            names: list = sorted(image.topics)
         else:
             if version < 12 and any(t.name is None or t.topic_id != ZERO_UUID for t in req.topics):
                 # Topics by id came with v12 (KIP-516); the response's name cannot be null before.
@@ -93,21 +104,46 @@ class MetadataHandlers:
             for t in req.topics:
                 if t.name is None and t.topic_id in image.topics_by_id:
                     names.append(image.topics_by_id[t.topic_id].name)
+                    by_id.add(names[-1])
                 elif t.name is None:
                     names.append(t.topic_id)  # an unknown topic id: answered UNKNOWN_TOPIC_ID
                 else:
                     names.append(t.name)
-            missing = [n for n in names if isinstance(n, str) and n and n not in image.topics]
+        asked = {n for n in names if isinstance(n, str)}
+        described = authorizer.filter(ctx, DESCRIBE, TOPIC, asked, log_if_denied=not everything)
+        not_creatable: set[str] = set()
+        if not everything:
+            missing = [n for n in names
+                       if isinstance(n, str) and n and n not in image.topics and n in described]
             allow = req.allow_auto_topic_creation if version >= 4 else True
             if missing and allow and self.auto_create_topics:
-                await self.auto_create(missing)
-        await self.hold_while_leaders_gone(names)
+                if not authorizer.authorize(ctx, CREATE, CLUSTER, CLUSTER_NAME, log_if_denied=False):
+                    not_creatable = set(missing) - authorizer.filter(ctx, CREATE, TOPIC, missing)
+                    missing = [n for n in missing if n not in not_creatable]
+                if missing:
+                    await self.auto_create(missing)
+        await self.hold_while_leaders_gone([n for n in names if n in described])
         image = self.image()
-        topics = []
+        topics, authorized = [], []
         for name in names:
             if isinstance(name, bytes):
                 topics.append(R.MetadataResponseTopic(error_code=Error.UNKNOWN_TOPIC_ID, name=None,
                                                       topic_id=name))
+                continue
+            refused = Error.TOPIC_AUTHORIZATION_FAILED
+            if name not in described:
+                if everything:
+                    continue
+                if name in by_id:  # a topic id is not secret: it is answered with its id
+                    known = image.topics.get(name)
+                    topics.append(R.MetadataResponseTopic(error_code=refused, name=None,
+                                                          topic_id=known.topic_id if known else ZERO_UUID))
+                else:
+                    topics.append(R.MetadataResponseTopic(error_code=refused, name=name))
+                continue
+            if name in not_creatable:
+                topics.append(R.MetadataResponseTopic(error_code=refused, name=name,
+                                                      is_internal=name in INTERNAL_TOPICS))
                 continue
             topic = image.topics.get(name)
             if topic is None:
@@ -117,38 +153,49 @@ class MetadataHandlers:
                 elif name in self.pending_auto_create:
                     code = Error.LEADER_NOT_AVAILABLE
                 topics.append(R.MetadataResponseTopic(error_code=code, name=name))
-                continue
-            partitions = [self.partition_metadata(R, index, topic.partitions[index], listener, version)
-                          for index in sorted(topic.partitions)]
-            topics.append(R.MetadataResponseTopic(
-                error_code=Error.NONE, name=name, topic_id=topic.topic_id,
-                is_internal=name in INTERNAL_TOPICS, partitions=partitions))
+            else:
+                partitions = [self.partition_metadata(R, index, topic.partitions[index], listener, version)
+                              for index in sorted(topic.partitions)]
+                topics.append(R.MetadataResponseTopic(
+                    error_code=Error.NONE, name=name, topic_id=topic.topic_id,
+                    is_internal=name in INTERNAL_TOPICS, partitions=partitions))
+            authorized.append(topics[-1])
         response = R(brokers=self.brokers(R.MetadataResponseBroker, listener),
                      cluster_id=self.cluster_id, controller_id=self.node_id, topics=topics)
         if version >= 8:
             if version <= 10 and req.include_cluster_authorized_operations:
-                response.cluster_authorized_operations = cluster_authorized_operations()
+                response.cluster_authorized_operations = self.cluster_authorized_operations(ctx)
             if req.include_topic_authorized_operations:
-                for t in topics:
-                    if t.name is not None:  # an unknown topic id names no resource
-                        t.topic_authorized_operations = authorizer.authorized_operations(
-                            authorizer.TOPIC, t.name)
+                for t in authorized:  # those described: not an unknown id, not one refused
+                    t.topic_authorized_operations = authorizer.authorized_operations(ctx, TOPIC, t.name)
         return response
 
     async def describe_cluster(self, ctx: RequestContext, req):
+        """Answered to every principal, as Kafka's computeDescribeClusterResponse; the cluster's
+        authorized operations, when asked, are 0 without DESCRIBE on it."""
         R = M.DescribeClusterResponse
         response = R(error_code=Error.NONE, cluster_id=self.cluster_id, controller_id=self.node_id,
                      brokers=self.brokers(R.DescribeClusterBroker, self.client_listener(ctx)))
         if req.include_cluster_authorized_operations:
-            response.cluster_authorized_operations = cluster_authorized_operations()
+            response.cluster_authorized_operations = self.cluster_authorized_operations(ctx)
         return response
+
+    def cluster_authorized_operations(self, ctx: RequestContext) -> int:
+        """The cluster's bit set, or 0 for a principal that may not describe the cluster (Kafka's
+        handleTopicMetadataRequest and computeDescribeClusterResponse)."""
+        if not self.authorizer.authorize(ctx, DESCRIBE, CLUSTER, CLUSTER_NAME):
+            return 0
+        return self.authorizer.authorized_operations(ctx, CLUSTER, CLUSTER_NAME)
 
     async def describe_topic_partitions(self, ctx: RequestContext, req):
         """KIP-966's view of partitions (Kafka's DescribeTopicPartitionsRequestHandler): topics in
         name order from the cursor's, at most response_partition_limit partitions (capped by
         max.request.partition.size.limit) and a next_cursor where they stop. No topics asked:
         every topic, unknown ones left out; named ones that do not exist answer
-        UNKNOWN_TOPIC_OR_PARTITION (or INVALID_TOPIC_EXCEPTION for a name that cannot be one)."""
+        UNKNOWN_TOPIC_OR_PARTITION (or INVALID_TOPIC_EXCEPTION for a name that cannot be one).
+        A topic needs DESCRIBE: left out of an all-topics answer, else answered
+        TOPIC_AUTHORIZATION_FAILED after the others; each topic described carries the
+        principal's authorized operations on it."""
         R = M.DescribeTopicPartitionsResponse
         T = R.DescribeTopicPartitionsResponseTopic
         image = self.image()
@@ -162,8 +209,14 @@ class MetadataHandlers:
             # Kafka refuses the whole request: a cursor must point into the topics asked for.
             return R(topics=[T(error_code=Error.INVALID_REQUEST, name=t.name) for t in req.topics])
         remaining = max(min(self.partition_size_limit, req.response_partition_limit), 1)
+        authorizer = self.authorizer
+        described = authorizer.filter(ctx, DESCRIBE, TOPIC, names)
         topics, next_cursor = [], None
+        refused = [] if everything else [T(error_code=Error.TOPIC_AUTHORIZATION_FAILED, name=name)
+                                         for name in names if name not in described]
         for name in names:
+            if name not in described:
+                continue
             if remaining == 0:
                 next_cursor = R.Cursor(topic_name=name, partition_index=0)
                 break
@@ -184,7 +237,9 @@ class MetadataHandlers:
                 next_cursor = R.Cursor(topic_name=name, partition_index=end)
                 break
             remaining -= len(partitions)
-        return R(topics=topics, next_cursor=next_cursor)
+        for t in topics:
+            t.topic_authorized_operations = authorizer.authorized_operations(ctx, TOPIC, t.name)
+        return R(topics=topics + refused, next_cursor=next_cursor)
 
     def described_partition(self, R, index: int, p, listener: str):
         """DescribeTopicPartitions' entry: Metadata's (leader -1 without a live leader on this
@@ -276,13 +331,6 @@ class MetadataHandlers:
             await wait_for_image(self.image, self.controller, wanted, AUTO_CREATE_WAIT_S)
         finally:
             self.pending_auto_create.difference_update(wanted)
-
-
-def cluster_authorized_operations() -> int:
-    """The cluster's bit set, or 0 for a principal that may not describe the cluster (Kafka's
-    handleTopicMetadataRequest and computeDescribeClusterResponse)."""
-    operations = authorizer.authorized_operations(authorizer.CLUSTER, CLUSTER_NAME)
-    return operations if operations & (1 << authorizer.DESCRIBE) else 0
 
 
 def apis(broker) -> list[Api]:
