@@ -12,6 +12,7 @@ import time
 import uuid
 from types import SimpleNamespace
 
+from broker.authorizer import ALLOW_ALL, BrokerAuthorizer
 from broker.fetch_session import FetchSessionCache
 from broker.fetch_waiters import FetchWaiters
 from broker.handlers.fetch import FetchHandler
@@ -144,8 +145,10 @@ class Node:
 
     def __init__(self, tmp_path, node_id: int, cluster: Cluster, clock: Clock | None = None,
                  replica_lag_time_max_ms: int = 10000, log_config: LogConfig | None = None,
-                 fetch_max_bytes: int = FETCH_MAX_BYTES):
+                 fetch_max_bytes: int = FETCH_MAX_BYTES, authorizer: BrokerAuthorizer = ALLOW_ALL):
         self.node_id = node_id
+        self.authorizer = authorizer
+        self.next_producer_id = 1000
         self.cluster = cluster
         self.clock = clock or Clock()
         self.log_config = log_config or LogConfig()
@@ -166,13 +169,16 @@ class Node:
                                               "fetch.max.bytes": fetch_max_bytes})
         self.apis = {api.key: api for api in [
             *ProduceHandlers(self.replicas, lambda: getattr(self.broker, "transactions", None),
-                             self._no_producer_ids).apis(),
-            *FetchHandler(self.replicas, FetchSessionCache(10), self.waiters, fetch_max_bytes).apis(),
-            *OffsetsHandlers(self.replicas, self.waiters).apis()]}
+                             self.allocate_producer_id, authorizer).apis(),
+            *FetchHandler(self.replicas, FetchSessionCache(10), self.waiters, fetch_max_bytes,
+                          authorizer).apis(),
+            *OffsetsHandlers(self.replicas, self.waiters, authorizer).apis()]}
         self.sync()
 
-    async def _no_producer_ids(self) -> int:
-        raise ConnectionError("no controller to allocate producer ids")
+    async def allocate_producer_id(self) -> int:
+        """The next producer id, as the controller's blocks would give it."""
+        self.next_producer_id += 1
+        return self.next_producer_id - 1
 
     def topic_config(self, topic: str) -> LogConfig:
         overrides = self.cluster.image.topic_config(topic)
@@ -268,11 +274,13 @@ class Node:
             pending_auto_create=set(), cluster_id="test-cluster",
             node_id=self.node_id, replicas=self.replicas, fetch_waiters=self.waiters)
 
-    def metadata_handlers(self) -> MetadataHandlers:
-        """The Metadata handlers over this broker's image, with auto-creation off."""
+    def metadata_handlers(self, controller=None) -> MetadataHandlers:
+        """The Metadata handlers over this broker's image; auto-creation on with a
+        ``controller`` (its ``forward`` and ``wait_for_change``), else off."""
         return MetadataHandlers(lambda: self.cluster.image, "test-cluster", self.node_id, LISTENER,
-                                self.replicas, self.waiters, None, auto_create_topics=False,
-                                partition_size_limit=2000)
+                                self.replicas, self.waiters, controller,
+                                auto_create_topics=controller is not None, partition_size_limit=2000,
+                                authorizer=self.authorizer)
 
     async def metadata(self, version: int = 12, listener_name: str | None = None):
         api = {a.key: a for a in self.metadata_handlers().apis()}[3]
