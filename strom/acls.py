@@ -290,12 +290,12 @@ def list_text(bootstrap: str, args: argparse.Namespace) -> str:
     principals: list[str | None] = list(_principals(args.principal))
     for principal in principals or [None]:
         if principal is not None:
-            chunks.append(f"ACLs for principal `{principal}`\n")
+            chunks.append(f"ACLs for principal `{principal}`")
         for resource, acls in sorted(found.items(), key=lambda kv: pattern_text(kv[0])):
             shown = {e for e in acls if principal is None or e[0] == principal}
             if shown:
                 chunks.append(block("Current ACLs for resource", resource, shown))
-    return "\n".join(chunks)
+    return "".join(chunk + "\n" for chunk in chunks)  # each println'd
 
 
 def run(args: argparse.Namespace, confirm=input) -> int:
