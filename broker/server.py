@@ -230,20 +230,23 @@ class Broker:
         self.transactions = TransactionCoordinatorRuntime(self)
         self.transactions.start()
         config = self.config
+        self.authorizer = authorizer = BrokerAuthorizer.from_config(config, lambda: self.image.acls)
         apis = MetadataHandlers(lambda: self.image, self.cluster_id, self.node_id, self.listener_name,
                                 self.replicas, self.fetch_waiters, self.follower,
                                 auto_create_topics=config["auto.create.topics.enable"],
-                                partition_size_limit=config["max.request.partition.size.limit"]).apis()
-        apis += ProduceHandlers(self.replicas, lambda: self.transactions, self.allocate_producer_id).apis()
+                                partition_size_limit=config["max.request.partition.size.limit"],
+                                authorizer=authorizer).apis()
+        apis += ProduceHandlers(self.replicas, lambda: self.transactions, self.allocate_producer_id,
+                                authorizer).apis()
         sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
-        apis += FetchHandler(self.replicas, sessions, self.fetch_waiters, config["fetch.max.bytes"]).apis()
-        apis += OffsetsHandlers(self.replicas, self.fetch_waiters).apis()
+        apis += FetchHandler(self.replicas, sessions, self.fetch_waiters, config["fetch.max.bytes"],
+                             authorizer).apis()
+        apis += OffsetsHandlers(self.replicas, self.fetch_waiters, authorizer).apis()
         apis += AdminApis(node_id=self.node_id, config=self.config, image=lambda: self.image,
                           controller=self.follower, topic_log_config=self.topic_log_config,
                           replicas=self.replicas).apis()
         apis += GroupApis(self.groups, self.transactions, lambda: self.image, self.listener_name).apis()
         apis += TransactionApis(self.transactions, lambda: self.image, self.replicas, self.groups).apis()
-        self.authorizer = BrokerAuthorizer.from_config(config, lambda: self.image.acls)
         apis += SecurityApis(lambda: self.image, self.follower, self.authorizer).apis()
         apis += node_sasl_apis(config, [lsn.name for lsn in config.broker_listeners()],
                                image_scram_lookup(lambda: self.image))
