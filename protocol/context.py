@@ -52,7 +52,7 @@ class Session:
     """One connection's security state (see the module doc)."""
 
     __slots__ = ("listener_name", "security_protocol", "client_address", "principal",
-                 "authenticated", "sasl_mechanism", "reauth_deadline_ms")
+                 "authenticated", "sasl_mechanism", "reauth_deadline_ms", "sasl_exchange")
 
     def __init__(self, listener_name: str | None = None, security_protocol: str = PLAINTEXT,
                  client_address: str = "", principal: KafkaPrincipal = ANONYMOUS):
@@ -66,6 +66,9 @@ class Session:
         # connections.max.reauth.ms (KIP-368): the connection must re-authenticate before this
         # (the event loop's clock, ms); None: never.
         self.reauth_deadline_ms: int | None = None
+        # The SASL exchange in progress on this connection (security/sasl/apis.py's state between
+        # its SaslHandshake and SaslAuthenticate requests); None before the first handshake.
+        self.sasl_exchange: object | None = None
 
     def __repr__(self) -> str:
         return (f"Session({self.listener_name!r}, {self.security_protocol}, {self.client_address!r}, "

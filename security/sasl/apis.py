@@ -18,13 +18,12 @@ connection.failed.authentication.delay.ms (KIP-306), and the connection is then 
 node logs one INFO line, without a traceback. SaslHandshake v0 (raw tokens after it) is not
 served.
 
-The exchange in progress belongs to the connection: it lives in a context variable, which each
-connection's task holds for its own requests, as it holds ``current_session``.
+The exchange in progress belongs to the connection: it lives in the connection's session
+(``Session.sasl_exchange``), between the handshake and the SaslAuthenticate requests that follow.
 """
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ from typing import Any, Protocol
 
 from metadata.security import ScramCredential
 from protocol import messages as M
-from protocol.context import SASL_PROTOCOLS, USER_TYPE, KafkaPrincipal, RequestContext
+from protocol.context import SASL_PROTOCOLS, USER_TYPE, KafkaPrincipal, RequestContext, Session
 from protocol.dispatch import Api
 from protocol.errors import Error
 from security.sasl.config import ListenerConfig, ListenerSasl, listener_sasl
@@ -64,11 +63,14 @@ class _Exchange:
     reauthenticating: bool
     error: str | None = None  # the failure the next SaslAuthenticate answers
     done: bool = False
+    # Whether this connection's client said it can re-authenticate (a SaslAuthenticate v1+);
+    # a re-authentication's exchange inherits it.
+    reauth_capable: bool = False
 
 
-_exchange: contextvars.ContextVar[_Exchange | None] = contextvars.ContextVar("sasl_exchange", default=None)
-# Whether this connection's client said it can re-authenticate (a SaslAuthenticate v1+).
-_reauth_capable: contextvars.ContextVar[bool] = contextvars.ContextVar("sasl_reauth_capable", default=False)
+def _exchange_of(session: Session) -> _Exchange | None:
+    exchange = session.sasl_exchange
+    return exchange if isinstance(exchange, _Exchange) else None
 
 
 def _now_ms() -> int:
@@ -127,9 +129,9 @@ class SaslApis:
         if sasl is None:  # KafkaApis: a handshake on a listener that does not authenticate with SASL
             return R(error_code=Error.ILLEGAL_SASL_STATE, mechanisms=[])
         mechanism = request.mechanism
-        exchange = _exchange.get()
+        exchange = _exchange_of(session)
         if session.authenticated:
-            if not _reauth_capable.get() or (exchange is not None and not exchange.done):
+            if exchange is None or not exchange.reauth_capable or not exchange.done:
                 return R(error_code=Error.ILLEGAL_SASL_STATE, mechanisms=[])
         elif exchange is not None:
             log.info("closing connection from %s: a second SaslHandshake during SASL authentication",
@@ -141,18 +143,20 @@ class SaslApis:
                      session.client_address, mechanism)
             await self._fail_later()
             return R(error_code=Error.UNSUPPORTED_SASL_MECHANISM, mechanisms=list(sasl.mechanisms))
+        capable = exchange is not None and exchange.reauth_capable
         if session.authenticated and mechanism != session.sasl_mechanism:
-            _exchange.set(_Exchange(mechanism, None, True, error=(
+            session.sasl_exchange = _Exchange(mechanism, None, True, error=(
                 f"SASL mechanism '{mechanism}' requested by client is not supported for re-authentication "
-                f"of mechanism '{session.sasl_mechanism}'")))
+                f"of mechanism '{session.sasl_mechanism}'"), reauth_capable=capable)
         else:
-            _exchange.set(_Exchange(mechanism, self._server(sasl, mechanism), session.authenticated))
+            session.sasl_exchange = _Exchange(mechanism, self._server(sasl, mechanism), session.authenticated,
+                                              reauth_capable=capable)
         return R(error_code=Error.NONE, mechanisms=list(sasl.mechanisms))
 
     async def sasl_authenticate(self, ctx: RequestContext, request):
         R = M.SaslAuthenticateResponse
         session = ctx.session
-        exchange = _exchange.get()
+        exchange = _exchange_of(session)
         if exchange is None or exchange.done:
             if session.authenticated:  # KafkaApis answers it on an authenticated connection
                 return R(error_code=Error.SASL_AUTHENTICATION_FAILED, auth_bytes=b"",
@@ -163,7 +167,7 @@ class SaslApis:
             return R(error_code=Error.ILLEGAL_SASL_STATE, auth_bytes=b"", error_message=(
                 "Unexpected Kafka request of type SASL_AUTHENTICATE during SASL handshake."))
         if ctx.api_version > 0:
-            _reauth_capable.set(True)
+            exchange.reauth_capable = True
         what = "re-authentication" if exchange.reauthenticating else "authentication"
         server = exchange.server
         try:
