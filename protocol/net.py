@@ -59,7 +59,9 @@ memory BIO asyncio drives.
 from __future__ import annotations
 
 import asyncio
+import asyncio.sslproto
 import collections
+import contextlib
 import contextvars
 import functools
 import gc
@@ -101,6 +103,21 @@ class _FdFile:
 
     def seek(self, *args) -> None:  # asyncio repositions the file after sending; ours is read by offset
         pass
+
+
+class _AlertingSSLProtocol(asyncio.sslproto.SSLProtocol):
+    """asyncio's SSL protocol, except that a failed handshake sends the alert OpenSSL wrote (an
+    unknown CA, an expired certificate, no certificate where one is required) before the
+    connection closes. asyncio's drops it, and the client then sees only a closed connection
+    (librdkafka: "SSL connection closed by peer"), not that its certificate was refused."""
+
+    def _on_handshake_complete(self, handshake_exc):
+        if handshake_exc is not None:
+            with contextlib.suppress(Exception):
+                alert = self._outgoing.read()
+                if alert:
+                    self._transport.write(alert)
+        super()._on_handshake_complete(handshake_exc)
 
 
 current_connection: contextvars.ContextVar[_Connection | None] = contextvars.ContextVar(
@@ -533,8 +550,15 @@ class Server:
             if ssl_context is None:
                 await loop.connect_accepted_socket(functools.partial(factory, ip=ip), sock)
             else:
-                await loop.connect_accepted_socket(functools.partial(factory, ip=ip), sock, ssl=ssl_context,
-                                                   ssl_handshake_timeout=SSL_HANDSHAKE_TIMEOUT_S)
+                handshake = loop.create_future()
+                tls = _AlertingSSLProtocol(loop, factory(ip=ip), ssl_context, handshake, server_side=True,
+                                           ssl_handshake_timeout=SSL_HANDSHAKE_TIMEOUT_S)
+                transport, _ = await loop.connect_accepted_socket(lambda: tls, sock)
+                try:
+                    await handshake
+                except BaseException:
+                    transport.close()
+                    raise
         except OSError as e:  # ssl.SSLError included: a failed TLS handshake
             what = "TLS handshake" if ssl_context is not None else "connection setup"
             log.info("%s with %s failed: %s", what, ip, e)
