@@ -17,6 +17,7 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from broker.authorizer import ALLOW_ALL, BrokerAuthorizer
 from engine.config import BROKER_SYNONYMS, TOPIC_CONFIGS
 from metadata.configs import (
     APPEND,
@@ -32,6 +33,18 @@ from metadata.configs import (
     not_dynamic,
     unknown_operation,
 )
+from metadata.security import (
+    ALTER,
+    ALTER_CONFIGS,
+    CLUSTER,
+    CLUSTER_NAME,
+    CREATE,
+    DESCRIBE,
+    DESCRIBE_CONFIGS,
+    GROUP,
+    TOPIC,
+)
+from metadata.security import DELETE as DELETE_ACL_OPERATION  # not metadata.configs' DELETE
 from protocol import messages as M
 from protocol.context import RequestContext
 from protocol.dispatch import Api
@@ -57,6 +70,13 @@ _KAFKA_TYPES = {
 }
 APPLY_WAIT_S = 5.0
 _TOPIC_FROM_BROKER = {topic: broker for broker, topic in BROKER_SYNONYMS.items()}
+# A config resource's ACL resource and the error its refusal answers (Kafka's ConfigHelper and
+# ControllerApis.authorizeAlterResource): a broker's configs are the cluster's.
+_CONFIG_AUTHORIZATION = {
+    BROKER_RESOURCE: (CLUSTER, Error.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."),
+    TOPIC_RESOURCE: (TOPIC, Error.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."),
+    GROUP_RESOURCE: (GROUP, Error.GROUP_AUTHORIZATION_FAILED, "Group authorization failed."),
+}
 
 
 class ControllerChannel(Protocol):
@@ -86,7 +106,8 @@ class AdminApis:
 
     def __init__(self, *, node_id: int, config: BrokerConfig, image: Callable[[], MetadataImage],
                  controller: ControllerChannel, topic_log_config: Callable[[str], LogConfig],
-                 replicas: ReplicaManager):
+                 replicas: ReplicaManager, authorizer: BrokerAuthorizer = ALLOW_ALL):
+        self.authorizer = authorizer
         self.node_id = node_id
         self.config = config
         self.image = image
@@ -120,6 +141,20 @@ class AdminApis:
             await self.controller.wait_for_change(remaining)
         await asyncio.sleep(0)
 
+    def _may_on_cluster(self, ctx: RequestContext, operation: int) -> bool:
+        return self.authorizer.authorize(ctx, operation, CLUSTER, CLUSTER_NAME)
+
+    def _config_refusal(self, ctx: RequestContext, operation: int, res) -> tuple[int, str] | None:
+        """(error, message) when the principal may not perform ``operation`` (ALTER_CONFIGS or
+        DESCRIBE_CONFIGS) on the config resource; None when it may, or the type is not one
+        this broker knows (answered as before)."""
+        rule = _CONFIG_AUTHORIZATION.get(res.resource_type)
+        if rule is None:
+            return None
+        resource_type, code, message = rule
+        name = CLUSTER_NAME if resource_type == CLUSTER else res.resource_name
+        return None if self.authorizer.authorize(ctx, operation, resource_type, name) else (code, message)
+
     async def _forward(self, ctx: RequestContext, req):
         try:
             return await self.controller.forward(ctx.api_key, ctx.api_version, req)
@@ -127,31 +162,95 @@ class AdminApis:
             return None
 
     async def handle_create_topics(self, ctx: RequestContext, req):
+        """Authorized before forwarding as Kafka's ControllerApis authorizes it: CREATE on the
+        cluster allows every topic, else CREATE on each (TOPIC_AUTHORIZATION_FAILED, not
+        forwarded); a created topic's configs are returned only with DESCRIBE_CONFIGS on it
+        (else topic_config_error_code TOPIC_AUTHORIZATION_FAILED and no configs)."""
+        R = M.CreateTopicsResponse
+        names = {t.name for t in req.topics}
+        if self.authorizer.authorize(ctx, CREATE, CLUSTER, CLUSTER_NAME, log_if_denied=False):
+            allowed = names
+        else:
+            allowed = self.authorizer.filter(ctx, CREATE, TOPIC, names)
+        refused = [R.CreatableTopicResult(name=n, error_code=Error.TOPIC_AUTHORIZATION_FAILED,
+                                          error_message="Authorization failed.")
+                   for n in sorted(names - allowed)]
+        req.topics = [t for t in req.topics if t.name in allowed]
+        if not req.topics:
+            return R(topics=refused)
         response = await self._forward(ctx, req)
         if response is None:
-            return _all_failed(M.CreateTopicsResponse, req, Error.REQUEST_TIMED_OUT)
+            return _all_failed(R, req, Error.REQUEST_TIMED_OUT)
         created = [t.name for t in response.topics if t.error_code == Error.NONE]
         if created and not req.validate_only:
             await self._wait_for_topics(created, APPLY_WAIT_S)
-        entry_cls = M.CreateTopicsResponse.CreatableTopicConfigs
+        describable = self.authorizer.filter(ctx, DESCRIBE_CONFIGS, TOPIC, created, log_if_denied=False)
         for t in response.topics:
             if t.error_code == Error.NONE and ctx.api_version >= 5:
-                t.configs = [self._describe_entry(t.name, n, entry_cls) for n in sorted(TOPIC_CONFIGS)]
+                if t.name in describable:
+                    t.configs = [self._describe_entry(t.name, n, R.CreatableTopicConfigs)
+                                 for n in sorted(TOPIC_CONFIGS)]
+                else:
+                    t.configs, t.num_partitions, t.replication_factor = [], -1, -1
+                    t.topic_config_error_code = Error.TOPIC_AUTHORIZATION_FAILED
+        response.topics += refused
         return response
 
     async def handle_delete_topics(self, ctx: RequestContext, req):
+        """Authorized before forwarding as Kafka's ControllerApis: DELETE on the cluster allows
+        every topic, else a topic needs DESCRIBE and DELETE on it (TOPIC_AUTHORIZATION_FAILED,
+        not forwarded; one named by id is answered without its name unless DESCRIBEd)."""
+        R = M.DeleteTopicsResponse
+        refused = []
+        if not self.authorizer.authorize(ctx, DELETE_ACL_OPERATION, CLUSTER, CLUSTER_NAME,
+                                         log_if_denied=False):
+            by_id = {t.topic_id: name for name, t in self.image().topics.items()} if req.topics else {}
+
+            def name_of(t):
+                return t.name if t.name is not None else by_id.get(t.topic_id)
+            names = {n for n in ([name_of(t) for t in req.topics] if req.topics else req.topic_names) if n}
+            describable = self.authorizer.filter(ctx, DESCRIBE, TOPIC, names)
+            deletable = self.authorizer.filter(ctx, DELETE_ACL_OPERATION, TOPIC, describable)
+            if req.topics:
+                kept = []
+                for t in req.topics:
+                    name = name_of(t)
+                    if name is None or name in deletable:
+                        kept.append(t)
+                    else:
+                        refused.append(R.DeletableTopicResult(
+                            name=name if name in describable or t.name is not None else None,
+                            topic_id=t.topic_id, error_code=Error.TOPIC_AUTHORIZATION_FAILED))
+                req.topics = kept
+            else:
+                refused = [R.DeletableTopicResult(name=n, error_code=Error.TOPIC_AUTHORIZATION_FAILED)
+                           for n in req.topic_names if n not in deletable]
+                req.topic_names = [n for n in req.topic_names if n in deletable]
+            if not (req.topics or req.topic_names):
+                return R(responses=refused)
         response = await self._forward(ctx, req)
         if response is None:
             return _all_failed(M.DeleteTopicsResponse, req, Error.REQUEST_TIMED_OUT)
         deleted = [t.name for t in response.responses if t.error_code == Error.NONE]
         await self._wait_for_topics(deleted, APPLY_WAIT_S, present=False)
+        response.responses += refused
         return response
 
     async def handle_create_partitions(self, ctx: RequestContext, req):
+        """A topic without ALTER on it answers TOPIC_AUTHORIZATION_FAILED, not forwarded."""
+        R = M.CreatePartitionsResponse
+        allowed = self.authorizer.filter(ctx, ALTER, TOPIC, [t.name for t in req.topics])
+        refused = [R.CreatePartitionsTopicResult(name=t.name, error_code=Error.TOPIC_AUTHORIZATION_FAILED,
+                                                 error_message="Topic authorization failed.")
+                   for t in req.topics if t.name not in allowed]
+        req.topics = [t for t in req.topics if t.name in allowed]
+        if not req.topics:
+            return R(results=refused)
         response = await self._forward(ctx, req)
         if response is None:
-            return _all_failed(M.CreatePartitionsResponse, req, Error.REQUEST_TIMED_OUT)
+            return _all_failed(R, req, Error.REQUEST_TIMED_OUT)
         await self.controller.wait_for_change(0.5)
+        response.results += refused
         return response
 
     async def _alter_configs(self, req, answered: dict[int, tuple[int, str | None]]):
@@ -173,7 +272,7 @@ class AdminApis:
 
     async def handle_incremental_alter_configs(self, ctx: RequestContext, req):
         R = M.IncrementalAlterConfigsResponse
-        answered = self._broker_resources(req)
+        answered = self._broker_resources(req) | self._refused_alters(ctx, req)  # a refusal first
         return R(responses=[R.AlterConfigsResourceResponse(
             error_code=code, error_message=message, resource_type=r.resource_type,
             resource_name=r.resource_name)
@@ -194,17 +293,24 @@ class AdminApis:
             resources.append(Inc.AlterConfigsResource(resource_type=res.resource_type,
                                                     resource_name=res.resource_name, configs=ops))
         incremental = Inc(resources=resources, validate_only=req.validate_only)
-        answers = await self._alter_configs(incremental, self._broker_resources(incremental))
+        answers = await self._alter_configs(incremental, self._broker_resources(incremental)
+                                            | self._refused_alters(ctx, incremental))
         return R(responses=[R.AlterConfigsResourceResponse(
             error_code=code, error_message=message, resource_type=r.resource_type,
             resource_name=r.resource_name) for r, (code, message) in answers])
 
     async def handle_describe_configs(self, ctx: RequestContext, req):
+        """A resource the principal may not DESCRIBE_CONFIGS (on the cluster for a broker)
+        answers its type's *_AUTHORIZATION_FAILED and no configs (Kafka's ConfigHelper)."""
         R = M.DescribeConfigsResponse
         results = []
         for res in req.resources:
             out = R.DescribeConfigsResult(resource_type=res.resource_type, resource_name=res.resource_name)
             results.append(out)
+            refusal = self._config_refusal(ctx, DESCRIBE_CONFIGS, res)
+            if refusal is not None:
+                out.error_code, out.error_message = refusal
+                continue
             if res.resource_type == TOPIC_RESOURCE:
                 if res.resource_name not in self.image().topics:
                     out.error_code = Error.UNKNOWN_TOPIC_OR_PARTITION
@@ -248,16 +354,29 @@ class AdminApis:
         return response
 
     async def handle_elect_leaders(self, ctx: RequestContext, req):
+        if not self._may_on_cluster(ctx, ALTER):
+            return _all_failed(M.ElectLeadersResponse, req, Error.CLUSTER_AUTHORIZATION_FAILED)
         return await self._forward_partition_changes(
             ctx, req, lambda: _all_failed(M.ElectLeadersResponse, req, Error.REQUEST_TIMED_OUT),
             lambda r: (p for t in r.replica_election_results for p in t.partition_result))
 
     async def handle_alter_partition_reassignments(self, ctx: RequestContext, req):
+        if not self._may_on_cluster(ctx, ALTER):
+            R = M.AlterPartitionReassignmentsResponse
+            code, message = Error.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+            P = R.ReassignableTopicResponse.ReassignablePartitionResponse
+            return R(error_code=code, error_message=message, responses=[
+                R.ReassignableTopicResponse(name=t.name, partitions=[
+                    P(partition_index=p.partition_index, error_code=code, error_message=message)
+                    for p in t.partitions]) for t in req.topics])
         return await self._forward_partition_changes(
             ctx, req, lambda: M.AlterPartitionReassignmentsResponse(error_code=Error.REQUEST_TIMED_OUT),
             lambda r: (p for t in r.responses for p in t.partitions))
 
     async def handle_list_partition_reassignments(self, ctx: RequestContext, req):
+        if not self._may_on_cluster(ctx, DESCRIBE):
+            return M.ListPartitionReassignmentsResponse(error_code=Error.CLUSTER_AUTHORIZATION_FAILED,
+                                                        error_message="Cluster authorization failed.")
         response = await self._forward(ctx, req)
         if response is None:
             return M.ListPartitionReassignmentsResponse(error_code=Error.REQUEST_TIMED_OUT)
@@ -268,6 +387,8 @@ class AdminApis:
         every partition."""
         R = M.DescribeLogDirsResponse
         T = R.DescribeLogDirsResult.DescribeLogDirsTopic
+        if not self._may_on_cluster(ctx, DESCRIBE):  # Kafka's KafkaApis: no dirs, the error
+            return R(error_code=Error.CLUSTER_AUTHORIZATION_FAILED, results=[])
         wanted = None if req.topics is None else {(t.topic, p) for t in req.topics for p in t.partitions}
         results = []
         for view in self.replicas.describe_log_dirs(wanted):
@@ -280,6 +401,16 @@ class AdminApis:
                 usable_bytes=view.usable_bytes,
                 topics=[T(name=name, partitions=parts) for name, parts in topics.items()]))
         return R(error_code=Error.NONE, results=results)
+
+    def _refused_alters(self, ctx: RequestContext, req) -> dict[int, tuple[int, str | None]]:
+        """The resources, by index, the principal may not ALTER_CONFIGS, with their refusal
+        (Kafka's ControllerApis.authorizeAlterResource): answered here, never forwarded."""
+        refused: dict[int, tuple[int, str | None]] = {}
+        for i, res in enumerate(req.resources):
+            refusal = self._config_refusal(ctx, ALTER_CONFIGS, res)
+            if refusal is not None:
+                refused[i] = refusal
+        return refused
 
     def _broker_resources(self, req) -> dict[int, tuple[int, str | None]]:
         """Kafka's ConfigAdminManager.preprocess of the BROKER resources, by index: answered here,
