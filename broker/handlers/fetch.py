@@ -86,8 +86,8 @@ class FetchHandler:
             return set()
         if follower is not None:
             return set() if authorizer.authorize(ctx, CLUSTER_ACTION, CLUSTER, CLUSTER_NAME) else None
-        names = {self.replicas.topic_name(w[0]) if version >= 13 else w[0] for w in wanted}
-        names.discard(None)
+        names: set[str] = {name for w in wanted
+                           if (name := self.replicas.topic_name(w[0]) if version >= 13 else w[0]) is not None}
         return names - authorizer.filter(ctx, READ, TOPIC, names)
 
     def read_partitions(self, wanted, req, version, follower, budget, listener, first, client, denied):

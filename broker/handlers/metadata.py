@@ -167,7 +167,7 @@ class MetadataHandlers:
                 response.cluster_authorized_operations = self.cluster_authorized_operations(ctx)
             if req.include_topic_authorized_operations:
                 for t in authorized:  # those described: not an unknown id, not one refused
-                    t.topic_authorized_operations = authorizer.authorized_operations(ctx, TOPIC, t.name)
+                    t.topic_authorized_operations = authorizer.authorized_operations(ctx, TOPIC, t.name or "")
         return response
 
     async def describe_cluster(self, ctx: RequestContext, req):
@@ -238,7 +238,7 @@ class MetadataHandlers:
                 break
             remaining -= len(partitions)
         for t in topics:
-            t.topic_authorized_operations = authorizer.authorized_operations(ctx, TOPIC, t.name)
+            t.topic_authorized_operations = authorizer.authorized_operations(ctx, TOPIC, t.name or "")
         return R(topics=topics + refused, next_cursor=next_cursor)
 
     def described_partition(self, R, index: int, p, listener: str):

@@ -113,6 +113,7 @@ class OffsetsHandlers:
             out = R.DeleteRecordsTopicResult(name=t.name)
             topics.append(out)
             for p in t.partitions:
+                error: int
                 if t.name not in allowed:
                     error, required = Error.TOPIC_AUTHORIZATION_FAILED, -1
                 elif t.name in INTERNAL_TOPICS:
