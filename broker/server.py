@@ -244,9 +244,11 @@ class Broker:
         apis += OffsetsHandlers(self.replicas, self.fetch_waiters, authorizer).apis()
         apis += AdminApis(node_id=self.node_id, config=self.config, image=lambda: self.image,
                           controller=self.follower, topic_log_config=self.topic_log_config,
-                          replicas=self.replicas).apis()
-        apis += GroupApis(self.groups, self.transactions, lambda: self.image, self.listener_name).apis()
-        apis += TransactionApis(self.transactions, lambda: self.image, self.replicas, self.groups).apis()
+                          replicas=self.replicas, authorizer=authorizer).apis()
+        apis += GroupApis(self.groups, self.transactions, lambda: self.image, self.listener_name,
+                          authorizer).apis()
+        apis += TransactionApis(self.transactions, lambda: self.image, self.replicas, self.groups,
+                                authorizer).apis()
         apis += SecurityApis(lambda: self.image, self.follower, self.authorizer).apis()
         apis += node_sasl_apis(config, [lsn.name for lsn in config.broker_listeners()],
                                image_scram_lookup(lambda: self.image))
