@@ -112,8 +112,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# What a node creates (log dirs, segments, checkpoints, the metadata log) is its user's alone: Spark
+# reads segment files directly, past the authorizer, so only that user may (docs/security.md).
+DATA_UMASK = 0o077
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    os.umask(DATA_UMASK)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         if args.command == "run":

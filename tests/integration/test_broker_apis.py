@@ -2,6 +2,8 @@
 client libraries do not exercise directly: long polls, byte limits, timestamps, leader
 epochs, DeleteRecords, CreatePartitions, auto-creation)."""
 import asyncio
+import os
+import stat
 import time
 
 import pytest
@@ -210,3 +212,22 @@ def test_idempotent_sequences_are_checked(shared_node):
     init, first, retry, gap = run(shared_node, body)
     assert init == Error.NONE and first == (0, 0) and retry == (0, 0)
     assert gap == Error.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+def test_a_nodes_log_dirs_and_files_are_its_users_alone(shared_node):
+    """Spark reads segment files directly, past the authorizer: what a node writes (its log dirs,
+    segments, indexes, checkpoints, metadata log) must not be readable by other users."""
+    async def body(conn):
+        await create(conn, "private")
+        assert (await produce(conn, "private", 0, recs(5))).error_code == Error.NONE
+    run(shared_node, body)
+    seen = 0
+    for directory, _dirs, files in os.walk(shared_node.log_dir):
+        for path in [directory] + [os.path.join(directory, f) for f in files]:
+            try:
+                mode = os.stat(path).st_mode
+            except FileNotFoundError:  # a file the node replaced meanwhile
+                continue
+            assert mode & (stat.S_IRWXG | stat.S_IRWXO) == 0, f"{path} is {stat.filemode(mode)}"
+            seen += 1
+    assert seen > 10
