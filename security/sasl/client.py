@@ -13,6 +13,7 @@ from typing import Any
 
 from protocol import messages as M
 from protocol.errors import Error
+from security.sasl.config import ListenerConfig, SaslConfigError, client_credentials
 from security.sasl.mechanism import PLAIN
 from security.sasl.plain import plain_client_token
 from security.sasl.scram import HASHES, ScramClient
@@ -58,3 +59,18 @@ def authenticator(mechanism: str, username: str, password: str) -> Callable[[Any
             raise ConnectionError(f"SASL {mechanism} authentication with {where} failed: {e}") from None
 
     return authenticate
+
+
+def listener_authenticator(config: ListenerConfig, listener_name: str,
+                           mechanism_property: str) -> Callable[[Any], Awaitable[None]]:
+    """How this node authenticates its connections to ``listener_name`` (a SASL listener of
+    another node), as Kafka's inter-broker client: with the mechanism ``mechanism_property``
+    names (sasl.mechanism.inter.broker.protocol or sasl.mechanism.controller.protocol) and the
+    username and password of the listener's sasl.jaas.config for it. SaslConfigError names the
+    property that is wrong."""
+    mechanism = config.listener_value(None, mechanism_property)
+    if mechanism not in CLIENT_MECHANISMS:
+        raise SaslConfigError(mechanism_property, f"a node authenticates its own connections with "
+                              f"{', '.join(CLIENT_MECHANISMS)}, not {mechanism}")
+    username, password = client_credentials(config, listener_name, mechanism)
+    return authenticator(mechanism, username, password)
