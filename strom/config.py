@@ -25,11 +25,13 @@ from metadata.configs import (
     GroupBounds,
 )
 from protocol.client import ClientSecurity
-from protocol.context import PLAINTEXT, SECURITY_PROTOCOLS, TLS_PROTOCOLS, KafkaPrincipal
+from protocol.context import PLAINTEXT, SASL_PROTOCOLS, SECURITY_PROTOCOLS, TLS_PROTOCOLS, KafkaPrincipal
 from protocol.limits import ListenerLimits
 from replication.replica_selector import selector_name
 from security import tls
 from security.authorizer import STANDARD_AUTHORIZER_NAMES, parse_super_users
+from security.sasl.client import listener_authenticator
+from security.sasl.config import ListenerSasl, SaslConfigError, listener_sasl
 
 INT, LONG, BOOL, STRING, LIST, DOUBLE = "int", "long", "bool", "string", "list", "double"
 
@@ -426,14 +428,55 @@ class ServerConfig:
     def client_security(self, listener_name: str) -> ClientSecurity:
         """How this node connects to another's ``listener_name`` (the inter-broker listener, a
         controller listener): TLS with this listener's trust and key stores where it is SSL or
-        SASL_SSL. Contexts are made once per listener."""
+        SASL_SSL, then SASL where it is SASL_PLAINTEXT or SASL_SSL (sasl.mechanism.controller.protocol
+        on a controller listener, else sasl.mechanism.inter.broker.protocol, with the listener's
+        sasl.jaas.config username and password). Made once per listener."""
         name = listener_name.upper()
         if name not in self._client_security:
-            context = None
+            context = authenticate = None
             if self.security_protocol(name) in TLS_PROTOCOLS:
                 context = self._tls(tls.client_context, name)
-            self._client_security[name] = ClientSecurity(ssl_context=context)
+            if self.security_protocol(name) in SASL_PROTOCOLS:
+                mechanism = ("sasl.mechanism.controller.protocol" if name in self.controller_listener_names
+                             else "sasl.mechanism.inter.broker.protocol")
+                authenticate = self._sasl(listener_authenticator, name, mechanism)
+            self._client_security[name] = ClientSecurity(ssl_context=context, authenticate=authenticate)
         return self._client_security[name]
+
+    def listener_sasl(self, listener_name: str) -> ListenerSasl | None:
+        """A SASL listener's mechanisms and what each authenticates against (read once); None
+        for a listener that is not SASL_PLAINTEXT or SASL_SSL."""
+        name = listener_name.upper()
+        if self.security_protocol(name) not in SASL_PROTOCOLS:
+            return None
+        if name not in self._listener_sasl:
+            self._listener_sasl[name] = self._sasl(listener_sasl, name)
+        return self._listener_sasl[name]
+
+    def _sasl(self, make: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return make(self, *args)
+        except SaslConfigError as e:
+            raise ConfigError(e.name, e.message) from None
+
+    def _validate_sasl(self) -> None:
+        """Each SASL listener's settings, the inter-broker mechanism among its listener's enabled
+        ones (Kafka's KafkaConfig), and the mechanism and credentials this node authenticates
+        with to the SASL listeners it connects to: a bad one stops startup naming its property."""
+        for lsn in self.listeners:
+            self.listener_sasl(lsn.name)
+        outgoing = []
+        if "broker" in self.roles:
+            outgoing.append(self.inter_broker_listener_name)
+            sasl = self.listener_sasl(self.inter_broker_listener_name)
+            mechanism = self.values["sasl.mechanism.inter.broker.protocol"]
+            if sasl is not None and mechanism not in sasl.mechanisms:
+                raise ConfigError("sasl.mechanism.inter.broker.protocol",
+                                  "sasl.mechanism.inter.broker.protocol must be included in "
+                                  "sasl.enabled.mechanisms when SASL is used for inter-broker communication")
+        for name in outgoing + self.controller_listener_names[:1]:
+            if self.security_protocol(name) in SASL_PROTOCOLS:
+                self.client_security(name)
 
     def _tls(self, make: Callable[[Any, str], Any], listener_name: str) -> Any:
         try:
@@ -512,6 +555,8 @@ class ServerConfig:
         self._client_security: dict[str, ClientSecurity] = {}
         for lsn in self.listeners:  # a bad ssl.* value stops startup naming it
             self.listener_binding(lsn.name)
+        self._listener_sasl: dict[str, ListenerSasl] = {}
+        self._validate_sasl()
 
     def _validate_group_consumer(self) -> None:
         """Kafka's GroupCoordinatorConfig: each bound at least 1, min <= max, the broker's own
