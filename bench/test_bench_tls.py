@@ -97,21 +97,26 @@ def _consume(conf: dict, topic: str, records: int) -> float:
     return size / (time.perf_counter() - start) / 1e6
 
 
-def _round(node, pki, records: int) -> dict:
-    out = {}
+def _round(node, pki, records: int, consumes: int) -> dict:
+    """Produce a topic over each listener, then read each back ``consumes`` times, alternating
+    (the page cache warm for both), keeping each listener's best read."""
+    out: dict = {}
+    topics = {}
     for name, tls in (("plaintext", False), ("tls", True)):
-        topic = f"bench-tls-{next(_topics)}"
-        conf = _conf(node, pki, tls)
-        out[f"{name}_produce_msg_s"] = _produce(conf, topic, records)
-        out[f"{name}_consume_mb_s"] = _consume(conf, topic, records)
+        topics[name] = f"bench-tls-{next(_topics)}"
+        out[f"{name}_produce_msg_s"] = _produce(_conf(node, pki, tls), topics[name], records)
+    for _ in range(consumes):
+        for name, tls in (("plaintext", False), ("tls", True)):
+            mb_s = _consume(_conf(node, pki, tls), topics[name], records)
+            out[f"{name}_consume_mb_s"] = max(out.get(f"{name}_consume_mb_s", 0.0), mb_s)
     out["produce_tls_over_plaintext"] = out["tls_produce_msg_s"] / out["plaintext_produce_msg_s"]
     out["consume_tls_over_plaintext"] = out["tls_consume_mb_s"] / out["plaintext_consume_mb_s"]
     return out
 
 
 def test_tls_throughput_against_plaintext(benchmark, node, pki):
-    records = 200_000 if benchmark.enabled else 3_000
-    r = benchmark.pedantic(_round, args=(node, pki, records), rounds=1, iterations=1)
+    records, consumes = (300_000, 3) if benchmark.enabled else (3_000, 1)
+    r = benchmark.pedantic(_round, args=(node, pki, records, consumes), rounds=1, iterations=1)
     assert r["tls_consume_mb_s"] > 0 and r["tls_produce_msg_s"] > 0
     benchmark.extra_info.update(r)
 
