@@ -26,6 +26,7 @@ from raft.engine_log import METADATA_LOG_CONFIG, EngineRaftLog
 from raft.quorum_file import QUORUM_STATE_FILE
 from raft.settings import METADATA_PARTITION, driver_config
 from raft.voters import Endpoint
+from security.sasl.apis import image_scram_lookup, node_sasl_apis
 
 log = logging.getLogger("strom.controller")
 
@@ -65,7 +66,12 @@ async def serve(config, cluster_id: str, ready=None) -> None:
     raft = RaftDriver(driver_config(config, cluster_id, directory_id=directory_id, endpoints=endpoints),
                       raft_log, os.path.join(partition_dir, QUORUM_STATE_FILE), controller)
     controller.attach(raft)
-    dispatcher = Dispatcher(controller.apis() + raft.apis(), wire.kraft_supported_features())
+    # SASL controller listeners authenticate brokers and other controllers: SCRAM against the
+    # controller's own image (the credentials the metadata log holds, --add-scram's included).
+    sasl = node_sasl_apis(config, [lsn.name for lsn in config.controller_listeners()],
+                          image_scram_lookup(lambda: controller.state))
+    dispatcher = Dispatcher(controller.apis() + raft.apis() + sasl, wire.kraft_supported_features(),
+                            unauthenticated_max_bytes=config["sasl.server.max.receive.size"])
     server = Server(dispatcher.handle, config["socket.request.max.bytes"], limits=config.listener_limits(),
                     send_buffer_bytes=config["socket.send.buffer.bytes"],
                     receive_buffer_bytes=config["socket.receive.buffer.bytes"])
