@@ -34,7 +34,7 @@ from protocol import messages as M
 from protocol.context import SASL_PROTOCOLS, USER_TYPE, KafkaPrincipal, RequestContext, Session
 from protocol.dispatch import Api
 from protocol.errors import Error
-from security.sasl.config import ListenerConfig, ListenerSasl, listener_sasl
+from security.sasl.config import ListenerSasl
 from security.sasl.mechanism import (
     OAUTHBEARER,
     PLAIN,
@@ -237,20 +237,22 @@ class SaslApis:
                                           auth_bytes=b"")
 
 
-class NodeConfig(ListenerConfig, Protocol):
-    """What ``node_sasl_apis`` reads of a node's configuration (strom.config.ServerConfig)."""
+class NodeConfig(Protocol):
+    """What ``node_sasl_apis`` reads of a node's configuration (strom.config.ServerConfig, which
+    reads each SASL listener's settings once, at startup: a bad one stops it naming its property)."""
 
-    def security_protocol(self, listener_name: str) -> str: ...
+    def listener_sasl(self, listener_name: str) -> ListenerSasl | None: ...
 
     def __getitem__(self, name: str) -> Any: ...
 
 
 def node_sasl_apis(config: NodeConfig, listener_names: list[str], scram: ScramLookup) -> list[Api]:
-    """The SASL APIs of a node serving ``listener_names`` (each SASL one's settings read now: a
-    bad one raises SaslConfigError naming its property)."""
-    listeners: dict[str | None, ListenerSasl] = {
-        name: listener_sasl(config, name) for name in listener_names
-        if config.security_protocol(name) in SASL_PROTOCOLS}
+    """The SASL APIs of a node serving ``listener_names``."""
+    listeners: dict[str | None, ListenerSasl] = {}
+    for name in listener_names:
+        sasl = config.listener_sasl(name)
+        if sasl is not None:
+            listeners[name] = sasl
     delay_ms = config["connection.failed.authentication.delay.ms"]
     return SaslApis(lambda name: listeners.get(name), scram, delay_ms).apis()
 
