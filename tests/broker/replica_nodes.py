@@ -162,13 +162,11 @@ class Node:
             on_changed=lambda topic, partition: self.waiters.notify((topic, partition)), clock=self.clock)
         self.fetchers = self.replicas.fetchers = RecordingFetchers()
         self.alter = self.replicas.alter_partition = RecordingAlterPartition()
-        # What a handler may see of the broker: nothing of the logs or the image. A test gives
-        # it a transaction coordinator by setting broker.transactions.
-        self.broker = SimpleNamespace(replicas=self.replicas, fetch_waiters=self.waiters,
-                                      config={"max.incremental.fetch.session.cache.slots": 10,
-                                              "fetch.max.bytes": fetch_max_bytes})
+        # No transaction coordinator runs here: a test gives the produce handlers one by
+        # setting broker.transactions.
+        self.broker = SimpleNamespace(transactions=None)
         self.apis = {api.key: api for api in [
-            *ProduceHandlers(self.replicas, lambda: getattr(self.broker, "transactions", None),
+            *ProduceHandlers(self.replicas, lambda: self.broker.transactions,
                              self.allocate_producer_id, authorizer).apis(),
             *FetchHandler(self.replicas, FetchSessionCache(10), self.waiters, fetch_max_bytes,
                           authorizer).apis(),
@@ -266,13 +264,6 @@ class Node:
             R.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=partition, offset=offset)])],
             timeout_ms=1000)
         return (await self.call(21, 2, request)).topics[0].partitions[0]
-
-    def metadata_broker(self):
-        """What the Metadata handler sees of the broker."""
-        return SimpleNamespace(image=self.cluster.image, listener_name=LISTENER, config={
-            "auto.create.topics.enable": False, "max.request.partition.size.limit": 2000},
-            pending_auto_create=set(), cluster_id="test-cluster",
-            node_id=self.node_id, replicas=self.replicas, fetch_waiters=self.waiters)
 
     def metadata_handlers(self, controller=None) -> MetadataHandlers:
         """The Metadata handlers over this broker's image; auto-creation on with a

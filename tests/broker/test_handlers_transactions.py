@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from broker.authorizer import ALLOW_ALL
-from broker.handlers import produce
+from broker.handlers.produce import ProduceHandlers
 from broker.handlers.transactions import TransactionApis
 from broker.transactions.runtime import TOPIC, TransactionCoordinatorRuntime
 from engine.log import Log
@@ -56,7 +56,9 @@ def serve(log, scenario, with_broker=False, authorizer=ALLOW_ALL):
         broker.transactions.start()
         txn_apis = TransactionApis(broker.transactions, lambda: broker.image, broker.replicas, None,
                                    authorizer).apis()
-        apis = {api.key: api.fn for api in txn_apis + produce.apis(broker)}
+        produce_apis = ProduceHandlers(broker.replicas, lambda: broker.transactions,
+                                       broker.allocate_producer_id).apis()
+        apis = {api.key: api.fn for api in txn_apis + produce_apis}
         try:
             await until(lambda: 0 in broker.transactions.core.owned)
             core = broker.transactions.core

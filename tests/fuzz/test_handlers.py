@@ -19,7 +19,6 @@ import random
 
 import pytest
 
-from broker.handlers import metadata
 from protocol import messages
 from protocol.dispatch import Deferred, Dispatcher
 from protocol.headers import read_response_header
@@ -62,7 +61,7 @@ async def broker_dispatcher(tmp_path) -> tuple[Dispatcher, CoordinatorNode]:
     coordinator = CoordinatorNode(tmp_path, 1, cluster)
     await coordinator.sync()
     node = coordinator.node
-    apis = [*node.apis.values(), *coordinator.apis.values(), *metadata.apis(node.metadata_broker())]
+    apis = [*node.apis.values(), *coordinator.apis.values(), *node.metadata_handlers().apis()]
     return Dispatcher([a for a in apis if a.key != 22]), coordinator
 
 
