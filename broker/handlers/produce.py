@@ -359,10 +359,3 @@ def refused(req, code: int):
     return R(responses=[R.TopicProduceResponse(name=t.name, topic_id=t.topic_id, partition_responses=[
         PR(index=p.index, error_code=code, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1)
         for p in t.partition_data]) for t in req.topic_data])
-
-
-def apis(broker) -> list[Api]:
-    """The handlers over a broker-shaped object (the tests' doubles): its ``replicas``, its
-    ``transactions`` and ``allocate_producer_id`` when it has them, read at each call."""
-    return ProduceHandlers(broker.replicas, lambda: getattr(broker, "transactions", None),
-                           lambda: broker.allocate_producer_id()).apis()
