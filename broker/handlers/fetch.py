@@ -228,11 +228,3 @@ class FetchHandler:
             finally:
                 timer.cancel()
                 waiters.forget(names, waiter, replica)
-
-
-def apis(broker) -> list[Api]:
-    """The handler over a broker-shaped object (the tests' doubles): its ``replicas``,
-    ``fetch_waiters`` and ``config``."""
-    return FetchHandler(broker.replicas,
-                        FetchSessionCache(broker.config["max.incremental.fetch.session.cache.slots"]),
-                        broker.fetch_waiters, broker.config["fetch.max.bytes"]).apis()
