@@ -333,16 +333,6 @@ class MetadataHandlers:
             self.pending_auto_create.difference_update(wanted)
 
 
-def apis(broker) -> list[Api]:
-    """The handlers over a broker-shaped object (the tests' doubles): its ``image``,
-    ``cluster_id``, ``node_id``, ``listener_name``, ``replicas``, ``fetch_waiters``, ``config``
-    and, when it has one, ``follower``."""
-    return MetadataHandlers(lambda: broker.image, broker.cluster_id, broker.node_id, broker.listener_name,
-                            broker.replicas, broker.fetch_waiters, getattr(broker, "follower", None),
-                            broker.config["auto.create.topics.enable"],
-                            broker.config["max.request.partition.size.limit"]).apis()
-
-
 async def wait_for_image(image: Callable[[], MetadataImage], follower: MetadataFollower, names: list[str],
                          timeout: float, present: bool = True) -> None:
     """Until each of ``names`` is in the image (``present``) or out of it, at most ``timeout``
@@ -355,8 +345,3 @@ async def wait_for_image(image: Callable[[], MetadataImage], follower: MetadataF
             return
         await follower.wait_for_change(remaining)
     await asyncio.sleep(0)
-
-
-async def wait_for_topics(broker, names: list[str], timeout: float, present: bool = True) -> None:
-    """wait_for_image over a broker's image and metadata follower."""
-    await wait_for_image(lambda: broker.image, broker.follower, names, timeout, present)

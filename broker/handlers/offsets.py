@@ -150,9 +150,3 @@ class OffsetsHandlers:
         for tp, (_, result) in pending.items():
             result.error_code = Error.REQUEST_TIMED_OUT
             result.low_watermark = replicas.low_watermark(*tp)[1]
-
-
-def apis(broker) -> list[Api]:
-    """The handlers over a broker-shaped object (the tests' doubles): its ``replicas`` and
-    ``fetch_waiters``."""
-    return OffsetsHandlers(broker.replicas, broker.fetch_waiters).apis()
