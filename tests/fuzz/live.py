@@ -16,6 +16,18 @@ batches (plain and compressed). Each fuzz connection sends a few corpus frames, 
 version or key; a wrong size prefix; corrupt record batches), reads until the node closes it
 or goes quiet, and closes.
 
+The node has a third listener, SASL_SSL (PLAIN and SCRAM-SHA-512 enabled, TLS with
+tests/security/certs.py's certificates), and a quarter of the frames go over TLS connections to
+it that never authenticate: the same corpus (as the SASL_SSL listener advertises it, with
+SaslHandshake and SaslAuthenticate frames of every mechanism and of none, wrong credentials
+only) sent mutated or, for a third of the frames, as they are, so valid requests of every API
+arrive before authentication; a few connections skip TLS and send frames in the clear. Every
+response on that listener is read back: its correlation id names the request it answers (the
+frames as the node cuts them, size prefix by size prefix, in order) and that request must be
+ApiVersions, SaslHandshake or SaslAuthenticate; any other closes the connection unanswered. A
+second healthy client (confluent-kafka over SASL_SSL with PLAIN) produces and reads back on
+that listener through the fuzz.
+
 Valid frames are tamed so that the node's state stays the healthy client's: broker and node
 ids far from the real one, cluster ids never null, validate_only set, waits short. Mutations
 may undo that (rarely); the node must survive it anyway.
@@ -30,7 +42,9 @@ What is checked, and printed as the report:
 | tracebacks      | "Traceback" / "exception was never retrieved" lines in the node's log |
 | errors          | ERROR / CRITICAL lines in the node's log                              |
 | healthy         | the healthy client's records acknowledged and read back; its longest  |
-|                 | gap between acknowledgements                                          |
+|                 | gap between acknowledgements (PLAINTEXT, and SASL_SSL)                |
+| sasl            | frames and connections on the SASL_SSL listener, the responses read   |
+|                 | there, and those answering anything but ApiVersions / SASL (must be 0)|
 | rss             | the node's resident memory (all its processes) at start, at peak and  |
 |                 | at the end, beside queued.max.request.bytes                           |
 | state           | topics and consumer groups the node holds at the end: what fuzzed     |
@@ -43,6 +57,8 @@ import asyncio
 import os
 import random
 import re
+import socket
+import ssl
 import struct
 import sys
 import threading
@@ -53,16 +69,45 @@ from protocol import messages
 from protocol.codec import KafkaStruct
 from strom.config import PROPERTIES
 from tests.fuzz.frames import RandomSource, encode_loose, mutate, request_frame, request_value
-from tests.integration.cluster import StromNode, free_ports, probe_api_versions
+from tests.integration.cluster import (
+    StromNode,
+    build_api_versions_v0_request,
+    free_ports,
+    parse_api_versions_v0_response,
+    probe_api_versions,
+)
+from tests.security.certs import make_pki
 
 QUEUED_BYTES = PROPERTIES["queued.max.request.bytes"][1]  # the node runs with the default
 HEALTHY_TOPIC = "healthy"
-TOPICS = ("recorded", HEALTHY_TOPIC, "fuzzed")  # created up front: auto-creation is off
+SASL_HEALTHY_TOPIC = "healthy-sasl"
+TOPICS = ("recorded", HEALTHY_TOPIC, SASL_HEALTHY_TOPIC, "fuzzed")  # created up front: auto-creation is off
+SASL_LISTENER = "SASL_SSL"
+SASL_MECHANISMS = ("SCRAM-SHA-512", "PLAIN")
+SASL_USER, SASL_PASSWORD = "healthy", "healthy-secret"  # the PLAIN user list's one user
+SASL_SHARE = 0.25  # of the connections (and so of the frames) go to the SASL_SSL listener
+SASL_AS_IS = 1 / 3  # of its frames are sent unmutated: valid requests before authentication
+SASL_CLEAR = 0.05  # of its connections skip TLS
+API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
+ANSWERED_UNAUTHENTICATED = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 QUIET_S = 0.25  # a fuzz connection that sent everything and hears nothing for this long is closed
 PROBE_TIMEOUT_S = 5.0
 ID_FIELDS = re.compile(r"(broker|node|replica|leader|voter|candidate|member_epoch|controller)_id$")
 TIME_FIELDS = ("timeout_ms", "max_wait_ms", "wait_ms")
 BAD_LOG = re.compile(r"Traceback|exception was never retrieved| (ERROR|CRITICAL) ")
+
+
+@dataclass
+class Healthy:
+    """What one healthy client saw."""
+    acked: int = 0
+    read: int = 0
+    failed: int = 0
+    max_gap_s: float = 0.0
+
+    def line(self) -> str:
+        return (f"{self.acked} acknowledged, {self.read} read back, {self.failed} failed, "
+                f"longest gap {self.max_gap_s:.1f} s")
 
 
 @dataclass
@@ -76,10 +121,13 @@ class Report:
     tracebacks: int = 0
     errors: int = 0
     bad_lines: list[str] = field(default_factory=list)
-    healthy_acked: int = 0
-    healthy_read: int = 0
-    healthy_failed: int = 0
-    healthy_max_gap_s: float = 0.0
+    healthy: Healthy = field(default_factory=Healthy)
+    healthy_sasl: Healthy = field(default_factory=Healthy)
+    sasl_frames: int = 0
+    sasl_connections: int = 0
+    sasl_responses: int = 0  # read back on the SASL_SSL listener
+    sasl_answered_other: int = 0  # responses to anything but ApiVersions / SaslHandshake / SaslAuthenticate
+    sasl_unmatched: int = 0  # responses whose correlation id names no request sent on that connection
     rss_start: int = 0
     rss_peak: int = 0
     rss_end: int = 0
@@ -99,8 +147,11 @@ class Report:
             f"hangs            {self.hangs}",
             f"tracebacks       {self.tracebacks}",
             f"error lines      {self.errors}",
-            f"healthy client   {self.healthy_acked} acknowledged, {self.healthy_read} read back, "
-            f"{self.healthy_failed} failed, longest gap {self.healthy_max_gap_s:.1f} s",
+            f"healthy client   {self.healthy.line()}",
+            f"healthy SASL_SSL {self.healthy_sasl.line()}",
+            f"SASL_SSL         {self.sasl_frames} frames over {self.sasl_connections} unauthenticated "
+            f"connections; {self.sasl_responses} responses, {self.sasl_answered_other} to other APIs, "
+            f"{self.sasl_unmatched} unmatched",
             f"node RSS         {self.rss_start / mb:.0f} MiB at start, {self.rss_peak / mb:.0f} MiB peak, "
             f"{self.rss_end / mb:.0f} MiB at the end (queued.max.request.bytes {QUEUED_BYTES // mb} MiB)",
             f"node state       {self.topics} topics, {self.groups} consumer groups at the end",
@@ -237,22 +288,23 @@ def count_state(bootstrap: str, report: Report) -> None:
 
 
 class HealthyClient(threading.Thread):
-    """Produces (acks=all) and reads back one record at a time until stopped."""
+    """Produces (acks=all) and reads back one record at a time until stopped; ``client``
+    adds to both clients' configuration (security.protocol, sasl.*, ssl.*)."""
 
-    def __init__(self, bootstrap: str, report: Report):
+    def __init__(self, bootstrap: str, stats: Healthy, topic: str = HEALTHY_TOPIC,
+                 client: dict[str, str] | None = None):
         super().__init__(daemon=True)
-        self.bootstrap, self.report = bootstrap, report
+        self.bootstrap, self.stats, self.topic = bootstrap, stats, topic
+        self.client = {"bootstrap.servers": bootstrap, **(client or {})}
         self.stopping = threading.Event()
         self.ready = threading.Event()
 
     def run(self) -> None:
         from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-        r = self.report
-        producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "linger.ms": 0,
-                             "message.timeout.ms": 10000})
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "healthy-reader",
-                             "enable.auto.commit": False})
-        consumer.assign([TopicPartition(HEALTHY_TOPIC, 0, 0)])
+        r = self.stats
+        producer = Producer({**self.client, "acks": "all", "linger.ms": 0, "message.timeout.ms": 10000})
+        consumer = Consumer({**self.client, "group.id": f"{self.topic}-reader", "enable.auto.commit": False})
+        consumer.assign([TopicPartition(self.topic, 0, 0)])
         last_ack = time.monotonic()
         acked: list[int] = []
 
@@ -260,29 +312,28 @@ class HealthyClient(threading.Thread):
             nonlocal last_ack
             if err is None:
                 now = time.monotonic()
-                r.healthy_max_gap_s = max(r.healthy_max_gap_s, now - last_ack)
+                r.max_gap_s = max(r.max_gap_s, now - last_ack)
                 last_ack = now
-                r.healthy_acked += 1
+                r.acked += 1
                 acked.append(msg.offset())
             else:
-                r.healthy_failed += 1
+                r.failed += 1
         i = 0
         while not self.stopping.is_set():
-            producer.produce(HEALTHY_TOPIC, value=b"healthy-%d" % i, partition=0, callback=delivered)
+            producer.produce(self.topic, value=b"healthy-%d" % i, partition=0, callback=delivered)
             producer.flush(10)
             i += 1
             self.ready.set()
             self.stopping.wait(0.005)  # steady traffic, not a CPU race with the fuzzer
             msg = consumer.poll(0.05)
             if msg is not None and (not msg.error() or msg.error().code() == KafkaError._PARTITION_EOF):
-                r.healthy_read += 0 if msg.error() else 1
+                r.read += 0 if msg.error() else 1
         deadline = time.monotonic() + 10
-        while r.healthy_read < r.healthy_acked and time.monotonic() < deadline:
+        while r.read < r.acked and time.monotonic() < deadline:
             msg = consumer.poll(0.2)
             if msg is not None and not msg.error():
-                r.healthy_read += 1
-        r.healthy_max_gap_s = max(r.healthy_max_gap_s, time.monotonic() - last_ack
-                                  if r.healthy_acked == 0 else 0)
+                r.read += 1
+        r.max_gap_s = max(r.max_gap_s, time.monotonic() - last_ack if r.acked == 0 else 0)
         consumer.close()
 
 
@@ -306,7 +357,7 @@ def tame(obj: KafkaStruct, rng: random.Random) -> KafkaStruct:
             setattr(obj, name, rng.choice((0, 10, 100)))
         elif ID_FIELDS.search(name) and isinstance(v, int) and not isinstance(v, bool):
             setattr(obj, name, rng.randint(1000, 1 << 20))
-        elif name in ("topic", "name") and v == HEALTHY_TOPIC:
+        elif name in ("topic", "name") and v in (HEALTHY_TOPIC, SASL_HEALTHY_TOPIC):
             setattr(obj, name, "not-healthy")
     return obj
 
@@ -343,6 +394,108 @@ def produce_corpus(rng: random.Random, count: int) -> list[bytes]:
                 R.PartitionProduceData(index=0, records=batch)])])
         frames.append(request_frame(0, version, i, encode_loose(0, version, body)))
     return frames
+
+
+def sasl_tokens(rng: random.Random) -> dict[str, list[bytes]]:
+    """SaslAuthenticate tokens per mechanism: well-formed first messages with wrong or unknown
+    credentials, and broken ones. None authenticates (the one user's password is never sent)."""
+    nonce = rng.randbytes(12).hex().encode()
+    scram_final = b"c=biws,r=" + nonce + b"x,p=" + rng.randbytes(64).hex().encode()
+    return {
+        "PLAIN": [b"\0" + SASL_USER.encode() + b"\0wrong-secret", b"\0nobody\0secret",
+                  b"admin\0" + SASL_USER.encode() + b"\0wrong", b"\0\0", b"", b"\0" * 300,
+                  SASL_USER.encode(), b"\0" + SASL_USER.encode() + b"\0" + b"\xff\xfe" * 8],
+        "SCRAM-SHA-512": [b"n,,n=" + SASL_USER.encode() + b",r=" + nonce, b"n,,n=nobody,r=" + nonce,
+                          b"n,,n=" + SASL_USER.encode() + b",r=" + nonce + b",tokenauth=true",
+                          b"p=tls-unique,,n=" + SASL_USER.encode() + b",r=" + nonce,
+                          b"n,a=admin,n=" + SASL_USER.encode() + b",r=" + nonce,
+                          b"n,,n=a=3Db,r=", b"y,,r=" + nonce, scram_final, b"", b"n,,"],
+    }
+
+
+def sasl_corpus(rng: random.Random) -> list[bytes]:
+    """SaslHandshake frames naming each mechanism (enabled, not enabled, unknown, empty) and
+    SaslAuthenticate frames of every version carrying every token of ``sasl_tokens``."""
+    frames = []
+    for mechanism in (*SASL_MECHANISMS, "SCRAM-SHA-256", "OAUTHBEARER", "GSSAPI", "", "plain", "X" * 300):
+        for version in (0, 1):
+            body = encode_loose(SASL_HANDSHAKE, version, messages.SaslHandshakeRequest(mechanism=mechanism))
+            frames.append(request_frame(SASL_HANDSHAKE, version, rng.randint(0, 1 << 30), body))
+    for tokens in sasl_tokens(rng).values():
+        for token in tokens:
+            for version in (0, 1, 2):
+                body = encode_loose(SASL_AUTHENTICATE, version,
+                                    messages.SaslAuthenticateRequest(auth_bytes=token))
+                frames.append(request_frame(SASL_AUTHENTICATE, version, rng.randint(0, 1 << 30), body))
+    return frames
+
+
+def sasl_exchange(rng: random.Random) -> list[bytes]:
+    """The opening of a SASL exchange as a client sends it (ApiVersions, SaslHandshake v1 naming an
+    enabled mechanism, a first SaslAuthenticate with wrong credentials, and for SCRAM a final
+    message), so the fuzz reaches each mechanism's later steps."""
+    mechanism = rng.choice(SASL_MECHANISMS)
+    tokens = sasl_tokens(rng)[mechanism]
+    version = rng.choice((0, 1, 2))
+    av = rng.choice((0, 1, 2, 3))
+
+    def authenticate(token: bytes) -> bytes:
+        return request_frame(SASL_AUTHENTICATE, version, 0, encode_loose(
+            SASL_AUTHENTICATE, version, messages.SaslAuthenticateRequest(auth_bytes=token)))
+    steps = [request_frame(API_VERSIONS, av, 0, encode_loose(API_VERSIONS, av, messages.ApiVersionsRequest(
+                 client_software_name="fuzz", client_software_version="1"))),
+             request_frame(SASL_HANDSHAKE, 1, 0, encode_loose(
+                 SASL_HANDSHAKE, 1, messages.SaslHandshakeRequest(mechanism=mechanism))),
+             authenticate(rng.choice(tokens))]
+    if mechanism.startswith("SCRAM"):
+        steps.append(authenticate(tokens[7]))  # a client-final message with a made-up proof
+    return steps
+
+
+def with_correlation_id(frame: bytes, correlation_id: int) -> bytes:
+    """``frame`` with another correlation id (frames too short to hold one unchanged)."""
+    if len(frame) < 12:
+        return frame
+    return frame[:8] + struct.pack(">i", correlation_id) + frame[12:]
+
+
+def requests_as_cut(stream: bytes) -> list[tuple[int, int]]:
+    """(api key, correlation id) of each request in ``stream`` as the node cuts it: a size prefix,
+    that many bytes, the next size prefix; it stops where a frame cannot be whole."""
+    requests, pos = [], 0
+    while pos + 4 <= len(stream):
+        size = struct.unpack_from(">i", stream, pos)[0]
+        if size < 8 or pos + 4 + size > len(stream):
+            break
+        key, _, correlation_id = struct.unpack_from(">hhi", stream, pos + 4)
+        requests.append((key, correlation_id))
+        pos += 4 + size
+    return requests
+
+
+def check_sasl_responses(sent: bytes, received: bytes, report: Report) -> None:
+    """Each response read on the SASL_SSL listener answers, in order, a request whose key is
+    ApiVersions, SaslHandshake or SaslAuthenticate: the first not yet answered with its
+    correlation id (an answer to any other request is counted, as is one that matches none)."""
+    requests, at, pos = requests_as_cut(sent), 0, 0
+    while pos + 8 <= len(received):
+        size = struct.unpack_from(">i", received, pos)[0]
+        if size < 4 or pos + 4 + size > len(received):
+            break
+        correlation_id = struct.unpack_from(">i", received, pos + 4)[0]
+        pos += 4 + size
+        report.sasl_responses += 1
+        while at < len(requests) and requests[at][1] != correlation_id:
+            at += 1
+        if at == len(requests):
+            report.sasl_unmatched += 1
+            report.bad_lines.append(f"SASL_SSL: a response with correlation id {correlation_id} answers "
+                                    f"no request of {requests}")
+            return
+        if requests[at][0] not in ANSWERED_UNAUTHENTICATED:
+            report.sasl_answered_other += 1
+            report.bad_lines.append(f"SASL_SSL: api key {requests[at][0]} answered before authentication")
+        at += 1
 
 
 def header_size(frame: bytes) -> int:
@@ -404,10 +557,99 @@ async def fuzz_connection(port: int, frames: list[bytes], report: Report) -> Non
         writer.close()
 
 
-async def probe(port: int, report: Report) -> None:
+def sasl_batch(rng: random.Random, corpus: list[bytes]) -> list[bytes]:
+    """Frames for one unauthenticated SASL_SSL connection: sometimes the opening of an exchange,
+    then corpus frames; each with its own correlation id, a third sent as it is, the rest mutated."""
+    frames = sasl_exchange(rng) if rng.random() < 0.3 else []
+    frames += [rng.choice(corpus) for _ in range(rng.randint(1, 6))]
+    return [f if rng.random() < SASL_AS_IS else mutate_frame(f, rng)
+            for f in (with_correlation_id(frame, i + 1) for i, frame in enumerate(frames))]
+
+
+async def sasl_fuzz_connection(port: int, frames: list[bytes], report: Report,
+                               context: ssl.SSLContext | None) -> None:
+    """``fuzz_connection`` over TLS (``context``; None: in the clear, as a client that forgot TLS),
+    never authenticating; what comes back is checked by ``check_sasl_responses``."""
     try:
-        await asyncio.wait_for(asyncio.to_thread(probe_api_versions, "127.0.0.1", port, PROBE_TIMEOUT_S),
-                               PROBE_TIMEOUT_S + 1)
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(
+            "127.0.0.1", port, ssl=context, server_hostname="127.0.0.1" if context else None), 5)
+    except (TimeoutError, OSError):
+        return
+    report.connections += 1
+    report.sasl_connections += 1
+    sent = b"".join(frames)
+    received = bytearray()
+    try:
+        writer.write(sent)
+        report.frames += len(frames)
+        report.sasl_frames += len(frames)
+        while True:
+            try:
+                data = await asyncio.wait_for(reader.read(1 << 16), QUIET_S)
+            except TimeoutError:
+                report.quiet += 1
+                return
+            if not data:
+                report.closed_by_node += 1
+                return
+            received += data
+    except OSError:
+        report.closed_by_node += 1
+    finally:
+        writer.close()
+        if context is not None:  # in the clear, the node answers with TLS alerts, not frames
+            check_sasl_responses(sent, bytes(received), report)
+
+
+def tls_api_versions(port: int, context: ssl.SSLContext, timeout: float = PROBE_TIMEOUT_S
+                     ) -> dict[int, tuple[int, int]]:
+    """``probe_api_versions`` over TLS: the listener's ApiVersions v0 answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as raw, \
+            context.wrap_socket(raw, server_hostname="127.0.0.1") as sock:
+        sock.sendall(build_api_versions_v0_request(7))
+        payload = b""
+        while len(payload) < 4 or len(payload) < 4 + struct.unpack(">i", payload[:4])[0]:
+            chunk = sock.recv(1 << 16)
+            if not chunk:
+                raise EOFError("the listener closed the connection")
+            payload += chunk
+    correlation_id, error_code, apis = parse_api_versions_v0_response(payload[4:])
+    if correlation_id != 7 or error_code != 0:
+        raise ValueError(f"ApiVersions answered correlation id {correlation_id}, error {error_code}")
+    return apis
+
+
+def sasl_listener_properties(node: StromNode, sasl_port: int, proxy_port: int, pki) -> dict[str, str]:
+    """The node's listeners with a SASL_SSL one (SCRAM-SHA-512 and PLAIN; PLAIN's one user)."""
+    prefix = f"listener.name.{SASL_LISTENER.lower()}."
+    sasl = f"{SASL_LISTENER}://127.0.0.1:{sasl_port}"
+    return {
+        "listeners": f"PLAINTEXT://127.0.0.1:{node.broker_port},{sasl},CONTROLLER://127.0.0.1:{node.controller_port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy_port},{sasl}",
+        "listener.security.protocol.map": f"PLAINTEXT:PLAINTEXT,{SASL_LISTENER}:SASL_SSL,"
+                                          "CONTROLLER:PLAINTEXT",
+        "inter.broker.listener.name": "PLAINTEXT",
+        prefix + "ssl.keystore.type": "PEM",
+        prefix + "ssl.keystore.location": pki.server.keystore,
+        prefix + "sasl.enabled.mechanisms": ",".join(SASL_MECHANISMS),
+        prefix + "plain.sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                                           f'user_{SASL_USER}="{SASL_PASSWORD}";',
+    }
+
+
+def sasl_client(pki) -> dict[str, str]:
+    """A confluent-kafka client's settings for the SASL_SSL listener, as the PLAIN user."""
+    return {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.username": SASL_USER,
+            "sasl.password": SASL_PASSWORD, "ssl.ca.location": pki.ca}
+
+
+async def probe(port: int, report: Report, context: ssl.SSLContext | None = None) -> None:
+    try:
+        if context is None:
+            call = asyncio.to_thread(probe_api_versions, "127.0.0.1", port, PROBE_TIMEOUT_S)
+        else:
+            call = asyncio.to_thread(tls_api_versions, port, context, PROBE_TIMEOUT_S)
+        await asyncio.wait_for(call, PROBE_TIMEOUT_S + 1)
     except Exception:
         report.hangs += 1
 
@@ -427,14 +669,16 @@ async def run(frames: int, seed: int, connections: int, base_dir: str | None = N
               progress: bool = False) -> Report:
     report = Report()
     rng = random.Random(seed)
-    proxy_port = free_ports(1)[0]
+    proxy_port, sasl_port = free_ports(2)
     node = StromNode(base_dir=base_dir, extra={
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy_port}",
         "auto.create.topics.enable": False})  # random names must not become topics
+    pki = make_pki(os.path.join(node.dir, "pki"))
+    node.properties.update(sasl_listener_properties(node, sasl_port, proxy_port, pki))
+    tls = ssl.create_default_context(cafile=pki.ca)
     node.start()
     proxy = RecordingProxy(node.broker_port)
     await proxy.start(proxy_port)
-    healthy = None
+    healthy: list[HealthyClient] = []
     started = time.monotonic()
     try:
         bootstrap = f"127.0.0.1:{proxy_port}"
@@ -446,18 +690,29 @@ async def run(frames: int, seed: int, connections: int, base_dir: str | None = N
                 rng, probe_api_versions("127.0.0.1", node.broker_port), 4),
             node.controller_port: schema_corpus(
                 rng, probe_api_versions("127.0.0.1", node.controller_port), 4),
+            sasl_port: proxy.frames + sasl_corpus(rng) + schema_corpus(
+                rng, await asyncio.to_thread(tls_api_versions, sasl_port, tls), 2),
         }
         report.corpus = sum(len(c) for c in corpus.values())
         report.rss_start = report.rss_peak = group_rss(node.proc.pid)
-        healthy = HealthyClient(bootstrap, report)
-        healthy.start()
-        await asyncio.to_thread(healthy.ready.wait, 30)
+        healthy = [HealthyClient(bootstrap, report.healthy),
+                   HealthyClient(f"127.0.0.1:{sasl_port}", report.healthy_sasl, SASL_HEALTHY_TOPIC,
+                                 sasl_client(pki))]
+        for client in healthy:
+            client.start()
+        for client in healthy:
+            await asyncio.to_thread(client.ready.wait, 30)
         started = time.monotonic()
-        ports = [node.broker_port] * 4 + [node.controller_port]
 
         async def worker() -> None:
             while report.frames < frames and node.running:
-                port = rng.choice(ports)
+                pick = rng.random()
+                if pick < SASL_SHARE:
+                    context = None if rng.random() < SASL_CLEAR else tls
+                    await sasl_fuzz_connection(sasl_port, sasl_batch(rng, corpus[sasl_port]), report, context)
+                    continue
+                broker = pick < SASL_SHARE + (1 - SASL_SHARE) * 0.8  # broker 4 : controller 1, as before
+                port = node.broker_port if broker else node.controller_port
                 batch = [mutate_frame(rng.choice(corpus[port]), rng) for _ in range(rng.randint(1, 8))]
                 await fuzz_connection(port, batch, report)
 
@@ -472,13 +727,15 @@ async def run(frames: int, seed: int, connections: int, base_dir: str | None = N
                 report.rss_peak = max(report.rss_peak, group_rss(node.proc.pid))
                 await probe(node.broker_port, report)
                 await probe(node.controller_port, report)
+                await probe(sasl_port, report, tls)
 
         await asyncio.gather(watch(), *(worker() for _ in range(connections)))
     finally:
         report.seconds = time.monotonic() - started
-        if healthy is not None:
-            healthy.stopping.set()
-            await asyncio.to_thread(healthy.join, 30)
+        for client in healthy:
+            client.stopping.set()
+        for client in healthy:
+            await asyncio.to_thread(client.join, 30)
         report.crashes = 0 if node.running else 1
         if node.running:
             report.rss_end = group_rss(node.proc.pid)
@@ -501,8 +758,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     report = asyncio.run(run(args.frames, args.seed, args.connections, args.dir, progress=True))
     print("\n".join(report.lines()))
-    ok = report.crashes == report.hangs == report.tracebacks == report.errors == 0
-    return 0 if ok and report.healthy_failed == 0 else 1
+    ok = (report.crashes == report.hangs == report.tracebacks == report.errors == 0
+          and report.sasl_answered_other == report.sasl_unmatched == 0)
+    return 0 if ok and report.healthy.failed == report.healthy_sasl.failed == 0 else 1
 
 
 if __name__ == "__main__":

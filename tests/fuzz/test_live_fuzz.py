@@ -1,6 +1,8 @@
 """The live fuzz (tests/fuzz/live.py) against a real node: 20,000 mutated frames over many
-connections to its broker and controller listeners while a confluent-kafka client produces
-and consumes. ``make fuzz`` runs 1,000,000."""
+connections to its broker and controller listeners, a quarter of them over TLS to its SASL_SSL
+listener without authenticating (only ApiVersions and the SASL handshake may be answered there),
+while a confluent-kafka client produces and consumes on the PLAINTEXT listener and another on
+the SASL_SSL one. ``make fuzz`` runs 1,000,000."""
 from __future__ import annotations
 
 import asyncio
@@ -22,8 +24,11 @@ def check(report) -> None:
     assert report.crashes == 0, text
     assert report.hangs == 0, text
     assert report.tracebacks == 0 and report.errors == 0, text
-    assert report.healthy_acked > 0 and report.healthy_failed == 0, text
-    assert report.healthy_read == report.healthy_acked, text
+    for healthy in (report.healthy, report.healthy_sasl):  # PLAINTEXT, and SASL_SSL with PLAIN
+        assert healthy.acked > 0 and healthy.failed == 0, text
+        assert healthy.read == healthy.acked, text
+    assert report.sasl_frames > 0 and report.sasl_responses > 0, text
+    assert report.sasl_answered_other == 0 and report.sasl_unmatched == 0, text
     assert report.rss_peak - report.rss_start < RSS_GROWTH_MAX, text
 
 

@@ -1,0 +1,73 @@
+"""The live fuzz's check of what a SASL_SSL listener answers before authentication
+(tests/fuzz/live.py: ``requests_as_cut``, ``check_sasl_responses``), on frames built here."""
+from __future__ import annotations
+
+import struct
+
+from protocol import messages
+from tests.fuzz.frames import encode_loose, request_frame
+from tests.fuzz.live import (
+    API_VERSIONS,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+    Report,
+    check_sasl_responses,
+    requests_as_cut,
+)
+
+METADATA = 3
+
+
+def frame(api_key: int, correlation_id: int) -> bytes:
+    version = {API_VERSIONS: 0, SASL_HANDSHAKE: 1, SASL_AUTHENTICATE: 0, METADATA: 1}[api_key]
+    body = {API_VERSIONS: b"",
+            SASL_HANDSHAKE: encode_loose(SASL_HANDSHAKE, 1, messages.SaslHandshakeRequest(mechanism="PLAIN")),
+            SASL_AUTHENTICATE: encode_loose(SASL_AUTHENTICATE, 0,
+                                            messages.SaslAuthenticateRequest(auth_bytes=b"\0u\0p")),
+            METADATA: struct.pack(">i", 0)}[api_key]
+    return request_frame(api_key, version, correlation_id, body)
+
+
+def response(correlation_id: int, body: bytes = b"\0\0") -> bytes:
+    return struct.pack(">ii", 4 + len(body), correlation_id) + body
+
+
+def checked(sent: list[bytes], received: list[bytes]) -> Report:
+    report = Report()
+    check_sasl_responses(b"".join(sent), b"".join(received), report)
+    return report
+
+
+def test_answers_to_api_versions_and_the_sasl_handshake_pass():
+    report = checked([frame(API_VERSIONS, 1), frame(SASL_HANDSHAKE, 2), frame(SASL_AUTHENTICATE, 3)],
+                     [response(1), response(2), response(3)])
+    assert (report.sasl_responses, report.sasl_answered_other, report.sasl_unmatched) == (3, 0, 0)
+
+
+def test_an_answer_to_metadata_before_authentication_is_counted():
+    report = checked([frame(API_VERSIONS, 1), frame(METADATA, 2)], [response(1), response(2)])
+    assert (report.sasl_answered_other, report.sasl_unmatched) == (1, 0)
+    assert "api key 3 answered" in report.bad_lines[0]
+
+
+def test_a_skipped_request_is_passed_over_in_order():
+    # the node may leave a request unanswered (it closed after answering, say); the next
+    # response is matched to the first request after it with the response's correlation id
+    report = checked([frame(SASL_HANDSHAKE, 1), frame(METADATA, 2), frame(SASL_HANDSHAKE, 2)],
+                     [response(2)])
+    assert report.sasl_answered_other == 1  # the earliest request with id 2 was Metadata
+
+
+def test_an_answer_naming_no_request_is_unmatched():
+    report = checked([frame(API_VERSIONS, 1)], [response(1), response(9)])
+    assert (report.sasl_responses, report.sasl_unmatched) == (2, 1)
+
+
+def test_requests_are_cut_as_the_node_cuts_them():
+    first, second = frame(API_VERSIONS, 1), frame(METADATA, 2)
+    assert requests_as_cut(first + second) == [(API_VERSIONS, 1), (METADATA, 2)]
+    # a size prefix 8 bytes too long swallows the next frame's prefix and header: no second request
+    longer = struct.pack(">i", len(first) - 4 + 8) + first[4:]
+    assert requests_as_cut(longer + second) == [(API_VERSIONS, 1)]
+    assert requests_as_cut(first[:-1]) == []  # not whole yet
+    assert requests_as_cut(struct.pack(">i", -1) + first) == []
