@@ -40,6 +40,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from protocol import messages as M
+from protocol.errors import Error
+
 PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE = (
     "producer_byte_rate", "consumer_byte_rate", "request_percentage")
 QUOTA_KEYS = frozenset({PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE})
@@ -221,3 +224,83 @@ class ClientQuotaManager:
         for tags in [t for t, r in self._rates.items()
                      if r.last_event_ms is not None and now_ms - r.last_event_ms >= inactive_ms]:
             del self._rates[tags]
+
+
+MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
+
+
+class InvalidFilter(Exception):
+    """A DescribeClientQuotas filter Kafka refuses: ``code`` and the message."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+def parse_filter(components) -> tuple[dict[str, str | None], set[str]]:
+    """A DescribeClientQuotas filter's components as Kafka's ClientQuotasImage.describe reads
+    them: (the types matched exactly, a name or None for the default entity; the types any
+    named entity matches). Raises InvalidFilter (INVALID_REQUEST, or UNSUPPORTED_VERSION for
+    an entity type it does not know)."""
+    exact: dict[str, str | None] = {}
+    typed: set[str] = set()
+    for c in components:
+        kind = c.entity_type
+        if kind == "":
+            raise InvalidFilter(Error.INVALID_REQUEST, "Invalid empty entity type.")
+        if kind in exact or kind in typed:
+            raise InvalidFilter(Error.INVALID_REQUEST,
+                                f"Entity type {kind} cannot appear more than once in the filter.")
+        if kind not in (IP, USER, CLIENT_ID):
+            raise InvalidFilter(Error.UNSUPPORTED_VERSION, f"Unsupported entity type {kind}")
+        if c.match_type == MATCH_EXACT:
+            if c.match is None:
+                raise InvalidFilter(Error.INVALID_REQUEST,
+                                    "Request specified MATCH_TYPE_EXACT, but set match string to null.")
+            exact[kind] = c.match
+        elif c.match_type == MATCH_DEFAULT:
+            if c.match is not None:
+                raise InvalidFilter(Error.INVALID_REQUEST, "Request specified MATCH_TYPE_DEFAULT, "
+                                    "but also specified a match string.")
+            exact[kind] = None
+        elif c.match_type == MATCH_SPECIFIED:
+            if c.match is not None:
+                raise InvalidFilter(Error.INVALID_REQUEST, "Request specified MATCH_TYPE_SPECIFIED, "
+                                    "but also specified a match string.")
+            typed.add(kind)
+        else:
+            raise InvalidFilter(Error.INVALID_REQUEST, f"Unknown match type {c.match_type}")
+    if (IP in exact or IP in typed) and ({USER, CLIENT_ID} & (set(exact) | typed)):
+        raise InvalidFilter(Error.INVALID_REQUEST, "Invalid entity filter component combination. IP filter "
+                            "component should not be used with user or clientId filter component.")
+    return exact, typed
+
+
+def filter_matches(found: Entity, exact: Mapping[str, str | None], typed: set[str], strict: bool) -> bool:
+    """ClientQuotasImage.matches: every exact component names the entity's name for its type
+    (None: the default), every typed one is a type the entity has (default or not, as
+    Kafka's); strict: the entity has no other type."""
+    names = dict(found)
+    if strict and len(names) != len(exact) + len(typed):
+        return False
+    for kind, name in exact.items():
+        if kind not in names or names[kind] != name:
+            return False
+    return all(kind in names for kind in typed)
+
+
+def describe_client_quotas(quotas: QuotaTable, req):
+    """DescribeClientQuotas from an image's ``client_quotas`` (KRaftMetadataCache's answer)."""
+    R = M.DescribeClientQuotasResponse
+    try:
+        exact, typed = parse_filter(req.components)
+    except InvalidFilter as e:
+        return R(error_code=e.code, error_message=str(e), entries=None)
+    entries = []
+    for found, values in sorted(quotas.items(), key=lambda e: [(k, n is not None, n or "") for k, n in e[0]]):
+        if filter_matches(found, exact, typed, req.strict):
+            entries.append(R.EntryData(
+                entity=[R.EntryData.EntityData(entity_type=kind, entity_name=name) for kind, name in found],
+                values=[R.EntryData.ValueData(key=key, value=float(value))
+                        for key, value in sorted(values.items())]))
+    return R(error_code=Error.NONE, error_message=None, entries=entries)
