@@ -44,6 +44,7 @@ from controller.acl_control import AclControl
 from controller.balanced_recovery import BalancedRecovery, LogEndQuery
 from controller.cluster_control import ClusterControl
 from controller.placement import StripedReplicaPlacer
+from controller.quota_control import QuotaControl, alter_client_quotas_error
 from controller.replication_control import ELR_FEATURE, ReplicationControl
 from controller.result import ControllerResult
 from controller.scram_control import ScramControl
@@ -120,6 +121,7 @@ class QuorumController:
         self.bootstrap_records: list[Any] = list(defaults.get("bootstrap_records", ()))
         self.acls = AclControl(uuid.uuid4)
         self.scram = ScramControl()
+        self.quotas = QuotaControl()
         self._recovery_scanned = -1  # applied_offset of the image balanced recovery last scanned
         self.rebalance = defaults.get("auto.leader.rebalance.enable", True)
         self.imbalance_interval_ms = defaults.get("leader.imbalance.check.interval.seconds", 300) * 1000
@@ -244,6 +246,7 @@ class QuorumController:
             Api(31, 1, 3, self._write(self.handle_delete_acls, _security_error)),
             Api(50, 0, 0, self.handle_describe_user_scram_credentials),
             Api(51, 0, 0, self._write(self.handle_alter_user_scram_credentials, _security_error)),
+            Api(49, 0, 1, self._write(self.handle_alter_client_quotas, _quotas_error)),
         ]
 
     def _unless_deletion_disabled(self, serve):
@@ -393,6 +396,9 @@ class QuorumController:
 
     async def handle_alter_user_scram_credentials(self, header: RequestContext, req) -> Any:
         return await self._apply(self.scram.alter_user_scram_credentials(self.state, req))
+
+    async def handle_alter_client_quotas(self, header: RequestContext, req) -> Any:
+        return await self._apply(self.quotas.alter_client_quotas(self.state, req))
 
     async def handle_describe_user_scram_credentials(self, header: RequestContext, req) -> Any:
         return describe_user_scram_credentials(self.state, req)
@@ -563,3 +569,7 @@ def _security_error(api_key: int, req, code: int = Error.NOT_CONTROLLER, message
     users = dict.fromkeys([d.name for d in req.deletions] + [u.name for u in req.upsertions])
     return A(results=[A.AlterUserScramCredentialsResult(user=user, error_code=code, error_message=message)
                       for user in users])
+
+
+def _quotas_error(api_key: int, req, code: int = Error.NOT_CONTROLLER, message: str | None = None) -> Any:
+    return alter_client_quotas_error(req, code, message)
