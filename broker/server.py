@@ -51,10 +51,12 @@ from broker.handlers.groups import GroupApis
 from broker.handlers.metadata import MetadataHandlers
 from broker.handlers.offsets import OffsetsHandlers
 from broker.handlers.produce import ProduceHandlers
+from broker.handlers.quotas import QuotaApis
 from broker.handlers.security import SecurityApis
 from broker.handlers.transactions import TransactionApis
 from broker.metadata_follower import MetadataFollower, supported_features
 from broker.off_loop import CleanerThread, flush_dirty_off_loop, flush_rolled_off_loop, write_off_loop
+from broker.quotas import BrokerQuotas
 from broker.transactions.runtime import TransactionCoordinatorRuntime
 from engine.log_dir_failure import KafkaStorageError, LogDirFailureChannel
 from engine.manager import LOG_START_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_CHECKPOINT, LogManager
@@ -252,6 +254,10 @@ class Broker:
         apis += SecurityApis(lambda: self.image, self.follower, self.authorizer).apis()
         apis += node_sasl_apis(config, [lsn.name for lsn in config.broker_listeners()],
                                image_scram_lookup(lambda: self.image))
+        apis += QuotaApis(lambda: self.image, self.follower, self.authorizer).apis()
+        # Client quotas (KIP-13, KIP-124) around every handler: throttle_time_ms, and KIP-219's mute.
+        self.quotas = BrokerQuotas.from_config(config, lambda: self.image)
+        apis = self.quotas.wrap(apis)
         self.dispatcher = Dispatcher(apis, supported_features(),
                                      lambda: (self.image.last_offset, self.image.features),
                                      unauthenticated_max_bytes=config["sasl.server.max.receive.size"])
