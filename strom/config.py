@@ -241,8 +241,6 @@ WITHOUT_EFFECT: dict[str, str] = {
     "unstable.api.versions.enable": "no unstable API version is served",
     "metadata.max.retention.bytes": _SNAPSHOT_RETENTION,
     "metadata.max.retention.ms": _SNAPSHOT_RETENTION,
-    "quota.window.num": "client quotas are not enforced yet",
-    "quota.window.size.seconds": "client quotas are not enforced yet",
     "ssl.keymanager.algorithm": "Python's ssl module (OpenSSL) reads the PEM key store",
     "ssl.trustmanager.algorithm": "Python's ssl module (OpenSSL) checks certificates against the PEM "
                                   "trust store",
