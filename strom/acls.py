@@ -14,6 +14,12 @@ DESCRIBE on the transactional ids, IDEMPOTENT_WRITE on the cluster with ``--idem
 ``--consumer`` for READ and DESCRIBE on the topics and READ on the groups. An operation a
 resource type does not support is refused before anything is sent. --remove asks before it
 deletes, unless ``--force``; without a principal it removes every ACL of the resource.
+
+``--command-config FILE`` names a file of client properties, as kafka-acls's: how to reach a
+secured listener (``security.protocol`` PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL;
+``sasl.mechanism`` PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 with ``sasl.jaas.config``'s username and
+password; the PEM ``ssl.*`` stores, with ``ssl.endpoint.identification.algorithm`` https by
+default, as Kafka's clients). A bad or missing one stops the command naming the property.
 """
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ import asyncio
 from typing import Any
 
 from broker.authorizer import SUPPORTED
+from engine.checkpoint import read_properties
 from metadata.acls import OPERATION_NAMES, PATTERN_TYPE_NAMES, PERMISSION_NAMES, RESOURCE_TYPE_NAMES
 from metadata.security import (
     ALL,
@@ -47,9 +54,13 @@ from metadata.security import (
     WRITE,
 )
 from protocol import messages as M
-from protocol.client import KafkaConnection
+from protocol.client import ClientSecurity, KafkaConnection
 from protocol.context import KafkaPrincipal
 from protocol.errors import Error
+from security.sasl.client import CLIENT_MECHANISMS, authenticator
+from security.sasl.config import LOGIN_MODULES
+from security.sasl.jaas import JaasConfigError, login_entry
+from security.tls import client_context
 
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 VERSION = 3
@@ -72,6 +83,8 @@ def add_parser(sub: Any, listed: bool = False) -> None:
     p = sub.add_parser("acls", **extra,
                        description="Add, list or remove ACLs through a broker, as kafka-acls.sh does.")
     p.add_argument("--bootstrap-server", required=True)
+    p.add_argument("--command-config", metavar="FILE",
+                   help="client properties to connect with (security.protocol, sasl.*, ssl.*)")
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--add", action="store_true", help="add ACLs")
     action.add_argument("--remove", action="store_true", help="remove ACLs")
@@ -211,6 +224,77 @@ def block(title: str, resource: Resource, acls: set[Entry]) -> str:
     return f"{title} `{pattern_text(resource)}`: \n {listed} \n"
 
 
+# ---- the connection ----------------------------------------------------------------------------
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+CLIENT_DEFAULTS = {"security.protocol": "PLAINTEXT", "sasl.mechanism": "GSSAPI",
+                   "ssl.endpoint.identification.algorithm": "https"}
+
+
+class CommandConfigError(ValueError):
+    """A bad --command-config: ``name`` is the property."""
+
+    def __init__(self, name: str, message: str):
+        super().__init__(f"--command-config: {name}: {message}")
+        self.name = name
+
+
+class _ClientProperties:
+    """A client's properties as security/tls.py reads a listener's (one set, no listener prefix)."""
+
+    def __init__(self, props: dict[str, str]):
+        self.props = props
+
+    def listener_value(self, listener_name: str | None, name: str, mechanism: str | None = None) -> Any:
+        return self.props.get(name, CLIENT_DEFAULTS.get(name))
+
+
+def client_security(props: dict[str, str]) -> ClientSecurity | None:
+    """How to connect with these client properties (None: plaintext, no authentication)."""
+    config = _ClientProperties(props)
+    protocol = str(config.listener_value(None, "security.protocol")).upper()
+    if protocol not in SECURITY_PROTOCOLS:
+        raise CommandConfigError("security.protocol", f"expected one of {', '.join(SECURITY_PROTOCOLS)}, "
+                                 f"got {protocol}")
+    if protocol == "PLAINTEXT":
+        return None
+    context = None
+    if protocol in ("SSL", "SASL_SSL"):
+        try:
+            context = client_context(config, None)
+        except ValueError as e:
+            raise CommandConfigError(getattr(e, "name", "ssl"), getattr(e, "message", str(e))) from None
+    authenticate = None
+    if protocol.startswith("SASL_"):
+        mechanism = str(config.listener_value(None, "sasl.mechanism"))
+        if mechanism not in CLIENT_MECHANISMS:
+            raise CommandConfigError("sasl.mechanism", f"expected one of {', '.join(CLIENT_MECHANISMS)}, "
+                                     f"got {mechanism}")
+        text = config.listener_value(None, "sasl.jaas.config")
+        if not text:
+            raise CommandConfigError("sasl.jaas.config", f"required with security.protocol={protocol}: the "
+                                     f"{mechanism} login module with username and password")
+        try:
+            entry = login_entry(str(text), LOGIN_MODULES[mechanism])
+        except JaasConfigError as e:
+            raise CommandConfigError("sasl.jaas.config", str(e)) from None
+        username, password = entry.options.get("username"), entry.options.get("password")
+        if not username or password is None:
+            raise CommandConfigError("sasl.jaas.config", "needs the username and password options")
+        authenticate = authenticator(mechanism, username, password)
+    return ClientSecurity(ssl_context=context, authenticate=authenticate)
+
+
+def read_command_config(path: str | None) -> ClientSecurity | None:
+    if path is None:
+        return None
+    try:
+        props = read_properties(path)
+    except OSError as e:
+        raise CommandConfigError("file", f"cannot read {path}: {e.strerror or e}") from None
+    return client_security(props)
+
+
 # ---- the requests ------------------------------------------------------------------------------
 
 def _address(bootstrap: str) -> tuple[str, int]:
@@ -218,8 +302,8 @@ def _address(bootstrap: str) -> tuple[str, int]:
     return host or "127.0.0.1", int(port)
 
 
-async def _request(bootstrap: str, api_key: int, body: Any) -> Any:
-    conn = KafkaConnection(*_address(bootstrap), client_id="strom-acls")
+async def _request(bootstrap: str, api_key: int, body: Any, security: ClientSecurity | None = None) -> Any:
+    conn = KafkaConnection(*_address(bootstrap), client_id="strom-acls", security=security)
     await conn.connect()
     try:
         return await conn.request(api_key, VERSION, body)
@@ -232,12 +316,13 @@ def _failed(code: int, message: str | None) -> RuntimeError:
                         f"{': ' + message if message else ''}")
 
 
-def describe(bootstrap: str, resource: Resource | None) -> dict[Resource, set[Entry]]:
+def describe(bootstrap: str, resource: Resource | None,
+             security: ClientSecurity | None = None) -> dict[Resource, set[Entry]]:
     """The ACLs matching a resource filter (every ACL for None), by resource pattern."""
     resource_type, name, pattern = resource or (ANY_RESOURCE, None, PATTERN_ANY)
     response = asyncio.run(_request(bootstrap, DESCRIBE_ACLS, M.DescribeAclsRequest(
         resource_type_filter=resource_type, resource_name_filter=name, pattern_type_filter=pattern,
-        principal_filter=None, host_filter=None, operation=OP_ANY, permission_type=PERMISSION_ANY)))
+        principal_filter=None, host_filter=None, operation=OP_ANY, permission_type=PERMISSION_ANY), security))
     if response.error_code != Error.NONE:
         raise _failed(response.error_code, response.error_message)
     out: dict[Resource, set[Entry]] = {}
@@ -247,20 +332,21 @@ def describe(bootstrap: str, resource: Resource | None) -> dict[Resource, set[En
     return out
 
 
-def add(bootstrap: str, resource: Resource, acls: set[Entry]) -> None:
+def add(bootstrap: str, resource: Resource, acls: set[Entry], security: ClientSecurity | None = None) -> None:
     C = M.CreateAclsRequest
     resource_type, name, pattern = resource
     ordered = sorted(acls)
     response = asyncio.run(_request(bootstrap, CREATE_ACLS, C(creations=[
         C.AclCreation(resource_type=resource_type, resource_name=name or "", resource_pattern_type=pattern,
                       principal=p, host=h, operation=op, permission_type=perm)
-        for p, h, op, perm in ordered])))
+        for p, h, op, perm in ordered]), security))
     for result in response.results:
         if result.error_code != Error.NONE:
             raise _failed(result.error_code, result.error_message)
 
 
-def remove(bootstrap: str, resource: Resource, acls: set[Entry]) -> int:
+def remove(bootstrap: str, resource: Resource, acls: set[Entry],
+           security: ClientSecurity | None = None) -> int:
     """Delete the resource's ACLs that are listed (every one when none is): how many went."""
     F = M.DeleteAclsRequest.DeleteAclsFilter
     resource_type, name, pattern = resource
@@ -270,7 +356,7 @@ def remove(bootstrap: str, resource: Resource, acls: set[Entry]) -> int:
     response = asyncio.run(_request(bootstrap, DELETE_ACLS, M.DeleteAclsRequest(filters=[
         F(resource_type_filter=resource_type, resource_name_filter=name, pattern_type_filter=pattern,
           principal_filter=p, host_filter=h, operation=op, permission_type=perm)
-        for p, h, op, perm in wanted])))
+        for p, h, op, perm in wanted]), security))
     removed = 0
     for result in response.filter_results:
         if result.error_code != Error.NONE:
@@ -279,12 +365,12 @@ def remove(bootstrap: str, resource: Resource, acls: set[Entry]) -> int:
     return removed
 
 
-def list_text(bootstrap: str, args: argparse.Namespace) -> str:
+def list_text(bootstrap: str, args: argparse.Namespace, security: ClientSecurity | None = None) -> str:
     """--list: every ACL of the resources named (of all when none is), for each --principal."""
     found: dict[Resource, set[Entry]] = {}
     named: list[Resource | None] = list(resources(args, required=False))
     for resource in named or [None]:
-        for pattern, acls in describe(bootstrap, resource).items():
+        for pattern, acls in describe(bootstrap, resource, security).items():
             found.setdefault(pattern, set()).update(acls)
     chunks = []
     principals: list[str | None] = list(_principals(args.principal))
@@ -301,8 +387,9 @@ def list_text(bootstrap: str, args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace, confirm=input) -> int:
     check_args(args)
     bootstrap = args.bootstrap_server
+    security = read_command_config(args.command_config)
     if args.list:
-        print(list_text(bootstrap, args), end="")
+        print(list_text(bootstrap, args, security), end="")
         return 0
     if args.add:
         if args.resource_pattern_type in ("any", "match"):
@@ -314,7 +401,7 @@ def run(args: argparse.Namespace, confirm=input) -> int:
                              "add ACLs.")
         for resource, acls in todo.items():
             print(block("Adding ACLs for resource", resource, acls))
-            add(bootstrap, resource, acls)
+            add(bootstrap, resource, acls, security)
         return 0
     for resource, acls in plan(args).items():
         if acls:
@@ -325,5 +412,5 @@ def run(args: argparse.Namespace, confirm=input) -> int:
             question = ("Are you sure you want to delete all ACLs for resource filter "
                         f"`{pattern_text(resource)}`? (y/n)")
         if args.force or confirm(question + " ").strip().lower() == "y":
-            remove(bootstrap, resource, acls)
+            remove(bootstrap, resource, acls, security)
     return 0
