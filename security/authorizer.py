@@ -29,12 +29,22 @@ Performance: Produce and Fetch authorize every request, so ``StandardAuthorizer`
 ACLs once, when it is built (by resource type: literal name -> ACLs, prefix -> ACLs, and the
 distinct prefix lengths present), and a lookup costs one dict probe for the literal name, one
 for ``*`` and one per distinct prefix length. The set of ACLs changes rarely: build a new one
-then (broker/authorizer.py does, when the image's ACLs change).
+then (``AclAuthorizer`` does, when the image's ACLs change).
+
+``AclAuthorizer`` is what a node's request handlers ask, brokers' and controllers' alike: these
+rules over a metadata image's ACLs, asked with a request's context (its principal and client
+address), built from the node's config (``authorizer.class.name``, ``super.users``,
+``allow.everyone.if.no.acl.found``), and logged as Kafka's audit log. broker/authorizer.py
+wraps it for the broker's handlers; controller/authorization.py puts it in front of every API a
+controller serves (``controller_rule``).
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+import uuid
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from metadata.security import (
     ALL,
@@ -65,6 +75,8 @@ from metadata.security import (
     WRITE,
     AclEntry,
 )
+from protocol.context import RequestContext
+from protocol.messages import API_NAMES
 
 WILDCARD_PRINCIPAL = "User:*"
 
@@ -377,3 +389,166 @@ NO_CHECK = ControllerRule()
 def controller_rule(api_name: str) -> ControllerRule:
     """What the controller checks before serving an API, by Kafka's API name (``BrokerHeartbeat``)."""
     return CONTROLLER_RULES.get(api_name, NO_CHECK)
+
+
+# ---- the authorizer a node's handlers ask ---------------------------------------------------
+
+# The operations each resource type supports (Kafka 4.x's AclEntry.supportedOperations, where a
+# group also has DESCRIBE_CONFIGS and ALTER_CONFIGS for KIP-848's group configs): the bits of
+# an authorized-operations set.
+SUPPORTED: dict[int, frozenset[int]] = {
+    TOPIC: frozenset({READ, WRITE, CREATE, DESCRIBE, DELETE, ALTER, DESCRIBE_CONFIGS, ALTER_CONFIGS}),
+    GROUP: frozenset({READ, DESCRIBE, DELETE, DESCRIBE_CONFIGS, ALTER_CONFIGS}),
+    CLUSTER: frozenset({CREATE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE, ALTER,
+                        DESCRIBE}),
+    TRANSACTIONAL_ID: frozenset({DESCRIBE, WRITE}),
+    DELEGATION_TOKEN: frozenset({DESCRIBE}),
+    USER: frozenset({CREATE_TOKENS, DESCRIBE_TOKENS}),
+}
+
+AUDIT_LOG = logging.getLogger("kafka.authorizer.logger")
+TRACE = 5  # below DEBUG: Kafka's TRACE
+logging.addLevelName(TRACE, "TRACE")
+
+
+class AuthorizerConfigError(ValueError):
+    """A bad authorizer setting; ``name`` is the property."""
+
+    def __init__(self, name: str, message: str):
+        super().__init__(f"{name}: {message}")
+        self.name = name
+        self.message = message
+
+
+def bit_set(operations: frozenset[int] | set[int]) -> int:
+    """Kafka's ``Utils.to32BitField``: bit ``code`` set for each operation."""
+    bits = 0
+    for code in operations:
+        bits |= 1 << code
+    return bits
+
+
+def _fingerprint(acls: Mapping[uuid.UUID, AclEntry]) -> tuple[Any, ...]:
+    """Changes whenever the set of ACLs does: ACL ids are unique and an entry under an id never
+    changes, so a dict that gained, lost or swapped entries changes its size or its last
+    inserted id, whether it was replaced or changed in place."""
+    if isinstance(acls, dict):
+        return id(acls), len(acls), next(reversed(acls), None)
+    return id(acls), frozenset(acls)
+
+
+class AclAuthorizer:
+    """The StandardAuthorizer over a metadata image's ACLs, asked with a request's context.
+
+    ``acls`` is called at each question for the image's ACLs as they are now; the rules are
+    indexed again only when that set changed (``_fingerprint``). ``enabled`` False (no
+    ``authorizer.class.name``): everything is allowed, as Kafka without an authorizer.
+
+    Decisions go to the logger ``kafka.authorizer.logger``, as Kafka's audit log: a denial of
+    something the request asked for at INFO, an allow at DEBUG, the checks behind
+    authorized-operation bit sets and filters at TRACE (level 5)."""
+
+    def __init__(self, acls: Callable[[], Mapping[uuid.UUID, AclEntry]],
+                 super_users: frozenset[str] = frozenset(), allow_everyone_if_no_acl_found: bool = False,
+                 enabled: bool = True):
+        self.enabled = enabled
+        self.super_users = frozenset(super_users)
+        self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
+        self._acls = acls
+        self._key: tuple[Any, ...] | None = None
+        self._held: Mapping[uuid.UUID, AclEntry] | None = None  # keeps the fingerprinted id in use
+        self._core = StandardAuthorizer((), self.super_users, allow_everyone_if_no_acl_found)
+
+    @classmethod
+    def settings(cls, config: Any) -> tuple[bool, frozenset[str], bool]:
+        """(enabled, super users, allow.everyone.if.no.acl.found) from a node's config;
+        AuthorizerConfigError naming the property for a class other than the
+        StandardAuthorizer or a super user not of the form Type:name."""
+        class_name = (config.get("authorizer.class.name") or "").strip()
+        if class_name and class_name not in STANDARD_AUTHORIZER_NAMES:
+            raise AuthorizerConfigError(
+                "authorizer.class.name", f"unknown authorizer {class_name!r}: Strom runs "
+                "org.apache.kafka.metadata.authorizer.StandardAuthorizer, or none (empty)")
+        try:
+            super_users = parse_super_users(config.get("super.users"))
+        except ValueError as e:
+            raise AuthorizerConfigError("super.users", str(e)) from None
+        return bool(class_name), super_users, bool(config.get("allow.everyone.if.no.acl.found"))
+
+    @classmethod
+    def from_config(cls, config: Any, acls: Callable[[], Mapping[uuid.UUID, AclEntry]]) -> Any:
+        """From ``authorizer.class.name``, ``super.users`` and ``allow.everyone.if.no.acl.found``
+        (``settings``) over the image's ACLs."""
+        enabled, super_users, allow_if_no_acl = cls.settings(config)
+        return cls(acls, super_users, allow_if_no_acl, enabled=enabled)
+
+    def core(self) -> StandardAuthorizer:
+        """The rules over the image's ACLs as they are now (indexed again only when they changed)."""
+        acls = self._acls()
+        key = _fingerprint(acls)
+        if key != self._key:
+            self._core = StandardAuthorizer(acls.values(), self.super_users,
+                                            self.allow_everyone_if_no_acl_found)
+            self._key, self._held = key, acls
+        return self._core
+
+    def authorize(self, ctx: RequestContext, operation: int, resource_type: int, name: str,
+                  log_if_allowed: bool = True, log_if_denied: bool = True) -> bool:
+        """May the request's principal, from its address, perform the operation on the literal
+        resource. Logged as the class doc says."""
+        if not self.enabled:
+            return True
+        core = self.core()
+        principal, host = str(ctx.principal), ctx.client_address
+        allowed_level = logging.DEBUG if log_if_allowed else TRACE
+        if AUDIT_LOG.isEnabledFor(allowed_level):
+            decision = core.decide(principal, host, operation, resource_type, name)
+        else:
+            if core.authorize(principal, host, operation, resource_type, name):
+                return True
+            if not AUDIT_LOG.isEnabledFor(logging.INFO if log_if_denied else TRACE):
+                return False
+            decision = core.decide(principal, host, operation, resource_type, name)
+        if decision.allowed:
+            _audit(allowed_level, decision, ctx, operation, resource_type, name)
+        else:
+            _audit(logging.INFO if log_if_denied else TRACE, decision, ctx, operation, resource_type, name)
+        return decision.allowed
+
+    def filter(self, ctx: RequestContext, operation: int, resource_type: int, names: Iterable[str],
+               log_if_allowed: bool = True, log_if_denied: bool = True) -> set[str]:
+        """The names the principal may perform the operation on (Kafka's filterByAuthorized)."""
+        distinct = set(names)
+        if not self.enabled:
+            return distinct
+        return {name for name in distinct
+                if self.authorize(ctx, operation, resource_type, name, log_if_allowed, log_if_denied)}
+
+    def authorize_any(self, ctx: RequestContext, operation: int, resource_type: int) -> bool:
+        """May the principal perform the operation on some resource of the type (Kafka's
+        authorizeByResourceType)."""
+        if not self.enabled:
+            return True
+        return self.core().authorize_by_resource_type(str(ctx.principal), ctx.client_address, operation,
+                                                      resource_type)
+
+    def authorized_operations(self, ctx: RequestContext, resource_type: int, name: str) -> int:
+        """The bit set of the operations the principal may perform on the resource, of those its
+        type supports (Kafka's AuthHelper.authorizedOperations; checks logged at TRACE)."""
+        supported = SUPPORTED[resource_type]
+        if not self.enabled:
+            return bit_set(supported)
+        return bit_set({op for op in supported if self.authorize(ctx, op, resource_type, name, False, False)})
+
+
+def _audit(level: int, decision: Decision, ctx: RequestContext, operation: int, resource_type: int,
+           name: str) -> None:
+    """One line as Kafka's StandardAuthorizerData.buildAuditMessage writes it."""
+    if not AUDIT_LOG.isEnabledFor(level):
+        return
+    AUDIT_LOG.log(level, "Principal = %s is %s operation = %s from host = %s on resource = %s:%s:%s "
+                  "for request = %s with resourceRefCount = 1 based on rule %s",
+                  ctx.principal, "Allowed" if decision.allowed else "Denied",
+                  OPERATION_NAMES.get(operation, operation), ctx.client_address,
+                  RESOURCE_TYPE_NAMES.get(resource_type, resource_type), PATTERN_TYPE_NAMES[LITERAL], name,
+                  API_NAMES.get(ctx.api_key, ctx.api_key), decision.describe_rule())
