@@ -14,7 +14,7 @@ when set, default otherwise)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.authorizer import ALLOW_ALL, BrokerAuthorizer
@@ -258,7 +258,7 @@ class AdminApis:
         order."""
         Inc, R = M.IncrementalAlterConfigsRequest, M.IncrementalAlterConfigsResponse
         rest = [r for i, r in enumerate(req.resources) if i not in answered]
-        forwarded = iter([])
+        forwarded: Iterator[tuple[int, str | None]] = iter([])
         if rest:
             try:
                 response = await self.controller.forward(

@@ -39,7 +39,7 @@ groups if any of its partitions' writes fails.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 from broker.authorizer import ALLOW_ALL, BrokerAuthorizer
@@ -155,6 +155,7 @@ class GroupApis:
             return (Error.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Transactional Id authorization failed.",
                     -1, "", -1)
         transactions = self.transactions
+        coordinator: GroupCoordinatorRuntime | TransactionCoordinatorRuntime
         if key_type == GROUP_KEY:
             coordinator, ensure, what = self.groups, self.groups.ensure_offsets_topic, "group"
         elif key_type == TRANSACTION_KEY and transactions is not None:
@@ -244,7 +245,7 @@ class GroupApis:
 
     # ---- offsets ------------------------------------------------------------------------
 
-    def _unknown_partitions(self, topics, denied: set[str] = frozenset()) -> set[tuple[str, int]]:
+    def _unknown_partitions(self, topics, denied: Collection[str] = ()) -> set[tuple[str, int]]:
         """The (topic, partition)s of a request that the metadata image does not have, and
         every partition of the ``denied`` topics: Kafka's KafkaApis answers them (the first
         UNKNOWN_TOPIC_OR_PARTITION, the denied TOPIC_AUTHORIZATION_FAILED) before the
@@ -435,13 +436,13 @@ class GroupApis:
         stable = version >= 7 and bool(req.require_stable)
         if version >= 8:
             G = R.OffsetFetchResponseGroup
-            T = G.OffsetFetchResponseTopics
+            GT = G.OffsetFetchResponseTopics
             out = []
             for g in req.groups:
                 code, topics = await self._fetch_group(ctx, g.group_id, g.topics, g.member_id,
                                                        g.member_epoch, stable)
                 out.append(G(group_id=g.group_id, error_code=code, topics=[
-                    T(name=name, partitions=[T.OffsetFetchResponsePartitions(
+                    GT(name=name, partitions=[GT.OffsetFetchResponsePartitions(
                         partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,
                         error_code=err) for p, o, e, m, err in parts]) for name, parts in topics]))
             return R(groups=out)
@@ -518,6 +519,7 @@ class GroupApis:
         R = M.DeleteGroupsResponse
         allowed = self.authorizer.filter(ctx, DELETE, GROUP, req.groups_names)
         names = [g for g in req.groups_names if g in allowed]
+        errors: list[int]
         if not names:
             errors = []
         elif not self.groups.ensure_offsets_topic():
