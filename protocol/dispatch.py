@@ -36,7 +36,10 @@ send ApiVersions, SaslHandshake and SaslAuthenticate only, each of at most
 ``unauthenticated_max_bytes`` (sasl.server.max.receive.size); anything else closes it with one
 INFO line (Kafka's IllegalSaslStateException, InvalidReceiveException). Past its session's
 ``reauth_deadline_ms`` (KIP-368, on the event loop's clock) a connection may send nothing but
-the SASL handshake that re-authenticates it: anything else closes it.
+the SASL handshake that re-authenticates it: anything else closes it. After a SaslHandshake v0
+the client sends its SASL tokens bare, each a size-prefixed frame with no request header: while
+the session's exchange says so (``raw_tokens``), each frame goes to the SaslHandshake Api's
+``raw`` handler and its answer goes back size-prefixed, as Kafka's SaslServerAuthenticator does.
 """
 from __future__ import annotations
 
@@ -62,6 +65,8 @@ from protocol.types import ProtocolError, Reader
 log = logging.getLogger(__name__)
 
 HandlerFn = Callable[[RequestContext, Any], Awaitable[Any]]
+# A bare SASL token of an unauthenticated session -> the answer token (None: close).
+RawTokenFn = Callable[[Any, bytes], Awaitable["bytes | None"]]
 
 
 class Deferred:
@@ -85,6 +90,7 @@ class Api:
     min_version: int
     max_version: int
     fn: HandlerFn
+    raw: RawTokenFn | None = None  # SaslHandshake's: the bare tokens that follow its v0
 
 
 # What a connection may send before it has authenticated, and after its session expired.
@@ -147,6 +153,8 @@ class Dispatcher:
     async def handle(self, frame: memoryview) -> list | Deferred | None:
         r = Reader(frame)
         session = current_session.get()
+        if not session.authenticated and getattr(session.sasl_exchange, "raw_tokens", False):
+            return await self._raw_sasl_token(session, frame)
         try:
             header = read_request_header(r, session.listener_name)
         except ProtocolError as e:
@@ -207,6 +215,22 @@ class Dispatcher:
         if response is None:
             return []
         return _encode(header, response)
+
+    async def _raw_sasl_token(self, session, frame: memoryview) -> list | None:
+        api = self.apis.get(SASL_HANDSHAKE_KEY)
+        if api is None or api.raw is None:
+            return None
+        if len(frame) > self.unauthenticated_max_bytes:
+            log.info("closing connection from %s on %s: a %d-byte SASL token "
+                     "(sasl.server.max.receive.size %d)", session.client_address, session.listener_name,
+                     len(frame), self.unauthenticated_max_bytes)
+            return None
+        try:
+            answer = await api.raw(session, bytes(frame))
+        except Exception:
+            log.exception("the SASL token handler failed; closing the connection")
+            return None
+        return None if answer is None else [len(answer).to_bytes(4, "big") + answer]
 
     async def _finish(self, header: RequestHeader, pending: Awaitable[Any]) -> list | None:
         try:
