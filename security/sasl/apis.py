@@ -1,4 +1,4 @@
-"""The SASL APIs a listener serves (KIP-152): SaslHandshake v1 and SaslAuthenticate v0-2, as
+"""The SASL APIs a listener serves (KIP-152): SaslHandshake v0-1 and SaslAuthenticate v0-2, as
 Kafka's SaslServerAuthenticator answers them.
 
 A connection on a SASL listener starts unauthenticated (protocol/context.py's Session); until
@@ -15,8 +15,10 @@ over the same connection, with the same mechanism and principal) or be closed.
 A failure is answered SASL_AUTHENTICATION_FAILED with Kafka's message (credentials are never
 said to be wrong in more words than "invalid credentials"), after
 connection.failed.authentication.delay.ms (KIP-306), and the connection is then closed; the
-node logs one INFO line, without a traceback. SaslHandshake v0 (raw tokens after it) is not
-served.
+node logs one INFO line, without a traceback. After a SaslHandshake v0 (Kafka's deprecated
+version, which librdkafka before 2.x still requires to be advertised) the client sends its tokens
+bare, each a size-prefixed frame: protocol/dispatch.py hands them to ``raw_token``, a failure
+closes the connection without an answer, and such a session cannot re-authenticate.
 
 The exchange in progress belongs to the connection: it lives in the connection's session
 (``Session.sasl_exchange``), between the handshake and the SaslAuthenticate requests that follow.
@@ -66,6 +68,14 @@ class _Exchange:
     # Whether this connection's client said it can re-authenticate (a SaslAuthenticate v1+);
     # a re-authentication's exchange inherits it.
     reauth_capable: bool = False
+    # After a SaslHandshake v0 the tokens come bare, not in SaslAuthenticate requests
+    # (protocol/dispatch.py hands them to ``SaslApis.raw_token``).
+    raw_tokens: bool = False
+
+
+@dataclass
+class _Failure:
+    message: str  # what SaslAuthenticate answers
 
 
 def _exchange_of(session: Session) -> _Exchange | None:
@@ -104,7 +114,7 @@ class SaslApis:
         self.delay_ms = failed_authentication_delay_ms
 
     def apis(self) -> list[Api]:
-        return [Api(SASL_HANDSHAKE_KEY, 1, 1, self.sasl_handshake),
+        return [Api(SASL_HANDSHAKE_KEY, 0, 1, self.sasl_handshake, raw=self.raw_token),
                 Api(SASL_AUTHENTICATE_KEY, 0, 2, self.sasl_authenticate)]
 
     def _server(self, sasl: ListenerSasl, mechanism: str) -> SaslServer:
@@ -131,7 +141,7 @@ class SaslApis:
         mechanism = request.mechanism
         exchange = _exchange_of(session)
         if session.authenticated:
-            if exchange is None or not exchange.reauth_capable or not exchange.done:
+            if exchange is None or not exchange.reauth_capable or not exchange.done or ctx.api_version == 0:
                 return R(error_code=Error.ILLEGAL_SASL_STATE, mechanisms=[])
         elif exchange is not None:
             log.info("closing connection from %s: a second SaslHandshake during SASL authentication",
@@ -150,7 +160,7 @@ class SaslApis:
                 f"of mechanism '{session.sasl_mechanism}'"), reauth_capable=capable)
         else:
             session.sasl_exchange = _Exchange(mechanism, self._server(sasl, mechanism), session.authenticated,
-                                              reauth_capable=capable)
+                                              reauth_capable=capable, raw_tokens=ctx.api_version == 0)
         return R(error_code=Error.NONE, mechanisms=list(sasl.mechanisms))
 
     async def sasl_authenticate(self, ctx: RequestContext, request):
@@ -168,12 +178,33 @@ class SaslApis:
                 "Unexpected Kafka request of type SASL_AUTHENTICATE during SASL handshake."))
         if ctx.api_version > 0:
             exchange.reauth_capable = True
+        outcome = await self._evaluate(session, exchange, bytes(request.auth_bytes))
+        if isinstance(outcome, _Failure):
+            return R(error_code=Error.SASL_AUTHENTICATION_FAILED, error_message=outcome.message,
+                     auth_bytes=b"")
+        answer, lifetime_ms = outcome
+        return R(error_code=Error.NONE, auth_bytes=answer, error_message=None,
+                 session_lifetime_ms=lifetime_ms)
+
+    async def raw_token(self, session: Session, token: bytes) -> bytes | None:
+        """A bare token after SaslHandshake v0: the answer token, or None (after the failed
+        authentication delay) to close the connection, as Kafka answers a v0 client."""
+        exchange = _exchange_of(session)
+        if exchange is None or exchange.done:
+            return None
+        outcome = await self._evaluate(session, exchange, token)
+        return None if isinstance(outcome, _Failure) else outcome[0]
+
+    async def _evaluate(self, session: Session, exchange: _Exchange,
+                        token: bytes) -> tuple[bytes, int] | _Failure:
+        """The client's next token through the exchange's mechanism: the answer and, once
+        complete, the session's lifetime (0 until then, and for none); or the failure,
+        logged, after connection.failed.authentication.delay.ms."""
         what = "re-authentication" if exchange.reauthenticating else "authentication"
         server = exchange.server
         try:
             if exchange.error is not None or server is None:
                 raise AuthenticationFailed(exchange.error or "unexpected SASL state")
-            token = bytes(request.auth_bytes)
             if exchange.mechanism == OAUTHBEARER:  # it may fetch the JWKS: not on the loop
                 answer = await asyncio.get_running_loop().run_in_executor(None, server.evaluate, token)
             else:
@@ -187,22 +218,20 @@ class SaslApis:
                         f"Cannot change principals during re-authentication from {session.principal.type}."
                         f"{session.principal.name}: {principal.type}.{principal.name}")
         except AuthenticationFailed as e:
-            return await self._failed(ctx, exchange, str(e), str(e))
+            return await self._failed(session, exchange, str(e), str(e))
         except InvalidCredentials as e:
             message = (f"Authentication failed during {what} due to invalid credentials with SASL "
                        f"mechanism {exchange.mechanism}")
-            return await self._failed(ctx, exchange, message, str(e))
+            return await self._failed(session, exchange, message, str(e))
         lifetime_ms = 0
         if principal is not None:
-            lifetime_ms = self._complete(ctx, exchange, server, principal)
-        return R(error_code=Error.NONE, auth_bytes=answer, error_message=None,
-                 session_lifetime_ms=lifetime_ms)
+            lifetime_ms = self._complete(session, exchange, server, principal)
+        return answer, lifetime_ms
 
-    def _complete(self, ctx: RequestContext, exchange: _Exchange, server: SaslServer,
+    def _complete(self, session: Session, exchange: _Exchange, server: SaslServer,
                   principal: KafkaPrincipal) -> int:
         """Mark the session authenticated; its lifetime in ms (0: unlimited), as Kafka's
         calcCompletionTimesAndReturnSessionLifetimeMs."""
-        session = ctx.session
         sasl = self.listeners(session.listener_name)
         max_reauth = sasl.reauth_ms.get(exchange.mechanism, 0) if sasl is not None else 0
         expiry = server.credential_expiry_ms
@@ -226,15 +255,13 @@ class SaslApis:
                   session.listener_name, principal)
         return lifetime
 
-    async def _failed(self, ctx: RequestContext, exchange: _Exchange, message: str, detail: str):
-        session = ctx.session
+    async def _failed(self, session: Session, exchange: _Exchange, message: str, detail: str) -> _Failure:
         exchange.done = True
         log.info("Failed %s with %s (%s: %s)",
                  "re-authentication" if exchange.reauthenticating else "authentication",
                  session.client_address, message, detail)
         await self._fail_later()
-        return M.SaslAuthenticateResponse(error_code=Error.SASL_AUTHENTICATION_FAILED, error_message=message,
-                                          auth_bytes=b"")
+        return _Failure(message)
 
 
 class NodeConfig(Protocol):

@@ -55,6 +55,21 @@ class Connection:
         return M.RESPONSES[api_key].decode(version, r)
 
 
+    async def raw(self, token: bytes) -> bytes:
+        """A bare SASL token (after SaslHandshake v0) and the bare answer."""
+        if self.closed:
+            raise ConnectionError("closed")
+        task = asyncio.get_running_loop().create_task(self.dispatcher.handle(memoryview(token)),
+                                                      context=self.context)
+        parts = await task
+        if parts is None:
+            self.closed = True
+            raise ConnectionError("the server closed the connection")
+        data = b"".join(bytes(p) for p in parts)
+        assert int.from_bytes(data[:4], "big") == len(data) - 4
+        return data[4:]
+
+
 async def _metadata(ctx, request):
     return M.MetadataResponse(brokers=[], topics=[])
 
@@ -79,7 +94,7 @@ def test_an_unauthenticated_connection_may_send_nothing_but_api_versions_and_the
         versions = await conn.request(18, 3, M.ApiVersionsRequest(client_software_name="t",
                                                                   client_software_version="1"))
         served = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
-        assert served[HANDSHAKE] == (1, 1) and served[AUTHENTICATE] == (0, 2)
+        assert served[HANDSHAKE] == (0, 1) and served[AUTHENTICATE] == (0, 2)
         with pytest.raises(ConnectionError):
             await conn.request(METADATA_KEY, 12, M.MetadataRequest(topics=None))
         assert not conn.session.authenticated
@@ -175,4 +190,38 @@ def test_handshake_on_a_listener_without_sasl_answers_illegal_sasl_state():
         conn.context.run(current_session.set, conn.session)
         answer = await conn.request(HANDSHAKE, 1, M.SaslHandshakeRequest(mechanism="PLAIN"))
         assert answer.error_code == Error.ILLEGAL_SASL_STATE
+    run(scenario())
+
+
+def test_after_handshake_v0_plain_tokens_travel_bare_and_then_requests_are_served():
+    async def scenario():
+        conn = Connection(make_dispatcher())
+        handshake = await conn.request(HANDSHAKE, 0, M.SaslHandshakeRequest(mechanism="PLAIN"))
+        assert handshake.error_code == Error.NONE
+        assert await conn.raw(b"\x00alice\x00alice-secret") == b""
+        assert conn.session.authenticated and conn.session.principal == KafkaPrincipal("User", "alice")
+        await conn.request(METADATA_KEY, 12, M.MetadataRequest(topics=None))
+    run(scenario())
+
+
+def test_after_handshake_v0_scram_completes_with_bare_tokens():
+    from security.sasl.scram import ScramClient
+
+    async def scenario():
+        conn = Connection(make_dispatcher())
+        await conn.request(HANDSHAKE, 0, M.SaslHandshakeRequest(mechanism="SCRAM-SHA-512"))
+        client = ScramClient("SCRAM-SHA-512", "bob", "bob-secret")
+        server_first = await conn.raw(client.first())
+        client.verify(await conn.raw(client.final(server_first)))
+        assert conn.session.authenticated and conn.session.principal == KafkaPrincipal("User", "bob")
+    run(scenario())
+
+
+def test_after_handshake_v0_a_wrong_password_closes_the_connection_unanswered():
+    async def scenario():
+        conn = Connection(make_dispatcher())
+        await conn.request(HANDSHAKE, 0, M.SaslHandshakeRequest(mechanism="PLAIN"))
+        with pytest.raises(ConnectionError):
+            await conn.raw(b"\x00alice\x00wrong")
+        assert not conn.session.authenticated
     run(scenario())
