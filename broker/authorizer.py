@@ -19,10 +19,9 @@ Authorized operations: the bit sets that Metadata (v8+), DescribeCluster and Des
 return when a client asks for them (``include_*_authorized_operations``), bit ``code`` set for
 each operation allowed, by Kafka's AclOperation codes (UNKNOWN 0, ANY 1 and ALL 2 are never
 set), over the operations each resource type supports (``SUPPORTED``). A request that did not
-ask gets ``NOT_REQUESTED`` (INT32_MIN), the schemas' default. The module function
-``authorized_operations`` answers as with no authorizer (every supported operation) for the
-handlers that do not yet hold a ``BrokerAuthorizer``; ``BrokerAuthorizer.authorized_operations``
-answers per principal.
+ask gets ``NOT_REQUESTED`` (INT32_MIN), the schemas' default.
+``BrokerAuthorizer.authorized_operations`` answers per principal; ``ALLOW_ALL`` (no authorizer)
+with every operation the resource type supports.
 """
 from __future__ import annotations
 
@@ -64,12 +63,6 @@ from security.authorizer import (  # noqa: F401 (re-exported for the handlers)
 )
 
 NOT_REQUESTED = -2**31
-
-
-def authorized_operations(resource_type: int, resource_name: str = "") -> int:
-    """The bit set with no authorizer: every operation the resource type supports, whatever
-    the name (``BrokerAuthorizer.authorized_operations`` answers per principal)."""
-    return bit_set(SUPPORTED[resource_type])
 
 
 class BrokerAuthorizer(AclAuthorizer):
