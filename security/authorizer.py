@@ -347,6 +347,8 @@ CONTROLLER_RULES: dict[str, ControllerRule] = {
     "DescribeQuorum": _DESCRIBE,
     "ListPartitionReassignments": _DESCRIBE,
     "DescribeAcls": _DESCRIBE,
+    # Kafka's controllers do not serve it; Strom's do, with the brokers' rule (KafkaApis).
+    "DescribeUserScramCredentials": _DESCRIBE,
     "CreateAcls": _ALTER,
     "DeleteAcls": _ALTER,
     "ElectLeaders": _ALTER,
