@@ -573,3 +573,31 @@ def _security_error(api_key: int, req, code: int = Error.NOT_CONTROLLER, message
 
 def _quotas_error(api_key: int, req, code: int = Error.NOT_CONTROLLER, message: str | None = None) -> Any:
     return alter_client_quotas_error(req, code, message)
+
+
+def _elect_leaders_error(api_key: int, req, code: int = Error.NOT_CONTROLLER,
+                         message: str | None = None) -> Any:
+    """ElectLeaders: the error at the top (v1+) and for every partition named (v0 has no top)."""
+    R = M.ElectLeadersResponse
+    return R(error_code=code, replica_election_results=[
+        R.ReplicaElectionResult(topic=t.topic, partition_result=[
+            R.PartitionResult(partition_id=p, error_code=code, error_message=message) for p in t.partitions])
+        for t in req.topic_partitions or ()])
+
+
+_ERROR_RESPONSES = {
+    19: _topics_error, 20: _responses_error, 37: _results_error, 43: _elect_leaders_error,
+    44: _responses_error, 45: _top_error, 46: _top_error, 56: _top_error, 62: _top_error, 63: _top_error,
+    67: _top_error, 30: _security_error, 31: _security_error, 51: _security_error, 49: _quotas_error,
+}
+
+
+def error_response(api_key: int, req, code: int, message: str | None = None) -> Any:
+    """The answer to a request of any API the quorum controller serves that fails as a whole
+    (controller/authorization.py: CLUSTER_AUTHORIZATION_FAILED), in that API's own shape."""
+    builder = _ERROR_RESPONSES.get(api_key)
+    if builder is not None:
+        return builder(api_key, req, code, message)
+    response = {29: M.DescribeAclsResponse, 50: M.DescribeUserScramCredentialsResponse,
+                60: M.DescribeClusterResponse}[api_key]
+    return response(error_code=code, error_message=message)
