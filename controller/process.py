@@ -13,10 +13,12 @@ import os
 import signal
 from dataclasses import replace
 
+from controller.authorization import authorize_apis
 from controller.bootstrap import read_bootstrap_records
 from controller.quorum_controller import QuorumController
 from engine.checkpoint import uuid_from_str
 from engine.config import LogConfig
+from engine.errors import ConfigError
 from engine.manager import read_meta_properties
 from protocol.dispatch import Dispatcher
 from protocol.net import Server, freeze_startup_heap
@@ -26,6 +28,7 @@ from raft.engine_log import METADATA_LOG_CONFIG, EngineRaftLog
 from raft.quorum_file import QUORUM_STATE_FILE
 from raft.settings import METADATA_PARTITION, driver_config
 from raft.voters import Endpoint
+from security.authorizer import AclAuthorizer, AuthorizerConfigError
 from security.sasl.apis import image_scram_lookup, node_sasl_apis
 
 log = logging.getLogger("strom.controller")
@@ -70,7 +73,14 @@ async def serve(config, cluster_id: str, ready=None) -> None:
     # controller's own image (the credentials the metadata log holds, --add-scram's included).
     sasl = node_sasl_apis(config, [lsn.name for lsn in config.controller_listeners()],
                           image_scram_lookup(lambda: controller.state))
-    dispatcher = Dispatcher(controller.apis() + raft.apis() + sasl, wire.kraft_supported_features(),
+    # Every API is authorized as Kafka's ControllerApis does, by the StandardAuthorizer over the
+    # controller's own image when authorizer.class.name is set (controller/authorization.py).
+    try:
+        authorizer = AclAuthorizer.from_config(config, lambda: controller.state.acls)
+    except AuthorizerConfigError as e:
+        raise ConfigError(e.name, e.message) from None
+    apis = authorize_apis(controller.apis() + raft.apis(), authorizer, lambda: controller.state)
+    dispatcher = Dispatcher(apis + sasl, wire.kraft_supported_features(),
                             unauthenticated_max_bytes=config["sasl.server.max.receive.size"])
     server = Server(dispatcher.handle, config["socket.request.max.bytes"], limits=config.listener_limits(),
                     send_buffer_bytes=config["socket.send.buffer.bytes"],
