@@ -196,7 +196,9 @@ class ScramServer(SaslServer):
         m = _CLIENT_FINAL.fullmatch(text)
         if m is None:
             raise InvalidCredentials(f"Invalid SCRAM client final message format: {text}")
-        if m.group("nonce") != self._nonce_full:
+        # Kafka's ScramSaslServer asks only that the nonce end with the server-first one (librdkafka
+        # before 2.1 sends its client nonce again in front of it).
+        if not m.group("nonce").endswith(self._nonce_full):
             raise InvalidCredentials("Invalid client nonce in the final client message.")
         if base64.b64decode(m.group("channel")) != self._gs2.encode("utf-8"):
             raise InvalidCredentials("Invalid channel binding in the final client message.")

@@ -161,7 +161,29 @@ def test_scram_refuses_tokenauth_a_short_iteration_count_and_a_foreign_nonce():
     client = ScramClient("SCRAM-SHA-512", "u", "pw")
     final = client.final(server.evaluate(client.first()))
     with pytest.raises(InvalidCredentials, match="nonce"):
-        server.evaluate(final.replace(b"r=", b"r=x", 1))
+        server.evaluate(final.replace(b",p=", b"x,p=", 1))
+
+
+def test_scram_final_nonce_need_only_end_with_the_server_first_nonce_as_kafkas():
+    """Kafka's ScramSaslServer checks endsWith: librdkafka before 2.1 sends its own nonce again in
+    front of the server-first one, its proof made over what it sent."""
+    import hashlib
+    import hmac
+
+    from security.sasl.scram import client_key, salted_password, stored_key
+
+    mechanism = "SCRAM-SHA-512"
+    server = ScramServer(mechanism, {"u": make_credential(mechanism, "pw")}.get)
+    first = server.evaluate(b"n,,n=u,r=abc").decode()
+    fields = dict(item.split("=", 1) for item in first.split(","))
+    without_proof = f"c=biws,r=abc{fields['r']}"
+    auth_message = f"n=u,r=abc,{first},{without_proof}".encode()
+    salted = salted_password(mechanism, "pw", base64.b64decode(fields["s"]), int(fields["i"]))
+    key = client_key(mechanism, salted)
+    signature = hmac.new(stored_key(mechanism, key), auth_message, hashlib.sha512).digest()
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(key, signature))).decode()
+    assert server.evaluate(f"{without_proof},p={proof}".encode()).startswith(b"v=")
+    assert server.complete and server.principal_name == "u"
 
 
 def test_scram_refuses_channel_binding_and_malformed_messages():
