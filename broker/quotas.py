@@ -105,9 +105,9 @@ class BrokerQuotas:
                  now_ms: Callable[[], float] = _loop_ms):
         self.image = image
         self.now_ms = now_ms
-        self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, samples, window_seconds)
-        self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, samples, window_seconds)
-        self.request = ClientQuotaManager.for_requests(samples, window_seconds)
+        self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, samples, window_seconds, cache=True)
+        self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, samples, window_seconds, cache=True)
+        self.request = ClientQuotaManager.for_requests(samples, window_seconds, cache=True)
         self._seen: tuple[int, int] | None = None
         self._kinds: frozenset[str] = frozenset()
         self._last_expiry_ms = 0.0
@@ -123,6 +123,8 @@ class BrokerQuotas:
         if seen != self._seen:
             self._seen = seen
             self._kinds = frozenset(key for values in image.client_quotas.values() for key in values)
+            for manager in (self.produce, self.fetch, self.request):
+                manager.forget_resolutions()
         return self._kinds
 
     # ---- wrapping the handlers ---------------------------------------------------------------

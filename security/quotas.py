@@ -167,7 +167,9 @@ class ClientQuotaManager:
     ``max_throttle_ms`` its ClientRequestQuotaManager)."""
 
     def __init__(self, key: str, samples: int = 11, window_seconds: int = 1,
-                 max_throttle_ms: int | None = None):
+                 max_throttle_ms: int | None = None, cache: bool = False):
+        """``cache``: remember each client's resolution until ``forget_resolutions`` (a caller
+        that knows when its quota table changes, as the broker does with its image)."""
         if key not in QUOTA_KEYS:
             raise ValueError(f"unknown quota key {key!r}")
         self.key = key
@@ -175,11 +177,27 @@ class ClientQuotaManager:
         self.window_ms = window_seconds * 1000
         self.max_throttle_ms = max_throttle_ms
         self._rates: dict[tuple[str, str], Rate] = {}
+        self._cache: dict[tuple[str, str], Resolved] | None = {} if cache else None
+
+    def forget_resolutions(self) -> None:
+        if self._cache is not None:
+            self._cache.clear()
+
+    def _resolve(self, quotas: QuotaTable, user: str, client_id: str) -> Resolved:
+        cache = self._cache
+        if cache is None:
+            return resolve(quotas, self.key, user, client_id)
+        resolved = cache.get((user, client_id))
+        if resolved is None:
+            resolved = cache[(user, client_id)] = resolve(quotas, self.key, user, client_id)
+        return resolved
 
     @classmethod
-    def for_requests(cls, samples: int = 11, window_seconds: int = 1) -> ClientQuotaManager:
+    def for_requests(cls, samples: int = 11, window_seconds: int = 1,
+                     cache: bool = False) -> ClientQuotaManager:
         """The request_percentage quota: throttled at most one window."""
-        return cls(REQUEST_PERCENTAGE, samples, window_seconds, max_throttle_ms=window_seconds * 1000)
+        return cls(REQUEST_PERCENTAGE, samples, window_seconds, max_throttle_ms=window_seconds * 1000,
+                   cache=cache)
 
     def _rate(self, resolved: Resolved) -> Rate:
         tags = (resolved.user_tag, resolved.client_tag)
@@ -192,7 +210,7 @@ class ClientQuotaManager:
                                         now_ms: int) -> int:
         """Records ``value`` (bytes, or request-thread percent) for the client and answers how
         long to throttle it: 0 within its quota or without one."""
-        resolved = resolve(quotas, self.key, user, client_id)
+        resolved = self._resolve(quotas, user, client_id)
         if resolved.bound is None:
             return 0
         rate = self._rate(resolved)
@@ -207,14 +225,14 @@ class ClientQuotaManager:
 
     def unrecord(self, quotas: QuotaTable, user: str, client_id: str, value: float, now_ms: int) -> None:
         """Takes back a recorded value (a throttled Fetch returns nothing, as Kafka's)."""
-        resolved = resolve(quotas, self.key, user, client_id)
+        resolved = self._resolve(quotas, user, client_id)
         if resolved.bound is not None:
             self._rate(resolved).record(-value, now_ms)
 
     def max_value_in_window(self, quotas: QuotaTable, user: str, client_id: str) -> float | None:
         """The most that can be recorded at once without a certain throttle (a Fetch's byte
         cap): bound * (samples - 1) * window seconds; None without a quota."""
-        resolved = resolve(quotas, self.key, user, client_id)
+        resolved = self._resolve(quotas, user, client_id)
         if resolved.bound is None:
             return None
         return resolved.bound * (self.samples - 1) * self.window_ms / 1000.0
