@@ -38,6 +38,7 @@ import asyncio
 import logging
 import random
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from controller.acl_control import AclControl
@@ -51,11 +52,12 @@ from controller.scram_control import ScramControl
 from controller.topic_control import TopicControl
 from engine.checkpoint import new_uuid, uuid_from_str
 from engine.config import LogConfig
+from engine.errors import ConfigError
 from metadata.configs import GROUP_BOUNDS, GroupBounds
 from metadata.image import MetadataImage
 from metadata.scram import describe_user_scram_credentials
 from protocol import messages as M
-from protocol.client import KafkaConnection, listener_refuses
+from protocol.client import PLAINTEXT_SECURITY, ClientSecurity, KafkaConnection, listener_refuses
 from protocol.context import RequestContext
 from protocol.dispatch import Api
 from protocol.errors import Error
@@ -132,6 +134,9 @@ class QuorumController:
         self._watched: set = set()  # connections whose close we hear of
         self._probes: set[asyncio.Task] = set()  # listener probes after such a close, log-end queries
         self._task: asyncio.Task | None = None
+        # How this controller connects to a broker's listener, by the listener's name (balanced
+        # recovery's ListOffsets): the node's ServerConfig.client_security, set by its process.
+        self.client_security: Callable[[str], ClientSecurity] = lambda listener: PLAINTEXT_SECURITY
 
     def attach(self, raft) -> None:
         self.raft = raft
@@ -498,7 +503,14 @@ class QuorumController:
                 partition_index=q.partition, current_leader_epoch=-1, timestamp=LATEST))
         request = R(replica_id=DEBUGGING_REPLICA_ID, isolation_level=0, topics=[
             R.ListOffsetsTopic(name=name, partitions=ps) for name, ps in topics.items()])
-        conn = KafkaConnection(endpoint.host, endpoint.port, client_id=f"strom-controller-{self.node_id}")
+        try:
+            security = self.client_security(endpoint.name)
+        except ConfigError as e:  # this controller cannot secure a connection to that listener
+            log.warning("controller %d: cannot connect to broker %d's listener %s: %s", self.node_id,
+                        broker_id, endpoint.name, e)
+            return
+        conn = KafkaConnection(endpoint.host, endpoint.port, client_id=f"strom-controller-{self.node_id}",
+                               security=security)
         try:
             await conn.connect(LOG_END_TIMEOUT_S)
             response = await conn.request(2, LIST_OFFSETS_VERSION, request, timeout=LOG_END_TIMEOUT_S)
