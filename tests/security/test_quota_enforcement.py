@@ -3,6 +3,7 @@ ClientQuotaManager and KIP-219 enforce them: the answer carries throttle_time_ms
 connection's next request waits it out; other clients are not touched; a replica's fetch is never
 throttled; a throttled fetch answers no records; request_percentage counts the handler's own time."""
 import asyncio
+import contextvars
 import time
 
 from broker.quotas import BrokerQuotas
@@ -79,7 +80,8 @@ def test_another_client_is_neither_throttled_nor_measured():
 
     async def run():
         await broker.produce("slow", 15_000)
-        return await asyncio.create_task(broker.produce("fast", 1_000_000))  # its own connection
+        # Its own connection: a task of its own context, as each connection's.
+        return await asyncio.create_task(broker.produce("fast", 1_000_000), context=contextvars.Context())
 
     assert asyncio.run(run()).throttle_time_ms == 0
     assert list(broker.quotas.produce._rates) == [("", "slow")]
@@ -91,7 +93,8 @@ def test_a_user_quota_applies_to_the_principals_name_and_its_default_to_every_ot
 
     async def run():
         alice = await broker.produce("app", 5000, user="alice")
-        bob = await asyncio.create_task(broker.produce("app", 5000, user="bob"))
+        bob = await asyncio.create_task(broker.produce("app", 5000, user="bob"),
+                                        context=contextvars.Context())
         return alice.throttle_time_ms, bob.throttle_time_ms
 
     alice, bob = asyncio.run(run())
