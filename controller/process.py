@@ -69,6 +69,7 @@ async def serve(config, cluster_id: str, ready=None) -> None:
     raft = RaftDriver(driver_config(config, cluster_id, directory_id=directory_id, endpoints=endpoints),
                       raft_log, os.path.join(partition_dir, QUORUM_STATE_FILE), controller)
     controller.attach(raft)
+    controller.client_security = config.client_security  # balanced recovery's asks to brokers
     # SASL controller listeners authenticate brokers and other controllers: SCRAM against the
     # controller's own image (the credentials the metadata log holds, --add-scram's included).
     sasl = node_sasl_apis(config, [lsn.name for lsn in config.controller_listeners()],
