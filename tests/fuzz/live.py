@@ -41,6 +41,8 @@ What is checked, and printed as the report:
 | hangs           | ApiVersions probes on a fresh connection unanswered within 5 s        |
 | tracebacks      | "Traceback" / "exception was never retrieved" lines in the node's log |
 | errors          | ERROR / CRITICAL lines in the node's log                              |
+| stray lines     | lines of the node's log not in its format (a traceback's, or a line   |
+|                 | a client's string forged by carrying a newline into a log message)    |
 | healthy         | the healthy client's records acknowledged and read back; its longest  |
 |                 | gap between acknowledgements (PLAINTEXT, and SASL_SSL)                |
 | sasl            | frames and connections on the SASL_SSL listener, the responses read   |
@@ -95,6 +97,7 @@ PROBE_TIMEOUT_S = 5.0
 ID_FIELDS = re.compile(r"(broker|node|replica|leader|voter|candidate|member_epoch|controller)_id$")
 TIME_FIELDS = ("timeout_ms", "max_wait_ms", "wait_ms")
 BAD_LOG = re.compile(r"Traceback|exception was never retrieved| (ERROR|CRITICAL) ")
+LOG_LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [A-Z]+ ")  # the node's log format
 
 
 @dataclass
@@ -120,6 +123,7 @@ class Report:
     hangs: int = 0
     tracebacks: int = 0
     errors: int = 0
+    stray_lines: int = 0  # lines of the node's log not in its format: tracebacks, forged lines
     bad_lines: list[str] = field(default_factory=list)
     healthy: Healthy = field(default_factory=Healthy)
     healthy_sasl: Healthy = field(default_factory=Healthy)
@@ -147,6 +151,7 @@ class Report:
             f"hangs            {self.hangs}",
             f"tracebacks       {self.tracebacks}",
             f"error lines      {self.errors}",
+            f"stray log lines  {self.stray_lines}",
             f"healthy client   {self.healthy.line()}",
             f"healthy SASL_SSL {self.healthy_sasl.line()}",
             f"SASL_SSL         {self.sasl_frames} frames over {self.sasl_connections} unauthenticated "
@@ -409,7 +414,8 @@ def sasl_tokens(rng: random.Random) -> dict[str, list[bytes]]:
                           b"n,,n=" + SASL_USER.encode() + b",r=" + nonce + b",tokenauth=true",
                           b"p=tls-unique,,n=" + SASL_USER.encode() + b",r=" + nonce,
                           b"n,a=admin,n=" + SASL_USER.encode() + b",r=" + nonce,
-                          b"n,,n=a=3Db,r=", b"y,,r=" + nonce, scram_final, b"", b"n,,"],
+                          b"n,,n=a=3Db,r=", b"y,,r=" + nonce, scram_final, b"", b"n,,",
+                          b"n,,n=x\nforged,r=" + nonce],
     }
 
 
@@ -417,7 +423,8 @@ def sasl_corpus(rng: random.Random) -> list[bytes]:
     """SaslHandshake frames naming each mechanism (enabled, not enabled, unknown, empty) and
     SaslAuthenticate frames of every version carrying every token of ``sasl_tokens``."""
     frames = []
-    for mechanism in (*SASL_MECHANISMS, "SCRAM-SHA-256", "OAUTHBEARER", "GSSAPI", "", "plain", "X" * 300):
+    for mechanism in (*SASL_MECHANISMS, "SCRAM-SHA-256", "OAUTHBEARER", "GSSAPI", "", "plain", "X" * 300,
+                      "PLAIN\nforged", "\r\n"):
         for version in (0, 1):
             body = encode_loose(SASL_HANDSHAKE, version, messages.SaslHandshakeRequest(mechanism=mechanism))
             frames.append(request_frame(SASL_HANDSHAKE, version, rng.randint(0, 1 << 30), body))
@@ -448,7 +455,8 @@ def sasl_exchange(rng: random.Random) -> list[bytes]:
                  SASL_HANDSHAKE, 1, messages.SaslHandshakeRequest(mechanism=mechanism))),
              authenticate(rng.choice(tokens))]
     if mechanism.startswith("SCRAM"):
-        steps.append(authenticate(tokens[7]))  # a client-final message with a made-up proof
+        # a client-final message with a made-up proof
+        steps.append(authenticate(next(t for t in tokens if t.startswith(b"c="))))
     return steps
 
 
@@ -655,8 +663,18 @@ async def probe(port: int, report: Report, context: ssl.SSLContext | None = None
 
 
 def scan_log(path: str, report: Report) -> None:
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
+    """Counts the log's tracebacks, error lines and stray lines (see ``Report``); lines are cut
+    at newlines only, as a reader of the file cuts them."""
+    started = False
+    with open(path, "rb") as f:
+        for raw in f:
+            line = raw.decode("utf-8", errors="replace")
+            if line.startswith("$ "):  # the launcher's command line: strom format, strom start
+                started = " start " in line
+                continue
+            if started and not LOG_LINE.match(line):
+                report.stray_lines += 1
+                report.bad_lines.append(f"stray: {line.rstrip()[:300]}")
             if BAD_LOG.search(line):
                 if "Traceback" in line or "never retrieved" in line:
                     report.tracebacks += 1
@@ -758,7 +776,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     report = asyncio.run(run(args.frames, args.seed, args.connections, args.dir, progress=True))
     print("\n".join(report.lines()))
-    ok = (report.crashes == report.hangs == report.tracebacks == report.errors == 0
+    ok = (report.crashes == report.hangs == report.tracebacks == report.errors == report.stray_lines == 0
           and report.sasl_answered_other == report.sasl_unmatched == 0)
     return 0 if ok and report.healthy.failed == report.healthy_sasl.failed == 0 else 1
 

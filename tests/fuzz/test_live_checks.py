@@ -1,5 +1,6 @@
-"""The live fuzz's check of what a SASL_SSL listener answers before authentication
-(tests/fuzz/live.py: ``requests_as_cut``, ``check_sasl_responses``), on frames built here."""
+"""The live fuzz's checks (tests/fuzz/live.py): what a SASL_SSL listener answers before
+authentication (``requests_as_cut``, ``check_sasl_responses``), on frames built here, and what
+counts in the node's log (``scan_log``)."""
 from __future__ import annotations
 
 import struct
@@ -13,6 +14,7 @@ from tests.fuzz.live import (
     Report,
     check_sasl_responses,
     requests_as_cut,
+    scan_log,
 )
 
 METADATA = 3
@@ -71,3 +73,24 @@ def test_requests_are_cut_as_the_node_cuts_them():
     assert requests_as_cut(longer + second) == [(API_VERSIONS, 1)]
     assert requests_as_cut(first[:-1]) == []  # not whole yet
     assert requests_as_cut(struct.pack(">i", -1) + first) == []
+
+
+def test_the_log_scan_counts_a_line_a_client_forged_with_a_newline(tmp_path):
+    log = tmp_path / "node.log"
+    log.write_bytes(
+        b"$ python -m strom format --config server.properties\n"
+        b"Formatted data for cluster c3Ry\n"  # strom format's own output: not the log's format
+        b"$ python -m strom start --config server.properties\n"
+        b"2026-01-01 10:00:00,001 INFO strom.broker: broker 1 started\n"
+        b"2026-01-01 10:00:00,002 INFO security.sasl.apis: Failed authentication with 127.0.0.1 "
+        b"(Unsupported SASL mechanism PLAIN\r\n"
+        b"2026-01-01 10:00:00,003 ERROR forged)\n"
+        b"2026-01-01 10:00:00,004 INFO x: a carriage return \r alone does not end a line\n")
+    report = Report()
+    scan_log(str(log), report)
+    assert (report.stray_lines, report.errors, report.tracebacks) == (0, 1, 0)
+    log.write_bytes(log.read_bytes() + b"2026-01-01 10:00:01,000 INFO security.sasl.apis: (Unsupported "
+                    b"SASL mechanism PLAIN\nforged)\nTraceback (most recent call last):\n")
+    report = Report()
+    scan_log(str(log), report)
+    assert (report.stray_lines, report.tracebacks) == (2, 1)
