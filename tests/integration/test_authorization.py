@@ -10,9 +10,10 @@ error: alice without ACLs can neither produce nor consume (TOPIC_AUTHORIZATION_F
 GROUP_AUTHORIZATION_FAILED where the client asks for its group first); after `strom acls --add`
 of WRITE (and READ) on the prefix ``orders-`` and READ on the group ``g1``, exactly those work
 (another topic, another group stay refused); a DENY on one topic overrides the prefixed ALLOW;
-a transactional producer needs WRITE on its transactional id; bob, without ACLs, sees none of
-alice's topics in Metadata. ACLs are added with `strom acls --command-config` as admin, the
-way kafka-acls is run against a secured cluster.
+a transactional producer (confluent-kafka, kafka-python, aiokafka, kafkajs; kcat has none) is
+refused TRANSACTIONAL_ID_AUTHORIZATION_FAILED until it has WRITE on its transactional id, then
+commits; bob, without ACLs, sees none of alice's topics in Metadata. ACLs are added with
+`strom acls --command-config` as admin, the way kafka-acls is run against a secured cluster.
 
 The tests run in order: each adds ACLs to what the ones before left. The clients of one step
 run side by side (threads), except group consumers of one group, which run one after another.
@@ -80,7 +81,8 @@ def node(tmp_path_factory):
     try:
         node.start()
         create_topics(node.sasl_bootstrap, [f"orders-{c}" for c in CLIENTS]
-                      + [f"payments-{c}" for c in CLIENTS] + ["orders-denied", "orders-txn"])
+                      + [f"payments-{c}" for c in CLIENTS] + [f"orders-txn-{c}" for c in CLIENTS]
+                      + ["orders-denied"])
         yield node
     finally:
         node.stop()
@@ -284,6 +286,17 @@ const fail = (e) => {
     print({ ok: true });
     return;
   }
+  if (c.action === 'transaction') {
+    const producer = kafka.producer({ transactionalId: c.txn_id, idempotent: true, maxInFlightRequests: 1 });
+    await producer.connect();
+    try {
+      const txn = await producer.transaction();
+      await txn.send({ topic: c.topic, messages: c.messages.map(([k, v]) => ({ key: k, value: v })) });
+      await txn.commit();
+    } finally { await producer.disconnect(); }
+    print({ ok: true });
+    return;
+  }
   const consumer = kafka.consumer({ groupId: c.group, retry: { retries: 1 } });
   const got = [];
   let crashed = null;
@@ -304,12 +317,12 @@ const fail = (e) => {
 """
 
 
-def _kafkajs(bootstrap, user, action, topic, group=None):
+def _kafkajs(bootstrap, user, action, topic, group=None, txn_id=None):
     node = shutil.which("node")
     if node is None or not os.path.isdir(KAFKAJS):
         pytest.fail("node or tests/integration/js/node_modules/kafkajs is missing (make setup installs them)")
     command = json.dumps({"bootstrap": bootstrap, "user": user, "password": PASSWORDS[user], "action": action,
-                          "topic": topic, "group": group,
+                          "topic": topic, "group": group, "txn_id": txn_id,
                           "messages": [[k.decode(), v.decode()] for k, v in MESSAGES]})
     proc = subprocess.run([node, "-e", KAFKAJS_SCRIPT], capture_output=True, timeout=CLIENT_TIMEOUT_S + 20,
                           env={**os.environ, "KAFKAJS_PATH": KAFKAJS, "KAFKAJS_NO_PARTITIONER_WARNING": "1",
@@ -424,31 +437,84 @@ def test_a_user_sees_no_topic_it_may_not_describe_in_metadata(node):
         return set(admin.list_topics(timeout=CLIENT_TIMEOUT_S).topics)
 
     assert topics("bob") == set()
-    assert topics("alice") == {f"orders-{c}" for c in CLIENTS} | {"orders-denied", "orders-txn"}
+    assert topics("alice") == {f"orders-{c}" for c in CLIENTS} | {f"orders-txn-{c}" for c in CLIENTS} | {
+        "orders-denied"}
     assert topics("admin") >= {f"payments-{c}" for c in CLIENTS}
 
 
-def test_a_transactional_producer_needs_write_on_its_transactional_id(node):
+TXN_DENIED = re.compile(r"TRANSACTIONAL_ID_AUTHORIZATION_FAILED|TransactionalIdAuthorizationFailed")
+
+
+def confluent_transaction(bootstrap, user, txn_id, topic):
     from confluent_kafka import KafkaException, Producer
 
-    conf = {**_confluent_conf(node.sasl_bootstrap, "alice"), "transactional.id": "txn-alice"}
-    with pytest.raises(KafkaException, match="TRANSACTIONAL_ID_AUTHORIZATION_FAILED"):
-        Producer(conf).init_transactions(CLIENT_TIMEOUT_S)
-    add_acls(node, "--allow-principal", "User:alice", "--operation", "Write",
-             "--transactional-id", "txn-alice")
-    producer = Producer(conf)
-    producer.init_transactions(CLIENT_TIMEOUT_S)
-    producer.begin_transaction()
-    for key, value in MESSAGES:
-        producer.produce("orders-txn", value, key)
-    producer.commit_transaction(CLIENT_TIMEOUT_S)
-    from confluent_kafka import Consumer
+    producer = Producer({**_confluent_conf(bootstrap, user), "transactional.id": txn_id})
+    try:
+        producer.init_transactions(CLIENT_TIMEOUT_S)
+        producer.begin_transaction()
+        for key, value in MESSAGES:
+            producer.produce(topic, value, key)
+        producer.commit_transaction(CLIENT_TIMEOUT_S)
+    except KafkaException as e:
+        return e.args[0].name()
+    return "ok"
+
+
+def kafka_python_transaction(bootstrap, user, txn_id, topic):
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=txn_id,
+                             max_block_ms=int(CLIENT_TIMEOUT_S * 1000), **_kafka_python_conf(user))
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        for key, value in MESSAGES:
+            producer.send(topic, value, key)
+        producer.commit_transaction()
+    except KafkaError as e:
+        return type(e).__name__
+    finally:
+        producer.close(1)
+    return "ok"
+
+
+def aiokafka_transaction(bootstrap, user, txn_id, topic):
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import KafkaError
+
+    async def run():
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=txn_id,
+                                    **_kafka_python_conf(user))
+        try:
+            await producer.start()
+            async with producer.transaction():
+                for key, value in MESSAGES:
+                    await producer.send_and_wait(topic, value, key)
+        except KafkaError as e:
+            return type(e).__name__
+        finally:
+            await producer.stop()
+        return "ok"
+
+    return asyncio.run(asyncio.wait_for(run(), CLIENT_TIMEOUT_S + 5))
+
+
+def kafkajs_transaction(bootstrap, user, txn_id, topic):
+    return _kafkajs(bootstrap, user, "transaction", topic, txn_id=txn_id)
+
+
+TRANSACTION = {c: globals()[f"{c}_transaction"] for c in CLIENTS if c != "kcat"}  # kcat has none
+
+
+def read_committed(node, topic) -> list[tuple[bytes, bytes]]:
+    from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({**_confluent_conf(node.sasl_bootstrap, "admin"), "group.id": "txn-check",
-                         "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+                         "isolation.level": "read_committed", "enable.auto.commit": False})
     got = []
     try:
-        consumer.subscribe(["orders-txn"])
+        consumer.assign([TopicPartition(topic, 0, 0)])
         deadline = time.monotonic() + CLIENT_TIMEOUT_S
         while time.monotonic() < deadline and len(got) < len(MESSAGES):
             msg = consumer.poll(0.2)
@@ -456,4 +522,17 @@ def test_a_transactional_producer_needs_write_on_its_transactional_id(node):
                 got.append((msg.key(), msg.value()))
     finally:
         consumer.close()
-    assert got == MESSAGES
+    return got
+
+
+def test_a_transactional_producer_needs_write_on_its_transactional_id(node):
+    def run_all():
+        return side_by_side({c: (lambda c=c: TRANSACTION[c](node.sasl_bootstrap, "alice", f"txn-{c}",
+                                                             f"orders-txn-{c}")) for c in TRANSACTION})
+
+    assert_refused(run_all(), TXN_DENIED)
+    add_acls(node, "--allow-principal", "User:alice", "--operation", "Write",
+             *(arg for c in TRANSACTION for arg in ("--transactional-id", f"txn-{c}")))
+    assert run_all() == {c: "ok" for c in TRANSACTION}
+    for client in TRANSACTION:
+        assert read_committed(node, f"orders-txn-{client}") == MESSAGES, client
