@@ -57,10 +57,7 @@ from protocol import messages as M
 from protocol.client import ClientSecurity, KafkaConnection
 from protocol.context import KafkaPrincipal
 from protocol.errors import Error
-from security.sasl.client import CLIENT_MECHANISMS, authenticator
-from security.sasl.config import LOGIN_MODULES
-from security.sasl.jaas import JaasConfigError, login_entry
-from security.tls import client_context
+from security.client_config import CommandConfigError, client_security
 
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 VERSION = 3
@@ -226,66 +223,9 @@ def block(title: str, resource: Resource, acls: set[Entry]) -> str:
 
 # ---- the connection ----------------------------------------------------------------------------
 
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-CLIENT_DEFAULTS = {"security.protocol": "PLAINTEXT", "sasl.mechanism": "GSSAPI",
-                   "ssl.endpoint.identification.algorithm": "https"}
-
-
-class CommandConfigError(ValueError):
-    """A bad --command-config: ``name`` is the property."""
-
-    def __init__(self, name: str, message: str):
-        super().__init__(f"--command-config: {name}: {message}")
-        self.name = name
-
-
-class _ClientProperties:
-    """A client's properties as security/tls.py reads a listener's (one set, no listener prefix)."""
-
-    def __init__(self, props: dict[str, str]):
-        self.props = props
-
-    def listener_value(self, listener_name: str | None, name: str, mechanism: str | None = None) -> Any:
-        return self.props.get(name, CLIENT_DEFAULTS.get(name))
-
-
-def client_security(props: dict[str, str]) -> ClientSecurity | None:
-    """How to connect with these client properties (None: plaintext, no authentication)."""
-    config = _ClientProperties(props)
-    protocol = str(config.listener_value(None, "security.protocol")).upper()
-    if protocol not in SECURITY_PROTOCOLS:
-        raise CommandConfigError("security.protocol", f"expected one of {', '.join(SECURITY_PROTOCOLS)}, "
-                                 f"got {protocol}")
-    if protocol == "PLAINTEXT":
-        return None
-    context = None
-    if protocol in ("SSL", "SASL_SSL"):
-        try:
-            context = client_context(config, None)
-        except ValueError as e:
-            raise CommandConfigError(getattr(e, "name", "ssl"), getattr(e, "message", str(e))) from None
-    authenticate = None
-    if protocol.startswith("SASL_"):
-        mechanism = str(config.listener_value(None, "sasl.mechanism"))
-        if mechanism not in CLIENT_MECHANISMS:
-            raise CommandConfigError("sasl.mechanism", f"expected one of {', '.join(CLIENT_MECHANISMS)}, "
-                                     f"got {mechanism}")
-        text = config.listener_value(None, "sasl.jaas.config")
-        if not text:
-            raise CommandConfigError("sasl.jaas.config", f"required with security.protocol={protocol}: the "
-                                     f"{mechanism} login module with username and password")
-        try:
-            entry = login_entry(str(text), LOGIN_MODULES[mechanism])
-        except JaasConfigError as e:
-            raise CommandConfigError("sasl.jaas.config", str(e)) from None
-        username, password = entry.options.get("username"), entry.options.get("password")
-        if not username or password is None:
-            raise CommandConfigError("sasl.jaas.config", "needs the username and password options")
-        authenticate = authenticator(mechanism, username, password)
-    return ClientSecurity(ssl_context=context, authenticate=authenticate)
-
-
 def read_command_config(path: str | None) -> ClientSecurity | None:
+    """The client security of a --command-config file (security/client_config.py); None without
+    one. strom topics and strom quorum read theirs here too."""
     if path is None:
         return None
     try:
