@@ -41,7 +41,7 @@ from typing import Any
 from engine.checkpoint import uuid_from_str, uuid_to_str
 from engine.errors import ConfigError
 from protocol import messages as M
-from protocol.client import KafkaConnection
+from protocol.client import ClientSecurity, KafkaConnection
 from protocol.errors import Error
 from protocol.types import ProtocolError
 from raft.voters import Endpoint, Voter, VoterSet
@@ -404,8 +404,8 @@ def pick_version(served: dict[int, tuple[int, int]], api_key: int, lo: int, hi: 
     return version if version >= max(lo, s_lo) else None
 
 
-async def _connect(address: tuple[str, int], timeout: float):
-    conn = KafkaConnection(*address, client_id="strom-quorum")
+async def _connect(address: tuple[str, int], timeout: float, security: ClientSecurity | None = None):
+    conn = KafkaConnection(*address, client_id="strom-quorum", security=security)
     await conn.connect(min(timeout, CONNECT_TIMEOUT_S))
     try:
         answer = await conn.request(API_VERSIONS, 0, M.ApiVersionsRequest(), timeout)
@@ -424,7 +424,8 @@ class Reply:
 
 
 async def send_to_leader(addresses: list[tuple[str, int]], api_key: int, lo: int, hi: int,
-                         body_for: Callable[[int], Any], timeout: float = REQUEST_TIMEOUT_S) -> Reply:
+                         body_for: Callable[[int], Any], timeout: float = REQUEST_TIMEOUT_S,
+                         security: ClientSecurity | None = None) -> Reply:
     """Send to each address in turn until one answers without NOT_LEADER_OR_FOLLOWER; an
     answer (or, for other requests, a DescribeQuorum asked of the same node) that names the
     leader's endpoint puts the leader next. Every address is tried at most once; an error
@@ -439,7 +440,7 @@ async def send_to_leader(addresses: list[tuple[str, int]], api_key: int, lo: int
         tried.add(address)
         where = f"{address[0]}:{address[1]}"
         try:
-            conn, served = await _connect(address, timeout)
+            conn, served = await _connect(address, timeout, security)
         except (OSError, QuorumError) as e:
             last = QuorumError("NETWORK_EXCEPTION", f"{where}: {str(e) or type(e).__name__}")
             continue
@@ -468,11 +469,12 @@ async def send_to_leader(addresses: list[tuple[str, int]], api_key: int, lo: int
     raise last or QuorumError("NETWORK_EXCEPTION", "no address to send to")
 
 
-async def fetch_cluster_id(address: tuple[str, int], timeout: float = REQUEST_TIMEOUT_S) -> str:
+async def fetch_cluster_id(address: tuple[str, int], timeout: float = REQUEST_TIMEOUT_S,
+                           security: ClientSecurity | None = None) -> str:
     """ClusterId for --status, from DescribeCluster (controllers answer endpoint_type 2); a
     node that does not serve it gives "unknown"."""
     try:
-        conn, served = await _connect(address, timeout)
+        conn, served = await _connect(address, timeout, security)
     except (OSError, QuorumError):
         return "unknown"
     try:
@@ -488,24 +490,28 @@ async def fetch_cluster_id(address: tuple[str, int], timeout: float = REQUEST_TI
         await conn.close()
 
 
-async def describe(addresses: list[tuple[str, int]], replication: bool, now_ms: int | None = None) -> str:
-    reply = await send_to_leader(addresses, DESCRIBE_QUORUM, 0, 2, lambda v: build_describe_quorum())
+async def describe(addresses: list[tuple[str, int]], replication: bool, now_ms: int | None = None,
+                   security: ClientSecurity | None = None) -> str:
+    reply = await send_to_leader(addresses, DESCRIBE_QUORUM, 0, 2, lambda v: build_describe_quorum(),
+                                 security=security)
     metadata_partition(reply.response)
     if replication:
         return format_replication(reply.response, now_ms)
-    return format_status(reply.response, await fetch_cluster_id(reply.address))
+    return format_status(reply.response, await fetch_cluster_id(reply.address, security=security))
 
 
-async def add_controller(addresses: list[tuple[str, int]], controller: NewController) -> None:
+async def add_controller(addresses: list[tuple[str, int]], controller: NewController,
+                         security: ClientSecurity | None = None) -> None:
     body = build_add_raft_voter(controller.cluster_id, controller.voter_id, controller.directory_id,
                                 controller.endpoints)
     reply = await send_to_leader(addresses, ADD_RAFT_VOTER, 0, 0, lambda v: body,
-                                 timeout=ADD_VOTER_TIMEOUT_MS / 1000 + CONNECT_TIMEOUT_S)
+                                 timeout=ADD_VOTER_TIMEOUT_MS / 1000 + CONNECT_TIMEOUT_S, security=security)
     check_error(reply.response.error_code, reply.response.error_message)
 
 
-async def remove_controller(addresses: list[tuple[str, int]], voter_id: int, directory_id: bytes) -> None:
+async def remove_controller(addresses: list[tuple[str, int]], voter_id: int, directory_id: bytes,
+                            security: ClientSecurity | None = None) -> None:
     body = build_remove_raft_voter(voter_id, directory_id)
     reply = await send_to_leader(addresses, REMOVE_RAFT_VOTER, 0, 0, lambda v: body,
-                                 timeout=ADD_VOTER_TIMEOUT_MS / 1000 + CONNECT_TIMEOUT_S)
+                                 timeout=ADD_VOTER_TIMEOUT_MS / 1000 + CONNECT_TIMEOUT_S, security=security)
     check_error(reply.response.error_code, reply.response.error_message)
