@@ -16,6 +16,8 @@
         (process.roles=broker,controller) runs each role as a process of its own.
     strom topics create|list|describe|delete --bootstrap-server HOST:PORT [--topic T] ...
         Topic administration over the Kafka protocol.
+    (topics, acls and quorum take --command-config FILE: the client properties, as Kafka's
+    tools, to reach a secured listener: security.protocol, sasl.mechanism, sasl.jaas.config, ssl.*)
     strom acls --bootstrap-server HOST:PORT --add|--remove|--list [--topic T] [--group G] ...
         ACLs, with kafka-acls's options and output (strom/acls.py).
     strom quorum --bootstrap-controller HOST:PORT[,...] describe --status | --replication [--human-readable]
@@ -45,7 +47,7 @@ import time
 from engine.errors import StorageError
 
 # What `strom --help` lists, in its order; WORKER_COMMANDS run too but are left out of it.
-COMMANDS = ("run", "cluster", "format", "start", "topics", "quorum", "demo", "dump-log")
+COMMANDS = ("run", "cluster", "format", "start", "topics", "acls", "quorum", "demo", "dump-log")
 WORKER_COMMANDS = ("controller", "broker")
 
 
@@ -98,10 +100,12 @@ def build_parser() -> argparse.ArgumentParser:
     topics.add_argument("--partitions", type=int, default=-1)
     topics.add_argument("--replication-factor", type=int, default=-1)
     topics.add_argument("--config", action="append", default=[], metavar="NAME=VALUE")
-    _add_quorum_parser(sub)
+    topics.add_argument("--command-config", metavar="FILE",
+                        help="client properties to connect with (security.protocol, sasl.*, ssl.*)")
     from strom import acls
 
-    acls.add_parser(sub)
+    acls.add_parser(sub, listed=True)
+    _add_quorum_parser(sub)
     demo = sub.add_parser("demo", help="write, crash, recover and read back a partition log")
     demo.add_argument("--dir", help="log directory (default: a new temporary one)")
     demo.add_argument("--records", type=int, default=1_000_000)
@@ -259,7 +263,8 @@ def _add_quorum_parser(sub) -> None:
                        help="broker addresses: not served yet (brokers do not forward quorum requests "
                             "to the controllers yet); for now only controller addresses work")
     quorum.add_argument("--command-config", metavar="FILE",
-                        help="for add-controller: the new controller's configuration (as its --config)")
+                        help="client properties to connect with (security.protocol, sasl.*, ssl.*); "
+                             "for add-controller also the new controller's configuration (as its --config)")
     actions = quorum.add_subparsers(dest="quorum_command", required=True)
     describe = actions.add_parser("describe", help="describe the quorum")
     what = describe.add_mutually_exclusive_group(required=True)
@@ -282,47 +287,51 @@ def run_quorum(args) -> int:
 
     from engine.errors import ConfigError
     from strom import quorum
+    from strom.acls import read_command_config
 
     if args.bootstrap_controller is not None:
         addresses = quorum.parse_addresses("--bootstrap-controller", args.bootstrap_controller)
     else:
         addresses = quorum.parse_addresses("--bootstrap-server", args.bootstrap_server)
+    security = read_command_config(args.command_config)
     if args.quorum_command == "describe":
         if args.human_readable and not args.replication:
             raise ConfigError("--human-readable", "only with describe --replication")
         now_ms = int(time.time() * 1000) if args.human_readable else None
-        print(asyncio.run(quorum.describe(addresses, args.replication, now_ms)))
+        print(asyncio.run(quorum.describe(addresses, args.replication, now_ms, security)))
     elif args.quorum_command == "add-controller":
         path = args.config or args.command_config
         if path is None:
             raise ConfigError("--config", "add-controller needs the new controller's configuration file")
         controller = quorum.read_new_controller(path)
         if not args.dry_run:
-            asyncio.run(quorum.add_controller(addresses, controller))
+            asyncio.run(quorum.add_controller(addresses, controller, security))
         print(quorum.format_added(controller, args.dry_run))
     else:
         if args.controller_id < 0:
             raise ConfigError("--controller-id", f"must be >= 0, got {args.controller_id}")
         directory_id = quorum.parse_directory_id("--controller-uuid", args.controller_uuid)
         if not args.dry_run:
-            asyncio.run(quorum.remove_controller(addresses, args.controller_id, directory_id))
+            asyncio.run(quorum.remove_controller(addresses, args.controller_id, directory_id, security))
         print(quorum.format_removed(args.controller_id, directory_id, args.dry_run))
     return 0
 
 
 def run_topics(args) -> int:
     from strom import topics
+    from strom.acls import read_command_config
 
     if args.action in ("create", "delete") and not args.topic:
         raise ValueError(f"topics {args.action} needs --topic")
+    security = read_command_config(args.command_config)
     if args.action == "create":
         configs = dict(c.split("=", 1) for c in args.config)
         print(topics.create(args.bootstrap_server, args.topic, args.partitions,
-                            args.replication_factor, configs))
+                            args.replication_factor, configs, security))
     elif args.action == "delete":
-        print(topics.delete(args.bootstrap_server, args.topic))
+        print(topics.delete(args.bootstrap_server, args.topic, security))
     elif args.action == "list":
-        print(topics.list_topics(args.bootstrap_server))
+        print(topics.list_topics(args.bootstrap_server, security))
     else:
-        print(topics.describe(args.bootstrap_server, args.topic))
+        print(topics.describe(args.bootstrap_server, args.topic, security))
     return 0
