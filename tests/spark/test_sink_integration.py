@@ -2,7 +2,11 @@
 query strom -> transform -> strom whose Python worker is killed with SIGKILL mid-batch and
 which is restarted from its checkpoint (a driver restart), once more after losing its last
 commit (so Spark replays a batch the sink had committed). A read_committed consumer then
-finds every input record exactly once."""
+finds every input record exactly once. The node runs Kafka's StandardAuthorizer with a
+SASL_PLAINTEXT listener beside its PLAINTEXT one (whose ANONYMOUS principal is a super user, for
+the tests above and the node's own connections): the sink, given Spark's ``kafka.security.*`` and
+``kafka.sasl.*`` options, writes as the PLAIN user alice only with WRITE on its transactional ids
+and on the topic."""
 from __future__ import annotations
 
 import os
@@ -16,7 +20,7 @@ from confluent_kafka import Consumer
 
 from engine.checkpoint import read_offset_checkpoint
 from tests.integration.clients import confluent as reference
-from tests.integration.cluster import StromNode, strom_start_available
+from tests.integration.cluster import StromNode, free_ports, strom_start_available
 
 from .test_spark_integration import FAST_CHECKPOINTS
 
@@ -27,10 +31,26 @@ pytestmark = [
 ]
 
 
+PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
+
+
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
-    node = StromNode(base_dir=str(tmp_path_factory.mktemp("sink-node")),
-                     extra={**FAST_CHECKPOINTS, "transaction.state.log.num.partitions": 3})
+    (sasl_port,) = free_ports(1)
+    node = StromNode(base_dir=str(tmp_path_factory.mktemp("sink-node")), extra={
+        **FAST_CHECKPOINTS, "transaction.state.log.num.partitions": 3,
+        "listener.security.protocol.map":
+            "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+            f'{PLAIN_LOGIN} required user_alice="alice-secret";',
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:ANONYMOUS"})
+    props = node.properties
+    props["listeners"] = props["listeners"].replace(
+        "CONTROLLER://", f"SASL_PLAINTEXT://127.0.0.1:{sasl_port},CONTROLLER://")
+    props["advertised.listeners"] += f",SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
+    node.sasl_bootstrap = f"127.0.0.1:{sasl_port}"
     try:
         node.start()
         yield node
@@ -144,3 +164,40 @@ def test_stream_killed_and_restarted_writes_every_record_exactly_once(spark, nod
     assert third is None, str(third)[:3000]
     got = read_committed(node, out, len(values))
     assert sorted(got) == sorted(v.upper() for v in values)
+
+
+def test_df_write_over_sasl_needs_write_on_the_topic_and_the_transactional_ids(spark, node):
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})  # ANONYMOUS: a super user here
+
+    def allow_alice_write(resource_type, name, pattern):
+        binding = AclBinding(resource_type, name, pattern, "User:alice", "*", AclOperation.WRITE,
+                             AclPermissionType.ALLOW)
+        for future in admin.create_acls([binding], request_timeout=15).values():
+            future.result(15)
+
+    out = topic(node, partitions=1)
+    # df.write's transactional ids are strom-write-<job>-<task>
+    allow_alice_write(ResourceType.TRANSACTIONAL_ID, "strom-write-", ResourcePatternType.PREFIXED)
+    df = spark.range(20).selectExpr("CAST(id AS STRING) AS value")
+
+    def write():
+        (df.coalesce(1).write.format("strom").option("kafka.bootstrap.servers", node.sasl_bootstrap)
+         .option("kafka.security.protocol", "SASL_PLAINTEXT").option("kafka.sasl.mechanism", "PLAIN")
+         .option("kafka.sasl.username", "alice").option("kafka.sasl.password", "alice-secret")
+         .option("topic", out).mode("append").save())
+
+    with pytest.raises(Exception, match="TOPIC_AUTHORIZATION_FAILED|Topic authorization failed"):
+        write()
+    allow_alice_write(ResourceType.TOPIC, out, ResourcePatternType.LITERAL)
+    write()
+    got = read_committed(node, out, 20)
+    assert sorted(got) == sorted(str(i).encode() for i in range(20))
