@@ -8,6 +8,26 @@ asks one controller DescribeQuorum v2 over the wire; ``wait_for_leader`` polls t
 
 Each controller prints to ``<dir>/controller-<id>.log``; failures carry its tail. Every
 process dies with the test process (see cluster.py).
+
+``ControllerQuorum(n, secure=True)`` secures every listener as a production cluster would
+(``ClusterSecurity``): SASL_SSL everywhere, certificates from tests/security/certs.py.
+
+| listener         | name       | served by   | mechanism     | who connects                         |
+|------------------|------------|-------------|---------------|--------------------------------------|
+| the controllers' | CONTROLLER | controllers | PLAIN         | raft peers, brokers                  |
+| the brokers'     | SASL_SSL   | brokers     | SCRAM-SHA-512 | clients, replica fetchers, the       |
+|                  |            |             |               | controllers' balanced recovery       |
+
+Every node authenticates as ``ADMIN_USER``: on the controller listener against its JAAS user list
+(PLAIN: controllers must authenticate each other before the metadata log holds any SCRAM
+credential, as in Kafka's KRaft), on the brokers' with SCRAM-SHA-512 against the credential that
+``strom format --add-scram`` writes into every controller's bootstrap metadata. The launchers' own
+probes (DescribeQuorum, readiness, Metadata) connect the same way
+(``ClusterSecurity.client_security``), and ``ClusterSecurity.client_config`` gives a
+confluent-kafka client the matching properties. On loopback the clients check the host name
+(the server certificate names 127.0.0.1 and localhost); elsewhere (a fault trial's network
+namespaces, whose addresses the certificate does not name) they check the chain only
+(``ssl.endpoint.identification.algorithm`` empty).
 """
 from __future__ import annotations
 
@@ -15,16 +35,21 @@ import asyncio
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
 
 from engine.checkpoint import new_uuid, uuid_to_str
 from protocol import messages as M
-from protocol.client import KafkaConnection
+from protocol.client import ClientSecurity, KafkaConnection
+from security.sasl.client import authenticator
+from strom import cluster_status as status
 from tests.integration.cluster import (
     _LIVE,
     REPO_ROOT,
@@ -34,12 +59,132 @@ from tests.integration.cluster import (
     render_properties,
     wait_ready,
 )
+from tests.security.certs import Pki, make_pki
 
 DESCRIBE_QUORUM = 55
 METADATA_TOPIC = "__cluster_metadata"
 CLUSTER_ID = "c3Ryb20tcXVvcnVtLXRlc3Q"
 STOP_TIMEOUT_S = 30.0
 KEEP_DIR_ENV = "STROM_KEEP_CLUSTER_DIR"  # set: close() leaves the directory (logs, data) in place
+READY_S = 60.0
+SECURE_LISTENER = "SASL_SSL"  # the brokers' one listener in a secure cluster
+MECHANISM = "SCRAM-SHA-512"  # the brokers' listener: clients and inter-broker connections
+CONTROLLER_MECHANISM = "PLAIN"  # the controllers' listener (see ClusterSecurity.node_properties)
+ADMIN_USER, ADMIN_PASSWORD = "admin", "admin-secret"
+LOOPBACK = ("127.0.0.1", "localhost")
+
+
+class ClusterSecurity:
+    """SASL_SSL with SCRAM-SHA-512 on every listener (see the module doc): the nodes' properties,
+    the format flags that create the user, and what a client connects with."""
+
+    def __init__(self, directory: str, check_hostname: bool = True, user: str = ADMIN_USER,
+                 password: str = ADMIN_PASSWORD, mechanism: str = MECHANISM) -> None:
+        self.pki: Pki = make_pki(directory)
+        self.check_hostname = check_hostname
+        self.user, self.password, self.mechanism = user, password, mechanism
+
+    def node_properties(self) -> dict[str, str]:
+        """What every node's server.properties holds besides its listeners and their map: PLAIN on
+        the controller listener (a JAAS user list: the controllers must authenticate each other
+        before any SCRAM credential is committed, so Kafka's KRaft cannot use SCRAM there),
+        SCRAM on the brokers' listener."""
+        user, password = self.user, self.password
+        scram = ("org.apache.kafka.common.security.scram.ScramLoginModule required "
+                 f'username="{user}" password="{password}";')
+        plain = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+                 f'username="{user}" password="{password}" user_{user}="{password}";')
+        broker = SECURE_LISTENER.lower()
+        return {
+            "ssl.keystore.type": "PEM", "ssl.keystore.location": self.pki.server.keystore,
+            "ssl.truststore.type": "PEM", "ssl.truststore.location": self.pki.ca,
+            "ssl.endpoint.identification.algorithm": "https" if self.check_hostname else "",
+            "listener.name.controller.sasl.enabled.mechanisms": CONTROLLER_MECHANISM,
+            f"listener.name.controller.{CONTROLLER_MECHANISM.lower()}.sasl.jaas.config": plain,
+            "sasl.mechanism.controller.protocol": CONTROLLER_MECHANISM,
+            f"listener.name.{broker}.sasl.enabled.mechanisms": self.mechanism,
+            f"listener.name.{broker}.{self.mechanism.lower()}.sasl.jaas.config": scram,
+            "sasl.mechanism.inter.broker.protocol": self.mechanism,
+        }
+
+    def format_flags(self) -> list[str]:
+        """``strom format``'s flags that put the user in a controller's bootstrap metadata."""
+        return ["--add-scram", f"{self.mechanism}=[name={self.user},password={self.password}]"]
+
+    def client_config(self) -> dict[str, Any]:
+        """A confluent-kafka (librdkafka) client's security properties."""
+        return {"security.protocol": "SASL_SSL", "sasl.mechanism": self.mechanism,
+                "sasl.username": self.user, "sasl.password": self.password,
+                "ssl.ca.location": self.pki.ca,
+                "ssl.endpoint.identification.algorithm": "https" if self.check_hostname else "none"}
+
+    def kafka_python_config(self) -> dict[str, Any]:
+        """kafka-python's keyword arguments for the same."""
+        return {"security_protocol": "SASL_SSL", "sasl_mechanism": self.mechanism,
+                "sasl_plain_username": self.user, "sasl_plain_password": self.password,
+                "ssl_cafile": self.pki.ca, "ssl_check_hostname": self.check_hostname}
+
+    @cached_property
+    def _ssl_context(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=self.pki.ca)
+        ctx.check_hostname = self.check_hostname
+        return ctx
+
+    def client_security(self, controller: bool = False) -> ClientSecurity:
+        """The project's client (protocol/client.py): TLS trusting the test CA, then SASL (PLAIN
+        to a ``controller``'s listener, else SCRAM)."""
+        mechanism = CONTROLLER_MECHANISM if controller else self.mechanism
+        return ClientSecurity(ssl_context=self._ssl_context,
+                              authenticate=authenticator(mechanism, self.user, self.password))
+
+
+class SecureProbe(status.NodeProbe):
+    """strom.cluster_status's probe over a secured listener."""
+
+    def __init__(self, host: str, port: int, timeout: float, security: ClientSecurity | None) -> None:
+        super().__init__(host, port, timeout)
+        self.security = security
+
+    async def _connection(self) -> KafkaConnection:
+        if self._conn is not None and self._conn.connected:
+            return self._conn
+        await self.close()
+        conn = KafkaConnection(self.host, self.port, client_id="strom-cluster", security=self.security)
+        await conn.connect(self.timeout)
+        self._conn = conn
+        answer = await conn.request(status.API_VERSIONS, 0, M.ApiVersionsRequest(), self.timeout)
+        if answer.error_code != 0:
+            raise status.ProbeFailed(f"ApiVersions: error {answer.error_code}")
+        self.served = {a.api_key: (a.min_version, a.max_version) for a in answer.api_keys}
+        return conn
+
+
+def broker_metadata(host: str, port: int, timeout: float,
+                    security: ClientSecurity | None = None) -> status.BrokerAnswer | None:
+    """One broker's Metadata answer (every topic) as strom.cluster_status parses it; None if it
+    does not answer."""
+    async def ask():
+        probe = SecureProbe(host, port, timeout, security)
+        try:
+            return await status.ask_broker(probe)
+        finally:
+            await probe.close()
+
+    return asyncio.run(ask())
+
+
+def wait_ready_secure(host: str, port: int, node_id: int, deadline: float, security: ClientSecurity,
+                      alive=lambda: True) -> None:
+    """cluster.wait_ready over a secured listener: until the broker's Metadata lists ``node_id``."""
+    last = None
+    while time.monotonic() < deadline:
+        if not alive():
+            raise NodeError("the node exited before it was ready")
+        last = broker_metadata(host, port, 2.0, security)
+        if last is not None and node_id in last.unfenced:
+            return
+        time.sleep(0.1)
+    raise NodeError(f"not ready on {host}:{port} in time (last answer: {last!r})")
 
 
 @dataclass(frozen=True)
@@ -70,8 +215,9 @@ class QuorumView:
         return self.high_watermark >= self.leader_end_offset() > 0
 
 
-async def _describe(port: int, timeout: float, host: str = "127.0.0.1") -> QuorumView | None:
-    conn = KafkaConnection(host, port, client_id="quorum-test")
+async def _describe(port: int, timeout: float, host: str = "127.0.0.1",
+                    security: ClientSecurity | None = None) -> QuorumView | None:
+    conn = KafkaConnection(host, port, client_id="quorum-test", security=security)
     try:
         await conn.connect(timeout)
         R = M.DescribeQuorumRequest
@@ -92,21 +238,24 @@ async def _describe(port: int, timeout: float, host: str = "127.0.0.1") -> Quoru
                       replicas(p.observers))
 
 
-def describe(port: int, timeout: float = 2.0, host: str = "127.0.0.1") -> QuorumView | None:
+def describe(port: int, timeout: float = 2.0, host: str = "127.0.0.1",
+             security: ClientSecurity | None = None) -> QuorumView | None:
     """DescribeQuorum v2 at a controller: its view if it is the leader, else None."""
     try:
-        return asyncio.run(_describe(port, timeout, host))
+        return asyncio.run(_describe(port, timeout, host, security))
     except (OSError, TimeoutError, ConnectionError, EOFError):
         return None
 
 
 class Controller:
     """``host``: the address it listens on; ``prefix``: a command that runs it there (a network
-    namespace's ``ip netns exec``, tests/faults/hosts.py)."""
+    namespace's ``ip netns exec``, tests/faults/hosts.py); ``security``: SASL_SSL everywhere."""
 
     def __init__(self, base: str, node_id: int, port: int, directory_id: str, python: str,
-                 host: str = "127.0.0.1", prefix: Sequence[str] = ()) -> None:
+                 host: str = "127.0.0.1", prefix: Sequence[str] = (),
+                 security: ClusterSecurity | None = None) -> None:
         self.node_id = node_id
+        self.security = security
         self.port = port
         self.host = host
         self.prefix = list(prefix)
@@ -134,6 +283,9 @@ class Controller:
             "metadata.log.dir": self.metadata_dir,
             "log.dirs": self.metadata_dir,
         }
+        if self.security is not None:  # and the brokers' listener, which balanced recovery asks
+            props["listener.security.protocol.map"] = f"CONTROLLER:SASL_SSL,{SECURE_LISTENER}:SASL_SSL"
+            props.update(self.security.node_properties())
         props.update(extra or {})
         with open(self.config_path, "w") as f:
             f.write(render_properties(props))
@@ -146,6 +298,8 @@ class Controller:
         return result
 
     def format(self, *flags: str) -> None:
+        if self.security is not None and self.role == "controller":
+            flags = (*flags, *self.security.format_flags())
         result = self.run_cli("format", "--config", self.config_path, "--cluster-id", CLUSTER_ID, *flags)
         if result.returncode != 0:
             raise NodeError(f"format of controller {self.node_id} failed:\n{result.stdout}{result.stderr}")
@@ -209,8 +363,8 @@ class Broker(Controller):
     """A broker-only node (``strom broker``) whose controllers are the quorum's."""
 
     def __init__(self, base: str, node_id: int, port: int, python: str, host: str = "127.0.0.1",
-                 prefix: Sequence[str] = ()) -> None:
-        super().__init__(base, node_id, port, "", python, host, prefix)
+                 prefix: Sequence[str] = (), security: ClusterSecurity | None = None) -> None:
+        super().__init__(base, node_id, port, "", python, host, prefix, security)
         self.dir = os.path.join(base, f"broker-{node_id}")
         self.metadata_dir = os.path.join(self.dir, "data")
         self.config_path = os.path.join(self.dir, "broker.properties")
@@ -234,6 +388,11 @@ class Broker(Controller):
             "offsets.topic.num.partitions": "3",
             "group.initial.rebalance.delay.ms": "0",
         }
+        if self.security is not None:
+            props.update({"listeners": f"{SECURE_LISTENER}://{self.host}:{self.port}",
+                          "listener.security.protocol.map": f"{SECURE_LISTENER}:SASL_SSL,CONTROLLER:SASL_SSL",
+                          "inter.broker.listener.name": SECURE_LISTENER,
+                          **self.security.node_properties()})
         props.update(extra or {})
         with open(self.config_path, "w") as f:
             f.write(render_properties(props))
@@ -242,12 +401,25 @@ class Broker(Controller):
 
     def start(self) -> Broker:
         super().start()
+        self.wait_ready()
+        return self
+
+    def wait_ready(self) -> None:
+        """Until the broker's Metadata lists itself (over its listener's security)."""
+        deadline = time.monotonic() + READY_S
         try:
-            wait_ready(self.host, self.port, self.node_id, time.monotonic() + 60,
-                       alive=lambda: self.running)
+            if self.security is None:
+                wait_ready(self.host, self.port, self.node_id, deadline, alive=lambda: self.running)
+            else:
+                wait_ready_secure(self.host, self.port, self.node_id, deadline,
+                                  self.security.client_security(), alive=lambda: self.running)
         except NodeError as e:
             raise NodeError(self.failure(str(e))) from None
-        return self
+
+    def metadata(self, timeout: float) -> status.BrokerAnswer | None:
+        """Its Metadata answer (every topic), None if it does not answer."""
+        security = None if self.security is None else self.security.client_security()
+        return broker_metadata(self.host, self.port, timeout, security)
 
 
 def on_loopback(node_id: int) -> tuple[str, list[str]]:
@@ -258,15 +430,21 @@ class ControllerQuorum:
     """``hosts(node_id)`` gives a node's address and command prefix (loopback by default)."""
 
     def __init__(self, voters: int = 3, python: str = sys.executable, extra: dict[str, str] | None = None,
-                 hosts: Callable[[int], tuple[str, list[str]]] = on_loopback):
+                 hosts: Callable[[int], tuple[str, list[str]]] = on_loopback, secure: bool = False):
+        """``secure``: SASL_SSL with SCRAM-SHA-512 on every listener (ClusterSecurity)."""
         self.base = tempfile.mkdtemp(prefix="strom-quorum-")
         self.python = python
         self.extra = extra or {}
         self.hosts = hosts
+        self.security = None
+        if secure:  # the certificate names loopback only: elsewhere the chain alone is checked
+            self.security = ClusterSecurity(os.path.join(self.base, "pki"),
+                                            check_hostname=hosts(1)[0] in LOOPBACK)
         ports = free_ports(voters)
         self.controllers: dict[int, Controller] = {}
         for i, port in enumerate(ports, start=1):
-            self.controllers[i] = Controller(self.base, i, port, new_uuid(), python, *hosts(i))
+            self.controllers[i] = Controller(self.base, i, port, new_uuid(), python, *hosts(i),
+                                             security=self.security)
         self.bootstrap = ",".join(f"{c.host}:{c.port}" for c in self.controllers.values())
         initial = ",".join(f"{c.node_id}-{c.directory_id}@{c.host}:{c.port}"
                            for c in self.controllers.values())
@@ -282,7 +460,8 @@ class ControllerQuorum:
     def spare(self, node_id: int, extra: dict[str, str] | None = None) -> Controller:
         """A new controller formatted without a voter set: it joins as an observer."""
         (port,) = free_ports(1)
-        c = Controller(self.base, node_id, port, "", self.python, *self.hosts(node_id))
+        c = Controller(self.base, node_id, port, "", self.python, *self.hosts(node_id),
+                       security=self.security)
         c.write_config(self.bootstrap, {**self.extra, **(extra or {})})
         c.format()
         c.directory_id = _meta_directory_id(c.metadata_dir)
@@ -292,20 +471,26 @@ class ControllerQuorum:
     def broker(self, node_id: int, extra: dict[str, str] | None = None) -> Broker:
         """A broker node formatted for this cluster (not started)."""
         (port,) = free_ports(1)
-        b = Broker(self.base, node_id, port, self.python, *self.hosts(node_id))
+        b = Broker(self.base, node_id, port, self.python, *self.hosts(node_id), security=self.security)
         b.write_config(self.bootstrap, extra)
         b.format()
         self.controllers[node_id] = b
         return b
 
+    def client_security(self, controller: bool = False) -> ClientSecurity | None:
+        """What the project's client connects to this cluster's brokers' (or a ``controller``'s)
+        listener with; None: plaintext."""
+        return None if self.security is None else self.security.client_security(controller)
+
     def describe(self, node_id: int) -> QuorumView | None:
         c = self.controllers[node_id]
-        return describe(c.port, host=c.host)
+        return describe(c.port, host=c.host, security=self.client_security(isinstance(c, Controller)
+                                                                           and not isinstance(c, Broker)))
 
     def leader_view(self) -> QuorumView | None:
         for c in self.controllers.values():
             if c.running and not isinstance(c, Broker):
-                view = describe(c.port, timeout=1.0, host=c.host)
+                view = describe(c.port, timeout=1.0, host=c.host, security=self.client_security(True))
                 if view is not None and view.leader_id == c.node_id:
                     return view
         return None

@@ -9,6 +9,11 @@ quorum_cluster's ControllerQuorum, Controller and Broker (same directories, conf
         cluster.assert_acknowledged("t", 0, acked_values, brokers=cluster.isr_of("t", 0))
         cluster.assert_all_acknowledged(acks)            # acks: an AckedRecords delivery callback
 
+``ReplicatedCluster(secure=True)``: SASL_SSL with SCRAM-SHA-512 on every listener, the
+controllers' and the inter-broker one included (quorum_cluster's ClusterSecurity); every view
+below connects with it, and ``client_config()`` gives a confluent-kafka client the bootstrap
+servers and the matching security properties (just the servers on a plaintext cluster).
+
 Nothing here assumes that replication works: every wait names what it waited for and fails with
 the last view and the processes' log tails.
 
@@ -58,15 +63,19 @@ from dataclasses import dataclass, field
 from engine.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from engine.reader import PartitionReader, parse_partition_dir
 from ext.batch import decode_records
+from protocol import messages as M
+from protocol.client import ClientSecurity, KafkaConnection
+from protocol.errors import Error
 from strom import cluster_status as status
 from strom import topics as topic_admin
-from tests.integration.cluster import NodeError, wait_ready
+from tests.integration.cluster import NodeError
 from tests.integration.quorum_cluster import (
     STOP_TIMEOUT_S,
     Broker,
     Controller,
     ControllerQuorum,
     QuorumView,
+    broker_metadata,
     on_loopback,
 )
 
@@ -171,23 +180,39 @@ class AckedRecords:
 
 
 def _metadata(port: int, timeout: float, host: str = "127.0.0.1") -> status.BrokerAnswer | None:
-    async def ask():
-        probe = status.NodeProbe(host, port, timeout)
-        try:
-            return await status.ask_broker(probe)
-        finally:
-            await probe.close()
+    return broker_metadata(host, port, timeout)
 
-    return asyncio.run(ask())
+
+def _create_topic(host: str, port: int, security: ClientSecurity | None, name: str, partitions: int,
+                  replication_factor: int, configs: dict[str, str]) -> None:
+    """CreateTopics v7 over a secured listener (strom topics speaks plaintext only)."""
+    R = M.CreateTopicsRequest
+    body = R(topics=[R.CreatableTopic(
+        name=name, num_partitions=partitions, replication_factor=replication_factor,
+        configs=[R.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])], timeout_ms=30000)
+
+    async def create():
+        conn = KafkaConnection(host, port, client_id="strom-topics", security=security)
+        try:
+            await conn.connect(WAIT_S)
+            return await conn.request(19, 7, body, timeout=WAIT_S)
+        finally:
+            await conn.close()
+
+    result = asyncio.run(create()).topics[0]
+    if result.error_code != Error.NONE:
+        raise RuntimeError(f"creating {name}: {Error(result.error_code).name} {result.error_message or ''}")
 
 
 class ReplicatedCluster:
     def __init__(self, controllers: int = 3, brokers: int = 3, broker_extra: dict[str, str] | None = None,
                  controller_extra: dict[str, str] | None = None, python: str = sys.executable,
-                 hosts: Callable[[int], tuple[str, list[str]]] = on_loopback) -> None:
-        """``hosts(node_id)``: the node's address and command prefix (quorum_cluster)."""
+                 hosts: Callable[[int], tuple[str, list[str]]] = on_loopback, secure: bool = False) -> None:
+        """``hosts(node_id)``: the node's address and command prefix (quorum_cluster); ``secure``:
+        SASL_SSL with SCRAM-SHA-512 on every listener (quorum_cluster's ClusterSecurity)."""
         self.quorum = ControllerQuorum(controllers, python,
-                                       {**REPLICATED_DEFAULTS, **(controller_extra or {})}, hosts)
+                                       {**REPLICATED_DEFAULTS, **(controller_extra or {})}, hosts, secure)
+        self.security = self.quorum.security
         extra = {**REPLICATED_DEFAULTS, "offsets.topic.replication.factor": str(min(3, brokers)),
                  **(broker_extra or {})}
         self.brokers: dict[int, Broker] = {}
@@ -203,10 +228,7 @@ class ReplicatedCluster:
         for b in self.brokers.values():
             Controller.start(b)  # spawn only: Broker.start would wait for each in turn
         for b in self.brokers.values():
-            try:
-                wait_ready(b.host, b.port, b.node_id, time.monotonic() + 60, alive=lambda b=b: b.running)
-            except NodeError as e:
-                raise NodeError(b.failure(str(e))) from None
+            b.wait_ready()
         self.wait_for_brokers(set(self.brokers))
         return self
 
@@ -303,9 +325,18 @@ class ReplicatedCluster:
     def bootstrap(self) -> str:
         return ",".join(self.brokers[i].bootstrap for i in self.live_brokers())
 
+    def client_config(self, bootstrap: str | None = None) -> dict[str, object]:
+        """A confluent-kafka client's bootstrap.servers (``bootstrap``, else every broker, live or
+        not) and, on a secure cluster, its security properties."""
+        servers = bootstrap or ",".join(b.bootstrap for b in self.brokers.values())
+        return {"bootstrap.servers": servers, **(self.security.client_config() if self.security else {})}
+
+    def client_security(self) -> ClientSecurity | None:
+        """What the project's client (protocol/client.py) connects with; None: plaintext."""
+        return self.quorum.client_security()
+
     def metadata(self, broker_id: int, timeout: float = PROBE_TIMEOUT_S) -> status.BrokerAnswer | None:
-        b = self.brokers[broker_id]
-        return _metadata(b.port, timeout, b.host)
+        return self.brokers[broker_id].metadata(timeout)
 
     def views(self, on: int | None = None) -> dict[int, status.BrokerAnswer | None]:
         ids = [on] if on is not None else self.live_brokers()
@@ -396,8 +427,12 @@ class ReplicatedCluster:
                      configs: dict[str, str] | None = None, timeout: float = WAIT_S) -> status.BrokerAnswer:
         """CreateTopics through a live broker; waits until every live broker has every partition
         of it with a leader."""
-        topic_admin.create(self.brokers[self.live_brokers()[0]].bootstrap, name, partitions,
-                           replication_factor, configs or {})
+        first = self.brokers[self.live_brokers()[0]]
+        if self.security is None:
+            topic_admin.create(first.bootstrap, name, partitions, replication_factor, configs or {})
+        else:
+            _create_topic(first.host, first.port, self.client_security(), name, partitions,
+                          replication_factor, configs or {})
 
         def check(views):
             for view in views.values():
