@@ -522,9 +522,13 @@ def test_a_broker_killed_with_the_active_controller_is_fenced_without_waiting_ou
     """The new active controller never saw the broker's connection close; it tries every
     broker's listener when it takes over, and a refusal fences the dead one after the short
     grace period. The session timeout here is a minute: a leader that moves within it
-    was moved by that, not by the session expiring."""
-    with ReplicatedCluster(controller_extra={"broker.session.timeout.ms": "60000"}) as c:
+    was moved by that, not by the session expiring. The cluster is secured as a production one
+    (SASL_SSL on every listener, the controllers' and the inter-broker one included), and an
+    idempotent acks=all producer writes through both kills and loses nothing acknowledged."""
+    with ReplicatedCluster(controller_extra={"broker.session.timeout.ms": "60000"}, secure=True) as c:
         c.create_topic("together", 3, 3, {"min.insync.replicas": "2"})
+        writer = Writer(c, "together", 3, rate_per_s=500, **c.client_config()).start()
+        time.sleep(1.0)
         active = c.quorum_leader().leader_id
         victim = c.leader_of("together", 0)
         led = led_by(c, "together", victim, 3)
@@ -538,6 +542,13 @@ def test_a_broker_killed_with_the_active_controller_is_fenced_without_waiting_ou
               f"its leaderships moved after {moved:.3f} s")
         survivors = set(BROKERS) - {victim}
         assert c.wait_for_metadata_agreement().unfenced >= survivors, "a live broker was fenced"
+        agreed = time.monotonic()
+        while writer.first_ack_after(range(3), agreed) is None:  # the writes go on after both kills
+            assert time.monotonic() < agreed + 60, "no partition took a write for 60 s after the kills"
+            time.sleep(0.05)
+        writer.stop()
+        c.assert_all_acknowledged(writer.acks)
+        assert writer.acks.count() > 0
 
 
 def rf2_topic_under_writer(cluster: ReplicatedCluster, topic: str) -> Writer:
