@@ -10,7 +10,8 @@ tests/security/certs.py, confluent-kafka producing then consuming the same workl
   best read's MB/s kept
 * handshakes: new connections per second, each connected, secured (TLS handshake; SaslHandshake
   and SCRAM's two SaslAuthenticate exchanges) and asked ApiVersions, by protocol.client's
-  KafkaConnection, in alternating passes over PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL
+  KafkaConnection, in alternating passes over PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL, and
+  the node's CPU milliseconds per connection (the client's PBKDF2 bounds the SASL rates here)
 
 A plaintext Fetch sends its records with sendfile (page cache to socket); over TLS they are read
 into memory and encrypted by OpenSSL in the broker's process (protocol/net.py), so consume is
@@ -182,13 +183,29 @@ async def _connect_seconds(port: int, security, count: int) -> float:
     return time.perf_counter() - start
 
 
+def _node_cpu_seconds(node) -> float:
+    """User + system CPU seconds of the node's processes so far."""
+    import psutil
+
+    root = psutil.Process(node.proc.pid)
+    return sum(sum(p.cpu_times()[:2]) for p in (root, *root.children(recursive=True)))
+
+
 def _handshakes(node, pki, count: int, passes: int) -> dict:
+    """Connections per second over each listener, and the node's CPU milliseconds per connection
+    (the client, on the same cores, pays SCRAM's PBKDF2: a few milliseconds a connection)."""
     seconds = dict.fromkeys(LISTENERS, 0.0)
+    cpu = dict.fromkeys(LISTENERS, 0.0)
     each = count // passes
     for _ in range(passes):
         for name in LISTENERS:
+            before = _node_cpu_seconds(node)
             seconds[name] += asyncio.run(_connect_seconds(node.ports[name], _security(pki, name), each))
-    out = {f"{name}_connections_s": each * passes / seconds[name] for name in LISTENERS}
+            cpu[name] += _node_cpu_seconds(node) - before
+    out: dict = {}
+    for name in LISTENERS:
+        out[f"{name}_connections_s"] = each * passes / seconds[name]
+        out[f"{name}_node_cpu_ms_per_connection"] = 1000 * cpu[name] / (each * passes)
     plain = out["plaintext_connections_s"]
     for name in LISTENERS[1:]:
         out[f"connections_{name}_over_plaintext"] = out[f"{name}_connections_s"] / plain
