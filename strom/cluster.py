@@ -56,6 +56,7 @@ from typing import TextIO
 from engine.checkpoint import new_uuid, read_properties, write_atomically
 from engine.errors import ConfigError
 from strom import cluster_status as status
+from strom.node import DIE_WITH_SUPERVISOR
 
 CLUSTER_FILE = "cluster.properties"
 DEFAULT_PORT = 9092
@@ -64,18 +65,6 @@ STOP_TIMEOUT_S = 30.0
 READY_WARN_S = 60.0
 HOST = "127.0.0.1"
 
-# Runs in each child before it execs the node: ask the kernel to SIGKILL it when the supervisor
-# dies (Linux PR_SET_PDEATHSIG survives execve); give up if the supervisor is already gone.
-_DIE_WITH_SUPERVISOR = (
-    "import ctypes, os, signal, sys\n"
-    "try:\n"
-    "    ctypes.CDLL(None).prctl(1, signal.SIGKILL)\n"
-    "except Exception:\n"
-    "    pass\n"
-    "if os.getppid() != int(sys.argv[1]):\n"
-    "    sys.exit(1)\n"
-    "os.execv(sys.argv[2], sys.argv[2:])\n"
-)
 
 
 # ---- the layout --------------------------------------------------------------------------------
@@ -369,7 +358,7 @@ class Supervisor:
             log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(cmd)}\n".encode())
             log.flush()
             proc = subprocess.Popen(
-                [self.python, "-c", _DIE_WITH_SUPERVISOR, str(os.getpid()), *cmd],
+                [self.python, "-c", DIE_WITH_SUPERVISOR, str(os.getpid()), *cmd],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                 start_new_session=True)
         child = Child(node, proc, status.NodeProbe(HOST, node.port))

@@ -130,6 +130,22 @@ def run_role(role: str, config: ServerConfig) -> int:
     return run(config, cluster_id)
 
 
+# Runs in each worker before it execs the node: ask the kernel to SIGKILL it when its supervisor
+# dies (Linux PR_SET_PDEATHSIG survives execve), so a supervisor killed with kill -9 leaves no
+# orphaned controller or broker holding its ports and log dirs; give up if the supervisor is
+# already gone. (strom run and start's combined node, and strom cluster up.)
+DIE_WITH_SUPERVISOR = (
+    "import ctypes, os, signal, sys\n"
+    "try:\n"
+    "    ctypes.CDLL(None).prctl(1, signal.SIGKILL)\n"
+    "except Exception:\n"
+    "    pass\n"
+    "if os.getppid() != int(sys.argv[1]):\n"
+    "    sys.exit(1)\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+)
+
+
 def supervise(config_path: str, config: ServerConfig) -> int:
     """Start each role as a worker process; return when they have all stopped."""
     cluster_id_of(config)  # fail early, in the supervisor, if unformatted
@@ -156,7 +172,8 @@ def supervise(config_path: str, config: ServerConfig) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     for role in roles:
-        children[role] = subprocess.Popen([sys.executable, "-m", "strom", role, "--config", config_path])
+        children[role] = subprocess.Popen([sys.executable, "-c", DIE_WITH_SUPERVISOR, str(os.getpid()),
+                                           sys.executable, "-m", "strom", role, "--config", config_path])
     failed = 0
     stop_started = None
     while children:

@@ -47,6 +47,7 @@ import time
 import weakref
 
 from strom.cluster import free_ports as kernel_free_ports
+from strom.node import DIE_WITH_SUPERVISOR
 
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 30.0  # the broker dumps its stacks to the log if stopping takes over 10 s
@@ -286,23 +287,13 @@ def wait_ready(host: str, port: int, node_id: int | None, deadline: float,
 
 # ---------------------------------------------------------------------------- the node
 
-# Runs in the child before it execs the real command: SIGKILL it if the test process
-# dies (Linux PR_SET_PDEATHSIG survives execve). Done in a `python -c` prologue rather
-# than a preexec_fn, which may deadlock when the test process has client threads.
-_DIE_WITH_PARENT = (
-    "import ctypes, os, signal, sys\n"
-    "try:\n"
-    "    ctypes.CDLL(None).prctl(1, signal.SIGKILL)\n"
-    "except Exception:\n"
-    "    pass\n"
-    "if os.getppid() != int(sys.argv[1]):\n"
-    "    sys.exit(1)\n"
-    "os.execvp(sys.argv[2], sys.argv[2:])\n"
-)
+# The child runs the product's own prologue before it execs the real command: SIGKILL it if the
+# test process dies (Linux PR_SET_PDEATHSIG survives execve). A `python -c` prologue rather than a
+# preexec_fn, which may deadlock when the test process has client threads.
 
 
 def _die_with_parent(cmd: list[str]) -> list[str]:
-    return [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *cmd]
+    return [sys.executable, "-c", DIE_WITH_SUPERVISOR, str(os.getpid()), *cmd]
 
 
 class StromNode:

@@ -14,9 +14,10 @@ import sys
 import threading
 import time
 
+import psutil
 import pytest
 
-from tests.integration.cluster import REPO_ROOT, _die_with_parent
+from tests.integration.cluster import REPO_ROOT, StromNode, _die_with_parent
 
 pytestmark = pytest.mark.timeout(120)
 UP_TIMEOUT_S = 60.0
@@ -206,3 +207,19 @@ def test_a_killed_broker_is_reported_and_a_broker_that_does_not_stop_is_killed(t
         assert stop_order(up.lines) == ["brokers", "controllers"]
         for pid in pids.values():
             assert not alive(pid)
+
+
+def test_a_combined_nodes_workers_die_with_its_supervisor_killed_with_kill9(tmp_path):
+    """kill -9 of `strom start`'s supervisor leaves no orphaned controller or broker holding the
+    node's ports and log dirs: the kernel kills each worker with it (PR_SET_PDEATHSIG)."""
+    node = StromNode(str(tmp_path / "node")).start()
+    try:
+        workers = psutil.Process(node.proc.pid).children(recursive=True)
+        assert len(workers) == 2, workers
+        os.kill(node.proc.pid, signal.SIGKILL)
+        deadline = time.monotonic() + EXIT_TIMEOUT_S
+        while any(alive(w.pid) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [w.pid for w in workers if alive(w.pid)], "workers outlived their supervisor"
+    finally:
+        node.close()
