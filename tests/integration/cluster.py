@@ -290,8 +290,6 @@ def wait_ready(host: str, port: int, node_id: int | None, deadline: float,
 # The child runs the product's own prologue before it execs the real command: SIGKILL it if the
 # test process dies (Linux PR_SET_PDEATHSIG survives execve). A `python -c` prologue rather than a
 # preexec_fn, which may deadlock when the test process has client threads.
-
-
 def _die_with_parent(cmd: list[str]) -> list[str]:
     return [sys.executable, "-c", DIE_WITH_SUPERVISOR, str(os.getpid()), *cmd]
 
