@@ -348,9 +348,11 @@ class Nemesis:
 
         up = [b for b in sorted(self.cluster.brokers) if b not in self.stopped and b not in self.paused]
         tp = TopicPartition(self.topic, partition)
+        security = self.cluster.security.kafka_python_config() if self.cluster.security else {}
         try:
             admin = KafkaAdminClient(bootstrap_servers=[self.cluster.brokers[b].bootstrap for b in up],
-                                     request_timeout_ms=REASSIGN_TIMEOUT_MS, bootstrap_timeout_ms=5000)
+                                     request_timeout_ms=REASSIGN_TIMEOUT_MS, bootstrap_timeout_ms=5000,
+                                     **security)
         except Exception as e:  # noqa: BLE001 -- any failure is the answer, reported in the detail
             return f"no admin client ({type(e).__name__})"
         try:

@@ -25,11 +25,11 @@ from tests.faults.report import write_report
 from tests.faults.trial import TrialResult, run_trial
 
 
-def _run_one(seed: int, kinds: list[str], length: float) -> TrialResult:
+def _run_one(seed: int, kinds: list[str], length: float, secure: bool = False) -> TrialResult:
     try:
-        return run_trial(seed, kinds, length)
+        return run_trial(seed, kinds, length, secure=secure)
     except Exception as e:  # a trial that cannot even run is a failed trial, not the end of the soak
-        result = TrialResult(seed, kinds, length)
+        result = TrialResult(seed, kinds, length, secure=secure)
         result.error = f"{type(e).__name__}: {e}"
         return result
 
@@ -55,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kinds", default=",".join(KINDS))
     parser.add_argument("--out", default="soak-report")
     parser.add_argument("--verbose", action="store_true", help="show the clients' own log lines")
+    parser.add_argument("--secure", action="store_true",
+                        help="SASL_SSL on every listener, the controllers' and the inter-broker one included")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("strom.faults.client").setLevel(logging.INFO if args.verbose else logging.CRITICAL)
@@ -65,11 +67,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     os.makedirs(os.path.join(args.out, "trials"), exist_ok=True)
     about = (f"Commit {_commit()}; seeds {args.seed} to {args.seed + args.trials - 1}, "
-             f"{args.length:g} s of faults each, kinds: {args.kinds.replace(',', ', ')}.")
+             f"{args.length:g} s of faults each, kinds: {args.kinds.replace(',', ', ')}"
+             f"{'; SASL_SSL on every listener' if args.secure else ''}.")
     results, failed = [], 0
     for i in range(args.trials):
         started = time.monotonic()
-        result = _run_one(args.seed + i, args.kinds.split(","), args.length)
+        result = _run_one(args.seed + i, args.kinds.split(","), args.length, args.secure)
         record = result.as_dict()
         if not result.ok:
             failed += 1

@@ -24,6 +24,9 @@ SHORT_TRIALS = [
     (6, ["partition", "isolate-leader", "isolate-controller", "bridge", "kill-leader"], 34.0),
     (3, ["one-way", "loss", "latency", "kill-controller", "disk-full", "kill-read-replica"], 36.0),
 ]
+# The second runs on a cluster with SASL_SSL on every listener, the controllers' and the
+# inter-broker one included.
+SECURE = {6}
 # In a trial with racks, the part of the bytes the brokers sent the consumers that came from the
 # read replica must be more than this. Reading from leaders only, a broker of three serves the
 # partitions it leads, about a third of them (and fewer once a kill has moved its leaderships).
@@ -35,9 +38,10 @@ def test_the_short_trials_cover_every_fault_kind():
     assert covered == set(KINDS)
 
 
-@pytest.mark.parametrize("seed,kinds,length", SHORT_TRIALS, ids=[f"seed{s}" for s, _, _ in SHORT_TRIALS])
+@pytest.mark.parametrize("seed,kinds,length", SHORT_TRIALS,
+                         ids=[f"seed{s}" + ("-sasl_ssl" if s in SECURE else "") for s, _, _ in SHORT_TRIALS])
 def test_a_fault_trial_loses_duplicates_and_reorders_nothing(seed, kinds, length):
-    result = run_trial(seed, kinds, length)
+    result = run_trial(seed, kinds, length, secure=seed in SECURE)
     assert result.acked > 1000, result.summary()
     assert result.ok, result.summary()
     if result.racks:  # the consumers read from the follower in their rack, as the leaders told them

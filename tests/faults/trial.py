@@ -4,6 +4,7 @@ checker's verdict on the history once the faults heal.
 
     python -m tests.faults.trial --seed 7 [--kinds kill,partition] [--length 40]   # a replay
     python -m tests.faults.trial --seed 7 --kinds kill-read-replica,loss --racks   # with racks
+    python -m tests.faults.trial --seed 6 --secure   # SASL_SSL on every listener
     STROM_KEEP_CLUSTER_DIR=1 python -m tests.faults.trial ...   # and keep every node's log and data
 
 The steps, each bounded in time:
@@ -15,7 +16,11 @@ The steps, each bounded in time:
    rack-aware replica selector (RACK_BROKER_CONFIG); its consumers set client.rack to the read
    replica's rack (a broker the seed picks), so they fetch from it the partitions it follows
    (KIP-392), and they run in a client namespace where the bytes each broker sends them are
-   counted (``read_bytes``; ``read_share``: the read replica's part).
+   counted (``read_bytes``; ``read_share``: the read replica's part). A secure trial
+   (``--secure``) has SASL_SSL on every listener, the controllers' and the inter-broker one
+   included (quorum_cluster's ClusterSecurity: SCRAM-SHA-512 on the brokers', PLAIN on the
+   controllers'), and every client of the trial connects with it; the namespaces' addresses are
+   not in the test certificate, so the certificate chain is checked but not the host name.
 2. The workload (tests/faults/workload.py) runs while the nemesis (tests/faults/nemesis.py)
    injects the schedule's faults one at a time and heals each.
 3. Everything heals; the cluster must serve again within RECOVERY_BOUND_S: every partition takes
@@ -96,6 +101,7 @@ class TrialResult:
     ok: bool = False
     error: str = ""
     transactional: bool = False
+    secure: bool = False  # SASL_SSL on every listener
     transactions: dict = field(default_factory=dict)  # a transactional trial's: outcome -> count
     phases: dict = field(default_factory=dict)  # a transactional trial's: seconds each step took
     history: list = field(default_factory=list, repr=False)  # what the checker saw, for a post-mortem
@@ -104,7 +110,8 @@ class TrialResult:
     def replay(self) -> str:
         return (f"python -m tests.faults.trial --seed {self.seed} --kinds {','.join(self.kinds)} "
                 f"--length {self.length_s:g}" + (" --racks" if self.racks else "")
-                + (" --transactional" if self.transactional else ""))
+                + (" --transactional" if self.transactional else "")
+                + (" --secure" if self.secure else ""))
 
     @property
     def read_share(self) -> float | None:
@@ -151,7 +158,7 @@ class TrialResult:
 def _wait_until_serving(cluster: ReplicatedCluster, topic: str, partitions: int, bound_s: float) -> float:
     """Seconds until every partition acknowledged an acks=all probe and the brokers agree."""
     start = time.monotonic()
-    producer = Producer({"bootstrap.servers": ",".join(b.bootstrap for b in cluster.brokers.values()),
+    producer = Producer({**cluster.client_config(),
                          "acks": "all", "enable.idempotence": True, **CLIENT_TIMEOUTS,
                          "message.timeout.ms": int(bound_s * 1000), "logger": log})
     pending = set(range(partitions))
@@ -168,8 +175,8 @@ def _wait_until_serving(cluster: ReplicatedCluster, topic: str, partitions: int,
     return round(time.monotonic() - start, 3)
 
 
-def _final_reads(bootstrap: str, topic: str, partitions: int) -> list:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-final",
+def _final_reads(client: dict, topic: str, partitions: int) -> list:
+    consumer = Consumer({**client, "group.id": f"{topic}-final",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest", "logger": log})
     reads = []
     try:
@@ -192,8 +199,8 @@ def _final_reads(bootstrap: str, topic: str, partitions: int) -> list:
     return reads
 
 
-def _committed(bootstrap: str, topic: str, partitions: int) -> list:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-g", "logger": log})
+def _committed(client: dict, topic: str, partitions: int) -> list:
+    consumer = Consumer({**client, "group.id": f"{topic}-g", "logger": log})
     try:
         tps = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
         return [C.Committed(f"{topic}-g", topic, tp.partition, tp.offset) for tp in tps if tp.offset >= 0]
@@ -210,8 +217,8 @@ def _producer_epochs(stored: list) -> list[tuple[int, int, int]]:
     return runs
 
 
-def _replicas(cluster: ReplicatedCluster, topic: str, partitions: int, bootstrap: str) -> list:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-hw", "logger": log})
+def _replicas(cluster: ReplicatedCluster, topic: str, partitions: int, client: dict) -> list:
+    consumer = Consumer({**client, "group.id": f"{topic}-hw", "logger": log})
     out = []
     try:
         for p in range(partitions):
@@ -257,18 +264,19 @@ def _give_racks(cluster: ReplicatedCluster) -> None:
 
 
 def run_trial(seed: int, kinds: list[str] | None = None, length_s: float = 30.0, producers: int = 2,
-              rate: float = 100.0, racks: bool | None = None) -> TrialResult:
-    """``racks``: None gives racks to a trial whose kinds need them (nemesis.RACK_KINDS)."""
+              rate: float = 100.0, racks: bool | None = None, secure: bool = False) -> TrialResult:
+    """``racks``: None gives racks to a trial whose kinds need them (nemesis.RACK_KINDS);
+    ``secure``: SASL_SSL on every listener."""
     kinds = list(kinds or KINDS)
     racks = bool(RACK_KINDS & set(kinds)) if racks is None else racks
-    result = TrialResult(seed, kinds, length_s, racks=racks)
+    result = TrialResult(seed, kinds, length_s, racks=racks, secure=secure)
     faults = schedule(seed, kinds, length_s)
     clients = [CONSUMERS] if racks else []
     with Network(range(1, 7), random.Random(seed), clients) as net, contextlib.ExitStack() as disks:
         hosts = lambda n: (net.address(n), net.prefix(n))  # noqa: E731
         cluster = ReplicatedCluster(hosts=hosts, broker_extra={**TRIAL_BROKER_CONFIG,
                                                                **(RACK_BROKER_CONFIG if racks else {})},
-                                    controller_extra=TRIAL_CONTROLLER_CONFIG)
+                                    controller_extra=TRIAL_CONTROLLER_CONFIG, secure=secure)
         if racks:
             _give_racks(cluster)
             result.read_replica = sorted(cluster.brokers)[seed % len(cluster.brokers)]
@@ -278,24 +286,24 @@ def run_trial(seed: int, kinds: list[str] | None = None, length_s: float = 30.0,
             for broker in cluster.brokers.values():
                 disks.enter_context(own_disk(broker.metadata_dir, BROKER_DISK_KIB))
         with cluster:
-            bootstrap = ",".join(b.bootstrap for b in cluster.brokers.values())
+            client = cluster.client_config()  # every broker, and the cluster's security
             cluster.create_topic(TOPIC, PARTITIONS, configs=TRIAL_TOPIC_CONFIG)
             nemesis = Nemesis(cluster, net, TOPIC, PARTITIONS, result.read_replica,
                               CONSUMERS if racks else None)
             rack = None if result.read_replica is None else f"rack-{result.read_replica}"
-            workload = Workload(bootstrap, TOPIC, PARTITIONS, producers, rate, rack=rack,
+            workload = Workload(client, TOPIC, PARTITIONS, producers, rate, rack=rack,
                                 enter=(lambda: net.enter(CONSUMERS)) if racks else None).start()
             _run_schedule(nemesis, workload, faults, length_s, cluster, result)
             result.unknown = workload.stop_producers()
             result.fatal = workload.fatal()
-            _catch_up(workload, bootstrap)
+            _catch_up(workload, client)
             workload.stop_consumers()
             if racks:
                 result.read_bytes = net.received(CONSUMERS)
             history = list(workload.history)
-            reads = _final_reads(bootstrap, TOPIC, PARTITIONS)
-            replicas = _replicas(cluster, TOPIC, PARTITIONS, bootstrap)
-            committed = _committed(bootstrap, TOPIC, PARTITIONS)
+            reads = _final_reads(client, TOPIC, PARTITIONS)
+            replicas = _replicas(cluster, TOPIC, PARTITIONS, client)
+            committed = _committed(client, TOPIC, PARTITIONS)
     checked = C.check(history, reads, replicas, committed, ignore={PROBE.decode()})
     result.sent = sum(1 for e in history if isinstance(e, C.Send))
     result.acked = sum(1 for e in history if isinstance(e, C.Ack))
@@ -343,8 +351,8 @@ def _sleep_until(workload: Workload, at: float) -> None:
         time.sleep(delay)
 
 
-def _catch_up(workload: Workload, bootstrap: str) -> None:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{TOPIC}-hw", "logger": log})
+def _catch_up(workload: Workload, client: dict) -> None:
+    consumer = Consumer({**client, "group.id": f"{TOPIC}-hw", "logger": log})
     try:
         ends = {p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1]
                 for p in range(PARTITIONS)}
@@ -368,19 +376,19 @@ TXN_BROKER_CONFIG = {"transaction.abort.timed.out.transaction.cleanup.interval.m
 STABLE_S = 40.0
 
 
-def _admin(bootstrap: str):
+def _admin(client: dict):
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({"bootstrap.servers": bootstrap, "logger": log})
+    return AdminClient({**client, "logger": log})
 
 
-def _stable(bootstrap: str, topic: str, partitions: int, bound_s: float) -> list:
+def _stable(client: dict, topic: str, partitions: int, bound_s: float) -> list:
     """ListOffsets latest at both isolation levels, again until they agree for every partition
     or ``bound_s`` passes: the last answer, as Stable events."""
     from confluent_kafka import IsolationLevel
     from confluent_kafka.admin import OffsetSpec
 
-    admin = _admin(bootstrap)
+    admin = _admin(client)
     deadline = time.monotonic() + bound_s
     found: dict[int, C.Stable] = {}
     while True:
@@ -403,10 +411,10 @@ def _stable(bootstrap: str, topic: str, partitions: int, bound_s: float) -> list
     return list(found.values())
 
 
-def _read_whole(bootstrap: str, topic: str, partitions: int, isolation: str, ends: dict[int, int]) -> list:
+def _read_whole(client: dict, topic: str, partitions: int, isolation: str, ends: dict[int, int]) -> list:
     """Every partition from its start up to ``ends[p]`` at one isolation level (the consumer's
     position passes control batches and aborted records, so it is what says the read is done)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-final-{isolation}",
+    consumer = Consumer({**client, "group.id": f"{topic}-final-{isolation}",
                          "enable.auto.commit": False, "isolation.level": isolation,
                          "enable.partition.eof": True, "logger": log})
     reads = []
@@ -428,21 +436,22 @@ def _read_whole(bootstrap: str, topic: str, partitions: int, isolation: str, end
     return reads
 
 
-def run_txn_trial(seed: int, kinds: list[str], length_s: float = 30.0, producers: int = 2) -> TrialResult:
+def run_txn_trial(seed: int, kinds: list[str], length_s: float = 30.0, producers: int = 2,
+                  secure: bool = False) -> TrialResult:
     """A trial of the transactional workload: ``kinds`` may hold kill-txn-coordinator."""
-    result = TrialResult(seed, list(kinds), length_s, transactional=True)
+    result = TrialResult(seed, list(kinds), length_s, transactional=True, secure=secure)
     faults = schedule(seed, list(kinds), length_s)
     t0 = time.monotonic()
     mark = lambda step: result.phases.__setitem__(step, round(time.monotonic() - t0, 1))  # noqa: E731
     with Network(range(1, 7), random.Random(seed)) as net:
         hosts = lambda n: (net.address(n), net.prefix(n))  # noqa: E731
         cluster = ReplicatedCluster(hosts=hosts, broker_extra={**TRIAL_BROKER_CONFIG, **TXN_BROKER_CONFIG},
-                                    controller_extra=TRIAL_CONTROLLER_CONFIG)
+                                    controller_extra=TRIAL_CONTROLLER_CONFIG, secure=secure)
         with cluster:
-            bootstrap = ",".join(b.bootstrap for b in cluster.brokers.values())
+            client = cluster.client_config()  # every broker, and the cluster's security
             cluster.create_topic(TOPIC, PARTITIONS, configs=TRIAL_TOPIC_CONFIG)
             nemesis = Nemesis(cluster, net, TOPIC, PARTITIONS)
-            workload = TxnWorkload(bootstrap, TOPIC, PARTITIONS, seed, producers)
+            workload = TxnWorkload(client, TOPIC, PARTITIONS, seed, producers)
             nemesis.transactional_ids = workload.transactional_ids
             mark("cluster up")
             workload.start()
@@ -451,16 +460,16 @@ def run_txn_trial(seed: int, kinds: list[str], length_s: float = 30.0, producers
             workload.stop_producers()
             result.fatal = workload.fatal()
             mark("producers stopped")
-            stable = _stable(bootstrap, TOPIC, PARTITIONS, STABLE_S)
+            stable = _stable(client, TOPIC, PARTITIONS, STABLE_S)
             ends = {s.partition: s.high_watermark for s in stable}
             mark("stable")
             _catch_up_to(workload, {s.partition: s.last_stable for s in stable})
             workload.stop_consumers()
             mark("consumers caught up")
             history = list(workload.history)
-            reads = [*_read_whole(bootstrap, TOPIC, PARTITIONS, "read_committed",
+            reads = [*_read_whole(client, TOPIC, PARTITIONS, "read_committed",
                                   {s.partition: s.last_stable for s in stable}),
-                     *_read_whole(bootstrap, TOPIC, PARTITIONS, "read_uncommitted", ends)]
+                     *_read_whole(client, TOPIC, PARTITIONS, "read_uncommitted", ends)]
             mark("read")
         mark("cluster down")
     checked = C.check_transactions(history, reads, stable, ignore={PROBE.decode()})
@@ -496,6 +505,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="a rack a broker and consumers in one of them (implied by kill-read-replica)")
     parser.add_argument("--transactional", action="store_true",
                         help="the transactional workload and checker (kinds may add kill-txn-coordinator)")
+    parser.add_argument("--secure", action="store_true",
+                        help="SASL_SSL on every listener, the controllers' and the inter-broker one included")
     parser.add_argument("--json", help="write the result here")
     parser.add_argument("--verbose", action="store_true", help="show the clients' own log lines")
     args = parser.parse_args(argv)
@@ -503,9 +514,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("strom.faults.client").setLevel(logging.INFO if args.verbose else logging.CRITICAL)
     exit_on_sigterm()
     if args.transactional:
-        result = run_txn_trial(args.seed, args.kinds.split(","), args.length)
+        result = run_txn_trial(args.seed, args.kinds.split(","), args.length, secure=args.secure)
     else:
-        result = run_trial(args.seed, args.kinds.split(","), args.length, racks=args.racks or None)
+        result = run_trial(args.seed, args.kinds.split(","), args.length, racks=args.racks or None,
+                           secure=args.secure)
     print(result.summary())
     if args.json:
         with open(args.json, "w") as f:

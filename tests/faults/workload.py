@@ -59,14 +59,14 @@ def _client_log(actor: str) -> Callable:
 
 
 class ProducerActor:
-    def __init__(self, name: str, bootstrap: str, topic: str, partitions: int, rate: float,
+    def __init__(self, name: str, client: dict, topic: str, partitions: int, rate: float,
                  history: list, clock: Callable[[], float]) -> None:
         self.name, self.topic, self.partitions, self.rate = name, topic, partitions, rate
         self.history, self.clock = history, clock
         self.sent = 0
         self.fatal: list[str] = []  # fatal errors of the idempotent producer (each replaced it)
         self.config = {
-            "bootstrap.servers": bootstrap, "client.id": name, "acks": "all",
+            **client, "client.id": name, "acks": "all",
             "enable.idempotence": True, "linger.ms": 5, **CLIENT_TIMEOUTS,
             "error_cb": _client_log(name), "logger": log,
         }
@@ -127,14 +127,14 @@ class ProducerActor:
 
 
 class ConsumerActor:
-    def __init__(self, name: str, bootstrap: str, topic: str, partitions: int, history: list,
+    def __init__(self, name: str, client: dict, topic: str, partitions: int, history: list,
                  clock: Callable[[], float], group: str | None, rack: str | None = None,
                  enter: Callable[[], None] | None = None) -> None:
         self.name, self.topic, self.partitions = name, topic, partitions
         self.history, self.clock = history, clock
         self.session = 0
         self.polled = 0
-        config = {"bootstrap.servers": bootstrap, "client.id": name, "auto.offset.reset": "earliest",
+        config = {**client, "client.id": name, "auto.offset.reset": "earliest",
                   "enable.partition.eof": False,
                   **{k: v for k, v in CLIENT_TIMEOUTS.items() if k in CONSUMER_TIMEOUTS},
                   "error_cb": _client_log(name), "logger": log}
@@ -200,22 +200,24 @@ class ConsumerActor:
 
 
 class Workload:
-    """``producers`` paced producers and the two consumers, started together. ``rack``: the
+    """``producers`` paced producers and the two consumers, started together. ``client``: the
+    properties every client connects with (bootstrap.servers, and a secure cluster's security
+    properties: ReplicatedCluster.client_config). ``rack``: the
     consumers' client.rack (KIP-392: they fetch from a replica in that rack where the leader
     says so); ``enter``: what each consumer's thread calls before it makes its client (a move
     into a client network namespace, whose traffic the trial counts)."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, producers: int = 2,
+    def __init__(self, client: dict, topic: str, partitions: int, producers: int = 2,
                  rate: float = 100.0, rack: str | None = None,
                  enter: Callable[[], None] | None = None) -> None:
         self.history: list = []
         self.t0 = time.monotonic()
         clock = self.clock
-        self.producers = [ProducerActor(f"p{i}", bootstrap, topic, partitions, rate, self.history, clock)
+        self.producers = [ProducerActor(f"p{i}", client, topic, partitions, rate, self.history, clock)
                           for i in range(producers)]
-        self.consumers = [ConsumerActor("group", bootstrap, topic, partitions, self.history, clock,
+        self.consumers = [ConsumerActor("group", client, topic, partitions, self.history, clock,
                                         group=f"{topic}-g", rack=rack, enter=enter),
-                          ConsumerActor("assign", bootstrap, topic, partitions, self.history, clock,
+                          ConsumerActor("assign", client, topic, partitions, self.history, clock,
                                         group=None, rack=rack, enter=enter)]
         self.unknown = 0
 
@@ -280,7 +282,7 @@ TXN_PAUSE_S = 0.02
 
 
 class TxnProducerActor:
-    def __init__(self, name: str, bootstrap: str, topic: str, partitions: int, seed: int,
+    def __init__(self, name: str, client: dict, topic: str, partitions: int, seed: int,
                  history: list, clock: Callable[[], float]) -> None:
         import random
 
@@ -292,7 +294,7 @@ class TxnProducerActor:
         self.fatal: list[str] = []
         self.current: tuple[int, str, list[tuple[int, str]], float] | None = None
         self.config = {
-            "bootstrap.servers": bootstrap, "client.id": name, "transactional.id": name,
+            **client, "client.id": name, "transactional.id": name,
             "transaction.timeout.ms": 10000, "linger.ms": 5, **CLIENT_TIMEOUTS,
             "message.timeout.ms": 10000, "error_cb": _client_log(name), "logger": log,
         }
@@ -429,15 +431,16 @@ class _Stopped(Exception):
 
 
 class TxnWorkload:
-    """``producers`` transactional producers and ``consumers`` read_committed consumers."""
+    """``producers`` transactional producers and ``consumers`` read_committed consumers;
+    ``client`` as Workload's."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, seed: int, producers: int = 2,
+    def __init__(self, client: dict, topic: str, partitions: int, seed: int, producers: int = 2,
                  consumers: int = 2) -> None:
         self.history: list = []
         self.t0 = time.monotonic()
-        self.producers = [TxnProducerActor(f"t{i}", bootstrap, topic, partitions, seed * 1000 + i,
+        self.producers = [TxnProducerActor(f"t{i}", client, topic, partitions, seed * 1000 + i,
                                            self.history, self.clock) for i in range(producers)]
-        self.consumers = [ConsumerActor(f"rc{i}", bootstrap, topic, partitions, self.history, self.clock,
+        self.consumers = [ConsumerActor(f"rc{i}", client, topic, partitions, self.history, self.clock,
                                         group=None) for i in range(consumers)]
         for c in self.consumers:
             c.config["isolation.level"] = "read_committed"
