@@ -8,6 +8,8 @@ tests/security/certs.py, confluent-kafka producing then consuming the same workl
   records/s kept
 * consume: each topic read from offset 0 by an assigned consumer, three times, alternating, the
   best read's MB/s kept
+* the node's CPU milliseconds per MB produced and per MB consumed over each listener (all
+  passes): what TLS costs the broker even where the client is what bounds the rate
 * handshakes: new connections per second, each connected, secured (TLS handshake; SaslHandshake
   and SCRAM's two SaslAuthenticate exchanges) and asked ApiVersions, by protocol.client's
   KafkaConnection, in alternating passes over PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL, and
@@ -134,14 +136,23 @@ def _round(node, pki, records: int, passes: int) -> dict:
     ``passes`` times, alternating (the page cache warm for all), keeping each one's best."""
     out: dict = {}
     topics = {name: f"bench-security-{next(_topics)}" for name in THROUGHPUT_LISTENERS}
+    each = records // passes
+    cpu: dict = {}
     for _ in range(passes):
         for name in THROUGHPUT_LISTENERS:
-            msg_s = _produce(_conf(node, pki, name), topics[name], records // passes)
+            before = _node_cpu_seconds(node)
+            msg_s = _produce(_conf(node, pki, name), topics[name], each)
+            cpu[("produce", name)] = cpu.get(("produce", name), 0.0) + _node_cpu_seconds(node) - before
             out[f"{name}_produce_msg_s"] = max(out.get(f"{name}_produce_msg_s", 0.0), msg_s)
     for _ in range(passes):
         for name in THROUGHPUT_LISTENERS:
-            mb_s = _consume(_conf(node, pki, name), topics[name], records // passes * passes)
+            before = _node_cpu_seconds(node)
+            mb_s = _consume(_conf(node, pki, name), topics[name], each * passes)
+            cpu[("consume", name)] = cpu.get(("consume", name), 0.0) + _node_cpu_seconds(node) - before
             out[f"{name}_consume_mb_s"] = max(out.get(f"{name}_consume_mb_s", 0.0), mb_s)
+    mb = each * passes * RECORD_BYTES / 1e6  # what each listener's produces, and each of its reads, carried
+    for (what, name), seconds in cpu.items():
+        out[f"{name}_{what}_node_cpu_ms_per_mb"] = 1000 * seconds / (mb * passes if what == "consume" else mb)
     for name in THROUGHPUT_LISTENERS[1:]:
         out[f"produce_{name}_over_plaintext"] = out[f"{name}_produce_msg_s"] / out["plaintext_produce_msg_s"]
         out[f"consume_{name}_over_plaintext"] = out[f"{name}_consume_mb_s"] / out["plaintext_consume_mb_s"]
