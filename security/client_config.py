@@ -9,6 +9,10 @@ secured listener.
   mutual TLS), with ``ssl.endpoint.identification.algorithm`` https by default, as Kafka's
   clients.
 
+``librdkafka_config`` turns the same Java client properties into librdkafka's (confluent-kafka),
+which refuses JAAS configs and Java's store properties: the Spark sink takes Spark's Kafka sink
+options, written for Java's producer, and produces through librdkafka.
+
 Other properties are ignored, as Kafka's clients ignore what they do not know (a controller's
 properties file may serve both as kafka-metadata-quorum's --command-config and as the new
 controller's configuration). A bad or missing value raises CommandConfigError naming the
@@ -39,6 +43,7 @@ class CommandConfigError(ValueError):
     def __init__(self, name: str, message: str):
         super().__init__(f"--command-config: {name}: {message}")
         self.name = name
+        self.message = message
 
 
 class _ClientProperties:
@@ -85,3 +90,54 @@ def client_security(props: Mapping[str, str]) -> ClientSecurity | None:
             raise CommandConfigError("sasl.jaas.config", "needs the username and password options")
         authenticate = authenticator(mechanism, username, password)
     return ClientSecurity(ssl_context=context, authenticate=authenticate)
+
+
+# Java client properties -> librdkafka's, for what librdkafka names otherwise (PEM stores only).
+_LIBRDKAFKA_NAMES = {
+    "ssl.truststore.location": "ssl.ca.location",
+    "ssl.truststore.certificates": "ssl.ca.pem",
+    "ssl.keystore.certificate.chain": "ssl.certificate.pem",
+    "ssl.keystore.key": "ssl.key.pem",
+}
+
+
+def librdkafka_config(props: Mapping[str, str]) -> dict[str, str]:
+    """``props`` (Java client properties) as librdkafka takes them: ``sasl.jaas.config``'s
+    username and password as ``sasl.username`` / ``sasl.password``, a PEM trust store as
+    ``ssl.ca.location`` (or ``ssl.ca.pem``), a PEM key store file as ``ssl.certificate.location``
+    and ``ssl.key.location`` (one file holds both), inline PEM as ``ssl.certificate.pem`` /
+    ``ssl.key.pem``, an empty ``ssl.endpoint.identification.algorithm`` as ``none``; the store
+    types go (PEM, or CommandConfigError naming the property). Anything else is passed as it is."""
+    out = dict(props)
+    for store in ("ssl.truststore.type", "ssl.keystore.type"):
+        kind = out.pop(store, None)
+        if kind is not None and kind.upper() != "PEM":
+            raise CommandConfigError(store, f"only PEM stores can be read, got {kind}")
+    for name in ("ssl.truststore.password", "ssl.keystore.password"):
+        if out.pop(name, None) is not None:
+            raise CommandConfigError(name, "a PEM store has no password (ssl.key.password is the key's)")
+    text = out.pop("sasl.jaas.config", None)
+    if text is not None:
+        mechanism = out.get("sasl.mechanism", CLIENT_DEFAULTS["sasl.mechanism"])
+        if mechanism not in CLIENT_MECHANISMS:
+            raise CommandConfigError("sasl.mechanism", f"expected one of {', '.join(CLIENT_MECHANISMS)} "
+                                     f"with sasl.jaas.config, got {mechanism}")
+        try:
+            entry = login_entry(text, LOGIN_MODULES[mechanism])
+        except JaasConfigError as e:
+            raise CommandConfigError("sasl.jaas.config", str(e)) from None
+        username, password = entry.options.get("username"), entry.options.get("password")
+        if not username or password is None:
+            raise CommandConfigError("sasl.jaas.config", "needs the username and password options")
+        out.setdefault("sasl.username", username)
+        out.setdefault("sasl.password", password)
+    keystore = out.pop("ssl.keystore.location", None)
+    if keystore is not None:
+        out.setdefault("ssl.certificate.location", keystore)
+        out.setdefault("ssl.key.location", keystore)
+    for java, librdkafka in _LIBRDKAFKA_NAMES.items():
+        if java in out:
+            out.setdefault(librdkafka, out.pop(java))
+    if out.get("ssl.endpoint.identification.algorithm") == "":
+        out["ssl.endpoint.identification.algorithm"] = "none"
+    return out

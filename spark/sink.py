@@ -65,13 +65,25 @@ class SinkOptions:
     producer: dict[str, str] = field(default_factory=dict)
 
     def producer_config(self, transactional_id: str) -> dict:
-        return {**DEFAULT_PRODUCER, **self.producer, "bootstrap.servers": self.bootstrap_servers,
+        return {**DEFAULT_PRODUCER, **_librdkafka(self.producer), "bootstrap.servers": self.bootstrap_servers,
                 "transactional.id": transactional_id}
 
     def consumer_config(self, group: str) -> dict:
-        passed = {k: v for k, v in self.producer.items() if k.startswith(("security.", "sasl.", "ssl."))}
+        passed = {k: v for k, v in _librdkafka(self.producer).items()
+                  if k.startswith(("security.", "sasl.", "ssl."))}
         return {**passed, "bootstrap.servers": self.bootstrap_servers, "group.id": group,
                 "isolation.level": "read_committed", "enable.auto.commit": False}
+
+
+def _librdkafka(producer: dict[str, str]) -> dict[str, str]:
+    """The producer's options as librdkafka takes them: a Spark user writes Java's
+    (``kafka.sasl.jaas.config``, PEM ``kafka.ssl.truststore.location``...), which librdkafka refuses."""
+    from security.client_config import CommandConfigError, librdkafka_config
+
+    try:
+        return librdkafka_config(producer)
+    except CommandConfigError as e:
+        raise StromSparkError(f"Kafka option 'kafka.{e.name}': {e.message}") from None
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
@@ -95,6 +107,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     if unknown:
         raise StromSparkError(f"unknown sink option(s) {', '.join(unknown)}; the sink takes "
                               f"kafka.bootstrap.servers, topic and kafka.<producer config>")
+    _librdkafka(producer)  # a bad security option fails here, at load, naming it
     topic = opts.get("topic")
     if topic is not None and not topic.strip():
         raise StromSparkError("option 'topic' is empty")

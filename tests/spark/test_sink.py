@@ -45,6 +45,37 @@ def test_kafka_options_go_to_the_producer_without_their_prefix():
         .producer_config("t")["partitioner"] == "random"
 
 
+def test_javas_security_options_reach_librdkafka_in_its_own_terms():
+    """Spark's Kafka sink options are Java's producer's; librdkafka refuses a JAAS config and
+    Java's store properties, so they are translated (PEM stores only)."""
+    o = parse_sink_options({
+        "kafka.bootstrap.servers": "h", "kafka.security.protocol": "SASL_SSL",
+        "kafka.sasl.mechanism": "SCRAM-SHA-512",
+        "kafka.sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                                  'username="alice" password="alice-secret";',
+        "kafka.ssl.truststore.type": "PEM", "kafka.ssl.truststore.location": "/pki/ca.pem",
+        "kafka.ssl.keystore.type": "PEM", "kafka.ssl.keystore.location": "/pki/alice.pem",
+        "kafka.ssl.key.password": "k", "kafka.ssl.endpoint.identification.algorithm": ""})
+    for conf in (o.producer_config("tid"), o.consumer_config("g")):
+        assert conf["security.protocol"] == "SASL_SSL" and conf["sasl.mechanism"] == "SCRAM-SHA-512"
+        assert (conf["sasl.username"], conf["sasl.password"]) == ("alice", "alice-secret")
+        assert conf["ssl.ca.location"] == "/pki/ca.pem"
+        assert conf["ssl.certificate.location"] == conf["ssl.key.location"] == "/pki/alice.pem"
+        assert conf["ssl.key.password"] == "k" and conf["ssl.endpoint.identification.algorithm"] == "none"
+        assert not {k for k in conf if k.startswith(("ssl.truststore", "ssl.keystore", "sasl.jaas"))}
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"kafka.ssl.truststore.type": "JKS", "kafka.ssl.truststore.location": "/x.jks"},
+     "'kafka.ssl.truststore.type': only PEM"),
+    ({"kafka.sasl.mechanism": "PLAIN", "kafka.sasl.jaas.config": "nonsense"}, "'kafka.sasl.jaas.config'"),
+    ({"kafka.sasl.mechanism": "GSSAPI", "kafka.sasl.jaas.config": "x required;"}, "'kafka.sasl.mechanism'"),
+])
+def test_a_bad_security_option_fails_at_load_naming_it(options, message):
+    with pytest.raises(StromSparkError, match=message):
+        parse_sink_options({"kafka.bootstrap.servers": "h", **options})
+
+
 @pytest.mark.parametrize("options, message", [
     ({"topic": "t"}, "kafka.bootstrap.servers' must be specified"),
     ({"kafka.bootstrap.servers": "h", "kafka.key.serializer": "x"}, "'key.serializer' is not supported"),

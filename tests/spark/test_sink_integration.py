@@ -192,7 +192,8 @@ def test_df_write_over_sasl_needs_write_on_the_topic_and_the_transactional_ids(s
     def write():
         (df.coalesce(1).write.format("strom").option("kafka.bootstrap.servers", node.sasl_bootstrap)
          .option("kafka.security.protocol", "SASL_PLAINTEXT").option("kafka.sasl.mechanism", "PLAIN")
-         .option("kafka.sasl.username", "alice").option("kafka.sasl.password", "alice-secret")
+         .option("kafka.sasl.jaas.config",  # as Spark's Kafka sink takes it: Java's JAAS config
+                 f'{PLAIN_LOGIN} required username="alice" password="alice-secret";')
          .option("topic", out).mode("append").save())
 
     with pytest.raises(Exception, match="TOPIC_AUTHORIZATION_FAILED|Topic authorization failed"):
