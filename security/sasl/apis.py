@@ -150,7 +150,7 @@ class SaslApis:
             return R(error_code=Error.ILLEGAL_SASL_STATE, mechanisms=[])
         if mechanism not in sasl.mechanisms:
             log.info("Failed authentication with %s (Unsupported SASL mechanism %s)",
-                     session.client_address, mechanism)
+                     session.client_address, _loggable(mechanism))
             await self._fail_later()
             return R(error_code=Error.UNSUPPORTED_SASL_MECHANISM, mechanisms=list(sasl.mechanisms))
         capable = exchange is not None and exchange.reauth_capable
@@ -257,11 +257,17 @@ class SaslApis:
 
     async def _failed(self, session: Session, exchange: _Exchange, message: str, detail: str) -> _Failure:
         exchange.done = True
-        log.info("Failed %s with %s (%s: %s)",
+        log.info("Failed %s with %s (%s)",
                  "re-authentication" if exchange.reauthenticating else "authentication",
-                 session.client_address, message, detail)
+                 session.client_address, _loggable(message if detail == message else f"{message}: {detail}"))
         await self._fail_later()
         return _Failure(message)
+
+
+def _loggable(text: str) -> str:
+    """What a client sent, fit for one log line: control characters escaped, so that a
+    mechanism or token with a newline cannot forge lines in the node's log."""
+    return text.encode("unicode_escape").decode("ascii")
 
 
 class NodeConfig(Protocol):

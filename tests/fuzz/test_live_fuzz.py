@@ -24,6 +24,7 @@ def check(report) -> None:
     assert report.crashes == 0, text
     assert report.hangs == 0, text
     assert report.tracebacks == 0 and report.errors == 0, text
+    assert report.stray_lines == 0, text  # no line a client could forge (a newline in what it sent)
     for healthy in (report.healthy, report.healthy_sasl):  # PLAINTEXT, and SASL_SSL with PLAIN
         assert healthy.acked > 0 and healthy.failed == 0, text
         assert healthy.read == healthy.acked, text
