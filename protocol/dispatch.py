@@ -179,7 +179,7 @@ class Dispatcher:
             return None
         api = self.apis.get(header.api_key)
         if api is None:
-            log.info("unknown or unserved API key %d from %s", header.api_key, header.client_id)
+            log.info("unknown or unserved API key %d from %r", header.api_key, header.client_id)
             return None
         version = header.api_version
         if not api.min_version <= version <= api.max_version:
@@ -191,7 +191,7 @@ class Dispatcher:
         try:
             request = decode_request(header.api_key, version, r)
         except ProtocolError as e:
-            log.info("malformed %s v%d request from %s: %s",
+            log.info("malformed %s v%d request from %r: %s",
                      messages.API_NAMES[header.api_key], version, header.client_id, e)
             return None
         except Exception:  # a decoder bug (tests/fuzz holds them to ProtocolError): still one close
@@ -276,7 +276,7 @@ def _encode(header: RequestHeader, response: Any) -> list | None:
     try:
         return encode_response(header.api_key, header.api_version, header.correlation_id, response)
     except Exception as e:  # ValueError, struct.error, OverflowError, TypeError: all one line
-        log.warning("cannot encode the %s v%d response to %s, closing the connection: %s: %s",
+        log.warning("cannot encode the %s v%d response to %r, closing the connection: %s: %s",
                     messages.API_NAMES[header.api_key], header.api_version, header.client_id,
                     type(e).__name__, e)
         return None
