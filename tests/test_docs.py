@@ -182,9 +182,35 @@ def test_relative_links_resolve(page):
 
 
 def test_the_docs_are_all_there():
-    for name in ("architecture", "operations", "replication", "spark", "testing", "benchmarks"):
+    for name in ("architecture", "operations", "replication", "security", "spark", "testing", "benchmarks"):
         assert os.path.isfile(os.path.join(DOCS, f"{name}.md")), name
         assert f"docs/{name}.md" in read(README), f"README.md does not link docs/{name}.md"
+
+
+def section_test_names(text: str, heading: str) -> set[str]:
+    """The test functions (`test_...` in code spans) a README section names."""
+    start = text.find(heading + "\n")
+    if start < 0:
+        return set()
+    end = text.find("\n## ", start + len(heading))
+    section = text[start:end if end >= 0 else len(text)]
+    return {span for span in SPAN.findall(section) if re.fullmatch(r"test_\w+", span)}
+
+
+def defined_tests() -> set[str]:
+    names = set()
+    for directory, _dirs, files in os.walk(os.path.join(ROOT, "tests")):
+        for name in files:
+            if name.startswith("test_") and name.endswith(".py"):
+                names.update(re.findall(r"^def (test_\w+)", read(os.path.join(directory, name)), re.M))
+    return names
+
+
+def test_every_test_the_authorization_table_names_exists():
+    """The README's per-API table names a test for each row: each must be a test of the suite."""
+    named = section_test_names(read(README), "## Authorization")
+    assert len(named) > 30, named
+    assert sorted(named - defined_tests()) == []
 
 
 # The checks themselves: each finds what it is there to find.
