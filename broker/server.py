@@ -221,6 +221,10 @@ class Broker:
     # ---- lifecycle -------------------------------------------------------------------
 
     async def start(self) -> None:
+        # The SASL listeners first, as Kafka builds its listeners before it registers: an
+        # OAUTHBEARER listener whose JWKS cannot be read stops the broker before anything else.
+        sasl_apis = node_sasl_apis(self.config, [lsn.name for lsn in self.config.broker_listeners()],
+                                   image_scram_lookup(lambda: self.image))
         self.logs.open()
         self.follower.previous_broker_epoch = self.logs.previous_broker_epoch()
         await self.follower.start(self.config["initial.broker.registration.timeout.ms"] / 1000,
@@ -252,8 +256,7 @@ class Broker:
         apis += TransactionApis(self.transactions, lambda: self.image, self.replicas, self.groups,
                                 authorizer).apis()
         apis += SecurityApis(lambda: self.image, self.follower, self.authorizer).apis()
-        apis += node_sasl_apis(config, [lsn.name for lsn in config.broker_listeners()],
-                               image_scram_lookup(lambda: self.image))
+        apis += sasl_apis
         apis += QuotaApis(lambda: self.image, self.follower, self.authorizer).apis()
         # Client quotas (KIP-13, KIP-124) around every handler: throttle_time_ms, and KIP-219's mute.
         self.quotas = BrokerQuotas.from_config(config, lambda: self.image)
