@@ -74,11 +74,12 @@ bench-e2e: setup
 	$(PIP) install -e '.[test,bench]'
 	$(PYTHON) -m bench.e2e $(if $(QUICK),--quick)
 
-# 100 fault trials (tests/faults) and their report: TRIALS=n, LENGTH=seconds, SEED=first seed.
+# 100 fault trials (tests/faults) and their report: TRIALS=n, LENGTH=seconds, SEED=first seed,
+# SECURE=1 for SASL_SSL on every listener.
 soak: setup
 	$(PIP) install -e '.[test,bench]'
 	$(PYTHON) -m tests.faults.soak --trials $(or $(TRIALS),100) --length $(or $(LENGTH),60) \
-		--seed $(or $(SEED),1000) --out $(or $(OUT),soak-report)
+		--seed $(or $(SEED),1000) --out $(or $(OUT),soak-report) $(if $(SECURE),--secure)
 
 # mypy over the pure cores (which: [tool.mypy] in pyproject.toml), the stub of the message
 # classes checked against the schemas first (python -m protocol.stubgen rewrites it).

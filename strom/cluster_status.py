@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from protocol import messages as M
-from protocol.client import KafkaConnection
+from protocol.client import ClientSecurity, KafkaConnection
 from protocol.errors import Error
 from protocol.types import ProtocolError
 
@@ -182,8 +182,10 @@ def pick_version(served: dict[int, tuple[int, int]], api_key: int, lo: int, hi: 
 class NodeProbe:
     """One connection to one process, made on first use and after any failure."""
 
-    def __init__(self, host: str, port: int, timeout: float = PROBE_TIMEOUT_S) -> None:
+    def __init__(self, host: str, port: int, timeout: float = PROBE_TIMEOUT_S,
+                 security: ClientSecurity | None = None) -> None:
         self.host, self.port, self.timeout = host, port, timeout
+        self.security = security  # a secured listener's TLS and SASL (protocol/client.py)
         self._conn: KafkaConnection | None = None
         self.served: dict[int, tuple[int, int]] = {}
 
@@ -191,7 +193,7 @@ class NodeProbe:
         if self._conn is not None and self._conn.connected:
             return self._conn
         await self.close()
-        conn = KafkaConnection(self.host, self.port, client_id="strom-cluster")
+        conn = KafkaConnection(self.host, self.port, client_id="strom-cluster", security=self.security)
         await conn.connect(self.timeout)
         self._conn = conn
         answer = await conn.request(API_VERSIONS, 0, M.ApiVersionsRequest(), self.timeout)

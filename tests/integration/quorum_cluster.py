@@ -138,33 +138,12 @@ class ClusterSecurity:
                               authenticate=authenticator(mechanism, self.user, self.password))
 
 
-class SecureProbe(status.NodeProbe):
-    """strom.cluster_status's probe over a secured listener."""
-
-    def __init__(self, host: str, port: int, timeout: float, security: ClientSecurity | None) -> None:
-        super().__init__(host, port, timeout)
-        self.security = security
-
-    async def _connection(self) -> KafkaConnection:
-        if self._conn is not None and self._conn.connected:
-            return self._conn
-        await self.close()
-        conn = KafkaConnection(self.host, self.port, client_id="strom-cluster", security=self.security)
-        await conn.connect(self.timeout)
-        self._conn = conn
-        answer = await conn.request(status.API_VERSIONS, 0, M.ApiVersionsRequest(), self.timeout)
-        if answer.error_code != 0:
-            raise status.ProbeFailed(f"ApiVersions: error {answer.error_code}")
-        self.served = {a.api_key: (a.min_version, a.max_version) for a in answer.api_keys}
-        return conn
-
-
 def broker_metadata(host: str, port: int, timeout: float,
                     security: ClientSecurity | None = None) -> status.BrokerAnswer | None:
     """One broker's Metadata answer (every topic) as strom.cluster_status parses it; None if it
     does not answer."""
     async def ask():
-        probe = SecureProbe(host, port, timeout, security)
+        probe = status.NodeProbe(host, port, timeout, security)
         try:
             return await status.ask_broker(probe)
         finally:

@@ -49,7 +49,6 @@ the leader appended them.
 """
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import signal
@@ -63,9 +62,7 @@ from dataclasses import dataclass, field
 from engine.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from engine.reader import PartitionReader, parse_partition_dir
 from ext.batch import decode_records
-from protocol import messages as M
-from protocol.client import ClientSecurity, KafkaConnection
-from protocol.errors import Error
+from protocol.client import ClientSecurity
 from strom import cluster_status as status
 from strom import topics as topic_admin
 from tests.integration.cluster import NodeError
@@ -181,27 +178,6 @@ class AckedRecords:
 
 def _metadata(port: int, timeout: float, host: str = "127.0.0.1") -> status.BrokerAnswer | None:
     return broker_metadata(host, port, timeout)
-
-
-def _create_topic(host: str, port: int, security: ClientSecurity | None, name: str, partitions: int,
-                  replication_factor: int, configs: dict[str, str]) -> None:
-    """CreateTopics v7 over a secured listener (strom topics speaks plaintext only)."""
-    R = M.CreateTopicsRequest
-    body = R(topics=[R.CreatableTopic(
-        name=name, num_partitions=partitions, replication_factor=replication_factor,
-        configs=[R.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])], timeout_ms=30000)
-
-    async def create():
-        conn = KafkaConnection(host, port, client_id="strom-topics", security=security)
-        try:
-            await conn.connect(WAIT_S)
-            return await conn.request(19, 7, body, timeout=WAIT_S)
-        finally:
-            await conn.close()
-
-    result = asyncio.run(create()).topics[0]
-    if result.error_code != Error.NONE:
-        raise RuntimeError(f"creating {name}: {Error(result.error_code).name} {result.error_message or ''}")
 
 
 class ReplicatedCluster:
@@ -428,11 +404,8 @@ class ReplicatedCluster:
         """CreateTopics through a live broker; waits until every live broker has every partition
         of it with a leader."""
         first = self.brokers[self.live_brokers()[0]]
-        if self.security is None:
-            topic_admin.create(first.bootstrap, name, partitions, replication_factor, configs or {})
-        else:
-            _create_topic(first.host, first.port, self.client_security(), name, partitions,
-                          replication_factor, configs or {})
+        topic_admin.create(first.bootstrap, name, partitions, replication_factor, configs or {},
+                           security=self.client_security())
 
         def check(views):
             for view in views.values():
