@@ -36,7 +36,7 @@ from protocol import messages as M
 from protocol.context import SASL_PROTOCOLS, USER_TYPE, KafkaPrincipal, RequestContext, Session
 from protocol.dispatch import Api
 from protocol.errors import Error
-from security.sasl.config import ListenerSasl
+from security.sasl.config import ListenerSasl, start_jwks
 from security.sasl.mechanism import (
     OAUTHBEARER,
     PLAIN,
@@ -280,11 +280,14 @@ class NodeConfig(Protocol):
 
 
 def node_sasl_apis(config: NodeConfig, listener_names: list[str], scram: ScramLookup) -> list[Api]:
-    """The SASL APIs of a node serving ``listener_names``."""
+    """The SASL APIs of a node serving ``listener_names``, called as its listeners start: an
+    OAUTHBEARER listener reads its JWKS now, and one that cannot be read stops the node with a
+    SaslConfigError naming sasl.oauthbearer.jwks.endpoint.url."""
     listeners: dict[str | None, ListenerSasl] = {}
     for name in listener_names:
         sasl = config.listener_sasl(name)
         if sasl is not None:
+            start_jwks(sasl)
             listeners[name] = sasl
     delay_ms = config["connection.failed.authentication.delay.ms"]
     return SaslApis(lambda name: listeners.get(name), scram, delay_ms).apis()

@@ -153,12 +153,17 @@ def _oauth_validator(config: ListenerConfig, listener: str | None) -> JwtValidat
     url = str(url).strip()
     if not url.startswith(("file:", "http:", "https:")):
         raise SaslConfigError(url_name, f"expected a file:, http: or https: URL, got {url!r}")
-    try:
-        refresh = _as_int(config, listener, "sasl.oauthbearer.jwks.endpoint.refresh.ms", OAUTHBEARER)
-        backoff = _as_int(config, listener, "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", OAUTHBEARER)
-        keys = JwksKeys(url, refresh_ms=refresh, retry_backoff_ms=backoff)
-    except (OSError, ValueError) as e:
-        raise SaslConfigError(url_name, f"cannot read the JWKS: {e}") from None
+    refresh = _as_int(config, listener, "sasl.oauthbearer.jwks.endpoint.refresh.ms", OAUTHBEARER)
+    if refresh <= 0 and not url.startswith("file:"):  # a file is read once
+        raise SaslConfigError(prefixed(listener, "sasl.oauthbearer.jwks.endpoint.refresh.ms", OAUTHBEARER),
+                              "must be positive")
+    backoff = _as_int(config, listener, "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", OAUTHBEARER)
+    if backoff < 0:
+        raise SaslConfigError(prefixed(listener, "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
+                                       OAUTHBEARER), "must be at least 0")
+    # Nothing is fetched here: a node's configuration is read by commands that start no listener
+    # (strom format); the listener reads the JWKS when it starts (start_jwks).
+    keys = JwksKeys(url, refresh_ms=refresh, retry_backoff_ms=backoff, property_name=url_name)
     skew = _as_int(config, listener, "sasl.oauthbearer.clock.skew.seconds", OAUTHBEARER)
     issuer = get("sasl.oauthbearer.expected.issuer")
     return JwtValidator(keys, expected_audience=_as_list(get("sasl.oauthbearer.expected.audience")),
@@ -166,6 +171,20 @@ def _oauth_validator(config: ListenerConfig, listener: str | None) -> JwtValidat
                         sub_claim_name=str(get("sasl.oauthbearer.sub.claim.name")),
                         scope_claim_name=str(get("sasl.oauthbearer.scope.claim.name")),
                         clock_skew_seconds=skew)
+
+
+def start_jwks(sasl: ListenerSasl) -> None:
+    """Read the JWKS of a listener that serves OAUTHBEARER, as Kafka's listener does when it
+    starts; SaslConfigError naming sasl.oauthbearer.jwks.endpoint.url (as the listener's prefix
+    spells it) when it cannot be read, and the node does not start."""
+    if sasl.oauth is None:
+        return
+    keys = sasl.oauth.keys
+    try:
+        keys.start()
+    except (OSError, ValueError) as e:
+        raise SaslConfigError(keys.property_name, f"cannot read the JWKS at {keys.url} to validate "
+                              f"OAUTHBEARER tokens on listener {sasl.listener_name}: {e}") from None
 
 
 def client_credentials(config: ListenerConfig, listener_name: str | None, mechanism: str) -> tuple[str, str]:

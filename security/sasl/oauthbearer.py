@@ -3,12 +3,13 @@ token as a JWT (Kafka's OAuthBearerValidatorCallbackHandler and its ValidatorAcc
 
 The client's one message is ``n,[a=<authzid>],\\x01auth=Bearer <jwt>\\x01[key=value\\x01...]\\x01``.
 The token must be a JWS signed by a key of the JWKS (``sasl.oauthbearer.jwks.endpoint.url``: a
-``file:`` URL, read at start, or an http(s) one, fetched at start, every
-``sasl.oauthbearer.jwks.endpoint.refresh.ms`` and when a token names a key id it does not
-hold), with an ``alg`` other than none that fits the key; it must carry ``exp`` and ``iat``,
-be unexpired within ``sasl.oauthbearer.clock.skew.seconds``, name an audience of
-``sasl.oauthbearer.expected.audience`` and the issuer ``sasl.oauthbearer.expected.issuer``
-when those are set. The principal is the ``sasl.oauthbearer.sub.claim.name`` claim (``sub``);
+``file:`` URL, read when the listener starts, or an http(s) one, fetched when the listener starts,
+every ``sasl.oauthbearer.jwks.endpoint.refresh.ms`` and when a token names a key id it does not
+hold; reading a node's configuration fetches nothing), with an ``alg`` other than none that
+fits the key; it must carry ``exp`` and ``iat``, be unexpired within
+``sasl.oauthbearer.clock.skew.seconds``, name an audience of ``sasl.oauthbearer.expected.audience``
+and the issuer ``sasl.oauthbearer.expected.issuer`` when those are set. The principal is the
+``sasl.oauthbearer.sub.claim.name`` claim (``sub``);
 the scopes are the ``sasl.oauthbearer.scope.claim.name`` claim (``scope``). The session may
 last until the token expires (KIP-368).
 
@@ -62,28 +63,40 @@ class JwksKeys:
     JWKS document's bytes (tests pass their own); ``now()`` is the clock for refreshes, seconds."""
 
     def __init__(self, url: str, refresh_ms: int = 3_600_000, retry_backoff_ms: int = 100,
-                 fetch: Callable[[str], bytes] | None = None, now: Callable[[], float] | None = None):
+                 fetch: Callable[[str], bytes] | None = None, now: Callable[[], float] | None = None,
+                 property_name: str = "sasl.oauthbearer.jwks.endpoint.url"):
         import time
 
         self.url = url
+        self.property_name = property_name  # as the listener's prefix spells it, for start's error
         self.refresh_ms = refresh_ms
         self.retry_backoff_ms = retry_backoff_ms
         self._fetch = fetch or _fetch_url
         self._now = now or time.monotonic
         self._lock = threading.Lock()
         self._keys: dict[str | None, jwt.PyJWK] = {}
-        self._loaded_at = 0.0
+        self._loaded_at: float | None = None  # nothing is fetched until start() or the first token
         self._tried_at = -1e18
-        self.refresh()  # at start: a JWKS that cannot be read stops the listener's start
 
     @property
     def is_file(self) -> bool:
         return self.url.startswith("file:")
 
+    def start(self) -> None:
+        """Read the JWKS once, as Kafka's listener does when it starts (its VerificationKeyResolver's
+        init, one attempt): OSError or ValueError when it cannot be read, and the listener does not
+        start. Later refreshes keep the keys at hand when they fail."""
+        self._tried_at = self._now()
+        self.refresh()
+
     def refresh(self) -> None:
         data = json.loads(self._fetch(self.url))
+        if not isinstance(data, dict) or not isinstance(data.get("keys"), list):
+            raise ValueError("not a JWKS: expected a JSON object with a \"keys\" list")
         keys: dict[str | None, jwt.PyJWK] = {}
-        for jwk in data.get("keys", []):
+        for jwk in data["keys"]:
+            if not isinstance(jwk, dict):
+                continue
             if jwk.get("use", "sig") != "sig":
                 continue
             try:
@@ -97,17 +110,22 @@ class JwksKeys:
 
     def key(self, kid: str | None) -> jwt.PyJWK:
         """The key a token's header names (its ``kid``; without one, the only key)."""
-        if not self.is_file:
-            now = self._now()
+        now = self._now()
+        backed_off = now - self._tried_at >= self.retry_backoff_ms / 1000
+        if self._loaded_at is None:  # never read (a validator used before its listener started)
+            again = backed_off
+        elif self.is_file:  # read once, as Kafka's JwksFileVerificationKeyResolver
+            again = False
+        else:
             due = now - self._loaded_at >= self.refresh_ms / 1000
-            missing = kid not in self._keys and now - self._tried_at >= self.retry_backoff_ms / 1000
-            if due or missing:
-                self._tried_at = now
-                try:
-                    self.refresh()
-                except (OSError, ValueError) as e:
-                    if not self._keys:
-                        raise InvalidToken(f"cannot read the JWKS at {self.url}: {e}") from None
+            again = backed_off and (due or kid not in self._keys)
+        if again:
+            self._tried_at = now
+            try:
+                self.refresh()
+            except (OSError, ValueError) as e:
+                if not self._keys:
+                    raise InvalidToken(f"cannot read the JWKS at {self.url}: {e}") from None
         keys = self._keys
         if kid is None and len(keys) == 1:
             return next(iter(keys.values()))

@@ -16,6 +16,7 @@ from tests.security.test_sasl_apis import Connection, make_dispatcher
 
 SCRAM_JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
               'username="alice" password="alice-secret";')
+OAUTH_JAAS = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;"
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" '
               'password="alice-secret" user_alice="alice-secret";')
 
@@ -126,3 +127,115 @@ def test_the_nodes_own_connections_authenticate_with_the_listeners_mechanism_and
     session = asyncio.run(scenario())
     assert session.authenticated and session.sasl_mechanism == mechanism
     assert session.principal == KafkaPrincipal("User", "alice")
+
+
+# ---- OAUTHBEARER's JWKS: read when the listener starts, not when the configuration is read ------------
+
+class JwksEndpoint:
+    """An http JWKS endpoint on loopback that counts its requests (a real server: urllib fetches)."""
+
+    def __init__(self, body: bytes):
+        import http.server
+        import threading
+
+        endpoint = self
+        self.requests = 0
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                endpoint.requests += 1
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/jwks"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _jwks_and_token():
+    import json
+    import time
+
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    jwk = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(key.public_key()))
+    jwk.update(kid="k1", use="sig")
+    now = int(time.time())
+    token = jwt.encode({"sub": "svc-orders", "iat": now, "exp": now + 300, "aud": "kafka"}, key,
+                       algorithm="ES256", headers={"kid": "k1"})
+    return json.dumps({"keys": [jwk]}).encode(), token
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def oauth_config(url: str) -> ServerConfig:
+    return config(**{"sasl.enabled.mechanisms": "SCRAM-SHA-512,OAUTHBEARER",
+                     "listener.name.internal.oauthbearer.sasl.jaas.config": OAUTH_JAAS,
+                     "sasl.oauthbearer.jwks.endpoint.url": url,
+                     "sasl.oauthbearer.expected.audience": "kafka"})
+
+
+def test_reading_the_config_fetches_no_jwks_and_the_listeners_start_fetches_it_once():
+    from security.sasl.apis import node_sasl_apis
+
+    jwks, token = _jwks_and_token()
+    endpoint = JwksEndpoint(jwks)
+    try:
+        c = oauth_config(endpoint.url)
+        assert endpoint.requests == 0  # strom format reads this config too
+        node_sasl_apis(c, ["INTERNAL"], lambda user, mechanism: None)
+        assert endpoint.requests == 1
+        assert c.listener_sasl("INTERNAL").oauth.validate(token).principal_name == "svc-orders"
+        assert endpoint.requests == 1  # the keys are held until the refresh is due
+    finally:
+        endpoint.close()
+
+
+def test_an_unreachable_jwks_endpoint_is_accepted_in_the_config_and_stops_the_listeners_start():
+    from security.sasl.apis import node_sasl_apis
+    from security.sasl.config import SaslConfigError
+
+    url = f"http://127.0.0.1:{_closed_port()}/jwks"
+    c = oauth_config(url)  # no fetch: a config whose identity provider is not up yet is valid
+    with pytest.raises(SaslConfigError) as e:
+        node_sasl_apis(c, ["INTERNAL"], lambda user, mechanism: None)
+    assert e.value.name == "listener.name.internal.oauthbearer.sasl.oauthbearer.jwks.endpoint.url"
+    assert url in str(e.value)
+
+
+def test_a_jwks_file_that_is_not_a_jwks_stops_the_listeners_start_naming_the_property(tmp_path):
+    from security.sasl.apis import node_sasl_apis
+    from security.sasl.config import SaslConfigError
+
+    path = tmp_path / "jwks.json"
+    path.write_text('["not", "a", "jwks"]')
+    c = oauth_config(path.as_uri())
+    with pytest.raises(SaslConfigError, match="not a JWKS") as e:
+        node_sasl_apis(c, ["INTERNAL"], lambda user, mechanism: None)
+    assert e.value.name.endswith("sasl.oauthbearer.jwks.endpoint.url")
+
+
+def test_a_non_positive_jwks_refresh_interval_stops_startup_naming_the_property():
+    e = refused(**{"sasl.enabled.mechanisms": "SCRAM-SHA-512,OAUTHBEARER",
+                   "listener.name.internal.oauthbearer.sasl.jaas.config": OAUTH_JAAS,
+                   "sasl.oauthbearer.jwks.endpoint.url": "https://idp.example/jwks",
+                   "sasl.oauthbearer.jwks.endpoint.refresh.ms": "0"})
+    assert e.name == "listener.name.internal.oauthbearer.sasl.oauthbearer.jwks.endpoint.refresh.ms"
