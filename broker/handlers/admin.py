@@ -13,11 +13,11 @@ source: the group's own (GROUP_CONFIG), else the broker's group.consumer.* prope
 when set, default otherwise)."""
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.authorizer import ALLOW_ALL, BrokerAuthorizer
+from broker.handlers.services import ControllerChannel, forward, wait_for_topics
 from engine.config import BROKER_SYNONYMS, TOPIC_CONFIGS
 from metadata.configs import (
     APPEND,
@@ -68,7 +68,6 @@ _KAFKA_TYPES = {
                      "compression.zstd.level"), TYPE_INT),
     **{name: TYPE_LIST for name, spec in TOPIC_CONFIGS.items() if spec.is_list},
 }
-APPLY_WAIT_S = 5.0
 _TOPIC_FROM_BROKER = {topic: broker for broker, topic in BROKER_SYNONYMS.items()}
 # A config resource's ACL resource and the error its refusal answers (Kafka's ConfigHelper and
 # ControllerApis.authorizeAlterResource): a broker's configs are the cluster's.
@@ -77,15 +76,6 @@ _CONFIG_AUTHORIZATION = {
     TOPIC_RESOURCE: (TOPIC, Error.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."),
     GROUP_RESOURCE: (GROUP, Error.GROUP_AUTHORIZATION_FAILED, "Group authorization failed."),
 }
-
-
-class ControllerChannel(Protocol):
-    """What the admin APIs ask of the broker's metadata follower: forward a request to the
-    active controller, and wait for the metadata image to change."""
-
-    async def forward(self, api_key: int, api_version: int, request: Any) -> Any: ...
-
-    async def wait_for_change(self, timeout: float) -> None: ...
 
 
 class BrokerConfig(Protocol):
@@ -129,18 +119,6 @@ class AdminApis:
             Api(32, 1, 4, self.handle_describe_configs),
         ]
 
-    async def _wait_for_topics(self, names: list[str], timeout: float, present: bool = True) -> None:
-        """Until the image shows each of ``names`` (or none of them: ``present`` false), at
-        most ``timeout`` seconds."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while any((n in self.image().topics) != present for n in names):
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return
-            await self.controller.wait_for_change(remaining)
-        await asyncio.sleep(0)
-
     def _may_on_cluster(self, ctx: RequestContext, operation: int) -> bool:
         return self.authorizer.authorize(ctx, operation, CLUSTER, CLUSTER_NAME)
 
@@ -156,10 +134,7 @@ class AdminApis:
         return None if self.authorizer.authorize(ctx, operation, resource_type, name) else (code, message)
 
     async def _forward(self, ctx: RequestContext, req):
-        try:
-            return await self.controller.forward(ctx.api_key, ctx.api_version, req)
-        except (ConnectionError, TimeoutError):
-            return None
+        return await forward(self.controller, ctx, req)
 
     async def handle_create_topics(self, ctx: RequestContext, req):
         """Authorized before forwarding as Kafka's ControllerApis authorizes it: CREATE on the
@@ -183,7 +158,7 @@ class AdminApis:
             return _all_failed(R, req, Error.REQUEST_TIMED_OUT)
         created = [t.name for t in response.topics if t.error_code == Error.NONE]
         if created and not req.validate_only:
-            await self._wait_for_topics(created, APPLY_WAIT_S)
+            await wait_for_topics(self.image, self.controller, created)
         describable = self.authorizer.filter(ctx, DESCRIBE_CONFIGS, TOPIC, created, log_if_denied=False)
         for t in response.topics:
             if t.error_code == Error.NONE and ctx.api_version >= 5:
@@ -232,7 +207,7 @@ class AdminApis:
         if response is None:
             return _all_failed(M.DeleteTopicsResponse, req, Error.REQUEST_TIMED_OUT)
         deleted = [t.name for t in response.responses if t.error_code == Error.NONE]
-        await self._wait_for_topics(deleted, APPLY_WAIT_S, present=False)
+        await wait_for_topics(self.image, self.controller, deleted, present=False)
         response.responses += refused
         return response
 

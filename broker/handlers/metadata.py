@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from broker.authorizer import ALLOW_ALL, BrokerAuthorizer
+from broker.handlers.services import wait_for_topics
 from metadata.security import CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE, TOPIC
 from protocol import messages as M
 from protocol.context import RequestContext
@@ -328,20 +329,7 @@ class MetadataHandlers:
                 await self.controller.forward(19, 7, request)
             except (ConnectionError, TimeoutError):
                 return
-            await wait_for_image(self.image, self.controller, wanted, AUTO_CREATE_WAIT_S)
+            await wait_for_topics(self.image, self.controller, wanted, AUTO_CREATE_WAIT_S)
         finally:
             self.pending_auto_create.difference_update(wanted)
 
-
-async def wait_for_image(image: Callable[[], MetadataImage], follower: MetadataFollower, names: list[str],
-                         timeout: float, present: bool = True) -> None:
-    """Until each of ``names`` is in the image (``present``) or out of it, at most ``timeout``
-    seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while any((n in image().topics) != present for n in names):
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            return
-        await follower.wait_for_change(remaining)
-    await asyncio.sleep(0)

@@ -10,10 +10,10 @@ written, so the next Describe here sees them and the quota is enforced from the 
 """
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
+from broker.handlers.services import Authorizer, ControllerChannel, forward, wait_until_shown
 from metadata.image import quota_entity
 from metadata.security import ALTER_CONFIGS, CLUSTER, CLUSTER_NAME, DESCRIBE_CONFIGS
 from protocol import messages as M
@@ -24,20 +24,6 @@ from security.quotas import describe_client_quotas
 
 if TYPE_CHECKING:
     from metadata.image import MetadataImage
-
-APPLY_WAIT_S = 5.0
-
-
-class ControllerChannel(Protocol):
-    async def forward(self, api_key: int, api_version: int, request: Any) -> Any: ...
-    async def wait_for_change(self, timeout: float) -> None: ...
-
-
-class Authorizer(Protocol):
-    """What these handlers use of broker/authorizer.py's BrokerAuthorizer."""
-    enabled: bool
-
-    def authorize(self, ctx: RequestContext, operation: int, resource_type: int, name: str) -> bool: ...
 
 
 def _entity_key(pairs) -> tuple:
@@ -72,10 +58,7 @@ class QuotaApis:
         code = Error.CLUSTER_AUTHORIZATION_FAILED
         if self._allowed(ctx, ALTER_CONFIGS):
             code = Error.REQUEST_TIMED_OUT
-            try:
-                response = await self.controller.forward(ctx.api_key, ctx.api_version, req)
-            except (ConnectionError, TimeoutError):
-                response = None
+            response = await forward(self.controller, ctx, req)
         if response is None:
             R = M.AlterClientQuotasResponse
             Entity = R.EntryData.EntityData
@@ -90,7 +73,7 @@ class QuotaApis:
 
     async def _wait_until_shown(self, req, response) -> None:
         """Until this broker's image holds what each accepted entry set (and not what it
-        removed), for at most APPLY_WAIT_S."""
+        removed), for at most services.APPLY_WAIT_S."""
         accepted = {_entity_key((e.entity_type, e.entity_name) for e in r.entity)
                     for r in response.entries if r.error_code == Error.NONE}
         wanted: dict[tuple, dict[str, float | None]] = {}
@@ -111,10 +94,4 @@ class QuotaApis:
                         return False
             return True
 
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + APPLY_WAIT_S
-        while not shown(self.image()):
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return
-            await self.controller.wait_for_change(remaining)
+        await wait_until_shown(self.image, self.controller, shown)

@@ -15,10 +15,10 @@ authorizer (SCRAM authentication does not need one).
 """
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
+from broker.handlers.services import Authorizer, ControllerChannel, forward, wait_until_shown
 from metadata.acls import describe_acls
 from metadata.scram import describe_user_scram_credentials
 from metadata.security import ALTER, CLUSTER, CLUSTER_NAME, DESCRIBE
@@ -30,20 +30,7 @@ from protocol.errors import Error
 if TYPE_CHECKING:
     from metadata.image import MetadataImage
 
-APPLY_WAIT_S = 5.0
 NO_AUTHORIZER = "No Authorizer is configured."
-
-
-class ControllerChannel(Protocol):
-    async def forward(self, api_key: int, api_version: int, request: Any) -> Any: ...
-    async def wait_for_change(self, timeout: float) -> None: ...
-
-
-class Authorizer(Protocol):
-    """What these handlers use of broker/authorizer.py's BrokerAuthorizer."""
-    enabled: bool
-
-    def authorize(self, ctx: RequestContext, operation: int, resource_type: int, name: str) -> bool: ...
 
 
 class SecurityApis:
@@ -83,20 +70,11 @@ class SecurityApis:
         return None
 
     async def _forward(self, ctx: RequestContext, req) -> Any:
-        try:
-            return await self.controller.forward(ctx.api_key, ctx.api_version, req)
-        except (ConnectionError, TimeoutError):
-            return None
+        return await forward(self.controller, ctx, req)
 
     async def _wait_until(self, shown: Callable[[MetadataImage], bool]) -> None:
-        """Until this broker's image shows the change, for at most APPLY_WAIT_S."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + APPLY_WAIT_S
-        while not shown(self.image()):
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return
-            await self.controller.wait_for_change(remaining)
+        """Until this broker's image shows the change, for at most services.APPLY_WAIT_S."""
+        await wait_until_shown(self.image, self.controller, shown)
 
     # ---- ACLs --------------------------------------------------------------------------------
     async def handle_describe_acls(self, ctx: RequestContext, req) -> Any:
