@@ -93,14 +93,23 @@ def _wall_ms() -> int:
     return int(time.time() * 1000)
 
 
+# How long a connection refused at authentication stays open after its answer is written, unless
+# its client closes it first (as clients do on an authentication error). A client that reads its
+# answer and our close in one read may drop the answer and report only a lost connection
+# (kafka-python 3.x reads until EOF and then discards what it read): the linger lets it read the
+# answer alone. Meanwhile the connection is served nothing but ApiVersions (protocol/dispatch.py's
+# gating closes it on any other request, and a new handshake closes it).
+CLOSE_LINGER_S = 0.5
+
+
 def _close_after_answer() -> None:
-    """Close this connection once the answer being made is written (asyncio flushes a
+    """Close this connection CLOSE_LINGER_S after the answer being made (asyncio flushes a
     transport's buffer before it closes)."""
     from protocol.net import current_connection
 
     conn = current_connection.get()
     if conn is not None and conn.transport is not None:
-        asyncio.get_running_loop().call_soon(conn.transport.close)
+        asyncio.get_running_loop().call_later(CLOSE_LINGER_S, conn.transport.close)
 
 
 class SaslApis:
