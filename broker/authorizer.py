@@ -30,37 +30,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from engine.errors import ConfigError
-from metadata.security import (  # noqa: F401 (the codes, re-exported for the handlers)
-    ALTER,
-    ALTER_CONFIGS,
-    CLUSTER,
-    CLUSTER_ACTION,
-    CLUSTER_NAME,
-    CREATE,
-    CREATE_TOKENS,
-    DELEGATION_TOKEN,
-    DELETE,
-    DESCRIBE,
-    DESCRIBE_CONFIGS,
-    DESCRIBE_TOKENS,
-    GROUP,
-    IDEMPOTENT_WRITE,
-    LITERAL,
-    READ,
-    TOPIC,
-    TRANSACTIONAL_ID,
-    USER,
-    WRITE,
-    AclEntry,
-)
-from security.authorizer import (  # noqa: F401 (re-exported for the handlers)
-    AUDIT_LOG,
-    SUPPORTED,
-    TRACE,
-    AclAuthorizer,
-    AuthorizerConfigError,
-    bit_set,
-)
+from metadata.security import AclEntry
+from security.authorizer import SUPPORTED, AclAuthorizer, AuthorizerConfigError, bit_set
+
+__all__ = ["ALLOW_ALL", "NOT_REQUESTED", "SUPPORTED", "BrokerAuthorizer", "bit_set"]
 
 NOT_REQUESTED = -2**31
 

@@ -46,6 +46,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from metadata import acls as acl_codes
 from metadata.security import (
     ALL,
     ALLOW,
@@ -93,13 +94,11 @@ IMPLIED_BY: dict[int, frozenset[int]] = {
 # Names as Kafka's audit log writes them (SecurityUtils.resourceTypeName, AclOperation.name()).
 RESOURCE_TYPE_NAMES = {TOPIC: "Topic", GROUP: "Group", CLUSTER: "Cluster",
                        TRANSACTIONAL_ID: "TransactionalId", DELEGATION_TOKEN: "DelegationToken", USER: "User"}
-OPERATION_NAMES = {ALL: "ALL", READ: "READ", WRITE: "WRITE", CREATE: "CREATE", DELETE: "DELETE",
-                   ALTER: "ALTER", DESCRIBE: "DESCRIBE", CLUSTER_ACTION: "CLUSTER_ACTION",
-                   DESCRIBE_CONFIGS: "DESCRIBE_CONFIGS", ALTER_CONFIGS: "ALTER_CONFIGS",
-                   IDEMPOTENT_WRITE: "IDEMPOTENT_WRITE", CREATE_TOKENS: "CREATE_TOKENS",
-                   DESCRIBE_TOKENS: "DESCRIBE_TOKENS"}
-PATTERN_TYPE_NAMES = {LITERAL: "LITERAL", PREFIXED: "PREFIXED"}
-PERMISSION_NAMES = {ALLOW: "ALLOW", DENY: "DENY"}
+# The operations an ACL can name (ALL to DESCRIBE_TOKENS), the patterns and the permissions an
+# ACL has, with metadata/acls.py's names (Kafka's enum names).
+OPERATION_NAMES = {code: name for code, name in acl_codes.OPERATION_NAMES.items() if code >= ALL}
+PATTERN_TYPE_NAMES = {code: acl_codes.PATTERN_TYPE_NAMES[code] for code in (LITERAL, PREFIXED)}
+PERMISSION_NAMES = {code: acl_codes.PERMISSION_NAMES[code] for code in (ALLOW, DENY)}
 
 
 @dataclass(frozen=True)
