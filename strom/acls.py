@@ -27,7 +27,6 @@ import argparse
 import asyncio
 from typing import Any
 
-from broker.authorizer import SUPPORTED
 from engine.checkpoint import read_properties
 from metadata.acls import OPERATION_NAMES, PATTERN_TYPE_NAMES, PERMISSION_NAMES, RESOURCE_TYPE_NAMES
 from metadata.security import (
@@ -57,11 +56,14 @@ from protocol import messages as M
 from protocol.client import ClientSecurity, KafkaConnection
 from protocol.context import KafkaPrincipal
 from protocol.errors import Error
+from security.authorizer import SUPPORTED
 from security.client_config import CommandConfigError, client_security
 
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 VERSION = 3
-PATTERN_TYPES = {"literal": LITERAL, "prefixed": PREFIXED, "any": PATTERN_ANY, "match": PATTERN_MATCH}
+# --resource-pattern-type: metadata/acls.py's names, in lower case as kafka-acls takes them.
+PATTERN_TYPES = {PATTERN_TYPE_NAMES[code].lower(): code
+                 for code in (LITERAL, PREFIXED, PATTERN_ANY, PATTERN_MATCH)}
 
 Resource = tuple[int, str | None, int]  # resource type, name (None: any), pattern type
 Entry = tuple[str, str, int, int]  # principal, host, operation, permission type
