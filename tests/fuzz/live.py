@@ -24,7 +24,11 @@ only) sent mutated or, for a third of the frames, as they are, so valid requests
 arrive before authentication; a few connections skip TLS and send frames in the clear. Every
 response on that listener is read back: its correlation id names the request it answers (the
 frames as the node cuts them, size prefix by size prefix, in order) and that request must be
-ApiVersions, SaslHandshake or SaslAuthenticate; any other closes the connection unanswered. A
+ApiVersions, SaslHandshake or SaslAuthenticate; any other closes the connection unanswered.
+After a SaslHandshake v0 answered with error 0 the client's next frames are bare SASL tokens,
+and the node answers each (if at all: a failed one closes the connection) with a bare token:
+counted apart, matched to the tokens in order. Some exchanges take that path on purpose (a v0
+handshake, then a PLAIN token with wrong credentials, or SCRAM's first and final messages). A
 second healthy client (confluent-kafka over SASL_SSL with PLAIN) produces and reads back on
 that listener through the fuzz.
 
@@ -47,6 +51,8 @@ What is checked, and printed as the report:
 |                 | gap between acknowledgements (PLAINTEXT, and SASL_SSL)                |
 | sasl            | frames and connections on the SASL_SSL listener, the responses read   |
 |                 | there, and those answering anything but ApiVersions / SASL (must be 0)|
+|                 | or no request sent (must be 0); the SaslHandshake v0 accepted, and    |
+|                 | the bare tokens answered after one                                    |
 | rss             | the node's resident memory (all its processes) at start, at peak and  |
 |                 | at the end, beside queued.max.request.bytes                           |
 | state           | topics and consumer groups the node holds at the end: what fuzzed     |
@@ -132,6 +138,8 @@ class Report:
     sasl_responses: int = 0  # read back on the SASL_SSL listener
     sasl_answered_other: int = 0  # responses to anything but ApiVersions / SaslHandshake / SaslAuthenticate
     sasl_unmatched: int = 0  # responses whose correlation id names no request sent on that connection
+    sasl_v0_handshakes: int = 0  # SaslHandshake v0 answered with error 0: bare tokens follow
+    sasl_raw_answered: int = 0  # bare tokens answered bare after a SaslHandshake v0
     rss_start: int = 0
     rss_peak: int = 0
     rss_end: int = 0
@@ -156,7 +164,8 @@ class Report:
             f"healthy SASL_SSL {self.healthy_sasl.line()}",
             f"SASL_SSL         {self.sasl_frames} frames over {self.sasl_connections} unauthenticated "
             f"connections; {self.sasl_responses} responses, {self.sasl_answered_other} to other APIs, "
-            f"{self.sasl_unmatched} unmatched",
+            f"{self.sasl_unmatched} unmatched; {self.sasl_v0_handshakes} SaslHandshake v0 accepted, "
+            f"{self.sasl_raw_answered} v0 raw tokens answered",
             f"node RSS         {self.rss_start / mb:.0f} MiB at start, {self.rss_peak / mb:.0f} MiB peak, "
             f"{self.rss_end / mb:.0f} MiB at the end (queued.max.request.bytes {QUEUED_BYTES // mb} MiB)",
             f"node state       {self.topics} topics, {self.groups} consumer groups at the end",
@@ -437,27 +446,38 @@ def sasl_corpus(rng: random.Random) -> list[bytes]:
     return frames
 
 
-def sasl_exchange(rng: random.Random) -> list[bytes]:
-    """The opening of a SASL exchange as a client sends it (ApiVersions, SaslHandshake v1 naming an
-    enabled mechanism, a first SaslAuthenticate with wrong credentials, and for SCRAM a final
-    message), so the fuzz reaches each mechanism's later steps."""
+def bare(token: bytes) -> bytes:
+    """A SASL token as it travels after a SaslHandshake v0: size-prefixed, no request header."""
+    return struct.pack(">i", len(token)) + token
+
+
+def sasl_exchange(rng: random.Random) -> tuple[list[bytes], list[bytes]]:
+    """The opening of a SASL exchange as a client sends it, so the fuzz reaches each mechanism's
+    later steps: ApiVersions and a SaslHandshake naming an enabled mechanism, then (v1) a first
+    SaslAuthenticate with wrong credentials and for SCRAM a final message with a made-up proof,
+    or (v0, half the time) the same tokens bare: a PLAIN token with a wrong password or an
+    unknown user, or SCRAM's first message (answered bare, the server's first message, even for
+    an unknown user) and its final one. Returns the requests and the bare tokens after them."""
     mechanism = rng.choice(SASL_MECHANISMS)
     tokens = sasl_tokens(rng)[mechanism]
-    version = rng.choice((0, 1, 2))
+    handshake = rng.choice((0, 1))
     av = rng.choice((0, 1, 2, 3))
-
-    def authenticate(token: bytes) -> bytes:
-        return request_frame(SASL_AUTHENTICATE, version, 0, encode_loose(
-            SASL_AUTHENTICATE, version, messages.SaslAuthenticateRequest(auth_bytes=token)))
-    steps = [request_frame(API_VERSIONS, av, 0, encode_loose(API_VERSIONS, av, messages.ApiVersionsRequest(
-                 client_software_name="fuzz", client_software_version="1"))),
-             request_frame(SASL_HANDSHAKE, 1, 0, encode_loose(
-                 SASL_HANDSHAKE, 1, messages.SaslHandshakeRequest(mechanism=mechanism))),
-             authenticate(rng.choice(tokens))]
     if mechanism.startswith("SCRAM"):
-        # a client-final message with a made-up proof
-        steps.append(authenticate(next(t for t in tokens if t.startswith(b"c="))))
-    return steps
+        # a client-first message, well-formed, then a client-final message with a made-up proof
+        chosen = [rng.choice(tokens[:2]) if handshake == 0 else rng.choice(tokens),
+                  next(t for t in tokens if t.startswith(b"c="))]
+    else:
+        chosen = [rng.choice(tokens[:2]) if handshake == 0 else rng.choice(tokens)]
+    requests = [request_frame(API_VERSIONS, av, 0, encode_loose(API_VERSIONS, av, messages.ApiVersionsRequest(
+                    client_software_name="fuzz", client_software_version="1"))),
+                request_frame(SASL_HANDSHAKE, handshake, 0, encode_loose(
+                    SASL_HANDSHAKE, handshake, messages.SaslHandshakeRequest(mechanism=mechanism)))]
+    if handshake == 0:
+        return requests, [bare(token) for token in chosen]
+    version = rng.choice((0, 1, 2))
+    return requests + [request_frame(SASL_AUTHENTICATE, version, 0, encode_loose(
+        SASL_AUTHENTICATE, version, messages.SaslAuthenticateRequest(auth_bytes=token)))
+        for token in chosen], []
 
 
 def with_correlation_id(frame: bytes, correlation_id: int) -> bytes:
@@ -467,42 +487,76 @@ def with_correlation_id(frame: bytes, correlation_id: int) -> bytes:
     return frame[:8] + struct.pack(">i", correlation_id) + frame[12:]
 
 
-def requests_as_cut(stream: bytes) -> list[tuple[int, int]]:
-    """(api key, correlation id) of each request in ``stream`` as the node cuts it: a size prefix,
-    that many bytes, the next size prefix; it stops where a frame cannot be whole."""
-    requests, pos = [], 0
+def frames_as_cut(stream: bytes) -> list[bytes]:
+    """The frames of ``stream`` (size prefixes off) as the node cuts it: a size prefix, that many
+    bytes, the next size prefix; it stops at a negative size or where a frame cannot be whole."""
+    frames, pos = [], 0
     while pos + 4 <= len(stream):
         size = struct.unpack_from(">i", stream, pos)[0]
-        if size < 8 or pos + 4 + size > len(stream):
+        if size < 0 or pos + 4 + size > len(stream):
             break
-        key, _, correlation_id = struct.unpack_from(">hhi", stream, pos + 4)
-        requests.append((key, correlation_id))
+        frames.append(stream[pos + 4:pos + 4 + size])
         pos += 4 + size
+    return frames
+
+
+def requests_as_cut(stream: bytes) -> list[tuple[int, int]]:
+    """(api key, correlation id) of each request in ``stream`` as the node cuts it; it stops at a
+    frame too short for a request header (the node closes the connection there)."""
+    requests = []
+    for frame in frames_as_cut(stream):
+        if len(frame) < 8:
+            break
+        key, _, correlation_id = struct.unpack_from(">hhi", frame)
+        requests.append((key, correlation_id))
     return requests
 
 
 def check_sasl_responses(sent: bytes, received: bytes, report: Report) -> None:
     """Each response read on the SASL_SSL listener answers, in order, a request whose key is
     ApiVersions, SaslHandshake or SaslAuthenticate: the first not yet answered with its
-    correlation id (an answer to any other request is counted, as is one that matches none)."""
-    requests, at, pos = requests_as_cut(sent), 0, 0
-    while pos + 8 <= len(received):
+    correlation id (an answer to any other request is counted, as is one that matches none).
+
+    After a SaslHandshake v0 answered with error 0, every later frame of the connection is a bare
+    SASL token (the fuzz never authenticates, and a failed token closes the connection), and each
+    answer is a bare token, in order, one per token at most, with no correlation id: counted as
+    ``sasl_raw_answered`` (the handshakes as ``sasl_v0_handshakes``); one beyond the tokens sent
+    is unmatched."""
+    frames, at, pos = frames_as_cut(sent), 0, 0
+    raw = False  # the frames from ``at`` on are bare tokens
+    while pos + 4 <= len(received):
         size = struct.unpack_from(">i", received, pos)[0]
-        if size < 4 or pos + 4 + size > len(received):
+        if size < (0 if raw else 4) or pos + 4 + size > len(received):
             break
-        correlation_id = struct.unpack_from(">i", received, pos + 4)[0]
+        answer = received[pos + 4:pos + 4 + size]
         pos += 4 + size
-        report.sasl_responses += 1
-        while at < len(requests) and requests[at][1] != correlation_id:
+        if raw:
+            if at == len(frames):
+                report.sasl_unmatched += 1
+                report.bad_lines.append(f"SASL_SSL: a bare {size}-byte answer after SaslHandshake v0 "
+                                        f"beyond the {len(frames)} frames sent")
+                return
+            report.sasl_raw_answered += 1
             at += 1
-        if at == len(requests):
+            continue
+        correlation_id = struct.unpack_from(">i", answer)[0]
+        report.sasl_responses += 1
+        while at < len(frames) and len(frames[at]) >= 8 and \
+                struct.unpack_from(">i", frames[at], 4)[0] != correlation_id:
+            at += 1
+        if at == len(frames) or len(frames[at]) < 8:  # the node closes at a frame with no header
             report.sasl_unmatched += 1
             report.bad_lines.append(f"SASL_SSL: a response with correlation id {correlation_id} answers "
-                                    f"no request of {requests}")
+                                    f"no request of {requests_as_cut(sent)}")
             return
-        if requests[at][0] not in ANSWERED_UNAUTHENTICATED:
+        key, version = struct.unpack_from(">hh", frames[at])
+        if key not in ANSWERED_UNAUTHENTICATED:
             report.sasl_answered_other += 1
-            report.bad_lines.append(f"SASL_SSL: api key {requests[at][0]} answered before authentication")
+            report.bad_lines.append(f"SASL_SSL: api key {key} answered before authentication")
+        elif key == SASL_HANDSHAKE and version == 0 and size >= 6 and \
+                struct.unpack_from(">h", answer, 4)[0] == 0:
+            raw = True
+            report.sasl_v0_handshakes += 1
         at += 1
 
 
@@ -567,11 +621,16 @@ async def fuzz_connection(port: int, frames: list[bytes], report: Report) -> Non
 
 def sasl_batch(rng: random.Random, corpus: list[bytes]) -> list[bytes]:
     """Frames for one unauthenticated SASL_SSL connection: sometimes the opening of an exchange,
-    then corpus frames; each with its own correlation id, a third sent as it is, the rest mutated."""
-    frames = sasl_exchange(rng) if rng.random() < 0.3 else []
-    frames += [rng.choice(corpus) for _ in range(rng.randint(1, 6))]
-    return [f if rng.random() < SASL_AS_IS else mutate_frame(f, rng)
-            for f in (with_correlation_id(frame, i + 1) for i, frame in enumerate(frames))]
+    then corpus frames; each with its own correlation id, a third sent as it is, the rest mutated.
+    An exchange opened with SaslHandshake v0 is sent as it is and followed by its bare tokens only
+    (mutated as the rest): the node reads every later frame of the connection as a token."""
+    requests, tokens = sasl_exchange(rng) if rng.random() < 0.3 else ([], [])
+    if not tokens:
+        requests += [rng.choice(corpus) for _ in range(rng.randint(1, 6))]
+    numbered = [with_correlation_id(frame, i + 1) for i, frame in enumerate(requests)]
+    if tokens:
+        return numbered + [t if rng.random() < SASL_AS_IS else mutate_frame(t, rng) for t in tokens]
+    return [f if rng.random() < SASL_AS_IS else mutate_frame(f, rng) for f in numbered]
 
 
 async def sasl_fuzz_connection(port: int, frames: list[bytes], report: Report,

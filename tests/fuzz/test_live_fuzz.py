@@ -1,6 +1,7 @@
 """The live fuzz (tests/fuzz/live.py) against a real node: 20,000 mutated frames over many
 connections to its broker and controller listeners, a quarter of them over TLS to its SASL_SSL
-listener without authenticating (only ApiVersions and the SASL handshake may be answered there),
+listener without authenticating (only ApiVersions and the SASL handshake may be answered there,
+and after a SaslHandshake v0 the bare SASL tokens that follow it),
 while a confluent-kafka client produces and consumes on the PLAINTEXT listener and another on
 the SASL_SSL one. ``make fuzz`` runs 1,000,000."""
 from __future__ import annotations
@@ -30,6 +31,7 @@ def check(report) -> None:
         assert healthy.read == healthy.acked, text
     assert report.sasl_frames > 0 and report.sasl_responses > 0, text
     assert report.sasl_answered_other == 0 and report.sasl_unmatched == 0, text
+    assert report.sasl_v0_handshakes > 0, text  # the SaslHandshake v0 path was taken and checked
     assert report.rss_peak - report.rss_start < RSS_GROWTH_MAX, text
 
 
