@@ -5,13 +5,11 @@ a refused topic or config resource is answered here and never reaches the contro
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 from broker.authorizer import BrokerAuthorizer
 from broker.handlers.admin import AdminApis
 from metadata.configs import BROKER_RESOURCE, GROUP_RESOURCE, SET, TOPIC_RESOURCE
 from metadata.security import (
-    ALLOW,
     ALTER,
     ALTER_CONFIGS,
     CLUSTER,
@@ -21,7 +19,6 @@ from metadata.security import (
     DESCRIBE,
     DESCRIBE_CONFIGS,
     GROUP,
-    LITERAL,
     TOPIC,
     AclEntry,
 )
@@ -31,14 +28,11 @@ from protocol.errors import Error
 from protocol.headers import RequestHeader
 from strom.config import ServerConfig
 from tests.broker.replica_nodes import TOPIC_ID, Cluster
+from tests.security.acls import acl
 
 from .test_config import BASE
 
 ALICE = Session("PLAINTEXT", client_address="127.0.0.1", principal=KafkaPrincipal("User", "alice"))
-
-
-def acl(resource_type: int, name: str, operation: int) -> AclEntry:
-    return AclEntry(uuid.uuid4(), resource_type, name, LITERAL, "User:alice", "*", operation, ALLOW)
 
 
 class Controller:

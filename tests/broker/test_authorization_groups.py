@@ -6,19 +6,16 @@ refusal answered with its *_AUTHORIZATION_FAILED code, never a dropped request."
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 from broker.authorizer import NOT_REQUESTED, BrokerAuthorizer
 from metadata.security import (
     ALL,
-    ALLOW,
     CLUSTER,
     CLUSTER_NAME,
     DELETE,
     DENY,
     DESCRIBE,
     GROUP,
-    LITERAL,
     PREFIXED,
     READ,
     TOPIC,
@@ -31,14 +28,10 @@ from protocol.context import KafkaPrincipal, Session
 from protocol.errors import Error
 from tests.broker.replica_nodes import LISTENER, Cluster
 from tests.groups.coordinator_node import CoordinatorNode, create_offsets_topic
+from tests.security.acls import acl
 
 ALICE = Session(LISTENER, client_address="127.0.0.1", principal=KafkaPrincipal("User", "alice"))
 ADMIN = Session(LISTENER, client_address="127.0.0.1", principal=KafkaPrincipal("User", "admin"))
-
-
-def acl(resource_type: int, name: str, operation: int, permission: int = ALLOW, pattern: int = LITERAL,
-        principal: str = "User:alice") -> AclEntry:
-    return AclEntry(uuid.uuid4(), resource_type, name, pattern, principal, "*", operation, permission)
 
 
 async def _node(tmp_path, *acls: AclEntry) -> tuple[CoordinatorNode, dict]:

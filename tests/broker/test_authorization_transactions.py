@@ -5,21 +5,17 @@ each topic added, READ on the group whose offsets join it, CLUSTER_ACTION for wh
 each other, DESCRIBE to see a transaction."""
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 from broker.authorizer import BrokerAuthorizer
 from broker.transactions.runtime import TOPIC as STATE_TOPIC
 from engine.log import Log
 from metadata.security import (
-    ALLOW,
     CLUSTER,
     CLUSTER_ACTION,
     CLUSTER_NAME,
     DESCRIBE,
     GROUP,
-    LITERAL,
     READ,
     TOPIC,
     TRANSACTIONAL_ID,
@@ -31,14 +27,11 @@ from protocol.context import KafkaPrincipal, RequestContext, Session
 from protocol.errors import Error
 from protocol.headers import RequestHeader
 from tests.broker.test_handlers_transactions import R, errors_of, serve
+from tests.security.acls import acl
 
 ALICE = Session("PLAINTEXT", client_address="127.0.0.1", principal=KafkaPrincipal("User", "alice"))
 BOB = Session("PLAINTEXT", client_address="127.0.0.1", principal=KafkaPrincipal("User", "bob"))
 BROKER = Session("PLAINTEXT", client_address="127.0.0.1", principal=KafkaPrincipal("User", "broker"))
-
-
-def acl(resource_type: int, name: str, operation: int, principal: str = "User:alice") -> AclEntry:
-    return AclEntry(uuid.uuid4(), resource_type, name, LITERAL, principal, "*", operation, ALLOW)
 
 
 def authorizer(*acls: AclEntry) -> BrokerAuthorizer:
@@ -99,8 +92,9 @@ def test_a_brokers_add_partitions_to_txn_needs_cluster_action_on_the_cluster(log
         assert answered.error_code == Error.NONE
         assert errors_of(answered.results_by_transaction[0].topic_results) == \
             {("a", 0): Error.TRANSACTION_ABORTABLE}
-    serve(log, scenario, authorizer=authorizer(acl(CLUSTER, CLUSTER_NAME, CLUSTER_ACTION, "User:broker"),
-                                               acl(TRANSACTIONAL_ID, "t", WRITE)))
+    serve(log, scenario, authorizer=authorizer(
+        acl(CLUSTER, CLUSTER_NAME, CLUSTER_ACTION, principal="User:broker"),
+        acl(TRANSACTIONAL_ID, "t", WRITE)))
 
 
 def test_add_offsets_to_txn_needs_write_on_the_transactional_id_and_read_on_the_group(log):
@@ -155,5 +149,5 @@ def test_describe_and_list_transactions_show_only_what_the_principal_may_describ
             == ["t"]
         assert (await apis[66](as_(BOB, 66, 1), listing)).transaction_states == []
     serve(log, scenario, authorizer=authorizer(
-        acl(TRANSACTIONAL_ID, "t", DESCRIBE), acl(TRANSACTIONAL_ID, "t", WRITE, "User:broker"),
-        acl(TOPIC, "a", WRITE, "User:broker")))
+        acl(TRANSACTIONAL_ID, "t", DESCRIBE), acl(TRANSACTIONAL_ID, "t", WRITE, principal="User:broker"),
+        acl(TOPIC, "a", WRITE, principal="User:broker")))

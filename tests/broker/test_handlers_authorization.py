@@ -11,7 +11,6 @@ import uuid
 from broker.authorizer import BrokerAuthorizer
 from ext.batch import build_batch
 from metadata.security import (
-    ALLOW,
     CLUSTER,
     CLUSTER_ACTION,
     CLUSTER_NAME,
@@ -20,12 +19,10 @@ from metadata.security import (
     DENY,
     DESCRIBE,
     IDEMPOTENT_WRITE,
-    LITERAL,
     PREFIXED,
     READ,
     TRANSACTIONAL_ID,
     WRITE,
-    AclEntry,
 )
 from metadata.security import TOPIC as TOPICS  # the resource type; TOPIC is the test topic's name
 from protocol import messages as M
@@ -33,21 +30,13 @@ from protocol.context import KafkaPrincipal
 from protocol.dispatch import resolve
 from protocol.errors import Error
 from tests.broker.replica_nodes import BASE_TS, TOPIC, TOPIC_ID, Cluster, Node, context, records
+from tests.security.acls import acl, acls
 
 ALICE = KafkaPrincipal("User", "alice")
 ADMIN = KafkaPrincipal("User", "admin")  # a super user
 NO_ACLS: dict = {}
 OTHER = "other"  # a second topic, no one's ACL names it
 OTHER_ID = uuid.UUID("0b7e1a4c-52f5-4d0e-8e2a-6f1c0d9e8b7a").bytes
-
-
-def acl(resource_type: int, name: str, operation: int, permission: int = ALLOW, pattern: int = LITERAL,
-        principal: str = "User:alice") -> AclEntry:
-    return AclEntry(uuid.uuid4(), resource_type, name, pattern, principal, "*", operation, permission)
-
-
-def acls(*entries: AclEntry) -> dict:
-    return {e.id: e for e in entries}
 
 
 def node_with(tmp_path, entries: dict, topics=(TOPIC, OTHER)) -> Node:

@@ -36,13 +36,10 @@ from security.authorizer import (
     controller_rule,
     parse_super_users,
 )
+from tests.security.acls import acl
 
 ALICE, BOB = "User:alice", "User:bob"
 HOST, OTHER_HOST = "10.0.0.1", "10.0.0.2"
-
-
-def acl(name, operation, permission=ALLOW, resource_type=TOPIC, pattern=LITERAL, principal=ALICE, host="*"):
-    return AclEntry(uuid.uuid4(), resource_type, name, pattern, principal, host, operation, permission)
 
 
 def allowed(acls, operation, name, resource_type=TOPIC, principal=ALICE, host=HOST, **kw):
@@ -51,18 +48,18 @@ def allowed(acls, operation, name, resource_type=TOPIC, principal=ALICE, host=HO
 
 def test_no_acl_for_a_resource_denies_by_default():
     assert not allowed([], READ, "orders")
-    assert not allowed([acl("payments", READ)], READ, "orders")
+    assert not allowed([acl(TOPIC, "payments", READ)], READ, "orders")
 
 
 def test_literal_acl_allows_only_its_exact_name():
-    acls = [acl("orders", READ)]
+    acls = [acl(TOPIC, "orders", READ)]
     assert allowed(acls, READ, "orders")
     assert not allowed(acls, READ, "orders2")
     assert not allowed(acls, READ, "order")
 
 
 def test_prefixed_acl_matches_names_that_start_with_the_prefix():
-    acls = [acl("orders.", WRITE, pattern=PREFIXED)]
+    acls = [acl(TOPIC, "orders.", WRITE, pattern=PREFIXED)]
     assert allowed(acls, WRITE, "orders.eu")
     assert allowed(acls, WRITE, "orders.")
     assert not allowed(acls, WRITE, "orders")
@@ -70,54 +67,54 @@ def test_prefixed_acl_matches_names_that_start_with_the_prefix():
 
 
 def test_wildcard_literal_acl_matches_every_name_of_its_type():
-    acls = [acl("*", READ)]
+    acls = [acl(TOPIC, "*", READ)]
     assert allowed(acls, READ, "orders")
     assert allowed(acls, READ, "anything")
     assert not allowed(acls, READ, "orders", resource_type=GROUP)
 
 
 def test_acl_on_one_resource_type_grants_nothing_on_another():
-    acls = [acl("shared", READ, resource_type=GROUP)]
+    acls = [acl(GROUP, "shared", READ)]
     assert allowed(acls, READ, "shared", resource_type=GROUP)
     assert not allowed(acls, READ, "shared", resource_type=TOPIC)
 
 
 def test_acl_for_another_principal_does_not_apply():
-    acls = [acl("orders", READ, principal=BOB)]
+    acls = [acl(TOPIC, "orders", READ, principal=BOB)]
     assert not allowed(acls, READ, "orders", principal=ALICE)
     assert allowed(acls, READ, "orders", principal=BOB)
 
 
 def test_wildcard_principal_matches_every_user():
-    acls = [acl("orders", READ, principal="User:*")]
+    acls = [acl(TOPIC, "orders", READ, principal="User:*")]
     assert allowed(acls, READ, "orders", principal=ALICE)
     assert allowed(acls, READ, "orders", principal="User:ANONYMOUS")
 
 
 def test_host_must_match_unless_the_acl_names_every_host():
-    acls = [acl("orders", READ, host=HOST)]
+    acls = [acl(TOPIC, "orders", READ, host=HOST)]
     assert allowed(acls, READ, "orders", host=HOST)
     assert not allowed(acls, READ, "orders", host=OTHER_HOST)
-    assert allowed([acl("orders", READ, host="*")], READ, "orders", host=OTHER_HOST)
+    assert allowed([acl(TOPIC, "orders", READ, host="*")], READ, "orders", host=OTHER_HOST)
 
 
 def test_deny_acl_overrides_allow_for_the_same_principal():
-    acls = [acl("orders", READ), acl("orders", READ, DENY)]
+    acls = [acl(TOPIC, "orders", READ), acl(TOPIC, "orders", READ, permission=DENY)]
     assert not allowed(acls, READ, "orders")
 
 
 def test_prefixed_deny_overrides_literal_allow():
-    acls = [acl("orders", READ), acl("ord", READ, DENY, pattern=PREFIXED)]
+    acls = [acl(TOPIC, "orders", READ), acl(TOPIC, "ord", READ, permission=DENY, pattern=PREFIXED)]
     assert not allowed(acls, READ, "orders")
 
 
 def test_wildcard_principal_deny_overrides_a_users_allow():
-    acls = [acl("orders", WRITE), acl("orders", WRITE, DENY, principal="User:*")]
+    acls = [acl(TOPIC, "orders", WRITE), acl(TOPIC, "orders", WRITE, permission=DENY, principal="User:*")]
     assert not allowed(acls, WRITE, "orders")
 
 
 def test_deny_from_one_host_leaves_other_hosts_allowed():
-    acls = [acl("orders", READ), acl("orders", READ, DENY, host=OTHER_HOST)]
+    acls = [acl(TOPIC, "orders", READ), acl(TOPIC, "orders", READ, permission=DENY, host=OTHER_HOST)]
     assert allowed(acls, READ, "orders", host=HOST)
     assert not allowed(acls, READ, "orders", host=OTHER_HOST)
 
@@ -125,38 +122,38 @@ def test_deny_from_one_host_leaves_other_hosts_allowed():
 @pytest.mark.parametrize("operation", [READ, WRITE, DELETE, ALTER])
 def test_write_implies_describe(operation):
     """READ, WRITE, DELETE and ALTER each imply DESCRIBE (Kafka's IMPLIES_DESCRIBE)."""
-    assert allowed([acl("orders", operation)], DESCRIBE, "orders")
+    assert allowed([acl(TOPIC, "orders", operation)], DESCRIBE, "orders")
 
 
 def test_describe_implies_nothing_else():
-    acls = [acl("orders", DESCRIBE)]
+    acls = [acl(TOPIC, "orders", DESCRIBE)]
     assert allowed(acls, DESCRIBE, "orders")
     assert not allowed(acls, READ, "orders")
-    assert not allowed([acl("orders", CREATE)], DESCRIBE, "orders")
+    assert not allowed([acl(TOPIC, "orders", CREATE)], DESCRIBE, "orders")
 
 
 def test_alter_configs_implies_describe_configs():
-    acls = [acl("orders", ALTER_CONFIGS)]
+    acls = [acl(TOPIC, "orders", ALTER_CONFIGS)]
     assert allowed(acls, DESCRIBE_CONFIGS, "orders")
     assert not allowed(acls, ALTER, "orders")
-    assert not allowed([acl("orders", ALTER)], DESCRIBE_CONFIGS, "orders")
+    assert not allowed([acl(TOPIC, "orders", ALTER)], DESCRIBE_CONFIGS, "orders")
 
 
 def test_deny_of_read_does_not_deny_describe():
     """Implication holds for ALLOW only: a DENY names exactly its operation."""
-    acls = [acl("orders", DESCRIBE), acl("orders", READ, DENY)]
+    acls = [acl(TOPIC, "orders", DESCRIBE), acl(TOPIC, "orders", READ, permission=DENY)]
     assert allowed(acls, DESCRIBE, "orders")
     assert not allowed(acls, READ, "orders")
 
 
 def test_all_grants_every_operation():
-    acls = [acl("orders", ALL)]
+    acls = [acl(TOPIC, "orders", ALL)]
     for operation in (READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS):
         assert allowed(acls, operation, "orders")
 
 
 def test_deny_all_denies_every_operation():
-    acls = [acl("orders", ALL), acl("orders", ALL, DENY)]
+    acls = [acl(TOPIC, "orders", ALL), acl(TOPIC, "orders", ALL, permission=DENY)]
     for operation in (READ, WRITE, DESCRIBE, DESCRIBE_CONFIGS):
         assert not allowed(acls, operation, "orders")
 
@@ -167,25 +164,25 @@ def test_super_user_is_allowed_without_acls():
 
 
 def test_super_user_is_allowed_despite_a_deny():
-    acls = [acl("orders", ALL, DENY, principal="User:*")]
+    acls = [acl(TOPIC, "orders", ALL, permission=DENY, principal="User:*")]
     assert allowed(acls, READ, "orders", super_users={ALICE})
 
 
 def test_allow_everyone_if_no_acl_found_allows_a_resource_no_acl_names():
     assert allowed([], WRITE, "orders", allow_everyone_if_no_acl_found=True)
-    assert allowed([acl("payments", READ)], WRITE, "orders", allow_everyone_if_no_acl_found=True)
+    assert allowed([acl(TOPIC, "payments", READ)], WRITE, "orders", allow_everyone_if_no_acl_found=True)
 
 
 def test_allow_everyone_if_no_acl_found_does_not_apply_once_any_acl_names_the_resource():
     """An ACL for bob on the topic, whatever its operation, takes the topic out of the default."""
-    acls = [acl("orders", READ, principal=BOB)]
+    acls = [acl(TOPIC, "orders", READ, principal=BOB)]
     assert not allowed(acls, WRITE, "orders", allow_everyone_if_no_acl_found=True)
-    prefixed = [acl("ord", READ, principal=BOB, pattern=PREFIXED)]
+    prefixed = [acl(TOPIC, "ord", READ, principal=BOB, pattern=PREFIXED)]
     assert not allowed(prefixed, WRITE, "orders", allow_everyone_if_no_acl_found=True)
 
 
 def test_decision_names_the_rule_that_decided():
-    allow, deny = acl("orders", READ), acl("orders", READ, DENY, host=OTHER_HOST)
+    allow, deny = acl(TOPIC, "orders", READ), acl(TOPIC, "orders", READ, permission=DENY, host=OTHER_HOST)
     auth = StandardAuthorizer([allow, deny], super_users={"User:admin"})
     assert auth.decide("User:admin", HOST, READ, TOPIC, "orders") == SUPER_USER
     assert auth.decide(ALICE, HOST, READ, TOPIC, "orders").rule == allow
@@ -214,35 +211,36 @@ def by_type(acls, operation=WRITE, resource_type=TRANSACTIONAL_ID, principal=ALI
 
 
 def test_by_resource_type_allowed_by_an_allow_on_any_literal_or_prefix():
-    assert by_type([acl("txn-1", WRITE, resource_type=TRANSACTIONAL_ID)])
-    assert by_type([acl("txn-", WRITE, resource_type=TRANSACTIONAL_ID, pattern=PREFIXED)])
-    assert by_type([acl("*", WRITE, resource_type=TRANSACTIONAL_ID)])
+    assert by_type([acl(TRANSACTIONAL_ID, "txn-1", WRITE)])
+    assert by_type([acl(TRANSACTIONAL_ID, "txn-", WRITE, pattern=PREFIXED)])
+    assert by_type([acl(TRANSACTIONAL_ID, "*", WRITE)])
     assert not by_type([])
-    assert not by_type([acl("txn-1", WRITE, resource_type=TRANSACTIONAL_ID, principal=BOB)])
-    assert not by_type([acl("txn-1", WRITE, resource_type=TOPIC)])
+    assert not by_type([acl(TRANSACTIONAL_ID, "txn-1", WRITE, principal=BOB)])
+    assert not by_type([acl(TOPIC, "txn-1", WRITE)])
 
 
 def test_by_resource_type_denied_when_every_allow_is_covered_by_a_deny():
-    t = dict(resource_type=TRANSACTIONAL_ID)
-    p = dict(pattern=PREFIXED, **t)
-    assert not by_type([acl("txn-1", WRITE, **t), acl("txn-1", WRITE, DENY, **t)])
-    assert not by_type([acl("txn-1", WRITE, **t), acl("txn", WRITE, DENY, pattern=PREFIXED, **t)])
-    assert not by_type([acl("txn-a", WRITE, **p), acl("txn", WRITE, DENY, **p)])
+    def txn(name, permission=ALLOW, pattern=LITERAL):  # WRITE on a transactional id
+        return acl(TRANSACTIONAL_ID, name, WRITE, permission, pattern)
+
+    assert not by_type([txn("txn-1"), txn("txn-1", DENY)])
+    assert not by_type([txn("txn-1"), txn("txn", DENY, PREFIXED)])
+    assert not by_type([txn("txn-a", ALLOW, PREFIXED), txn("txn", DENY, PREFIXED)])
     # A deny on a longer prefix, or on one literal name, leaves other names of the prefix allowed.
-    assert by_type([acl("txn", WRITE, **p), acl("txn-a", WRITE, DENY, **p)])
-    assert by_type([acl("txn", WRITE, pattern=PREFIXED, **t), acl("txn", WRITE, DENY, **t)])
+    assert by_type([txn("txn", ALLOW, PREFIXED), txn("txn-a", DENY, PREFIXED)])
+    assert by_type([txn("txn", ALLOW, PREFIXED), txn("txn", DENY)])
     # A wildcard deny denies the whole type, whatever allows there are.
-    assert not by_type([acl("*", WRITE, **t), acl("*", WRITE, DENY, **t)])
+    assert not by_type([txn("*"), txn("*", DENY)])
 
 
 def test_by_resource_type_counts_exact_operations_and_all_only():
     t = dict(resource_type=TOPIC)
-    assert not by_type([acl("orders", READ, **t)], operation=DESCRIBE, **t)
-    assert by_type([acl("orders", ALL, **t)], operation=WRITE, **t)
+    assert not by_type([acl(TOPIC, "orders", READ)], operation=DESCRIBE, **t)
+    assert by_type([acl(TOPIC, "orders", ALL)], operation=WRITE, **t)
 
 
 def test_by_resource_type_allows_a_super_user_and_the_default():
-    deny_all = [acl("*", ALL, DENY, resource_type=TRANSACTIONAL_ID, principal="User:*")]
+    deny_all = [acl(TRANSACTIONAL_ID, "*", ALL, permission=DENY, principal="User:*")]
     assert by_type(deny_all, super_users={ALICE})
     assert by_type([], allow_everyone_if_no_acl_found=True)
 

@@ -27,6 +27,7 @@ from protocol.context import KafkaPrincipal, RequestContext, Session
 from protocol.headers import RequestHeader
 from protocol.messages import API_KEYS
 from strom.config import ServerConfig
+from tests.security.acls import acl
 
 FETCH = API_KEYS["Fetch"]
 
@@ -34,10 +35,6 @@ FETCH = API_KEYS["Fetch"]
 def ctx(user="alice", host="10.0.0.1", api_key=FETCH):
     session = Session("SASL_SSL", "SASL_SSL", host, KafkaPrincipal("User", user))
     return RequestContext(RequestHeader(api_key, 12, 1, "client", 2, "SASL_SSL"), session)
-
-
-def acl(name, operation, permission=ALLOW, resource_type=TOPIC, pattern=LITERAL, principal="User:alice"):
-    return AclEntry(uuid.uuid4(), resource_type, name, pattern, principal, "*", operation, permission)
 
 
 def add(acls, *entries):
@@ -92,17 +89,17 @@ def test_acls_added_to_or_removed_from_the_image_take_effect_on_the_next_request
     acls: dict = {}
     auth = BrokerAuthorizer(lambda: acls)
     assert not auth.authorize(ctx(), READ, TOPIC, "orders")
-    read = acl("orders", READ)
+    read = acl(TOPIC, "orders", READ)
     add(acls, read)  # the same dict, changed in place
     assert auth.authorize(ctx(), READ, TOPIC, "orders")
-    deny = acl("orders", READ, DENY)
+    deny = acl(TOPIC, "orders", READ, permission=DENY)
     add(acls, deny)
     assert not auth.authorize(ctx(), READ, TOPIC, "orders")
     del acls[deny.id]
     assert auth.authorize(ctx(), READ, TOPIC, "orders")
     # One removed and another added: same size, different set.
     del acls[read.id]
-    add(acls, acl("orders", WRITE))
+    add(acls, acl(TOPIC, "orders", WRITE))
     assert not auth.authorize(ctx(), READ, TOPIC, "orders")
     assert auth.authorize(ctx(), WRITE, TOPIC, "orders")
     acls = {}  # the image replaced the dict
@@ -111,13 +108,13 @@ def test_acls_added_to_or_removed_from_the_image_take_effect_on_the_next_request
 
 def test_the_acls_are_indexed_once_per_change_not_per_request():
     acls: dict = {}
-    add(acls, acl("orders", READ))
+    add(acls, acl(TOPIC, "orders", READ))
     auth = BrokerAuthorizer(lambda: acls)
     core = auth.core()
     for _ in range(3):
         auth.authorize(ctx(), READ, TOPIC, "orders")
     assert auth.core() is core
-    add(acls, acl("payments", READ))
+    add(acls, acl(TOPIC, "payments", READ))
     assert auth.core() is not core
 
 
@@ -132,7 +129,7 @@ def test_principal_and_client_address_come_from_the_request_context():
 
 def test_filter_keeps_the_names_the_principal_may_use():
     acls: dict = {}
-    add(acls, acl("orders.", DESCRIBE, pattern=PREFIXED))
+    add(acls, acl(TOPIC, "orders.", DESCRIBE, pattern=PREFIXED))
     auth = BrokerAuthorizer(lambda: acls)
     names = ["orders.eu", "orders.us", "payments"]
     assert auth.filter(ctx(), DESCRIBE, TOPIC, names) == {"orders.eu", "orders.us"}
@@ -142,13 +139,13 @@ def test_authorize_any_finds_an_allowed_transactional_id_prefix():
     acls: dict = {}
     auth = BrokerAuthorizer(lambda: acls)
     assert not auth.authorize_any(ctx(), WRITE, TRANSACTIONAL_ID)
-    add(acls, acl("app-", WRITE, resource_type=TRANSACTIONAL_ID, pattern=PREFIXED))
+    add(acls, acl(TRANSACTIONAL_ID, "app-", WRITE, pattern=PREFIXED))
     assert auth.authorize_any(ctx(), WRITE, TRANSACTIONAL_ID)
 
 
 def test_authorized_operations_answers_per_principal():
     acls: dict = {}
-    add(acls, acl("orders", WRITE), acl("g", READ, resource_type=GROUP))
+    add(acls, acl(TOPIC, "orders", WRITE), acl(GROUP, "g", READ))
     auth = BrokerAuthorizer(lambda: acls)
     assert auth.authorized_operations(ctx("alice"), TOPIC, "orders") == bit_set({WRITE, DESCRIBE})
     assert auth.authorized_operations(ctx("bob"), TOPIC, "orders") == 0
@@ -157,7 +154,7 @@ def test_authorized_operations_answers_per_principal():
 
 def test_a_denial_is_logged_at_info_as_kafkas_audit_log(caplog):
     acls: dict = {}
-    add(acls, acl("orders", READ, principal="User:bob"))
+    add(acls, acl(TOPIC, "orders", READ, principal="User:bob"))
     auth = BrokerAuthorizer(lambda: acls)
     with caplog.at_level(logging.INFO, logger="kafka.authorizer.logger"):
         assert not auth.authorize(ctx("alice"), READ, TOPIC, "orders")
@@ -170,7 +167,7 @@ def test_a_denial_is_logged_at_info_as_kafkas_audit_log(caplog):
 
 def test_an_allow_is_logged_at_debug_with_the_acl_that_allowed_it(caplog):
     acls: dict = {}
-    add(acls, acl("orders", READ))
+    add(acls, acl(TOPIC, "orders", READ))
     auth = BrokerAuthorizer(lambda: acls)
     with caplog.at_level(logging.INFO, logger="kafka.authorizer.logger"):
         assert auth.authorize(ctx(), READ, TOPIC, "orders")
