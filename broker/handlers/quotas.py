@@ -13,9 +13,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from broker.handlers.services import Authorizer, ControllerChannel, forward, wait_until_shown
+from broker.handlers.services import (
+    Authorizer,
+    ControllerChannel,
+    allowed_on_cluster,
+    forward,
+    wait_until_shown,
+)
 from metadata.image import quota_entity
-from metadata.security import ALTER_CONFIGS, CLUSTER, CLUSTER_NAME, DESCRIBE_CONFIGS
+from metadata.security import ALTER_CONFIGS, DESCRIBE_CONFIGS
 from protocol import messages as M
 from protocol.context import RequestContext
 from protocol.dispatch import Api
@@ -43,9 +49,7 @@ class QuotaApis:
                 Api(49, 0, 1, self.handle_alter_client_quotas)]
 
     def _allowed(self, ctx: RequestContext, operation: int) -> bool:
-        authorizer = self.authorizer
-        return authorizer is None or not authorizer.enabled or authorizer.authorize(ctx, operation, CLUSTER,
-                                                                                    CLUSTER_NAME)
+        return allowed_on_cluster(self.authorizer, ctx, operation)
 
     async def handle_describe_client_quotas(self, ctx: RequestContext, req) -> Any:
         if not self._allowed(ctx, DESCRIBE_CONFIGS):

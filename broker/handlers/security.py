@@ -18,10 +18,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from broker.handlers.services import Authorizer, ControllerChannel, forward, wait_until_shown
+from broker.handlers.services import (
+    Authorizer,
+    ControllerChannel,
+    allowed_on_cluster,
+    forward,
+    wait_until_shown,
+)
 from metadata.acls import describe_acls
 from metadata.scram import describe_user_scram_credentials
-from metadata.security import ALTER, CLUSTER, CLUSTER_NAME, DESCRIBE
+from metadata.security import ALTER, DESCRIBE
 from protocol import messages as M
 from protocol.context import RequestContext
 from protocol.dispatch import Api
@@ -57,9 +63,7 @@ class SecurityApis:
 
     def _allowed(self, ctx: RequestContext, operation: int) -> bool:
         """May the request's principal do ``operation`` on the cluster (always, without an authorizer)."""
-        authorizer = self.authorizer
-        return authorizer is None or not authorizer.enabled or authorizer.authorize(ctx, operation, CLUSTER,
-                                                                                    CLUSTER_NAME)
+        return allowed_on_cluster(self.authorizer, ctx, operation)
 
     def _refusal(self, ctx: RequestContext, operation: int) -> tuple[int, str | None] | None:
         """The error every item of an ACL change gets before it is decided, if any."""

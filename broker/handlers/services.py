@@ -16,6 +16,7 @@ import asyncio
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from metadata.security import CLUSTER, CLUSTER_NAME
 from protocol.context import RequestContext
 
 if TYPE_CHECKING:
@@ -39,6 +40,13 @@ class Authorizer(Protocol):
     enabled: bool
 
     def authorize(self, ctx: RequestContext, operation: int, resource_type: int, name: str) -> bool: ...
+
+
+def allowed_on_cluster(authorizer: Authorizer | None, ctx: RequestContext, operation: int) -> bool:
+    """May the request's principal do ``operation`` on the cluster (always, with no authorizer
+    or a disabled one)."""
+    return authorizer is None or not authorizer.enabled or authorizer.authorize(ctx, operation, CLUSTER,
+                                                                                CLUSTER_NAME)
 
 
 async def forward(controller: ControllerChannel, ctx: RequestContext, request: Any) -> Any | None:
