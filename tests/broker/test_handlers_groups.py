@@ -4,13 +4,14 @@ OffsetDelete, DescribeGroups' authorized operations, and group configs from the 
 import asyncio
 
 from broker import authorizer
+from metadata import security
 from protocol import messages as M
 from protocol.errors import Error
 from tests.broker.replica_nodes import Cluster
 from tests.groups.coordinator_node import CoordinatorNode, create_offsets_topic
 
-ALL_GROUP_OPERATIONS = sum(1 << op for op in (authorizer.READ, authorizer.DESCRIBE, authorizer.DELETE,
-                                               authorizer.DESCRIBE_CONFIGS, authorizer.ALTER_CONFIGS))
+ALL_GROUP_OPERATIONS = sum(1 << op for op in (security.READ, security.DESCRIBE, security.DELETE,
+                                               security.DESCRIBE_CONFIGS, security.ALTER_CONFIGS))
 HEARTBEAT = "consumer.heartbeat.interval.ms"
 
 
