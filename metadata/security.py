@@ -15,7 +15,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-# Kafka's ResourceType codes (also in broker/authorizer.py, which answers authorized operations).
+# Kafka's ResourceType codes.
 ANY_RESOURCE, TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID, DELEGATION_TOKEN, USER = 1, 2, 3, 4, 5, 6, 7
 
 # Kafka's PatternType codes: ANY and MATCH only in filters.
