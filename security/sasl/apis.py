@@ -218,6 +218,10 @@ class SaslApis:
                 answer = await asyncio.get_running_loop().run_in_executor(None, server.evaluate, token)
             else:
                 answer = server.evaluate(token)
+            reason = getattr(server, "reason", None)
+            if reason is not None and not server.complete:  # OAUTHBEARER's error challenge: say why now
+                log.info("Failed authentication with %s (%s token refused: %s)", session.client_address,
+                         exchange.mechanism, _loggable(reason))
             principal = None
             if server.complete:
                 assert server.principal_name is not None
