@@ -26,6 +26,10 @@ Every driver module exposes:
     alter_topic_config(bootstrap, topic, {name: value})
     delete_topic(bootstrap, topic)
 
+``produce``, ``consume_assign`` (partition 0 only for kafkajs) and ``roundtrip`` take
+``security=``, how the client connects to a secured listener (clients/security.py);
+clients/refusals.py holds what each client shows when the listener refuses it.
+
 A message is ``(key, value, headers)`` or ``(key, value, headers, partition)``; keys
 and values are bytes or None, headers a list of (str, bytes). A record is the tuple
 ``(partition, offset, key, value, headers)``. kcat and kafkajs carry text through
@@ -99,6 +103,17 @@ def messages_of(messages) -> list[Message]:
 
 def driver(name: str):
     return importlib.import_module(f"{__name__}.{name}")
+
+
+def roundtrip(name: str, bootstrap: str, topic: str, pairs, security=None,
+              timeout: float = 30.0) -> list[tuple[bytes | None, bytes | None]]:
+    """Driver ``name`` produces ``pairs`` ((key, value), no headers) to ``topic`` and reads them
+    back from the beginning of its partition 0: the (key, value) pairs it read. ``security``:
+    how it connects (clients/security.py), None for PLAINTEXT."""
+    client = driver(name)
+    client.produce(bootstrap, topic, [(k, v, []) for k, v in pairs], timeout=timeout, security=security)
+    records = client.consume_assign(bootstrap, topic, [0], len(pairs), timeout=timeout, security=security)
+    return [(r.key, r.value) for r in records]
 
 
 def acks_value(acks) -> int:

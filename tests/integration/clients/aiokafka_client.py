@@ -11,6 +11,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.structs import OffsetAndMetadata
 
 from . import MEMBER_POLL_S, Deadline, Record, ThreadMember, acks_value, messages_of, placement, short
+from .security import aiokafka_config
 
 NAME = "aiokafka"
 CODECS = frozenset({"none", "gzip", "snappy", "lz4", "zstd"})
@@ -29,13 +30,18 @@ def _run(coro, timeout):
         raise TimeoutError(f"aiokafka operation took over {timeout} s") from None
 
 
+def _secured(security) -> dict:
+    """The keyword arguments of a secured listener's ``security`` (clients/security.py), or none."""
+    return {} if security is None else aiokafka_config(security)
+
+
 def produce(bootstrap, topic, messages, acks="all", compression="none", idempotent=False,
-            timeout=30.0):
+            timeout=30.0, security=None):
     acks = acks_value(acks)
 
     async def go():
         producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap, acks="all" if acks == -1 else acks,
+            **_secured(security), bootstrap_servers=bootstrap, acks="all" if acks == -1 else acks,
             compression_type=None if compression == "none" else compression,
             enable_idempotence=idempotent, linger_ms=5, request_timeout_ms=10_000)
         await producer.start()
@@ -64,9 +70,9 @@ async def _poll(consumer, count, deadline):
 
 
 def consume_assign(bootstrap, topic, partitions, count, timeout=30.0, isolation=None,
-                   partition_fetch_bytes=None):
+                   partition_fetch_bytes=None, security=None):
     async def go():
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
+        consumer = AIOKafkaConsumer(**_secured(security), bootstrap_servers=bootstrap, group_id=None,
                                     enable_auto_commit=False, auto_offset_reset="earliest",
                                     **({} if isolation is None else {"isolation_level": isolation}),
                                     **({} if partition_fetch_bytes is None

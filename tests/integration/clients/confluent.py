@@ -13,6 +13,7 @@ from confluent_kafka.admin import (
 )
 
 from . import MEMBER_POLL_S, Deadline, Record, ThreadMember, acks_value, messages_of, placement, short
+from .security import confluent_config
 
 NAME = "confluent"
 CODECS = frozenset({"none", "gzip", "snappy", "lz4", "zstd"})
@@ -23,9 +24,14 @@ AVAILABLE = True
 BASE = {"log_level": 3, "socket.timeout.ms": 10_000, "broker.address.family": "v4"}
 
 
+def _secured(security) -> dict:
+    """The properties of a secured listener's ``security`` (clients/security.py), or none."""
+    return {} if security is None else confluent_config(security)
+
+
 def produce(bootstrap, topic, messages, acks="all", compression="none", idempotent=False,
-            timeout=30.0):
-    conf = {**BASE, "bootstrap.servers": bootstrap, "acks": acks_value(acks),
+            timeout=30.0, security=None):
+    conf = {**BASE, **_secured(security), "bootstrap.servers": bootstrap, "acks": acks_value(acks),
             "compression.type": compression, "enable.idempotence": idempotent,
             "linger.ms": 5, "message.timeout.ms": int(timeout * 1000)}
     if idempotent:
@@ -75,8 +81,9 @@ def _poll(consumer, count, timeout):
 
 
 def consume_assign(bootstrap, topic, partitions, count, timeout=30.0, isolation=None,
-                   partition_fetch_bytes=None):
-    consumer = Consumer({**BASE, "bootstrap.servers": bootstrap, "group.id": "unused-assign",
+                   partition_fetch_bytes=None, security=None):
+    consumer = Consumer({**BASE, **_secured(security), "bootstrap.servers": bootstrap,
+                         "group.id": "unused-assign",
                          "enable.auto.commit": False, "enable.auto.offset.store": False,
                          **({} if isolation is None else {"isolation.level": isolation}),
                          **({} if partition_fetch_bytes is None

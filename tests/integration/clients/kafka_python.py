@@ -12,6 +12,7 @@ from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, Ne
 from kafka.structs import OffsetAndMetadata
 
 from . import MEMBER_POLL_S, Deadline, Record, ThreadMember, acks_value, messages_of, placement, short
+from .security import kafka_python_config
 
 NAME = "kafka_python"
 CODECS = frozenset({"none", "gzip", "snappy", "lz4", "zstd"})
@@ -27,11 +28,16 @@ if not kafka.codec.has_snappy():
     )
 
 
+def _secured(security) -> dict:
+    """The keyword arguments of a secured listener's ``security`` (clients/security.py), or none."""
+    return {} if security is None else kafka_python_config(security)
+
+
 def produce(bootstrap, topic, messages, acks="all", compression="none", idempotent=False,
-            timeout=30.0):
+            timeout=30.0, security=None):
     acks = acks_value(acks)
     producer = KafkaProducer(
-        bootstrap_servers=bootstrap, acks="all" if acks == -1 else acks,
+        **_secured(security), bootstrap_servers=bootstrap, acks="all" if acks == -1 else acks,
         compression_type=None if compression == "none" else compression,
         enable_idempotence=idempotent, linger_ms=5, request_timeout_ms=10_000,
         retries=1_000_000 if idempotent else 3, delivery_timeout_ms=int(timeout * 1000),
@@ -64,8 +70,8 @@ def _poll(consumer, count, timeout):
 
 
 def consume_assign(bootstrap, topic, partitions, count, timeout=30.0, isolation=None,
-                   partition_fetch_bytes=None):
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
+                   partition_fetch_bytes=None, security=None):
+    consumer = KafkaConsumer(**_secured(security), bootstrap_servers=bootstrap, group_id=None,
                              enable_auto_commit=False, request_timeout_ms=15_000,
                              **({} if isolation is None else {"isolation_level": isolation}),
                              **({} if partition_fetch_bytes is None

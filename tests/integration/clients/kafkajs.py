@@ -17,8 +17,10 @@ import json
 import os
 import shutil
 import subprocess
+import uuid
 
 from . import ProcessMember, Record, acks_value, messages_of, placement
+from .security import kafkajs_config
 
 NAME = "kafkajs"
 CODECS = frozenset({"none", "gzip", "snappy", "lz4", "zstd"})
@@ -65,7 +67,11 @@ def call(op: str, bootstrap: str, timeout: float = 30.0, **args):
 
 
 def produce(bootstrap, topic, messages, acks="all", compression="none", idempotent=False,
-            timeout=30.0):
+            timeout=30.0, security=None):
+    if security is not None:
+        pairs = [(m.key, m.value) for m in messages_of(messages)]
+        _secured_ok(secured("produce", bootstrap, security, topic, pairs, timeout=timeout))
+        return
     payload = [{"key": _b64(m.key), "value": _b64(m.value),
                 "headers": [[name, _b64(value)] for name, value in m.headers],
                 "partition": m.partition} for m in messages_of(messages)]
@@ -79,7 +85,12 @@ def _records(rows) -> list[Record]:
 
 
 def consume_assign(bootstrap, topic, partitions, count, timeout=30.0, isolation=None,
-                   partition_fetch_bytes=None):
+                   partition_fetch_bytes=None, security=None):
+    if security is not None:  # a fresh group from the beginning, as driver.js's assign
+        assert list(partitions) == [0] and isolation is None and partition_fetch_bytes is None
+        got = _secured_ok(secured("consume", bootstrap, security, topic, [(None, None)] * count,
+                                  group=f"strom-assign-{uuid.uuid4().hex[:8]}", timeout=timeout))
+        return [Record(0, -1, k.encode(), v.encode(), []) for k, v in got["got"]]
     return _records(call("consume_assign", bootstrap, timeout, topic=topic,
                          partitions=list(partitions), count=count, isolation=isolation,
                          partitionFetchBytes=partition_fetch_bytes))
@@ -88,6 +99,46 @@ def consume_assign(bootstrap, topic, partitions, count, timeout=30.0, isolation=
 def consume_group(bootstrap, topic, group, count, timeout=30.0, commit=True):
     return _records(call("consume_group", bootstrap, timeout, topic=topic, group=group,
                          count=count, commit=commit))
+
+
+SECURED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "secured.js")
+
+
+def secured(op: str, bootstrap: str, security, topic: str, messages, retries: int = 5,
+            consumer_retries: int | None = None, group: str | None = None, txn_id: str | None = None,
+            timeout: float = 30.0) -> dict:
+    """One operation of secured.js ("produce", "consume" from the beginning in ``group`` until as
+    many messages as ``messages`` came, "transaction" with ``txn_id``) over a listener secured as
+    ``security`` (clients/security.py) with kafkajs's ``retries``; messages are (key, value) text
+    pairs, keys and values UTF-8. Its answer: {"ok": true}, {"got": [[key, value], ...]} or
+    {"error": {"name", "message", "cause", "logged"}} (see secured.js)."""
+    if not AVAILABLE:
+        raise RuntimeError("node or tests/integration/js/node_modules is missing (make setup installs them)")
+    command = json.dumps({"op": op, "bootstrap": bootstrap, "security": kafkajs_config(security),
+                          "retries": retries, "consumerRetries": consumer_retries, "topic": topic,
+                          "group": group, "txnId": txn_id,
+                          "messages": [[_str(k), _str(v)] for k, v in messages]})
+    env = {**os.environ, "KAFKAJS_PATH": os.path.join(JS_DIR, "node_modules", "kafkajs"),
+           "KAFKAJS_NO_PARTITIONER_WARNING": "1"}
+    proc = subprocess.run([NODE, SECURED, command], capture_output=True, timeout=timeout + STARTUP_S,
+                          cwd=JS_DIR, env=env, stdin=subprocess.DEVNULL)
+    lines = proc.stdout.decode(errors="replace").strip().splitlines()
+    try:
+        return json.loads(lines[-1])
+    except (IndexError, ValueError):
+        raise RuntimeError(f"kafkajs {op} exited {proc.returncode} without an answer; "
+                           f"stderr: {proc.stderr.decode(errors='replace')[-2000:]}") from None
+
+
+def _str(data) -> str | None:
+    return data.decode() if isinstance(data, bytes) else data
+
+
+def _secured_ok(answer: dict) -> dict:
+    if "error" in answer:
+        e = answer["error"]
+        raise RuntimeError(f"kafkajs: {e['name']}: {e['message']} (cause {e['cause']}; logged {e['logged']})")
+    return answer
 
 
 def create_topic(bootstrap, topic, partitions=1, replication_factor=1, config=None, timeout=30.0):

@@ -26,6 +26,7 @@ import shutil
 import subprocess
 
 from . import Deadline, ProcessMember, Record, acks_value, messages_of, placement, short
+from .security import kcat_options
 
 NAME = "kcat"
 CODECS = frozenset({"none", "gzip", "snappy", "lz4", "zstd"})
@@ -40,6 +41,11 @@ KEY_DELIMITER = "\x1f"
 # non-zero exit code (all brokers down) still fail the call.
 TRANSPORT_FAILURE = "Local: Broker transport failure"
 BASE = ["-X", "broker.address.family=v4", "-X", "socket.timeout.ms=10000", "-X", "log_level=3"]
+
+
+def _secured(security) -> list[str]:
+    """The ``-X`` options of a secured listener's ``security`` (clients/security.py), or none."""
+    return [] if security is None else kcat_options(security)
 
 
 def _run(args, timeout, stdin=b""):
@@ -67,10 +73,10 @@ def _line(key: bytes | None, value: bytes | None) -> bytes:
 
 
 def produce(bootstrap, topic, messages, acks="all", compression="none", idempotent=False,
-            timeout=30.0):
+            timeout=30.0, security=None):
     deadline = Deadline(timeout)
-    props = ["-X", f"acks={acks_value(acks)}", "-X", f"message.timeout.ms={int(timeout * 1000)}",
-             "-X", "linger.ms=5"]
+    props = [*_secured(security), "-X", f"acks={acks_value(acks)}",
+             "-X", f"message.timeout.ms={int(timeout * 1000)}", "-X", "linger.ms=5"]
     if idempotent:
         props += ["-X", "enable.idempotence=true"]
     groups = itertools.groupby(messages_of(messages), key=lambda m: (tuple(m.headers), m.partition))
@@ -100,13 +106,14 @@ def _records(stdout: bytes) -> list[Record]:
     return records
 
 
-def consume_assign(bootstrap, topic, partitions, count, timeout=30.0):
+def consume_assign(bootstrap, topic, partitions, count, timeout=30.0, security=None):
     deadline, records = Deadline(timeout), []
     while True:
         records = []
         for p in partitions:
             records += _records(_run(["-C", "-b", bootstrap, "-t", topic, "-p", str(p), "-o", "beginning",
-                                      "-e", "-J", "-q", *BASE], max(1.0, deadline.left())))
+                                      "-e", "-J", "-q", *BASE, *_secured(security)],
+                                     max(1.0, deadline.left())))
         if len(records) >= count or deadline.left() < 1.0:
             break
     if len(records) < count:
