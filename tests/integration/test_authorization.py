@@ -21,10 +21,8 @@ run side by side (threads), except group consumers of one group, which run one a
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -32,6 +30,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from .clients import kafkajs, kcat
+from .clients.security import (
+    Security,
+    aiokafka_config,
+    confluent_config,
+    kafka_python_config,
+    kcat_options,
+    sasl,
+)
 from .cluster import REPO_ROOT, StromNode, free_ports
 
 pytestmark = pytest.mark.timeout(180)
@@ -44,8 +51,6 @@ SERVER_JAAS = (f'{PLAIN_LOGIN} required username="admin" password="admin-secret"
 CLIENTS = ["confluent", "kafka_python", "aiokafka", "kafkajs", "kcat"]
 MESSAGES = [(f"k{i}".encode(), f"v{i}".encode()) for i in range(3)]
 CLIENT_TIMEOUT_S = 10.0
-JS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "js")
-KAFKAJS = os.path.join(JS_DIR, "node_modules", "kafkajs")
 
 # Each library's name for the errors (librdkafka's code names, kafka-python's and aiokafka's
 # exception classes, kafkajs's error types, kcat's librdkafka message).
@@ -116,9 +121,13 @@ def side_by_side(calls: dict[str, object]) -> dict[str, object]:
 
 # ---- the clients: produce returns "ok" or the client's error; consume the records or the error ----
 
+def as_user(user: str) -> Security:
+    """How a client connects as ``user`` (clients/security.py): PLAIN over SASL_PLAINTEXT."""
+    return sasl("SASL_PLAINTEXT", "PLAIN", user, PASSWORDS[user])
+
+
 def _confluent_conf(bootstrap: str, user: str) -> dict:
-    return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-            "sasl.username": user, "sasl.password": PASSWORDS[user]}
+    return {"bootstrap.servers": bootstrap, **confluent_config(as_user(user))}
 
 
 def create_topics(bootstrap: str, names: list[str]) -> None:
@@ -166,8 +175,7 @@ def confluent_consume(bootstrap, user, topic, group):
 
 
 def _kafka_python_conf(user):
-    return {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN", "sasl_plain_username": user,
-            "sasl_plain_password": PASSWORDS[user]}
+    return kafka_python_config(as_user(user))
 
 
 def kafka_python_produce(bootstrap, user, topic):
@@ -215,7 +223,7 @@ def aiokafka_produce(bootstrap, user, topic):
     async def run():
         timeout_ms = int(CLIENT_TIMEOUT_S * 1000)
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, request_timeout_ms=timeout_ms,
-                                    **_kafka_python_conf(user))
+                                    **aiokafka_config(as_user(user)))
         await producer.start()
         try:
             for key, value in MESSAGES:
@@ -236,7 +244,7 @@ def aiokafka_consume(bootstrap, user, topic, group):
     async def run():
         consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
                                     auto_offset_reset="earliest", enable_auto_commit=False,
-                                    **_kafka_python_conf(user))
+                                    **aiokafka_config(as_user(user)))
         got = []
         try:
             await consumer.start()
@@ -255,82 +263,15 @@ def aiokafka_consume(bootstrap, user, topic, group):
     return asyncio.run(asyncio.wait_for(run(), CLIENT_TIMEOUT_S + 5))
 
 
-# kafkajs: one script, the command in $AUTHZ_COMMAND; it prints {"ok"}, {"got": [...]} or {"error": <the
-# innermost cause's type>} (kafkajs wraps a refused request in KafkaJSNonRetriableError).
-KAFKAJS_SCRIPT = r"""
-const { Kafka, logLevel } = require(process.env.KAFKAJS_PATH);
-const c = JSON.parse(process.env.AUTHZ_COMMAND);
-// The errors kafkajs logs on the way: it reports a refused FindCoordinator only as
-// KafkaJSGroupCoordinatorNotFound, having logged the broker's error at debug level.
-const logged = [];
-const logCreator = () => ({ log }) => {
-  const e = log && log.error;
-  if (e) logged.push(typeof e === 'string' ? e : (e.type || e.message || String(e)));
-};
-const kafka = new Kafka({ clientId: 'authz-test', brokers: [c.bootstrap],
-  logLevel: logLevel.DEBUG, logCreator,
-  sasl: { mechanism: 'plain', username: c.user, password: c.password }, retry: { retries: 2 } });
-const print = (o) => console.log(JSON.stringify(o));
-const fail = (e) => {
-  while (e && e.cause) e = e.cause;
-  print({ error: (e && (e.type || e.name)) || String(e), logged });
-  process.exit(0);
-};
-(async () => {
-  if (c.action === 'produce') {
-    const producer = kafka.producer();
-    await producer.connect();
-    try {
-      await producer.send({ topic: c.topic, messages: c.messages.map(([k, v]) => ({ key: k, value: v })) });
-    } finally { await producer.disconnect(); }
-    print({ ok: true });
-    return;
-  }
-  if (c.action === 'transaction') {
-    const producer = kafka.producer({ transactionalId: c.txn_id, idempotent: true, maxInFlightRequests: 1 });
-    await producer.connect();
-    try {
-      const txn = await producer.transaction();
-      await txn.send({ topic: c.topic, messages: c.messages.map(([k, v]) => ({ key: k, value: v })) });
-      await txn.commit();
-    } finally { await producer.disconnect(); }
-    print({ ok: true });
-    return;
-  }
-  const consumer = kafka.consumer({ groupId: c.group, retry: { retries: 1 } });
-  const got = [];
-  let crashed = null;
-  consumer.on(consumer.events.CRASH, (ev) => { crashed = ev.payload.error; });
-  await consumer.connect();
-  try {
-    await consumer.subscribe({ topic: c.topic, fromBeginning: true });
-    await new Promise((resolve, reject) => {
-      const timer = setInterval(() => { if (crashed) { clearInterval(timer); reject(crashed); } }, 50);
-      consumer.run({ eachMessage: async ({ message }) => {
-        got.push([message.key.toString(), message.value.toString()]);
-        if (got.length === c.messages.length) { clearInterval(timer); resolve(); }
-      } }).catch(reject);
-    });
-  } finally { await consumer.disconnect(); }
-  print({ got });
-})().catch(fail);
-"""
-
-
 def _kafkajs(bootstrap, user, action, topic, group=None, txn_id=None):
-    node = shutil.which("node")
-    if node is None or not os.path.isdir(KAFKAJS):
-        pytest.fail("node or tests/integration/js/node_modules/kafkajs is missing (make setup installs them)")
-    command = json.dumps({"bootstrap": bootstrap, "user": user, "password": PASSWORDS[user], "action": action,
-                          "topic": topic, "group": group, "txn_id": txn_id,
-                          "messages": [[k.decode(), v.decode()] for k, v in MESSAGES]})
-    proc = subprocess.run([node, "-e", KAFKAJS_SCRIPT], capture_output=True, timeout=CLIENT_TIMEOUT_S + 20,
-                          env={**os.environ, "KAFKAJS_PATH": KAFKAJS, "KAFKAJS_NO_PARTITIONER_WARNING": "1",
-                               "AUTHZ_COMMAND": command})
-    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-2000:]
-    out = json.loads(proc.stdout.decode().strip().splitlines()[-1])
+    """kafkajs (clients/secured.js) as ``user``: "ok", the records it read, or its error: the
+    innermost cause's type (kafkajs wraps a refused request in KafkaJSNonRetriableError) and the
+    errors it logged on the way (it reports a refused FindCoordinator only as
+    KafkaJSGroupCoordinatorNotFound, having logged the broker's error at debug level)."""
+    out = kafkajs.secured(action, bootstrap, as_user(user), topic, MESSAGES, retries=2, consumer_retries=1,
+                          group=group, txn_id=txn_id, timeout=CLIENT_TIMEOUT_S + 10)
     if "error" in out:
-        return " ".join([out["error"], *out["logged"]])
+        return " ".join([out["error"]["cause"], *out["error"]["logged"]])
     if "got" in out:
         return [(k.encode(), v.encode()) for k, v in out["got"]]
     return "ok"
@@ -345,11 +286,9 @@ def kafkajs_consume(bootstrap, user, topic, group):
 
 
 def _kcat(bootstrap, user):
-    kcat = shutil.which("kcat") or shutil.which("kafkacat")
-    if kcat is None:
+    if kcat.BINARY is None:
         pytest.fail("kcat is missing (make setup installs it)")
-    return [kcat, "-b", bootstrap, "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=PLAIN",
-            "-X", f"sasl.username={user}", "-X", f"sasl.password={PASSWORDS[user]}"]
+    return [kcat.BINARY, "-b", bootstrap, *kcat_options(as_user(user))]
 
 
 def kcat_produce(bootstrap, user, topic):
@@ -485,7 +424,7 @@ def aiokafka_transaction(bootstrap, user, txn_id, topic):
 
     async def run():
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=txn_id,
-                                    **_kafka_python_conf(user))
+                                    **aiokafka_config(as_user(user)))
         try:
             await producer.start()
             async with producer.transaction():
