@@ -20,6 +20,7 @@ from confluent_kafka import Consumer
 
 from engine.checkpoint import read_offset_checkpoint
 from tests.integration.clients import confluent as reference
+from tests.integration.clients.security import PLAIN_LOGIN, sasl, spark_options
 from tests.integration.cluster import StromNode, free_ports, strom_start_available
 
 from .test_spark_integration import FAST_CHECKPOINTS
@@ -29,9 +30,6 @@ pytestmark = [
     pytest.mark.processes,
     pytest.mark.timeout(300),
 ]
-
-
-PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 
 
 @pytest.fixture(scope="module")
@@ -184,17 +182,17 @@ def test_df_write_over_sasl_needs_write_on_the_topic_and_the_transactional_ids(s
         for future in admin.create_acls([binding], request_timeout=15).values():
             future.result(15)
 
+    alice = sasl("SASL_PLAINTEXT", "PLAIN", "alice", "alice-secret")
     out = topic(node, partitions=1)
     # df.write's transactional ids are strom-write-<job>-<task>
     allow_alice_write(ResourceType.TRANSACTIONAL_ID, "strom-write-", ResourcePatternType.PREFIXED)
     df = spark.range(20).selectExpr("CAST(id AS STRING) AS value")
 
     def write():
+        # kafka.security.protocol, kafka.sasl.mechanism and kafka.sasl.jaas.config: Java's JAAS
+        # config, as Spark's Kafka sink takes it
         (df.coalesce(1).write.format("strom").option("kafka.bootstrap.servers", node.sasl_bootstrap)
-         .option("kafka.security.protocol", "SASL_PLAINTEXT").option("kafka.sasl.mechanism", "PLAIN")
-         .option("kafka.sasl.jaas.config",  # as Spark's Kafka sink takes it: Java's JAAS config
-                 f'{PLAIN_LOGIN} required username="alice" password="alice-secret";')
-         .option("topic", out).mode("append").save())
+         .options(**spark_options(alice)).option("topic", out).mode("append").save())
 
     with pytest.raises(Exception, match="TOPIC_AUTHORIZATION_FAILED|Topic authorization failed"):
         write()
