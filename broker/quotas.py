@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import time
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
@@ -139,7 +140,7 @@ class BrokerQuotas:
                 fn = self._exempt(api.fn)
             else:
                 fn = self._other(api.fn)
-            out.append(Api(api.key, api.min_version, api.max_version, fn))
+            out.append(dataclasses.replace(api, fn=fn))
         return out
 
     @staticmethod

@@ -32,6 +32,7 @@ def check(report) -> None:
     assert report.sasl_frames > 0 and report.sasl_responses > 0, text
     assert report.sasl_answered_other == 0 and report.sasl_unmatched == 0, text
     assert report.sasl_v0_handshakes > 0, text  # the SaslHandshake v0 path was taken and checked
+    assert report.sasl_raw_answered > 0, text  # and its bare tokens answered bare, through every wrapper
     assert report.rss_peak - report.rss_start < RSS_GROWTH_MAX, text
 
 

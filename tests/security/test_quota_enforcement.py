@@ -185,3 +185,19 @@ def test_a_deferred_answer_carries_the_throttle_time_once_ready():
         return await resolve(answer)
 
     assert asyncio.run(run()).throttle_time_ms > 0
+
+
+def test_wrapped_apis_keep_everything_but_their_handler():
+    """SaslHandshake v0's bare tokens go to its Api's raw handler: a wrapper that dropped it
+    closed every v0 client's connection after its handshake (the live fuzz found it)."""
+    async def handler(ctx, req):
+        return None
+
+    async def raw(token):
+        return b""
+
+    quotas = BrokerQuotas(lambda: MetadataImage())
+    apis = [Api(17, 0, 1, handler, raw), Api(36, 0, 2, handler), Api(0, 3, 11, handler)]
+    wrapped = quotas.wrap(apis)
+    assert [(a.key, a.min_version, a.max_version, a.raw) for a in wrapped] == \
+        [(a.key, a.min_version, a.max_version, a.raw) for a in apis]
