@@ -93,6 +93,11 @@ def tiers_of(item: pytest.Item) -> set[str]:
     return tiers
 
 
+# First among the plugins' hooks: pytest-xdist's worker turns each item's xdist_group marker into a
+# suffix of its node id in its own pytest_collection_modifyitems, which --dist loadgroup schedules
+# by; after it, the groups given here would be ignored (each test of a module could then start the
+# module's cluster on a worker of its own).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     rank = {}
     for index, item in enumerate(items):

@@ -45,7 +45,10 @@ pytestmark = pytest.mark.timeout(180)
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
-PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+# Each test acts as a user of its own, so that it holds whatever ACLs it gives and none another
+# test gave: any one of them runs alone, in any order, on the module's node.
+PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret", "carol": "carol-secret",
+             "dave": "dave-secret", "erin": "erin-secret"}
 SERVER_JAAS = (f'{PLAIN_LOGIN} required username="admin" password="admin-secret" '
                + " ".join(f'user_{user}="{password}"' for user, password in PASSWORDS.items()) + ";")
 CLIENTS = ["confluent", "kafka_python", "aiokafka", "kafkajs", "kcat"]
@@ -85,7 +88,7 @@ def node(tmp_path_factory):
         f.write(command_config("admin"))
     try:
         node.start()
-        create_topics(node.sasl_bootstrap, [f"orders-{c}" for c in CLIENTS]
+        create_topics(node.sasl_bootstrap, [f"orders-{c}" for c in CLIENTS] + [f"orders-a-{c}" for c in CLIENTS]
                       + [f"payments-{c}" for c in CLIENTS] + [f"orders-txn-{c}" for c in CLIENTS]
                       + ["orders-denied"])
         yield node
@@ -331,41 +334,43 @@ def assert_refused(results: dict[str, object], *errors: re.Pattern) -> None:
 # ---- the tests, in order ----------------------------------------------------------------------------
 
 def test_without_acls_a_user_can_neither_produce_nor_consume_nor_join_a_group(node):
-    assert_refused(produce_all(node, "alice", lambda c: f"orders-{c}"), TOPIC_DENIED)
+    assert_refused(produce_all(node, "bob", lambda c: f"orders-{c}"), TOPIC_DENIED)
     # a consumer asks for its group's coordinator (GROUP) or the topic's metadata (TOPIC) first
-    assert_refused(consume_all(node, "alice", lambda c: f"orders-{c}", lambda c: "g1"),
+    assert_refused(consume_all(node, "bob", lambda c: f"orders-{c}", lambda c: "g1"),
                    TOPIC_DENIED, GROUP_DENIED)
 
 
 def test_strom_acls_needs_alter_on_the_cluster(node):
     anonymous = strom_acls(node, "--add", "--allow-principal", "User:alice", "--operation", "Read",
-                           "--topic", "orders-confluent", bootstrap=node.bootstrap)
+                           "--topic", "acl-probe", bootstrap=node.bootstrap)
     assert anonymous.returncode != 0 and "CLUSTER_AUTHORIZATION_FAILED" in anonymous.stderr
     alice_config = os.path.join(node.dir, "alice.properties")
     with open(alice_config, "w") as f:
         f.write(command_config("alice"))
     alice = strom_acls(node, "--add", "--allow-principal", "User:alice", "--operation", "Read",
-                       "--topic", "orders-confluent", config=alice_config)
+                       "--topic", "acl-probe", config=alice_config)
     assert alice.returncode != 0 and "CLUSTER_AUTHORIZATION_FAILED" in alice.stderr
-    listed = strom_acls(node, "--list", config=node.admin_config)
-    assert listed.returncode == 0 and listed.stdout == ""
+    listed = strom_acls(node, "--list", "--topic", "acl-probe", config=node.admin_config)
+    assert listed.returncode == 0 and listed.stdout == "", listed.stdout
 
 
 def test_write_on_a_prefix_and_read_on_a_group_make_exactly_those_work(node):
     add_acls(node, "--allow-principal", "User:alice", "--operation", "Write", "--operation", "Read",
              "--topic", "orders-", "--resource-pattern-type", "prefixed")
     add_acls(node, "--allow-principal", "User:alice", "--operation", "Read", "--group", "g1")
-    assert produce_all(node, "alice", lambda c: f"orders-{c}") == {c: "ok" for c in CLIENTS}
+    assert produce_all(node, "alice", lambda c: f"orders-a-{c}") == {c: "ok" for c in CLIENTS}
     assert_refused(produce_all(node, "alice", lambda c: f"payments-{c}"), TOPIC_DENIED)
-    assert_refused(consume_all(node, "alice", lambda c: f"orders-{c}", lambda c: f"g2-{c}"), GROUP_DENIED)
+    assert_refused(consume_all(node, "alice", lambda c: f"orders-a-{c}", lambda c: f"g2-{c}"), GROUP_DENIED)
     for client in CLIENTS:  # one group: its consumers one after another
-        assert CONSUME[client](node.sasl_bootstrap, "alice", f"orders-{client}", "g1") == MESSAGES, client
+        assert CONSUME[client](node.sasl_bootstrap, "alice", f"orders-a-{client}", "g1") == MESSAGES, client
 
 
 def test_a_deny_acl_overrides_the_prefixed_allow(node):
-    add_acls(node, "--deny-principal", "User:alice", "--operation", "Write", "--topic", "orders-denied")
-    assert_refused(produce_all(node, "alice", lambda c: "orders-denied"), TOPIC_DENIED)
-    assert produce_all(node, "alice", lambda c: f"orders-{c}") == {c: "ok" for c in CLIENTS}
+    add_acls(node, "--allow-principal", "User:carol", "--operation", "Write",
+             "--topic", "orders-", "--resource-pattern-type", "prefixed")
+    add_acls(node, "--deny-principal", "User:carol", "--operation", "Write", "--topic", "orders-denied")
+    assert_refused(produce_all(node, "carol", lambda c: "orders-denied"), TOPIC_DENIED)
+    assert produce_all(node, "carol", lambda c: f"orders-{c}") == {c: "ok" for c in CLIENTS}
 
 
 def test_a_user_sees_no_topic_it_may_not_describe_in_metadata(node):
@@ -375,10 +380,12 @@ def test_a_user_sees_no_topic_it_may_not_describe_in_metadata(node):
         admin = AdminClient(_confluent_conf(node.sasl_bootstrap, user))
         return set(admin.list_topics(timeout=CLIENT_TIMEOUT_S).topics)
 
+    add_acls(node, "--allow-principal", "User:erin", "--operation", "Describe",
+             "--topic", "orders-", "--resource-pattern-type", "prefixed")
+    everything = topics("admin")
+    assert everything >= {f"payments-{c}" for c in CLIENTS} | {f"orders-{c}" for c in CLIENTS}
     assert topics("bob") == set()
-    assert topics("alice") == {f"orders-{c}" for c in CLIENTS} | {f"orders-txn-{c}" for c in CLIENTS} | {
-        "orders-denied"}
-    assert topics("admin") >= {f"payments-{c}" for c in CLIENTS}
+    assert topics("erin") == {t for t in everything if t.startswith("orders-")}
 
 
 TXN_DENIED = re.compile(r"TRANSACTIONAL_ID_AUTHORIZATION_FAILED|TransactionalIdAuthorizationFailed")
@@ -466,11 +473,13 @@ def read_committed(node, topic) -> list[tuple[bytes, bytes]]:
 
 def test_a_transactional_producer_needs_write_on_its_transactional_id(node):
     def run_all():
-        return side_by_side({c: (lambda c=c: TRANSACTION[c](node.sasl_bootstrap, "alice", f"txn-{c}",
+        return side_by_side({c: (lambda c=c: TRANSACTION[c](node.sasl_bootstrap, "dave", f"txn-{c}",
                                                              f"orders-txn-{c}")) for c in TRANSACTION})
 
+    add_acls(node, "--allow-principal", "User:dave", "--operation", "Write",
+             "--topic", "orders-txn-", "--resource-pattern-type", "prefixed")
     assert_refused(run_all(), TXN_DENIED)
-    add_acls(node, "--allow-principal", "User:alice", "--operation", "Write",
+    add_acls(node, "--allow-principal", "User:dave", "--operation", "Write",
              *(arg for c in TRANSACTION for arg in ("--transactional-id", f"txn-{c}")))
     assert run_all() == {c: "ok" for c in TRANSACTION}
     for client in TRANSACTION:
