@@ -88,8 +88,9 @@ def node(tmp_path_factory):
         f.write(command_config("admin"))
     try:
         node.start()
-        create_topics(node.sasl_bootstrap, [f"orders-{c}" for c in CLIENTS] + [f"orders-a-{c}" for c in CLIENTS]
-                      + [f"payments-{c}" for c in CLIENTS] + [f"orders-txn-{c}" for c in CLIENTS]
+        create_topics(node.sasl_bootstrap, [f"orders-{c}" for c in CLIENTS]
+                      + [f"orders-a-{c}" for c in CLIENTS] + [f"payments-{c}" for c in CLIENTS]
+                      + [f"orders-txn-{c}" for c in CLIENTS]
                       + ["orders-denied"])
         yield node
     finally:
