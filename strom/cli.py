@@ -25,6 +25,10 @@
     strom quorum --bootstrap-controller HOST:PORT[,...] remove-controller --controller-id N
                  --controller-uuid UUID [--dry-run]
         The KRaft quorum, like kafka-metadata-quorum (requests go to the quorum leader).
+    strom reassign-partitions --bootstrap-server HOST:PORT --generate|--execute|--verify|--cancel|--list ...
+        Move partitions' replicas, with kafka-reassign-partitions's options and output (strom/reassign.py).
+    strom leader-election --bootstrap-server HOST:PORT --election-type preferred|unclean ...
+        Elect leaders, as kafka-leader-election.
     strom demo [--dir DIR] [--records N] [--record-size B]
         Write a partition log in Kafka's format, kill the writer with SIGKILL halfway
         through a second run, recover the log and read every record back.
@@ -47,13 +51,16 @@ import time
 from engine.errors import StorageError
 
 # What `strom --help` lists, in its order; WORKER_COMMANDS run too but are left out of it.
-COMMANDS = ("run", "cluster", "format", "start", "topics", "acls", "quorum", "demo", "dump-log")
+COMMANDS = ("run", "cluster", "format", "start", "topics", "acls", "quorum", "reassign-partitions",
+            "leader-election", "demo", "dump-log")
 WORKER_COMMANDS = ("controller", "broker")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="strom", description="Strom: a Kafka-compatible streaming platform"
+        prog="strom", description="Strom: a Kafka-compatible streaming platform",
+        # Room for the longest command's name before its help, on one line.
+        formatter_class=lambda prog: argparse.HelpFormatter(prog, max_help_position=30),
     )
     sub = parser.add_subparsers(dest="command", required=True, title="commands",
                                 metavar="{" + ",".join(COMMANDS) + "}")
@@ -106,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     acls.add_parser(sub, listed=True)
     _add_quorum_parser(sub)
+    from strom import reassign
+
+    reassign.add_parsers(sub)
     demo = sub.add_parser("demo", help="write, crash, recover and read back a partition log")
     demo.add_argument("--dir", help="log directory (default: a new temporary one)")
     demo.add_argument("--records", type=int, default=1_000_000)
@@ -168,6 +178,12 @@ def main(argv: list[str] | None = None) -> int:
             return acls.run(args)
         if args.command == "quorum":
             return run_quorum(args)
+        if args.command in ("reassign-partitions", "leader-election"):
+            from strom import reassign
+            from strom.acls import read_command_config
+
+            run = reassign.run_reassign if args.command == "reassign-partitions" else reassign.run_election
+            return run(args, read_command_config(args.command_config))
         if args.command == "demo":
             from strom.demo import run_demo
 
