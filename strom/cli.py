@@ -20,6 +20,9 @@
     tools, to reach a secured listener: security.protocol, sasl.mechanism, sasl.jaas.config, ssl.*)
     strom acls --bootstrap-server HOST:PORT --add|--remove|--list [--topic T] [--group G] ...
         ACLs, with kafka-acls's options and output (strom/acls.py).
+    strom configs --bootstrap-server HOST:PORT --entity-type T [--entity-name N | --entity-default]
+                  --describe [--all] | --alter [--add-config K=V,...] [--delete-config K]
+        Configs of topics, brokers, groups, users and clients, as kafka-configs (strom/configs.py).
     strom quorum --bootstrap-controller HOST:PORT[,...] describe --status | --replication [--human-readable]
     strom quorum --bootstrap-controller HOST:PORT[,...] add-controller --config FILE [--dry-run]
     strom quorum --bootstrap-controller HOST:PORT[,...] remove-controller --controller-id N
@@ -51,7 +54,7 @@ import time
 from engine.errors import StorageError
 
 # What `strom --help` lists, in its order; WORKER_COMMANDS run too but are left out of it.
-COMMANDS = ("run", "cluster", "format", "start", "topics", "acls", "quorum", "reassign-partitions",
+COMMANDS = ("run", "cluster", "format", "start", "topics", "acls", "configs", "quorum", "reassign-partitions",
             "leader-election", "demo", "dump-log")
 WORKER_COMMANDS = ("controller", "broker")
 
@@ -112,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     from strom import acls
 
     acls.add_parser(sub, listed=True)
+    from strom import configs
+
+    configs.add_parser(sub, listed=True)
     _add_quorum_parser(sub)
     from strom import reassign
 
@@ -176,6 +182,10 @@ def main(argv: list[str] | None = None) -> int:
             from strom import acls
 
             return acls.run(args)
+        if args.command == "configs":
+            from strom import configs
+
+            return configs.run(args)
         if args.command == "quorum":
             return run_quorum(args)
         if args.command in ("reassign-partitions", "leader-election"):
