@@ -11,8 +11,8 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-USER_COMMANDS = ["run", "cluster", "format", "start", "topics", "acls", "quorum", "reassign-partitions",
-                 "leader-election", "demo", "dump-log"]
+USER_COMMANDS = ["run", "cluster", "format", "start", "topics", "acls", "configs", "quorum",
+                 "reassign-partitions", "leader-election", "demo", "dump-log"]
 WORKER_COMMANDS = ["controller", "broker"]
 
 
