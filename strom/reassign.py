@@ -230,15 +230,36 @@ class Admin:
 
     async def alter_configs(self, resources: list[tuple[int, str, list[tuple[str, int, str | None]]]],
                             ) -> None:
+        """IncrementalAlterConfigs: a BROKER resource goes to that broker (a broker answers only
+        for itself, as Kafka's), the others to the bootstrap broker."""
         R = M.IncrementalAlterConfigsRequest
-        body = R(resources=[R.AlterConfigsResource(
-            resource_type=kind, resource_name=name,
-            configs=[R.AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in ops])
-            for kind, name, ops in resources], validate_only=False)
-        resp = await self.request(44, 1, body)
+
+        def body(of):
+            return R(resources=[R.AlterConfigsResource(
+                resource_type=kind, resource_name=name,
+                configs=[R.AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in ops])
+                for kind, name, ops in of], validate_only=False)
+
+        answers = []
+        others = [res for res in resources if res[0] != BROKER_RESOURCE]
+        if others:
+            answers += (await self.request(44, 1, body(others))).responses
+        brokers = [res for res in resources if res[0] == BROKER_RESOURCE]
+        if brokers:
+            md = await self.request(3, 12, M.MetadataRequest(topics=[], allow_auto_topic_creation=False))
+            where = {str(b.node_id): (b.host, b.port) for b in md.brokers}
+            for res in brokers:
+                if res[1] not in where:
+                    raise RuntimeError(f"Unknown broker id {res[1]}")
+                conn = KafkaConnection(*where[res[1]], client_id="strom-reassign", security=self.security)
+                await conn.connect()
+                try:
+                    answers += (await conn.request(44, 1, body([res]), timeout=60.0)).responses
+                finally:
+                    await conn.close()
         errors = [f"{'broker' if r.resource_type == BROKER_RESOURCE else 'topic'} {r.resource_name}: "
                   f"{_error_text(r.error_code, r.error_message)}"
-                  for r in resp.responses if r.error_code != Error.NONE]
+                  for r in answers if r.error_code != Error.NONE]
         if errors:
             raise RuntimeError("altering the throttle configs: " + "; ".join(errors))
 
