@@ -35,16 +35,19 @@ resource looked up:
   interval; a name left unset counts as GroupConfig's own default (45000 and 5000), not the
   broker's. All INVALID_CONFIG with Kafka's message. The group need not exist: its configs
   live in the image apart from it, and the coordinator reads them when it has the group.
-- BROKER: Strom has no dynamic broker configs. The broker a client asked answers BROKER
-  resources itself, as Kafka's ConfigAdminManager does; a request that reaches here
-  directly gets Kafka's name checks, the broker must be registered, and any change other than
-  DELETE is INVALID_REQUEST "Cannot update these configs dynamically: Set(...)" as Kafka
-  answers for a config that is not dynamic. Nothing is written.
+- BROKER (a broker id, or "" for the cluster-wide default): the broker must be registered;
+  only the topic configs' broker-wide defaults (DYNAMIC_BROKER: log.retention.ms,
+  message.max.bytes, ...) may change, any other change than a DELETE is INVALID_REQUEST
+  "Cannot update these configs dynamically: Set(...)" as Kafka answers for a config that is
+  not dynamic; APPEND and SUBTRACT only to a list (log.cleanup.policy); the resulting values
+  must be valid as the topic configs they are defaults of (INVALID_CONFIG). Each change is a
+  ConfigRecord of the BROKER resource, which every broker applies from its image without a
+  restart (metadata.configs.dynamic_broker_configs).
 """
 from __future__ import annotations
 
 from controller.result import ControllerResult
-from engine.config import TOPIC_CONFIGS, TOPIC_LIST_CONFIGS, LogConfig, java_integer
+from engine.config import BROKER_SYNONYMS, TOPIC_CONFIGS, TOPIC_LIST_CONFIGS, LogConfig, java_integer
 from engine.errors import ConfigError
 from metadata.configs import (
     APPEND,
@@ -56,6 +59,7 @@ from metadata.configs import (
     GROUP_SESSION_TIMEOUT,
     OP_NAMES,
     SET,
+    SUBTRACT,
     TOPIC_RESOURCE,
     ConfigFailure,
     GroupBounds,
@@ -69,6 +73,10 @@ from protocol.errors import Error
 from protocol.topics import topic_name_error
 
 SERVED_RESOURCES = (TOPIC_RESOURCE, BROKER_RESOURCE, GROUP_RESOURCE)
+# The broker properties Kafka changes without a restart that Strom applies: the topic configs'
+# broker-wide defaults (DynamicLogConfig.ReconfigurableConfigs: log.retention.ms,
+# log.segment.bytes, log.cleanup.policy, message.max.bytes, ...).
+DYNAMIC_BROKER = frozenset(BROKER_SYNONYMS)
 
 
 def java_split(value: str) -> list[str]:
@@ -227,8 +235,7 @@ class ConfigControl:
         if topic not in image.topics:
             raise ConfigFailure(Error.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic}' does not exist.")
 
-    @staticmethod
-    def _alter_broker(image: MetadataImage, res) -> list[tuple[str, str | None]]:
+    def _alter_broker(self, image: MetadataImage, res) -> list[tuple[str, str | None]]:
         name = res.resource_name
         if name:
             try:
@@ -240,8 +247,37 @@ class ConfigControl:
                 raise ConfigFailure(Error.INVALID_REQUEST, "Invalid negative broker ID.")
             if broker_id not in image.brokers:
                 raise ConfigFailure(Error.BROKER_ID_NOT_REGISTERED, f"No node with id {broker_id} found.")
-        changed = [c.name for c in res.configs if c.config_operation != DELETE]
-        if changed:
-            raise not_dynamic(changed)
-        return []
-
+        refused = [c.name for c in res.configs
+                   if c.config_operation != DELETE and c.name not in DYNAMIC_BROKER]
+        if refused:
+            raise not_dynamic(refused)
+        current = image.configs.get((BROKER_RESOURCE, name), {})
+        changes: list[tuple[str, str | None]] = []
+        resulting = dict(current)
+        for c in res.configs:
+            if c.config_operation in (APPEND, SUBTRACT):
+                topic = BROKER_SYNONYMS.get(c.name)
+                if topic not in TOPIC_LIST_CONFIGS:
+                    verb = "append" if c.config_operation == APPEND else "subtract"
+                    raise ConfigFailure(Error.INVALID_CONFIG,
+                                        f"Config value {verb} is not allowed for config key: {c.name}")
+                new = apply_list_op(c.config_operation, current.get(c.name),
+                                    self._list_defaults.get(topic), c.value)
+            else:
+                new = c.value if c.config_operation == SET else None
+            if new != current.get(c.name):
+                changes.append((c.name, new))
+            if new is None:
+                resulting.pop(c.name, None)
+            else:
+                resulting[c.name] = new
+        for prop, value in resulting.items():  # each as the topic config it is the default of
+            if prop not in DYNAMIC_BROKER:
+                continue
+            try:
+                LogConfig().with_overrides({BROKER_SYNONYMS[prop]: value})
+            except ConfigError as e:
+                reason = str(e).split(": ", 1)[-1]
+                raise ConfigFailure(Error.INVALID_CONFIG,
+                                    f"Invalid value {value} for configuration {prop}: {reason}") from None
+        return changes

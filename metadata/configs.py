@@ -95,7 +95,14 @@ def unknown_operation(op: int) -> ConfigFailure | None:
 
 
 def not_dynamic(names: list[str]) -> ConfigFailure:
-    """Kafka's answer to a change of a broker config that cannot be updated dynamically (every
-    broker config, in Strom)."""
+    """Kafka's answer to a change of a broker config that cannot be updated dynamically."""
     return ConfigFailure(Error.INVALID_REQUEST,
                          f"Cannot update these configs dynamically: Set({', '.join(names)})")
+
+
+def dynamic_broker_configs(image: Any, node_id: int) -> dict[str, str]:
+    """The broker properties changed without a restart for broker ``node_id``: the cluster
+    default's ConfigRecords (BROKER resource "") overlaid with the broker's own (its id), as
+    Kafka's DynamicBrokerConfig layers them over the static properties."""
+    configs = image.configs
+    return {**configs.get((BROKER_RESOURCE, ""), {}), **configs.get((BROKER_RESOURCE, str(node_id)), {})}

@@ -244,12 +244,33 @@ def test_a_default_group_resource_is_refused(s):
 
 
 # ---- BROKER ------------------------------------------------------------------------------
-def test_a_broker_config_cannot_be_updated_dynamically(s):
+def test_a_broker_config_kafka_does_not_update_dynamically_is_refused_and_nothing_written(s):
     both = resource(BROKER, "1", ("log.retention.ms", SET, "1000"), ("num.io.threads", SET, "4"))
-    refused = "Cannot update these configs dynamically: Set(log.retention.ms, num.io.threads)"
+    refused = "Cannot update these configs dynamically: Set(num.io.threads)"
     assert alter(s, both) == [(Error.INVALID_REQUEST, refused)]
-    assert alter(s, resource(BROKER, "1", ("log.retention.ms", DELETE, None))) == OK
     assert s.last_records == []
+    assert s.image.configs.get((BROKER, "1")) is None
+
+
+def test_a_dynamic_broker_config_is_a_config_record_of_the_broker_or_the_cluster_default(s):
+    """DynamicLogConfig.ReconfigurableConfigs: the topic configs' broker-wide defaults change
+    without a restart, per broker or for the cluster ("" resource)."""
+    assert alter(s, resource(BROKER, "1", ("log.retention.ms", SET, "1000"))) == OK
+    assert alter(s, resource(BROKER, "", ("message.max.bytes", SET, "2048"))) == OK
+    assert s.image.configs[(BROKER, "1")] == {"log.retention.ms": "1000"}
+    assert s.image.configs[(BROKER, "")] == {"message.max.bytes": "2048"}
+    assert alter(s, resource(BROKER, "1", ("log.retention.ms", DELETE, None))) == OK
+    assert s.image.configs.get((BROKER, "1")) is None
+    assert alter(s, resource(BROKER, "", ("log.cleanup.policy", APPEND, "compact"))) == OK
+    assert s.image.configs[(BROKER, "")]["log.cleanup.policy"] == "delete,compact"
+
+
+def test_an_invalid_dynamic_broker_value_is_invalid_config_naming_the_broker_property(s):
+    code, message = alter(s, resource(BROKER, "", ("log.segment.bytes", SET, "ten")))[0]
+    assert code == Error.INVALID_CONFIG
+    assert message.startswith("Invalid value ten for configuration log.segment.bytes")
+    assert alter(s, resource(BROKER, "", ("message.max.bytes", APPEND, "1")))[0][0] == Error.INVALID_CONFIG
+    assert s.image.configs.get((BROKER, "")) is None
 
 
 @pytest.mark.parametrize("name,answer", [
