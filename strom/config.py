@@ -47,6 +47,8 @@ PROPERTIES: dict[str, tuple[str, Any]] = {
     "inter.broker.listener.name": (STRING, None),
     "security.inter.broker.protocol": (STRING, PLAINTEXT),
     "controller.listener.names": (LIST, None),
+    # Strom's own: where the process serves /metrics in Prometheus' text format (unset: off).
+    "metrics.listener": (STRING, None),
     "controller.quorum.voters": (LIST, ""),
     "controller.quorum.bootstrap.servers": (LIST, ""),
     "controller.quorum.election.timeout.ms": (INT, 1000),
@@ -274,6 +276,16 @@ def parse_listeners(name: str, values: list[str]) -> list[Listener]:
     return out
 
 
+def parse_metrics_listener(value: str | None) -> tuple[str, int] | None:
+    """metrics.listener: ``http://host:port`` (an empty host: every interface); None when unset."""
+    if not value:
+        return None
+    m = re.fullmatch(r"http://(\[[0-9A-Fa-f:.]+\]|[^:/\[\]@ ]*):(\d{1,5})/?", value.strip())
+    if m is None or int(m.group(2)) > 65535:
+        raise ConfigError("metrics.listener", f"expected http://host:port, got {value!r}")
+    return m.group(1).strip("[]"), int(m.group(2))
+
+
 def parse_voters(value: list[str]) -> dict[int, tuple[str, int]]:
     """controller.quorum.voters: id@host:port,..."""
     voters = {}
@@ -398,6 +410,17 @@ class ServerConfig:
         """The property that sets ``name`` for a listener: its listener.name.* override where set."""
         key = ((listener_name or "").upper(), None, name)
         return self._override_names.get(key, name)
+
+    def metrics_address(self, role: str) -> tuple[str, int] | None:
+        """Where the process of ``role`` serves /metrics: metrics.listener's host and port. A
+        combined node runs its roles as two processes: the broker's serves metrics.listener and
+        the controller's the next port (each any free port when the port is 0)."""
+        if self.metrics_listener is None:
+            return None
+        host, port = self.metrics_listener
+        if role == "controller" and "broker" in self.roles and port:
+            port += 1
+        return host, port
 
     def security_protocol(self, listener_name: str) -> str:
         """A listener's security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)."""
@@ -549,6 +572,7 @@ class ServerConfig:
         self._validate_security_protocols()
         self._validate_network()
         self._validate_replica_selector()
+        self.metrics_listener = parse_metrics_listener(self.values.get("metrics.listener"))
         self._server_contexts: dict[str, ssl.SSLContext] = {}
         self._client_security: dict[str, ClientSecurity] = {}
         for lsn in self.listeners:  # a bad ssl.* value stops startup naming it
