@@ -48,6 +48,7 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Any
 
 from protocol import messages
@@ -109,15 +110,17 @@ FinalizedFeatures = Callable[[], "tuple[int, dict[str, int]]"]
 class Dispatcher:
     def __init__(self, apis: list[Api], supported_features: list | None = None,
                  finalized_features: FinalizedFeatures | None = None,
-                 unauthenticated_max_bytes: int = SASL_SERVER_MAX_RECEIVE_SIZE):
+                 unauthenticated_max_bytes: int = SASL_SERVER_MAX_RECEIVE_SIZE, metrics: Any = None):
         """``supported_features``: ApiVersionsResponse.SupportedFeatureKey entries (v3+), e.g. a
         controller's kraft.version range (KIP-853), a broker's transaction.version range.
         ``finalized_features``: called at each ApiVersions for the finalized levels and their
-        epoch (a broker's metadata image); None: none are said (epoch -1)."""
+        epoch (a broker's metadata image); None: none are said (epoch -1). ``metrics``: a
+        protocol.metrics.RequestMetrics, told of each request decoded and of its answer's time."""
         self.apis = {api.key: api for api in apis}
         self.supported_features = list(supported_features or [])
         self.finalized_features = finalized_features
         self.unauthenticated_max_bytes = unauthenticated_max_bytes
+        self.metrics = metrics
         for api in apis:
             schema = messages.REQUESTS[api.key].message.versions
             if api.min_version < schema.lo or api.max_version > schema.hi:
@@ -151,6 +154,7 @@ class Dispatcher:
         return self.api_versions_body(version=ctx.api_version)
 
     async def handle(self, frame: memoryview) -> list | Deferred | None:
+        start = perf_counter()
         r = Reader(frame)
         session = current_session.get()
         if not session.authenticated and getattr(session.sasl_exchange, "raw_tokens", False):
@@ -198,6 +202,9 @@ class Dispatcher:
             log.exception("%s v%d decoder failed; closing the connection",
                           messages.API_NAMES[header.api_key], version)
             return None
+        metrics = self.metrics
+        if metrics is not None:
+            metrics.received(header.api_key, version)
         try:
             response = await api.fn(RequestContext(header, session), request)
         except Exception:
@@ -209,9 +216,11 @@ class Dispatcher:
             loop = asyncio.get_running_loop()
             if isinstance(pending, asyncio.Future):  # answered by a callback: no task
                 parts = loop.create_future()
-                pending.add_done_callback(functools.partial(self._finished, header, parts))
+                pending.add_done_callback(functools.partial(self._finished, header, parts, start))
                 return Deferred(parts)
-            return Deferred(loop.create_task(self._finish(header, pending)))
+            return Deferred(loop.create_task(self._finish(header, pending, start)))
+        if metrics is not None:
+            metrics.answered(header.api_key, (perf_counter() - start) * 1000)
         if response is None:
             return []
         return _encode(header, response)
@@ -232,19 +241,21 @@ class Dispatcher:
             return None
         return None if answer is None else [len(answer).to_bytes(4, "big") + answer]
 
-    async def _finish(self, header: RequestHeader, pending: Awaitable[Any]) -> list | None:
+    async def _finish(self, header: RequestHeader, pending: Awaitable[Any], start: float) -> list | None:
         try:
             response = await pending
         except Exception:
             log.exception("%s v%d handler failed; closing the connection",
                           messages.API_NAMES[header.api_key], header.api_version)
             return None
+        if self.metrics is not None:
+            self.metrics.answered(header.api_key, (perf_counter() - start) * 1000)
         if response is None:
             return []
         return _encode(header, response)
 
-    @staticmethod
-    def _finished(header: RequestHeader, parts: asyncio.Future, body: asyncio.Future) -> None:
+    def _finished(self, header: RequestHeader, parts: asyncio.Future, start: float,
+                  body: asyncio.Future) -> None:
         """``_finish`` for a handler's future: ``parts`` gets the encoded answer (None: close)."""
         if parts.done():  # the connection closed meanwhile
             return
@@ -258,6 +269,8 @@ class Dispatcher:
             parts.set_result(None)
             return
         response = body.result()
+        if self.metrics is not None:
+            self.metrics.answered(header.api_key, (perf_counter() - start) * 1000)
         parts.set_result([] if response is None else _encode(header, response))
 
     def _unsupported(self, header: RequestHeader) -> list | None:
