@@ -58,8 +58,11 @@ from broker.metadata_follower import MetadataFollower, supported_features
 from broker.off_loop import CleanerThread, flush_dirty_off_loop, flush_rolled_off_loop, write_off_loop
 from broker.quotas import BrokerQuotas
 from broker.transactions.runtime import TransactionCoordinatorRuntime
+from engine.config import BROKER_SYNONYMS
+from engine.errors import ConfigError
 from engine.log_dir_failure import KafkaStorageError, LogDirFailureChannel
 from engine.manager import LOG_START_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_CHECKPOINT, LogManager
+from metadata.configs import dynamic_broker_configs
 from metadata.image import MetadataImage
 from protocol import messages as M
 from protocol.dispatch import Dispatcher
@@ -131,6 +134,8 @@ class Broker:
         self.groups: GroupCoordinatorRuntime | None = None
         self.cleaner: CleanerThread | None = None  # log.cleaner.enable
         self.transactions: TransactionCoordinatorRuntime | None = None
+        self._dynamic_key: tuple = ()  # the dynamic broker configs broker_log_config was made of
+        self._dynamic_log_config = config.log_config
 
     @property
     def image(self) -> MetadataImage:
@@ -139,8 +144,25 @@ class Broker:
     # ---- partitions ------------------------------------------------------------------
 
     def topic_log_config(self, topic: str):
+        base = self.broker_log_config()
         overrides = self.image.topic_config(topic)
-        return self.config.log_config.with_overrides(overrides) if overrides else self.config.log_config
+        return base.with_overrides(overrides) if overrides else base
+
+    def broker_log_config(self):
+        """The topics' defaults: the static log.* properties overlaid with the dynamic broker
+        configs of the image (the cluster default's, then this broker's), applied to every log
+        at the next image without a restart."""
+        dynamic = dynamic_broker_configs(self.image, self.config.node_id)
+        key = tuple(sorted(dynamic.items()))
+        if key != self._dynamic_key:
+            topic_names = {BROKER_SYNONYMS[n]: v for n, v in dynamic.items() if n in BROKER_SYNONYMS}
+            try:
+                self._dynamic_log_config = self.config.log_config.with_overrides(topic_names)
+            except ConfigError as e:  # the controller validated it: kept as it was
+                log.warning("dynamic broker config not applied: %s", e)
+                self._dynamic_log_config = self.config.log_config
+            self._dynamic_key = key
+        return self._dynamic_log_config
 
     def _on_metadata(self, image: MetadataImage) -> None:
         if not self._replicas_started:
