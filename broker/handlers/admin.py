@@ -6,9 +6,14 @@ answered locally.
 Configs. TOPIC and GROUP (KIP-848, type 32) changes are decided by the controller
 (controller/config_control.py). BROKER resources are answered here, as Kafka's
 ConfigAdminManager preprocesses them: the name must be empty or this broker's id, APPEND and
-SUBTRACT apply to LIST properties only (INVALID_CONFIG), and, since no broker property can be
-updated dynamically here, any change but a DELETE is INVALID_REQUEST "Cannot update these
-configs dynamically: Set(...)". DescribeConfigs of a group gives each group config with its
+SUBTRACT apply to LIST properties only (INVALID_CONFIG), and a change of a property Kafka
+does not update dynamically is INVALID_REQUEST "Cannot update these configs dynamically:
+Set(...)"; the rest goes to the controller, which stores the topic configs' broker-wide
+defaults (log.retention.ms, message.max.bytes, ...) as ConfigRecords of the broker or of the
+cluster default (""), and each broker applies them from its image without a restart.
+DescribeConfigs of a broker gives each property's source (dynamic for the broker, dynamic
+cluster default, static, default) and a topic's configs theirs, with synonyms from the most
+specific. DescribeConfigs of a group gives each group config with its
 source: the group's own (GROUP_CONFIG), else the broker's group.consumer.* property (static
 when set, default otherwise)."""
 from __future__ import annotations
@@ -55,7 +60,8 @@ if TYPE_CHECKING:
     from metadata.image import MetadataImage
     from replication.manager import ReplicaManager
 
-SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT, SOURCE_GROUP = 1, 4, 5, 8
+SOURCE_DYNAMIC_TOPIC, SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER = 1, 2, 3
+SOURCE_STATIC_BROKER, SOURCE_DEFAULT, SOURCE_GROUP = 4, 5, 8
 TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = 1, 2, 3, 5, 6, 7
 # A broker property's declared kind (strom.config) -> its DescribeConfigs type; lists and
 # everything else are STRING, as Kafka declares most of them (listeners, log.dirs, ...).
@@ -83,6 +89,7 @@ class BrokerConfig(Protocol):
     properties' values, those set in its file, and each property's kind."""
     values: Mapping[str, Any]
     originals: Mapping[str, str]
+    log_config: LogConfig  # the topics' defaults from the static log.* properties
 
     def __getitem__(self, name: str) -> Any: ...
 
@@ -261,7 +268,8 @@ class AdminApis:
         for res in req.resources:
             given = {c.name: c.value for c in res.configs}
             ops = [Inc.AlterableConfig(name=c.name, config_operation=SET, value=c.value) for c in res.configs]
-            overrides = {TOPIC_RESOURCE: self.image().topic_config, GROUP_RESOURCE: self.image().group_config}
+            overrides = {TOPIC_RESOURCE: self.image().topic_config, GROUP_RESOURCE: self.image().group_config,
+                         BROKER_RESOURCE: lambda name: self.image().configs.get((BROKER_RESOURCE, name), {})}
             current = overrides.get(res.resource_type, lambda _name: {})(res.resource_name)
             ops += [Inc.AlterableConfig(name=n, config_operation=DELETE, value=None)
                     for n in current if n not in given]
@@ -292,20 +300,15 @@ class AdminApis:
                     out.error_message = f"Topic {res.resource_name} does not exist"
                     continue
                 names = sorted(TOPIC_CONFIGS) if res.configuration_keys is None else res.configuration_keys
-                out.configs = [self._describe_entry(res.resource_name, n, R.DescribeConfigsResourceResult)
+                out.configs = [self._describe_entry(res.resource_name, n, R.DescribeConfigsResourceResult,
+                                                    req.include_synonyms)
                                for n in names if n in TOPIC_CONFIGS]
             elif res.resource_type == BROKER_RESOURCE:
                 if res.resource_name not in ("", str(self.node_id)):
                     out.error_code = Error.INVALID_REQUEST
                     out.error_message = f"this is broker {self.node_id}"
                     continue
-                values = self.config.values
-                names = sorted(values) if res.configuration_keys is None else res.configuration_keys
-                out.configs = [R.DescribeConfigsResourceResult(
-                    name=n, value=_text(values[n]), read_only=True,
-                    config_source=SOURCE_STATIC_BROKER if n in self.config.originals else SOURCE_DEFAULT,
-                    is_sensitive=False, config_type=_broker_config_type(self.config, n))
-                    for n in names if n in values]
+                out.configs = self._describe_broker(res, req.include_synonyms)
             elif res.resource_type == GROUP_RESOURCE:
                 if not res.resource_name:
                     out.error_code, out.error_message = Error.INVALID_REQUEST, "Group name must not be empty"
@@ -388,8 +391,8 @@ class AdminApis:
         return refused
 
     def _broker_resources(self, req) -> dict[int, tuple[int, str | None]]:
-        """Kafka's ConfigAdminManager.preprocess of the BROKER resources, by index: answered here,
-        never forwarded. Nothing is written for them (no broker config is dynamic here)."""
+        """Kafka's ConfigAdminManager.preprocess of the BROKER resources: the refused ones, by
+        index, answered here; the others are forwarded."""
         failed = check_request_shape(req.resources, lambda res: res.resource_type == BROKER_RESOURCE)
         answered: dict[int, tuple[int, str | None]] = {}
         for i, res in enumerate(req.resources):
@@ -401,8 +404,6 @@ class AdminApis:
                 self._broker_change(res)
             except ConfigFailure as e:
                 answered[i] = (e.code, e.message)
-            else:
-                answered[i] = (Error.NONE, None)
         return answered
 
     def _broker_change(self, res) -> None:
@@ -430,7 +431,8 @@ class AdminApis:
                     verb = "append" if c.config_operation == APPEND else "subtract"
                     raise ConfigFailure(Error.INVALID_CONFIG,
                                         f"Config value {verb} is not allowed for config key: {c.name}")
-        changed = [c.name for c in res.configs if c.config_operation != DELETE]
+        changed = [c.name for c in res.configs
+                   if c.config_operation != DELETE and c.name not in BROKER_SYNONYMS]
         if changed:
             raise not_dynamic(changed)
 
@@ -451,16 +453,67 @@ class AdminApis:
                  is_default=chain[0].source == SOURCE_DEFAULT, is_sensitive=False,
                  synonyms=chain if synonyms else [], config_type=TYPE_INT, documentation=None)
 
-    def _describe_entry(self, topic: str, name: str, _cls):
+    def _broker_chain(self, prop: str, value: Any, include_default: bool = True) -> list[tuple[int, str]]:
+        """A broker property's values from the most to the least specific, with their sources:
+        this broker's dynamic value, the cluster default's, the static one, the default."""
+        chain = []
+        image = self.image()
+        for source, name in ((SOURCE_DYNAMIC_BROKER, str(self.node_id)), (SOURCE_DYNAMIC_DEFAULT_BROKER, "")):
+            own = image.configs.get((BROKER_RESOURCE, name), {}).get(prop)
+            if own is not None:
+                chain.append((source, own))
+        if prop in self.config.originals:
+            chain.append((SOURCE_STATIC_BROKER, _text(value)))
+        if include_default:
+            chain.append((SOURCE_DEFAULT, _text(value)))
+        return chain
+
+    def _describe_broker(self, res, synonyms: bool) -> list:
+        """Kafka's ConfigHelper for a BROKER resource: this broker's every property with its
+        source (dynamic per broker, dynamic cluster default, static, default), read only unless
+        dynamic; the cluster default ("") lists only its dynamic configs."""
+        R = M.DescribeConfigsResponse.DescribeConfigsResourceResult
+        S = R.DescribeConfigsSynonym
+        values = self.config.values
+        if res.resource_name == "":
+            dynamic = self.image().configs.get((BROKER_RESOURCE, ""), {})
+            names = sorted(dynamic) if res.configuration_keys is None else res.configuration_keys
+            return [R(name=n, value=dynamic[n], read_only=False, config_source=SOURCE_DYNAMIC_DEFAULT_BROKER,
+                      is_default=False, is_sensitive=False, config_type=_broker_config_type(self.config, n),
+                      synonyms=[S(name=n, value=dynamic[n], source=SOURCE_DYNAMIC_DEFAULT_BROKER)] if synonyms
+                      else []) for n in names if n in dynamic]
+        log_defaults = self.config.log_config  # a log.* property left unset: its topic default
+        known = {**{n: getattr(log_defaults, TOPIC_CONFIGS[t].attr) for n, t in BROKER_SYNONYMS.items()},
+                 **{n: v for n, v in values.items() if v is not None}}
+        names = sorted(known) if res.configuration_keys is None else res.configuration_keys
+        out = []
+        for n in names:
+            if n not in known:
+                continue
+            chain = self._broker_chain(n, known[n], include_default=n not in self.config.originals)
+            source, value = chain[0]
+            out.append(R(name=n, value=value, read_only=n not in BROKER_SYNONYMS, config_source=source,
+                         is_default=source == SOURCE_DEFAULT, is_sensitive=False,
+                         synonyms=[S(name=n, value=v, source=src) for src, v in chain] if synonyms else [],
+                         config_type=_broker_config_type(self.config, n)))
+        return out
+
+    def _describe_entry(self, topic: str, name: str, _cls, synonyms: bool = False):
+        """A topic config: the topic's own value, else its broker property's (dynamic for this
+        broker, for the cluster, static, default), with the synonyms in that order."""
         overrides = self.image().topic_config(topic)
         config = self.topic_log_config(topic)
         value = getattr(config, TOPIC_CONFIGS[name].attr)
+        chain: list[tuple[int, str, str]] = []
         if name in overrides:
-            source = SOURCE_DYNAMIC_TOPIC
-        elif _TOPIC_FROM_BROKER.get(name) in self.config.originals:
-            source = SOURCE_STATIC_BROKER
+            chain.append((SOURCE_DYNAMIC_TOPIC, name, _text(value)))
+        prop = _TOPIC_FROM_BROKER.get(name)
+        if prop is not None:
+            default = getattr(self.config.log_config, TOPIC_CONFIGS[name].attr)
+            chain += [(src, prop, v) for src, v in self._broker_chain(prop, default)]
         else:
-            source = SOURCE_DEFAULT
+            chain.append((SOURCE_DEFAULT, name, _text(value)))
+        source = chain[0][0]
         entry = _cls(name=name, value=_text(value), read_only=False, is_sensitive=False)
         if "config_source" in entry._fields:
             entry.config_source = source
@@ -468,8 +521,10 @@ class AdminApis:
             entry.config_type = _topic_config_type(name)
         if "is_default" in entry._fields:
             entry.is_default = source == SOURCE_DEFAULT
+        if synonyms and "synonyms" in entry._fields:
+            S = M.DescribeConfigsResponse.DescribeConfigsResourceResult.DescribeConfigsSynonym
+            entry.synonyms = [S(name=n, value=v, source=src) for src, n, v in chain]
         return entry
-
 
 def _text(value) -> str:
     if isinstance(value, bool):

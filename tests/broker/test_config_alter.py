@@ -75,13 +75,32 @@ def test_append_to_a_non_list_broker_config_is_invalid_config_as_kafka_says():
 
 def test_a_broker_config_that_is_not_dynamic_is_refused_as_kafka_refuses_it():
     broker = broker_node()
-    refused = "Cannot update these configs dynamically: Set(log.cleanup.policy, num.partitions)"
+    refused = "Cannot update these configs dynamically: Set(num.partitions)"
     assert incremental(broker, (BROKER, "1", [("log.cleanup.policy", APPEND, "compact"),
                                               ("num.partitions", SET, "3")])) == [
         (BROKER, "1", Error.INVALID_REQUEST, refused)]
-    assert incremental(broker, (BROKER, "", [("num.partitions", DELETE, None)])) == [
-        (BROKER, "", Error.NONE, None)]
     assert broker.follower.forwarded == []
+    assert broker.image.configs.get((BROKER, "1")) is None
+
+
+def test_a_dynamic_broker_config_goes_to_the_controller_and_describes_as_dynamic():
+    broker = broker_node({"log.retention.ms": "5000"})
+    assert incremental(broker, (BROKER, "", [("log.retention.ms", SET, "7000")]),
+                       (BROKER, "1", [("message.max.bytes", SET, "2048")])) == [
+        (BROKER, "", Error.NONE, None), (BROKER, "1", Error.NONE, None)]
+    assert broker.image.configs[(BROKER, "")] == {"log.retention.ms": "7000"}
+    D = M.DescribeConfigsRequest
+    result = call(broker, 32, 4, D(resources=[D.DescribeConfigsResource(
+        resource_type=BROKER, resource_name="1",
+        configuration_keys=["log.retention.ms", "message.max.bytes"])],
+        include_synonyms=True)).results[0]
+    retention, max_bytes = result.configs
+    assert (retention.value, retention.config_source, retention.read_only) == ("7000", 3, False)
+    assert [(s.source, s.value) for s in retention.synonyms] == [(3, "7000"), (STATIC_BROKER_CONFIG, "5000")]
+    assert (max_bytes.value, max_bytes.config_source) == ("2048", 2)
+    default = call(broker, 32, 4, D(resources=[D.DescribeConfigsResource(
+        resource_type=BROKER, resource_name="", configuration_keys=None)], include_synonyms=True)).results[0]
+    assert [(c.name, c.value, c.config_source) for c in default.configs] == [("log.retention.ms", "7000", 3)]
 
 
 def test_a_broker_resource_must_name_this_broker():
