@@ -9,13 +9,12 @@ ActiveControllerCount is 1 on the active controller only, so its sum over the qu
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, UnknownMetricFamily
+from collections.abc import Callable
+from typing import Any
 
 from metadata.image import MetadataImage
 from raft.metrics import PREFIX as RAFT_PREFIX
-from raft.metrics import RaftTimings, current_state, raft_values
+from raft.metrics import RAFT_NAMES, RaftTimings, current_state, raft_values
 
 PREFIX = "kafka_controller_kafkacontroller_"
 NO_LEADER = -1
@@ -44,39 +43,37 @@ def controller_values(image: MetadataImage, active: bool) -> dict[str, int]:
     return {PREFIX + name: value for name, value in values.items()}
 
 
-class ControllerCollector:
-    """A prometheus_client collector of a controller process: the controller's gauges and its
-    KRaft replica's, read when scraped (``registry.register(ControllerCollector(controller))``)."""
+def register(registry, controller, timings: RaftTimings | None = None) -> None:
+    """Register the controller's gauges and its KRaft replica's in the process's registry
+    (protocol/metrics.py's Registry), each computed when scraped."""
+    def active() -> bool:
+        raft = controller.raft
+        return raft is not None and getattr(raft, "core", None) is not None and raft.is_leader()
 
-    def __init__(self, controller, timings: RaftTimings | None = None) -> None:
-        self.controller = controller
-        self.timings = timings
-
-    def collect(self):
-        c = self.controller
-        raft = c.raft
-        active = raft is not None and getattr(raft, "core", None) is not None and raft.is_leader()
-        yield from gauges(controller_values(c.state, active),
-                          "Kafka's kafka.controller type=KafkaController gauge")
-        if raft is not None and getattr(raft, "core", None) is not None:
-            yield from raft_families(raft.core, raft.log.end_offset().offset, self.timings)
+    for name in controller_values(MetadataImage(), False):
+        registry.gauge(name, "Kafka's kafka.controller:type=KafkaController gauge",
+                       lambda name=name: controller_values(controller.state, active())[name])
+    register_raft(registry, lambda: controller.raft, timings)
 
 
-def gauges(values: Mapping[str, float], doc: str):
-    for name, value in values.items():
-        yield GaugeMetricFamily(name, doc, value=value)
+def register_raft(registry, driver: Callable[[], Any], timings: RaftTimings | None = None) -> None:
+    """raft-metrics as the JMX exporter with Strimzi's rules renders them: current-state a 1
+    labelled with the state, the others gauges (append-records-total and the -max latencies
+    gauges too: the registry's counters are its own plain counts). ``driver()`` is the
+    RaftDriver, None before it exists; nothing is served for a replica not started."""
+    def values() -> dict[str, float]:
+        raft = driver()
+        if raft is None or getattr(raft, "core", None) is None:
+            return {}
+        return raft_values(raft.core, raft.log.end_offset().offset, timings)
 
+    def state() -> dict[tuple[str, ...], int]:
+        raft = driver()
+        if raft is None or getattr(raft, "core", None) is None:
+            return {}
+        return {(current_state(raft.core),): 1}
 
-def raft_families(core, log_end_offset: int, timings: RaftTimings | None = None):
-    """raft-metrics as the JMX exporter with Strimzi's rules renders them: current-state an
-    untyped 1 labelled with the state, append-records-total and the -max latencies counters,
-    the others gauges."""
-    state = UnknownMetricFamily(RAFT_PREFIX + "current_state", "KRaft's current-state",
-                                labels=["current_state"])
-    state.add_metric([current_state(core)], 1)
-    yield state
-    for name, value in raft_values(core, log_end_offset, timings).items():
-        if name.endswith("_max") or name.endswith("_total"):
-            yield CounterMetricFamily(name, "KRaft's raft-metrics", value=value)
-        else:
-            yield GaugeMetricFamily(name, "KRaft's raft-metrics", value=value)
+    registry.gauge(RAFT_PREFIX + "current_state", "KRaft's current-state", state, ("current_state",))
+    for name in RAFT_NAMES:
+        add = registry.counter_fn if name.endswith("_total") else registry.gauge
+        add(name, "KRaft's raft-metrics", lambda name=name: values().get(name, 0))

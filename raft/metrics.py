@@ -13,6 +13,11 @@ from dataclasses import dataclass
 from raft.quorum_state import Candidate, Follower, Leader, Prospective, Resigned, Unattached
 
 PREFIX = "kafka_server_raftmetrics_"
+# Every gauge raft_values answers (current-state is a label of its own gauge).
+RAFT_NAMES = tuple(PREFIX + name for name in (
+    "current_leader", "current_epoch", "current_vote", "high_watermark", "log_end_offset",
+    "number_of_voters", "number_of_observers", "uncommitted_voter_change", "commit_latency_avg",
+    "commit_latency_max", "election_latency_avg", "election_latency_max", "append_records_total"))
 
 
 def current_state(core) -> str:

@@ -59,44 +59,39 @@ def group_values(classic_states: list[str], consumer_states: list[str],
     return out
 
 
-class GroupCoordinatorCollector:
-    """A prometheus_client collector of a broker's group coordinator: its group and offset
-    counts and the lag of every group it coordinates, computed when scraped. ``core`` is the
-    GroupCoordinator; ``log_end(topic, partition)`` the partition's log end offset as this broker
-    knows it (None when unknown)."""
+def register(registry, core, log_end: Callable[[str, int], int | None]) -> None:
+    """Register the group coordinator's counts and its groups' lag in the process's registry
+    (protocol/metrics.py's Registry), computed when scraped. ``core`` is the GroupCoordinator,
+    ``log_end(topic, partition)`` a partition's log end offset as this broker knows it."""
+    def offsets() -> dict[str, dict[tuple[str, int], int]]:
+        return {group: {tp: o.offset for tp, o in committed.items()}
+                for group, committed in core.offsets.items()}
 
-    def __init__(self, core, log_end: Callable[[str, int], int | None]) -> None:
-        self.core = core
-        self.log_end = log_end
+    def counts() -> dict[tuple[str, tuple[tuple[str, str], ...]], int]:
+        return group_values([g.state for g in core.groups.values()],
+                            [g.state() for g in core.consumer.groups.values()],
+                            sum(len(o) for o in core.offsets.values()))
 
-    def collect(self):
-        from prometheus_client.core import GaugeMetricFamily
+    by_name: dict[str, tuple[str, ...]] = {}
+    for name, labels in group_values([], [], 0):
+        by_name[name] = tuple(k for k, _ in labels)
+    for name, labelnames in by_name.items():
+        if labelnames:
+            registry.gauge(name, "Kafka's group coordinator gauge",
+                           lambda name=name: {tuple(v for _, v in labels): value
+                                              for (n, labels), value in counts().items() if n == name},
+                           labelnames)
+        else:
+            registry.gauge(name, "Kafka's group coordinator gauge",
+                           lambda name=name: counts()[(name, ())])
+    part = ("group", "topic", "partition")
 
-        core = self.core
-        classic = [g.state for g in core.groups.values()]
-        consumer = [g.state() for g in core.consumer.groups.values()]
-        offsets = {group: {tp: o.offset for tp, o in committed.items()}
-                   for group, committed in core.offsets.items()}
-        families: dict[str, GaugeMetricFamily] = {}
-        for (name, labels), value in group_values(classic, consumer,
-                                                  sum(len(o) for o in offsets.values())).items():
-            family = families.get(name)
-            if family is None:
-                family = families[name] = GaugeMetricFamily(
-                    name, "Kafka's group coordinator gauge", labels=[k for k, _ in labels])
-            family.add_metric([v for _, v in labels], value)
-        yield from families.values()
-        rows = consumer_lags(offsets, self.log_end)
-        lag = GaugeMetricFamily(GROUP_LAG, "Group offset lag of a partition",
-                                labels=["group", "topic", "partition"])
-        committed = GaugeMetricFamily(GROUP_OFFSET, "Last group consumed offset of a partition",
-                                      labels=["group", "topic", "partition"])
-        for group, topic, partition, offset, _end, behind in rows:
-            lag.add_metric([group, topic, str(partition)], behind)
-            committed.add_metric([group, topic, str(partition)], offset)
-        yield lag
-        yield committed
-        max_lag = GaugeMetricFamily(GROUP_MAX_LAG, "Max group offset lag", labels=["group"])
-        for group, value in max_lags(rows).items():
-            max_lag.add_metric([group], value)
-        yield max_lag
+    def lags() -> list[tuple[str, str, int, int, int, int]]:
+        return consumer_lags(offsets(), log_end)
+
+    registry.gauge(GROUP_LAG, "Group offset lag of a partition",
+                   lambda: {(g, t, str(p)): lag for g, t, p, _o, _e, lag in lags()}, part)
+    registry.gauge(GROUP_OFFSET, "Last group consumed offset of a partition",
+                   lambda: {(g, t, str(p)): o for g, t, p, o, _e, _lag in lags()}, part)
+    registry.gauge(GROUP_MAX_LAG, "Max group offset lag",
+                   lambda: {(g,): lag for g, lag in max_lags(lags()).items()}, ("group",))

@@ -30,3 +30,26 @@ def test_offline_partitions_are_those_without_a_leader_and_imbalance_counts_non_
 def test_active_controller_count_is_one_only_on_the_active_controller():
     assert controller_values(image(), active=True)[PREFIX + "activecontrollercount"] == 1
     assert controller_values(image(), active=False)[PREFIX + "activecontrollercount"] == 0
+
+
+class _Controller:
+    """What the registration reads of a QuorumController: its image, and its raft (none yet)."""
+
+    def __init__(self, image: MetadataImage) -> None:
+        self.state = image
+        self.raft = None
+
+
+def test_registered_gauges_render_in_prometheus_text_format_and_parse():
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from controller.metrics import register
+    from protocol.metrics import Registry
+
+    registry = Registry()
+    register(registry, _Controller(image()))
+    samples = {s.name: s.value for f in text_string_to_metric_families(registry.render().decode())
+               for s in f.samples}
+    assert samples[PREFIX + "offlinepartitionscount"] == 1
+    assert samples[PREFIX + "activecontrollercount"] == 0  # no raft: not the active controller
+    assert samples["kafka_server_raftmetrics_current_leader"] == 0
