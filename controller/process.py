@@ -13,6 +13,7 @@ import os
 import signal
 from dataclasses import replace
 
+from controller import metrics
 from controller.authorization import authorize_apis
 from controller.bootstrap import read_bootstrap_records
 from controller.quorum_controller import QuorumController
@@ -21,6 +22,8 @@ from engine.config import LogConfig
 from engine.errors import ConfigError
 from engine.manager import read_meta_properties
 from protocol.dispatch import Dispatcher
+from protocol.metrics import REGISTRY
+from protocol.metrics import serve as serve_metrics
 from protocol.net import Server, freeze_startup_heap
 from raft import wire
 from raft.driver import RaftDriver
@@ -92,6 +95,13 @@ async def serve(config, cluster_id: str, ready=None) -> None:
         log.info("controller %d listening on %s:%d", config.node_id, listener.host, port)
     await raft.start()
     server.start()
+    metrics_server = None
+    address = config.metrics_address("controller")
+    if address is not None:
+        metrics.register(REGISTRY, controller)
+        metrics_server = await serve_metrics(REGISTRY, *address)
+        host, port = metrics_server.sockets[0].getsockname()[:2]
+        log.info("controller %d serving metrics on http://%s:%d/metrics", config.node_id, host, port)
     controller.start()  # session expiry and leader rebalance, on the active controller only
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -110,6 +120,8 @@ async def serve(config, cluster_id: str, ready=None) -> None:
         await controller.stop()
         await raft.close(graceful=True)
         await server.close()
+        if metrics_server is not None:
+            metrics_server.close()
         raft_log.close()
         log.info("controller %d stopped", config.node_id)
 
