@@ -329,13 +329,14 @@ async def execute(admin: Admin, targets: dict[TopicPartition, list[int]], thrott
             sources = [b for b in sources if tp not in ongoing or b not in ongoing[tp][1]]
             moves[tp] = Move(sources, target)
         lists = throttled_replicas(moves)
-        await admin.alter_configs([
-            (TOPIC_RESOURCE, t, [(LEADER_REPLICAS, SET, lead), (FOLLOWER_REPLICAS, SET, follow)])
-            for t, (lead, follow) in sorted(lists.items())])
+        # The brokers' rates first: a broker that refuses them leaves no topic changed.
         moving = sorted({b for m in moves.values() for b in m.sources + m.destinations})
         await admin.alter_configs([
             (BROKER_RESOURCE, str(b), [(LEADER_RATE, SET, str(throttle)),
                                        (FOLLOWER_RATE, SET, str(throttle))]) for b in moving])
+        await admin.alter_configs([
+            (TOPIC_RESOURCE, t, [(LEADER_REPLICAS, SET, lead), (FOLLOWER_REPLICAS, SET, follow)])
+            for t, (lead, follow) in sorted(lists.items())])
         out(f"The inter-broker throttle limit was set to {throttle} B/s")
     errors = await admin.alter(dict(targets))
     if errors:
