@@ -1,0 +1,65 @@
+"""The shipped Grafana dashboard queries only metrics Strom serves: every metric name in every
+panel's PromQL is one the processes' registries hold (each part registered as its process does),
+and the Prometheus scrape configuration reads /metrics."""
+import json
+import os
+import random
+import re
+
+import yaml
+
+from broker.groups.coordinator import CoordinatorConfig, GroupCoordinator
+from broker.groups.lag import register as register_groups
+from controller.metrics import register as register_controller
+from metadata.image import MetadataImage
+from protocol.metrics import BrokerTopicStats, Registry, RequestMetrics
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DASHBOARD = os.path.join(ROOT, "monitoring", "grafana-strom-cluster.json")
+SCRAPE = os.path.join(ROOT, "monitoring", "prometheus.yml")
+HISTOGRAM_SUFFIXES = ("_bucket", "_count", "_sum")
+
+
+class _Controller:
+    state = MetadataImage()
+    raft = None
+
+
+def served_names() -> set[str]:
+    """Every family name a controller's and a broker's registries serve."""
+    controller = Registry()
+    register_controller(controller, _Controller())
+    broker = Registry()
+    BrokerTopicStats(broker)
+    RequestMetrics(broker, {0: "Produce"})
+    register_groups(broker, GroupCoordinator(CoordinatorConfig(), random.Random(0)), lambda t, p: None)
+    return set(controller.names()) | set(broker.names())
+
+
+def queried_names(expr: str) -> set[str]:
+    """The metric names in a PromQL expression (label values left out)."""
+    return {token for token in re.findall(r"[a-zA-Z_:][a-zA-Z0-9_:]*", re.sub(r'"[^"]*"', '""', expr))
+            if token.startswith("kafka_")}
+
+
+def is_served(name: str, served: set[str]) -> bool:
+    """Served as it is, or as a histogram's _bucket, _count or _sum series."""
+    return name in served or any(name.endswith(s) and name[:-len(s)] in served for s in HISTOGRAM_SUFFIXES)
+
+
+def test_every_dashboard_query_names_a_metric_strom_serves():
+    with open(DASHBOARD) as f:
+        dashboard = json.load(f)
+    served = served_names()
+    exprs = [t["expr"] for panel in dashboard["panels"] for t in panel.get("targets", [])]
+    assert exprs
+    unknown = {name for expr in exprs for name in queried_names(expr) if not is_served(name, served)}
+    assert not unknown, f"the dashboard queries metrics Strom does not serve: {sorted(unknown)}"
+
+
+def test_the_scrape_configuration_reads_metrics_of_every_listed_process():
+    with open(SCRAPE) as f:
+        config = yaml.safe_load(f)
+    (job,) = config["scrape_configs"]
+    assert job["metrics_path"] == "/metrics"
+    assert job["file_sd_configs"][0]["files"]
