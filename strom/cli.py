@@ -45,6 +45,7 @@ The demo's killed writer is ``python -m strom.demo`` (strom/demo.py).
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import sys
@@ -53,9 +54,12 @@ import time
 
 from engine.errors import StorageError
 
+# Kafka's smaller admin tools, each a module of strom/ with add_parser(sub) and run(args).
+ADMIN_COMMANDS = {"log-dirs": "log_dirs", "delete-records": "delete_records", "get-offsets": "get_offsets",
+                  "transactions": "transactions", "features": "features"}
 # What `strom --help` lists, in its order; WORKER_COMMANDS run too but are left out of it.
 COMMANDS = ("run", "cluster", "format", "start", "topics", "acls", "configs", "quorum", "reassign-partitions",
-            "leader-election", "demo", "dump-log")
+            "leader-election", *ADMIN_COMMANDS, "demo", "dump-log")
 WORKER_COMMANDS = ("controller", "broker")
 
 
@@ -122,6 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     from strom import reassign
 
     reassign.add_parsers(sub)
+    for module in ADMIN_COMMANDS.values():
+        importlib.import_module(f"strom.{module}").add_parser(sub)
     demo = sub.add_parser("demo", help="write, crash, recover and read back a partition log")
     demo.add_argument("--dir", help="log directory (default: a new temporary one)")
     demo.add_argument("--records", type=int, default=1_000_000)
@@ -194,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
 
             run = reassign.run_reassign if args.command == "reassign-partitions" else reassign.run_election
             return run(args, read_command_config(args.command_config))
+        if args.command in ADMIN_COMMANDS:
+            return importlib.import_module(f"strom.{ADMIN_COMMANDS[args.command]}").run(args)
         if args.command == "demo":
             from strom.demo import run_demo
 
