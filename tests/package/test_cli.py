@@ -12,7 +12,8 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 USER_COMMANDS = ["run", "cluster", "format", "start", "topics", "acls", "configs", "quorum",
-                 "reassign-partitions", "leader-election", "demo", "dump-log"]
+                 "reassign-partitions", "leader-election", "log-dirs", "delete-records", "get-offsets",
+                 "transactions", "features", "demo", "dump-log"]
 WORKER_COMMANDS = ["controller", "broker"]
 
 
