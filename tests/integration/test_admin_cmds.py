@@ -1,0 +1,187 @@
+"""Kafka's smaller admin tools as `strom` commands against one real node, driven by
+confluent-kafka: each command's output in the layout of its Kafka tool (kafka-get-offsets,
+kafka-delete-records, kafka-log-dirs, kafka-features, kafka-transactions)."""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from .cluster import REPO_ROOT
+
+TOPIC = "orders"
+
+
+def strom(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "strom", *args], cwd=REPO_ROOT, capture_output=True,
+                          text=True, stdin=subprocess.DEVNULL, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def node(shared_node):
+    """Five records with timestamps 1000..1004, alternately in partitions 0 and 1 of `orders`."""
+    admin = AdminClient({"bootstrap.servers": shared_node.bootstrap})
+    admin.create_topics([NewTopic(TOPIC, 2, 1)])[TOPIC].result(30)
+    producer = Producer({"bootstrap.servers": shared_node.bootstrap})
+    for i in range(5):
+        producer.produce(TOPIC, b"v%d" % i, partition=i % 2, timestamp=1000 + i)
+    assert producer.flush(30) == 0
+    return shared_node
+
+
+def test_get_offsets_prints_topic_partition_offset_for_latest_earliest_and_a_timestamp(node):
+    latest = strom("get-offsets", "--bootstrap-server", node.bootstrap, "--topic", TOPIC)
+    assert latest.returncode == 0, latest.stderr
+    assert latest.stdout == "orders:0:3\norders:1:2\n"
+    earliest = strom("get-offsets", "--bootstrap-server", node.bootstrap, "--topic", TOPIC, "--time", "-2",
+                     "--partitions", "1")
+    assert earliest.stdout == "orders:1:0\n"
+    # the first offset whose timestamp is at or after 1003: offset 2 (1004) and offset 1 (1003)
+    at = strom("get-offsets", "--bootstrap-server", node.bootstrap, "--topic", "ord.*", "--time", "1003")
+    assert at.stdout == "orders:0:2\norders:1:1\n"
+    past = strom("get-offsets", "--bootstrap-server", node.bootstrap, "--topic", TOPIC, "--time", "9999999")
+    assert past.returncode == 0 and past.stdout == ""
+
+
+def test_get_offsets_refuses_a_malformed_time_and_an_unmatched_filter(node):
+    bad = strom("get-offsets", "--bootstrap-server", node.bootstrap, "--time", "yesterday")
+    assert bad.returncode == 1 and bad.stderr.startswith("Error occurred: Malformed time argument yesterday.")
+    none = strom("get-offsets", "--bootstrap-server", node.bootstrap, "--topic", "nothing-like-this")
+    assert none.returncode == 1
+    assert "Could not match any topic-partitions with the specified filters" in none.stderr
+
+
+def test_delete_records_reports_each_partitions_low_watermark(node, tmp_path):
+    topic = "deletable"
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": node.bootstrap})
+    for _ in range(4):
+        producer.produce(topic, b"x", partition=0)
+    assert producer.flush(30) == 0
+    offsets = tmp_path / "offsets.json"
+    offsets.write_text(json.dumps({"partitions": [{"topic": topic, "partition": 0, "offset": 3},
+                                                  {"topic": topic, "partition": 7, "offset": 1}],
+                                   "version": 1}))
+    done = strom("delete-records", "--bootstrap-server", node.bootstrap, "--offset-json-file", str(offsets))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[:3] == ["Executing records delete operation", "Records delete operation completed:",
+                         f"partition: {topic}-0\tlow_watermark: 3"]
+    assert lines[3].startswith(f"partition: {topic}-7\terror: ")
+    earliest = strom("get-offsets", "--bootstrap-server", node.bootstrap, "--topic", topic,
+                     "--time", "earliest")
+    assert earliest.stdout == f"{topic}:0:3\n"
+
+
+def test_delete_records_refuses_duplicate_partitions_naming_them(node, tmp_path):
+    offsets = tmp_path / "dup.json"
+    offsets.write_text('{"partitions": [{"topic": "a", "partition": 0, "offset": 1},'
+                       ' {"topic": "a", "partition": 0, "offset": 2}], "version": 1}')
+    done = strom("delete-records", "--bootstrap-server", node.bootstrap, "--offset-json-file", str(offsets))
+    assert done.returncode == 1
+    assert "Offset json file contains duplicate topic partitions: a-0" in done.stderr
+
+
+def test_log_dirs_describe_prints_kafkas_json_for_each_broker(node):
+    done = strom("log-dirs", "--describe", "--bootstrap-server", node.bootstrap, "--topic-list", TOPIC)
+    assert done.returncode == 0, done.stderr
+    head, received, text = done.stdout.splitlines()
+    assert head == "Querying brokers for log directories information"
+    assert received == "Received log directory information from brokers 1"
+    assert text.startswith('{"brokers":[{"broker":1,"logDirs":[{"partitions":[{"partition":"orders-0",'
+                           '"size":')
+    doc = json.loads(text)
+    assert list(doc) == ["brokers", "version"] and doc["version"] == 1
+    (log_dir,) = doc["brokers"][0]["logDirs"]
+    assert list(log_dir) == ["partitions", "error", "logDir"]
+    assert log_dir["error"] is None and os.path.samefile(log_dir["logDir"], node.log_dir)
+    assert [p["partition"] for p in log_dir["partitions"]] == ["orders-0", "orders-1"]
+    assert all(list(p) == ["partition", "size", "offsetLag", "isFuture"] and p["size"] > 0
+               and p["offsetLag"] == 0 and p["isFuture"] is False for p in log_dir["partitions"])
+    missing = strom("log-dirs", "--describe", "--bootstrap-server", node.bootstrap, "--broker-list", "1,9")
+    assert missing.returncode == 1
+    assert missing.stderr.strip() == ("ERROR: The given brokers do not exist from --broker-list: 9. "
+                                      "Current existent brokers: 1")
+
+
+def test_features_describe_prints_supported_and_finalized_levels(node):
+    done = strom("features", "--bootstrap-server", node.bootstrap, "describe")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert [line.split("\t")[0] for line in lines] == [
+        "Feature: eligible.leader.replicas.version", "Feature: metadata.version",
+        "Feature: transaction.version"]
+    assert re.fullmatch(r"Feature: metadata.version\tSupportedMinVersion: 3.0-IV1\tSupportedMaxVersion: "
+                        r"4.0-IV3\tFinalizedVersionLevel: 4.0-IV\d\tEpoch: \d+", lines[1]), lines[1]
+
+
+def _table(text: str) -> list[list[str]]:
+    """kafka-transactions' table: every cell padded to its column and followed by a tab."""
+    lines = text.splitlines()
+    assert all(line.endswith("\t") for line in lines), lines
+    rows = [line.split("\t")[:-1] for line in lines]
+    for column in range(len(rows[0])):
+        widths = {len(row[column]) for row in rows}
+        assert len(widths) == 1, (column, rows)
+    return [[cell.strip() for cell in row] for row in rows]
+
+
+def test_transactions_list_describe_and_abort_an_open_transaction(node):
+    producer = Producer({"bootstrap.servers": node.bootstrap, "transactional.id": "payments"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(TOPIC, b"pending", partition=1)
+    assert producer.flush(30) == 0
+
+    listed = _table(strom("transactions", "--bootstrap-server", node.bootstrap, "list").stdout)
+    assert listed[0] == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+    (row,) = [r for r in listed[1:] if r[0] == "payments"]
+    assert row[1] == "1" and row[3] == "Ongoing"
+    producer_id = row[2]
+
+    described = _table(strom("transactions", "--bootstrap-server", node.bootstrap, "describe",
+                             "--transactional-id", "payments").stdout)
+    assert described[0] == ["CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch",
+                            "TransactionState", "TransactionTimeoutMs", "CurrentTransactionStartTimeMs",
+                            "TransactionDurationMs", "TopicPartitions"]
+    assert described[1][:3] == ["1", "payments", producer_id]
+    assert described[1][4] == "Ongoing" and described[1][8] == "orders-1"
+
+    producers = _table(strom("transactions", "--bootstrap-server", node.bootstrap, "describe-producers",
+                             "--topic", TOPIC, "--partition", "1").stdout)
+    assert producers[0] == ["ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence",
+                            "LastTimestamp", "CurrentTransactionStartOffset"]
+    (open_txn,) = [r for r in producers[1:] if r[0] == producer_id]
+    assert open_txn[5] == "2"  # the partition held offsets 0 and 1 before the transaction
+
+    # not hanging: its coordinator knows it as ongoing with orders-1
+    hanging = strom("transactions", "--bootstrap-server", node.bootstrap, "find-hanging", "--broker-id", "1",
+                    "--max-transaction-timeout", "0")
+    assert hanging.returncode == 0, hanging.stderr
+    assert _table(hanging.stdout)[1:] == []
+
+    aborted = strom("transactions", "--bootstrap-server", node.bootstrap, "abort", "--topic", TOPIC,
+                    "--partition", "1", "--start-offset", "2")
+    assert aborted.returncode == 0, aborted.stderr
+    after = _table(strom("transactions", "--bootstrap-server", node.bootstrap, "describe-producers",
+                         "--topic", TOPIC, "--partition", "1").stdout)
+    assert [r[5] for r in after[1:] if r[0] == producer_id] == ["None"]
+    # the abort marker ends the open transaction: the last stable offset moves past it
+    latest = strom("get-offsets", "--bootstrap-server", node.bootstrap, "--topic", TOPIC, "--partitions", "1")
+    assert latest.stdout == "orders:1:4\n"
+    none = strom("transactions", "--bootstrap-server", node.bootstrap, "abort", "--topic", TOPIC,
+                 "--partition", "1", "--start-offset", "2")
+    assert none.returncode == 1
+    assert "Could not find any open transactions starting at offset 2 on partition orders-1" in none.stderr
+
+
+def test_each_command_help_has_an_example():
+    for command in ("log-dirs", "delete-records", "get-offsets", "transactions", "features"):
+        done = strom(command, "--help")
+        assert done.returncode == 0, command
+        assert "example" in done.stdout and f"strom {command}" in done.stdout, command
