@@ -132,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--dir", help="log directory (default: a new temporary one)")
     demo.add_argument("--records", type=int, default=1_000_000)
     demo.add_argument("--record-size", type=int, default=100)
-    dump = sub.add_parser("dump-log", help="print the batches of a segment or partition directory")
+    dump = sub.add_parser("dump-log", help="print a segment, index, producer snapshot or quorum-state file")
     dump.add_argument("path")
     dump.add_argument("--records", action="store_true", help="print every record too")
     return parser
@@ -207,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_demo(args.dir, args.records, args.record_size)
         if args.command == "dump-log":
+            from strom.dump_log import dump_log
+
             return dump_log(args.path, args.records)
     except KeyboardInterrupt:
         return 130
@@ -214,47 +216,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"strom: {e}", file=sys.stderr)
         return 1
     return 2
-
-
-def dump_log(path: str, with_records: bool) -> int:
-    from ext.batch import decode_records, read_header, scan
-    from ext.crc import crc32c
-
-    files = [path]
-    if os.path.isdir(path):
-        files = sorted(os.path.join(path, n) for n in os.listdir(path) if n.endswith(".log"))
-    for file in files:
-        print(f"Dumping {file}")
-        with open(file, "rb") as f:
-            data = f.read()
-        position = 0
-        while position < len(data):
-            summary = scan(data, position, False, True)
-            for rel in summary.positions:
-                h = read_header(data, position + rel)
-                crc_ok = crc32c(memoryview(data)[h.position + 21:h.position + h.size]) == h.crc
-                print(f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.records_count} "
-                      f"baseSequence: {h.base_sequence} lastSequence: {h.last_sequence} "
-                      f"producerId: {h.producer_id} producerEpoch: {h.producer_epoch} "
-                      f"partitionLeaderEpoch: {h.partition_leader_epoch} isTransactional: "
-                      f"{str(h.is_transactional).lower()} isControl: {str(h.is_control).lower()} "
-                      f"position: {h.position} CreateTime: {h.max_timestamp} size: {h.size} "
-                      f"magic: {h.magic} compresscodec: {_CODECS.get(h.compression, h.compression)} "
-                      f"crc: {h.crc} isvalid: {str(crc_ok).lower()}")
-                if with_records:
-                    for r in decode_records(data, h.position, False):
-                        print(f"| offset: {r.offset} CreateTime: {r.timestamp} "
-                              f"keySize: {-1 if r.key is None else len(r.key)} "
-                              f"valueSize: {-1 if r.value is None else len(r.value)} "
-                              f"headerKeys: [{','.join(k for k, _ in r.headers)}]")
-            position += summary.valid_bytes
-            if summary.error is not None:
-                print(f"Found {len(data) - position} invalid bytes at position {position}: {summary.error}")
-                break
-    return 0
-
-
-_CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
 
 def run_local(port: int, directory: str | None) -> int:
