@@ -185,3 +185,19 @@ def test_each_command_help_has_an_example():
         done = strom(command, "--help")
         assert done.returncode == 0, command
         assert "example" in done.stdout and f"strom {command}" in done.stdout, command
+
+
+def test_dump_log_prints_each_file_of_a_partition_by_its_type(node):
+    directory = os.path.join(node.log_dir, f"{TOPIC}-0")
+    done = strom("dump-log", directory)
+    assert done.returncode == 0, done.stderr
+    dumped = [line.split("/")[-1] for line in done.stdout.splitlines() if line.startswith("Dumping ")]
+    assert "00000000000000000000.log" in dumped and "00000000000000000000.timeindex" in dumped
+    assert "00000000000000000000.index" in dumped
+    assert re.search(r"^baseOffset: 0 lastOffset: \d+ count: \d+ .* isvalid: true$", done.stdout,
+                     flags=re.MULTILINE)
+    assert re.search(r"^offset: \d+ position: \d+$", done.stdout, flags=re.MULTILINE)
+    assert re.search(r"^timestamp: \d+ offset: \d+$", done.stdout, flags=re.MULTILINE)
+    state = strom("dump-log", os.path.join(node.log_dir, "__cluster_metadata-0", "quorum-state"))
+    assert state.returncode == 0, state.stderr
+    assert json.loads(state.stdout.splitlines()[1])["leaderId"] == 1
