@@ -69,6 +69,12 @@ GROUP_KEY, TRANSACTION_KEY = 0, 1
 NO_OFFSET = -1
 
 
+def client_host(ctx: RequestContext) -> str:
+    """A member's host as Kafka records it, its connection's InetAddress.toString: ``/127.0.0.1``
+    (empty for a request made inside the broker)."""
+    return "/" + ctx.client_address if ctx.client_address else ""
+
+
 class GroupApis:
     """The group APIs over the services they use: the group coordinator's runtime, the
     transaction coordinator's (FindCoordinator of a transactional id; None where the broker
@@ -196,7 +202,8 @@ class GroupApis:
             return self.groups.core.join_error(version, code, req.member_id)
         groups = self.groups
         waiter = groups.waiter(req.group_id, lambda e: groups.core.join_error(version, e, req.member_id))
-        groups.run(groups.core.join_group(req, version, ctx.client_id or "", "", waiter, _now_ms()))
+        groups.run(groups.core.join_group(req, version, ctx.client_id or "", client_host(ctx), waiter,
+                                          _now_ms()))
         return await waiter.future
 
     async def handle_sync_group(self, ctx: RequestContext, req):
@@ -544,7 +551,7 @@ class GroupApis:
         if code != Error.NONE:
             return M.ConsumerGroupHeartbeatResponse(error_code=code, member_epoch=-1)
         response, fx = self.groups.core.consumer_group_heartbeat(
-            req, ctx.api_version, ctx.client_id or "", "", self.groups.topics(), _now_ms())
+            req, ctx.api_version, ctx.client_id or "", client_host(ctx), self.groups.topics(), _now_ms())
         p = self.groups.partition_of(req.group_id)
         failed = (await self.groups.write(fx, [p]))[p]
         if failed != Error.NONE:

@@ -4,8 +4,10 @@ OffsetDelete, DescribeGroups' authorized operations, and group configs from the 
 import asyncio
 
 from broker import authorizer
+from broker.groups.runtime import _now_ms
 from metadata import security
 from protocol import messages as M
+from protocol.context import Session
 from protocol.errors import Error
 from tests.broker.replica_nodes import Cluster
 from tests.groups.coordinator_node import CoordinatorNode, create_offsets_topic
@@ -141,4 +143,29 @@ def test_group_configs_of_the_metadata_image_apply_to_the_group(tmp_path):
         cluster.replay(M.ConfigRecord(resource_type=32, resource_name="cg", name=HEARTBEAT, value=None))
         await node.sync()
         assert (await heartbeat("cg")).heartbeat_interval_ms == 5000
+    run(main())
+
+
+def test_a_member_s_client_host_is_its_connection_s_address_as_kafka_writes_it(tmp_path):
+    """JoinGroup and ConsumerGroupHeartbeat record the member's host as InetAddress.toString:
+    ``/127.0.0.1``; DescribeGroups and ConsumerGroupDescribe answer it."""
+    async def main():
+        _, node = await _node(tmp_path)
+        session = Session("PLAINTEXT", "PLAINTEXT", client_address="127.0.0.1")
+        R = M.JoinGroupRequest
+        join = R(group_id="g", session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="",
+                 group_instance_id=None, protocol_type="consumer",
+                 protocols=[R.JoinGroupRequestProtocol(name="range", metadata=b"sub")])
+        joining = asyncio.ensure_future(node.call(11, 3, join, session=session))
+        while not joining.done():  # the initial rebalance delay (0 here) ends at the coordinator's tick
+            await asyncio.sleep(0.01)
+            node.runtime.run(node.core.tick(_now_ms()))
+        assert joining.result().error_code == Error.NONE
+        (group,) = (await node.call(15, 5, M.DescribeGroupsRequest(groups=["g"]))).groups
+        assert [m.client_host for m in group.members] == ["/127.0.0.1"]
+        H = M.ConsumerGroupHeartbeatRequest
+        await node.call(68, 1, H(group_id="cg", member_id="m1", member_epoch=0, rebalance_timeout_ms=30000,
+                                 subscribed_topic_names=["t"], topic_partitions=[]), session=session)
+        (described,) = (await node.call(69, 0, M.ConsumerGroupDescribeRequest(group_ids=["cg"]))).groups
+        assert [m.client_host for m in described.members] == ["/127.0.0.1"]
     run(main())
