@@ -56,7 +56,8 @@ from engine.errors import StorageError
 
 # Kafka's smaller admin tools, each a module of strom/ with add_parser(sub) and run(args).
 ADMIN_COMMANDS = {"log-dirs": "log_dirs", "delete-records": "delete_records", "get-offsets": "get_offsets",
-                  "transactions": "transactions", "features": "features"}
+                  "transactions": "transactions", "features": "features",
+                  "consumer-groups": "consumer_groups"}
 # What `strom --help` lists, in its order; WORKER_COMMANDS run too but are left out of it.
 COMMANDS = ("run", "cluster", "format", "start", "topics", "acls", "configs", "quorum", "reassign-partitions",
             "leader-election", *ADMIN_COMMANDS, "demo", "dump-log")
