@@ -13,7 +13,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 USER_COMMANDS = ["run", "cluster", "format", "start", "topics", "acls", "configs", "quorum",
                  "reassign-partitions", "leader-election", "log-dirs", "delete-records", "get-offsets",
-                 "transactions", "features", "demo", "dump-log"]
+                 "transactions", "features", "consumer-groups", "demo", "dump-log"]
 WORKER_COMMANDS = ["controller", "broker"]
 
 
