@@ -231,6 +231,21 @@ class ClusterControl:
                 broker_id=broker_id, broker_epoch=broker.broker_epoch, in_controlled_shutdown=1))
         return records + self.replication.broker_fenced(image, [broker_id])
 
+    # ---- UnregisterBroker (key 64) ---------------------------------------------------------
+    def unregister(self, image: MetadataImage, broker_id: int) -> ControllerResult:
+        """Kafka's ReplicationControlManager.unregisterBroker: an unknown id is
+        BROKER_ID_NOT_REGISTERED; a registered broker, fenced or not (Kafka refuses neither),
+        leaves every ISR and leadership, then its registration goes with its epoch."""
+        R = M.UnregisterBrokerResponse
+        broker = image.brokers.get(broker_id)
+        if broker is None:
+            return ControllerResult([], R(error_code=Error.BROKER_ID_NOT_REGISTERED,
+                                          error_message=f"Broker ID {broker_id} is not currently registered"))
+        records = self.replication.broker_fenced(image, [broker_id])
+        records.append(M.UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=broker.broker_epoch))
+        self.sessions.pop(broker_id, None)
+        return ControllerResult(records, R(error_code=Error.NONE, error_message=None))
+
     # ---- fencing ---------------------------------------------------------------------------
     def fence(self, image: MetadataImage, broker_ids: list[int]) -> list[Any]:
         """Partition changes first (out of ISRs, new leaders), then the fencing itself."""
