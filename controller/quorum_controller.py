@@ -245,6 +245,7 @@ class QuorumController:
             Api(62, 0, 4, self._write(self.handle_broker_registration, _top_error)),
             Api(63, 0, 1, self._heard_from(self._write(self.handle_broker_heartbeat, _top_error))),
             Api(67, 0, 0, self._write(self.handle_allocate_producer_ids, _top_error)),
+            Api(64, 0, 0, self._write(self.handle_unregister_broker, _top_error)),
             Api(60, 1, 1, self.handle_describe_cluster),
             Api(29, 1, 3, self.handle_describe_acls),
             Api(30, 1, 3, self._write(self.handle_create_acls, _security_error)),
@@ -352,6 +353,9 @@ class QuorumController:
 
     async def handle_allocate_producer_ids(self, header: RequestContext, req) -> Any:
         return await self._apply(self.cluster.allocate_producer_ids(self.state, req))
+
+    async def handle_unregister_broker(self, header: RequestContext, req) -> Any:
+        return await self._apply(self.cluster.unregister(self.state, req.broker_id))
 
     # ---- partitions --------------------------------------------------------------------
     async def handle_alter_partition(self, header: RequestContext, req) -> Any:
@@ -540,7 +544,7 @@ def _top_error(api_key: int, req, code: int = Error.NOT_CONTROLLER, message: str
     response = {43: M.ElectLeadersResponse, 45: M.AlterPartitionReassignmentsResponse,
                 46: M.ListPartitionReassignmentsResponse, 56: M.AlterPartitionResponse,
                 62: M.BrokerRegistrationResponse, 63: M.BrokerHeartbeatResponse,
-                67: M.AllocateProducerIdsResponse}[api_key]
+                64: M.UnregisterBrokerResponse, 67: M.AllocateProducerIdsResponse}[api_key]
     return response(error_code=code)
 
 
@@ -600,7 +604,8 @@ def _elect_leaders_error(api_key: int, req, code: int = Error.NOT_CONTROLLER,
 _ERROR_RESPONSES = {
     19: _topics_error, 20: _responses_error, 37: _results_error, 43: _elect_leaders_error,
     44: _responses_error, 45: _top_error, 46: _top_error, 56: _top_error, 62: _top_error, 63: _top_error,
-    67: _top_error, 30: _security_error, 31: _security_error, 51: _security_error, 49: _quotas_error,
+    64: _top_error, 67: _top_error, 30: _security_error, 31: _security_error, 51: _security_error,
+    49: _quotas_error,
 }
 
 
