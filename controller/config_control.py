@@ -255,6 +255,7 @@ class ConfigControl:
         changes: list[tuple[str, str | None]] = []
         resulting = dict(current)
         for c in res.configs:
+            new: str | None
             if c.config_operation in (APPEND, SUBTRACT):
                 topic = BROKER_SYNONYMS.get(c.name)
                 if topic not in TOPIC_LIST_CONFIGS:
