@@ -11,6 +11,8 @@
         Format (or reuse DIR) and run 3 controllers + 3 brokers as separate processes on
         127.0.0.1 under one supervisor (strom/cluster.py); prints bootstrap.servers and a status
         line per process as it changes; Ctrl-C stops the brokers, then the controllers.
+    strom top --bootstrap-server HOST:PORT [--bootstrap-controller HOST:PORT] [--interval 1] [--once]
+        A live view of a running cluster: quorum, brokers, partitions, consumer group lag (strom/top.py).
     strom start --config FILE
         Run the node's roles: a node with one role runs it in this process, a combined node
         (process.roles=broker,controller) runs each role as a process of its own.
@@ -59,8 +61,8 @@ ADMIN_COMMANDS = {"log-dirs": "log_dirs", "delete-records": "delete_records", "g
                   "transactions": "transactions", "features": "features",
                   "consumer-groups": "consumer_groups"}
 # What `strom --help` lists, in its order; WORKER_COMMANDS run too but are left out of it.
-COMMANDS = ("run", "cluster", "format", "start", "topics", "acls", "configs", "quorum", "reassign-partitions",
-            "leader-election", *ADMIN_COMMANDS, "demo", "dump-log")
+COMMANDS = ("run", "cluster", "top", "format", "start", "topics", "acls", "configs", "quorum",
+            "reassign-partitions", "leader-election", *ADMIN_COMMANDS, "demo", "dump-log")
 WORKER_COMMANDS = ("controller", "broker")
 
 
@@ -87,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_argument("--stop-timeout", type=float, default=30.0, metavar="SECONDS",
                          help="on Ctrl-C, how long each group (brokers, then controllers) has to "
                               "stop before it is killed (default 30)")
+    from strom import top
+
+    top.add_parser(sub)
     fmt = sub.add_parser("format", help="format the node's log directories")
     fmt.add_argument("--config", required=True)
     fmt.add_argument("--cluster-id")
@@ -155,6 +160,10 @@ def main(argv: list[str] | None = None) -> int:
             from strom.cluster import cluster_up
 
             return cluster_up(args.dir, args.controllers, args.brokers, args.port, args.stop_timeout)
+        if args.command == "top":
+            from strom import top
+
+            return top.run(args)
         if args.command == "format":
             from strom.config import read_config_file
             from strom.node import format_node
