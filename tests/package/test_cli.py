@@ -11,7 +11,7 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-USER_COMMANDS = ["run", "cluster", "format", "start", "topics", "acls", "configs", "quorum",
+USER_COMMANDS = ["run", "cluster", "top", "format", "start", "topics", "acls", "configs", "quorum",
                  "reassign-partitions", "leader-election", "log-dirs", "delete-records", "get-offsets",
                  "transactions", "features", "consumer-groups", "demo", "dump-log"]
 WORKER_COMMANDS = ["controller", "broker"]
