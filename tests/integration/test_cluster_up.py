@@ -150,6 +150,26 @@ def stop_order(lines: list[str]) -> list[str]:
     return [m.group(1) for m in found if m]
 
 
+def commit(bootstrap: str, group: str, topic: str, offset: int) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def top_once(up: ClusterUp, bootstrap: str) -> list[str]:
+    """`strom top --once` against the cluster: its plain lines."""
+    controllers = re.findall(r"\d+ on (127\.0\.0\.1:\d+)", up.lines[0].split("; brokers")[0])
+    done = subprocess.run([sys.executable, "-m", "strom", "top", "--bootstrap-server", bootstrap,
+                           "--bootstrap-controller", ",".join(controllers), "--once", "--interval", "0.2"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
 def test_cluster_up_serves_a_client_and_sigint_stops_brokers_then_controllers(tmp_path):
     with cluster_up(str(tmp_path)) as up:
         bootstrap = bootstrap_of(up)
@@ -160,6 +180,18 @@ def test_cluster_up_serves_a_client_and_sigint_stops_brokers_then_controllers(tm
         create_topic(bootstrap, "hello")
         produce(bootstrap, "hello", b"world")
         assert consume_first(bootstrap, "hello") == b"world"
+        commit(bootstrap, "top-view", "hello", 0)
+
+        # strom top shows the quorum, every broker, the partitions and the group's lag.
+        lines = top_once(up, bootstrap)
+        assert re.match(r"quorum: leader [123], epoch \d+, high watermark \d+, voters 1\(lag \d+\),"
+                        r"2\(lag \d+\),3\(lag \d+\), observers 4\(lag \d+\),5\(lag \d+\),6\(lag \d+\)$",
+                        lines[0]), lines
+        for broker in (4, 5, 6):
+            assert any(re.match(rf"broker {broker}: unfenced, leader of \d+ partitions, ", line)
+                       for line in lines), lines
+        assert "under-replicated partitions: 0" in lines and "offline partitions: 0" in lines
+        assert "group top-view hello-0: committed 0, log end 1, lag 1" in lines
 
         code = up.interrupt()
         assert code == 0, "\n".join(up.lines)
