@@ -51,6 +51,7 @@ from broker.handlers.groups import GroupApis
 from broker.handlers.metadata import MetadataHandlers
 from broker.handlers.offsets import OffsetsHandlers
 from broker.handlers.produce import ProduceHandlers
+from broker.handlers.quorum import QuorumApis
 from broker.handlers.quotas import QuotaApis
 from broker.handlers.security import SecurityApis
 from broker.handlers.transactions import TransactionApis
@@ -280,6 +281,7 @@ class Broker:
         apis += SecurityApis(lambda: self.image, self.follower, self.authorizer).apis()
         apis += sasl_apis
         apis += QuotaApis(lambda: self.image, self.follower, self.authorizer).apis()
+        apis += QuorumApis(self.follower, self.authorizer).apis()
         # Client quotas (KIP-13, KIP-124) around every handler: throttle_time_ms, and KIP-219's mute.
         self.quotas = BrokerQuotas.from_config(config, lambda: self.image)
         apis = self.quotas.wrap(apis)
