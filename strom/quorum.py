@@ -26,7 +26,9 @@ URL-safe base64), host may be ``[ipv6]``:
     id-uuid@host:port      KIP-853's --controller-quorum-voters syntax
     id@host:port:uuid      Kafka 3.9+'s --initial-controllers syntax
 
-``strom quorum`` talks to controllers over the Kafka protocol: ApiVersions picks each request's
+``strom quorum`` talks to controllers (--bootstrap-controller) or to brokers
+(--bootstrap-server: a broker forwards DescribeQuorum, AddRaftVoter and RemoveRaftVoter to the
+active controller, as Kafka 4's do) over the Kafka protocol: ApiVersions picks each request's
 version, and a NOT_LEADER_OR_FOLLOWER answer is followed to the leader when an answer names it
 (DescribeQuorum v2 carries the voters' endpoints). Building requests and formatting answers are
 pure functions below; ``send_to_leader`` is the only IO.
@@ -54,7 +56,7 @@ CONNECT_TIMEOUT_S = 5.0
 REQUEST_TIMEOUT_S = 10.0
 
 API_VERSIONS, DESCRIBE_QUORUM, DESCRIBE_CLUSTER, ADD_RAFT_VOTER, REMOVE_RAFT_VOTER = 18, 55, 60, 80, 81
-CONTROLLER_ENDPOINTS = 2  # DescribeCluster endpoint_type (KIP-919)
+BROKER_ENDPOINTS, CONTROLLER_ENDPOINTS = 1, 2  # DescribeCluster endpoint_type (KIP-919)
 ZERO_UUID = bytes(16)
 
 
@@ -447,8 +449,7 @@ async def send_to_leader(addresses: list[tuple[str, int]], api_key: int, lo: int
         try:
             version = pick_version(served, api_key, lo, hi)
             if version is None:
-                last = QuorumError("UNSUPPORTED_VERSION", f"{where} does not serve {name} v{lo}-{hi} "
-                                   "(only controllers do for now: use --bootstrap-controller)")
+                last = QuorumError("UNSUPPORTED_VERSION", f"{where} does not serve {name} v{lo}-{hi}")
                 continue
             response = await conn.request(api_key, version, body_for(version), timeout)
             if response_error(api_key, response) != Error.NOT_LEADER_OR_FOLLOWER:
@@ -471,8 +472,8 @@ async def send_to_leader(addresses: list[tuple[str, int]], api_key: int, lo: int
 
 async def fetch_cluster_id(address: tuple[str, int], timeout: float = REQUEST_TIMEOUT_S,
                            security: ClientSecurity | None = None) -> str:
-    """ClusterId for --status, from DescribeCluster (controllers answer endpoint_type 2); a
-    node that does not serve it gives "unknown"."""
+    """ClusterId for --status, from DescribeCluster: a controller answers endpoint_type 2, a
+    broker (--bootstrap-server) endpoint_type 1; a node that does not serve it gives "unknown"."""
     try:
         conn, served = await _connect(address, timeout, security)
     except (OSError, QuorumError):
@@ -481,9 +482,12 @@ async def fetch_cluster_id(address: tuple[str, int], timeout: float = REQUEST_TI
         version = pick_version(served, DESCRIBE_CLUSTER, 0, 1)
         if version is None:
             return "unknown"
-        body = M.DescribeClusterRequest(endpoint_type=CONTROLLER_ENDPOINTS)
-        answer = await conn.request(DESCRIBE_CLUSTER, version, body, timeout)
-        return answer.cluster_id if answer.error_code == Error.NONE else "unknown"
+        for endpoint_type in (CONTROLLER_ENDPOINTS, BROKER_ENDPOINTS):
+            body = M.DescribeClusterRequest(endpoint_type=endpoint_type)
+            answer = await conn.request(DESCRIBE_CLUSTER, version, body, timeout)
+            if answer.error_code == Error.NONE:
+                return answer.cluster_id
+        return "unknown"
     except (OSError, ProtocolError):
         return "unknown"
     finally:
