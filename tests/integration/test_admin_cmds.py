@@ -201,3 +201,31 @@ def test_dump_log_prints_each_file_of_a_partition_by_its_type(node):
     state = strom("dump-log", os.path.join(node.log_dir, "__cluster_metadata-0", "quorum-state"))
     assert state.returncode == 0, state.stderr
     assert json.loads(state.stdout.splitlines()[1])["leaderId"] == 1
+
+
+def test_quorum_through_a_broker_describes_what_the_controller_describes(node):
+    """A broker forwards DescribeQuorum to the active controller, as Kafka 4's brokers do."""
+    controller = f"127.0.0.1:{node.controller_port}"
+    through_broker = strom("quorum", "--bootstrap-server", node.bootstrap, "describe", "--status")
+    assert through_broker.returncode == 0, through_broker.stderr
+    direct = strom("quorum", "--bootstrap-controller", controller, "describe", "--status")
+    assert direct.returncode == 0, direct.stderr
+
+    def fields(text):
+        return dict(line.split(":", 1) for line in text.splitlines())
+
+    broker_view, controller_view = fields(through_broker.stdout), fields(direct.stdout)
+    assert broker_view["ClusterId"].strip() not in ("", "unknown")
+    for key in ("ClusterId", "LeaderId", "CurrentVoters"):
+        assert broker_view[key] == controller_view[key], key
+    replication = strom("quorum", "--bootstrap-server", node.bootstrap, "describe", "--replication")
+    assert replication.returncode == 0, replication.stderr
+    assert replication.stdout.splitlines()[1].split()[-1] == "Leader"
+
+
+def test_removing_an_unknown_controller_through_a_broker_is_refused_by_the_quorum(node):
+    """RemoveRaftVoter is forwarded too: the controller's answer comes back through the broker."""
+    done = strom("quorum", "--bootstrap-server", node.bootstrap, "remove-controller", "--controller-id", "42",
+                 "--controller-directory-id", "MvDxzVmcRsaTz33bUuRU6A")
+    assert done.returncode != 0
+    assert "VOTER_NOT_FOUND" in done.stderr or "INVALID_REQUEST" in done.stderr, done.stderr
