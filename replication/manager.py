@@ -343,6 +343,12 @@ class ReplicaManager:
         self._image: Any = None
         self._fetching: dict[TopicPartition, tuple[int, int]] = {}  # (leader, leader epoch) fetched from
         self._applied: dict[TopicPartition, PartitionRegistration] = {}  # the last one applied
+        # Metrics (protocol/metrics.py), counted in place: a BrokerTopicStats the broker sets
+        # (messages and bytes in as leader, bytes out to consumers), and the ISR changes this
+        # leader made (IsrShrinksPerSec, IsrExpandsPerSec).
+        self.topic_stats: Any = None
+        self.isr_shrinks = 0
+        self.isr_expands = 0
 
     # ---- metadata -----------------------------------------------------------------------------
 
@@ -504,7 +510,13 @@ class ReplicaManager:
         partition = self.partitions.get(tp) if tp is not None else None
         if partition is None or self.topic_ids.get(tp) != topic_id:
             return  # the partition went away meanwhile
+        before = len(partition.partition_state.isr)
         outcome = partition.handle_alter_partition_response(sent, error, result, self.clock())
+        after = len(partition.partition_state.isr)
+        if after < before:
+            self.isr_shrinks += 1
+        elif after > before:
+            self.isr_expands += 1
         self._apply(tp, partition, outcome)
 
     def on_follower_appended(self, topic: str, partition: int) -> None:
@@ -620,6 +632,9 @@ class ReplicaManager:
             raise
         self.on_changed(topic, index)  # followers' long polls: there is data to replicate
         self._apply(tp, partition, outcome)
+        stats = self.topic_stats
+        if stats is not None:
+            stats.appended(topic, info.last_offset - info.first_offset + 1, len(records))
         return AppendResult(errors.NONE, None, info.first_offset, info.log_append_time,
                             info.log_start_offset, info.last_offset + 1)
 
@@ -734,7 +749,11 @@ class ReplicaManager:
                                   log_.log_start_offset, preferred_read_replica=preferred)
         result = ReadResult(errors.NONE, log_.high_watermark, log_.last_stable_offset, log_.log_start_offset)
         isolation = FETCH_TXN_COMMITTED if read_committed else FETCH_HIGH_WATERMARK
-        return self._read_into(result, log_, fetch_offset, max_bytes, isolation, min_one_message)
+        result = self._read_into(result, log_, fetch_offset, max_bytes, isolation, min_one_message)
+        stats = self.topic_stats
+        if stats is not None and result.size:
+            stats.read(topic, result.size)
+        return result
 
     def _preferred_read_replica(self, partition: Partition, client: ClientMetadata, fetch_offset: int,
                                 now: int) -> int | None:
