@@ -29,7 +29,10 @@
     strom quorum --bootstrap-controller HOST:PORT[,...] add-controller --config FILE [--dry-run]
     strom quorum --bootstrap-controller HOST:PORT[,...] remove-controller --controller-id N
                  --controller-uuid UUID [--dry-run]
-        The KRaft quorum, like kafka-metadata-quorum (requests go to the quorum leader).
+        The KRaft quorum, like kafka-metadata-quorum (requests go to the quorum leader; with
+        --bootstrap-server HOST:PORT a broker forwards them).
+    strom cluster unregister --bootstrap-server HOST:PORT --id N
+        Remove a stopped broker's registration, as kafka-cluster unregister (strom/cluster_tool.py).
     strom reassign-partitions --bootstrap-server HOST:PORT --generate|--execute|--verify|--cancel|--list ...
         Move partitions' replicas, with kafka-reassign-partitions's options and output (strom/reassign.py).
     strom leader-election --bootstrap-server HOST:PORT --election-type preferred|unclean ...
@@ -77,8 +80,14 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a one-node cluster on 127.0.0.1")
     run.add_argument("--port", type=int, default=9092)
     run.add_argument("--dir", help="data directory (default: a new temporary one)")
-    cluster = sub.add_parser("cluster", help="run a cluster of controllers and brokers on 127.0.0.1")
-    cluster.add_argument("action", choices=["up"])
+    from strom import cluster_tool
+
+    cluster = sub.add_parser("cluster", help="run a cluster on 127.0.0.1, or unregister a node",
+                             epilog="examples:\n  strom cluster up --controllers 3 --brokers 3\n"
+                                    "  strom cluster unregister --bootstrap-server 127.0.0.1:9092 --id 4",
+                             formatter_class=argparse.RawDescriptionHelpFormatter)
+    cluster.add_argument("action", choices=["up", "unregister"])
+    cluster_tool.add_arguments(cluster)
     cluster.add_argument("--controllers", type=int, metavar="N", help="controller processes (default 3)")
     cluster.add_argument("--brokers", type=int, metavar="N", help="broker processes (default 3)")
     cluster.add_argument("--dir", help="cluster directory, reused if it holds one (default: a new "
@@ -157,6 +166,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             return run_local(args.port, args.dir)
         if args.command == "cluster":
+            if args.action == "unregister":
+                from strom import cluster_tool
+
+                return cluster_tool.run(args)
             from strom.cluster import cluster_up
 
             return cluster_up(args.dir, args.controllers, args.brokers, args.port, args.stop_timeout)
@@ -260,13 +273,15 @@ def run_local(port: int, directory: str | None) -> int:
 def _add_quorum_parser(sub) -> None:
     quorum = sub.add_parser(
         "quorum", help="describe the KRaft quorum, add or remove controllers",
-        description="The KRaft metadata quorum (KIP-853), like kafka-metadata-quorum.")
+        description="The KRaft metadata quorum (KIP-853), like kafka-metadata-quorum.",
+        epilog="examples:\n  strom quorum --bootstrap-server 127.0.0.1:9092 describe --status\n"
+               "  strom quorum --bootstrap-controller 127.0.0.1:9093 describe --replication",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     where = quorum.add_mutually_exclusive_group(required=True)
     where.add_argument("--bootstrap-controller", metavar="HOST:PORT[,...]",
                        help="controller addresses; requests go to the quorum leader")
     where.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]",
-                       help="broker addresses: not served yet (brokers do not forward quorum requests "
-                            "to the controllers yet); for now only controller addresses work")
+                       help="broker addresses; a broker forwards the requests to the active controller")
     quorum.add_argument("--command-config", metavar="FILE",
                         help="client properties to connect with (security.protocol, sasl.*, ssl.*); "
                              "for add-controller also the new controller's configuration (as its --config)")
