@@ -181,7 +181,8 @@ def test_transactions_list_describe_and_abort_an_open_transaction(node):
 
 
 def test_each_command_help_has_an_example():
-    for command in ("log-dirs", "delete-records", "get-offsets", "transactions", "features"):
+    for command in ("log-dirs", "delete-records", "get-offsets", "transactions", "features", "quorum",
+                    "cluster"):
         done = strom(command, "--help")
         assert done.returncode == 0, command
         assert "example" in done.stdout and f"strom {command}" in done.stdout, command
@@ -229,3 +230,12 @@ def test_removing_an_unknown_controller_through_a_broker_is_refused_by_the_quoru
                  "--controller-directory-id", "MvDxzVmcRsaTz33bUuRU6A")
     assert done.returncode != 0
     assert "VOTER_NOT_FOUND" in done.stderr or "INVALID_REQUEST" in done.stderr, done.stderr
+
+
+def test_cluster_unregister_of_an_unknown_broker_is_broker_id_not_registered(node):
+    """UnregisterBroker goes through the broker to the controller, whose refusal comes back."""
+    done = strom("cluster", "unregister", "--bootstrap-server", node.bootstrap, "--id", "42")
+    assert done.returncode == 1 and done.stdout == ""
+    assert "BROKER_ID_NOT_REGISTERED: Broker ID 42 is not currently registered" in done.stderr, done.stderr
+    missing = strom("cluster", "unregister", "--bootstrap-server", node.bootstrap)
+    assert missing.returncode == 1 and "--id is required" in missing.stderr
