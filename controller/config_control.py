@@ -36,8 +36,10 @@ resource looked up:
   broker's. All INVALID_CONFIG with Kafka's message. The group need not exist: its configs
   live in the image apart from it, and the coordinator reads them when it has the group.
 - BROKER (a broker id, or "" for the cluster-wide default): the broker must be registered;
-  only the topic configs' broker-wide defaults (DYNAMIC_BROKER: log.retention.ms,
-  message.max.bytes, ...) may change, any other change than a DELETE is INVALID_REQUEST
+  only the topic configs' broker-wide defaults (log.retention.ms, message.max.bytes, ...) and
+  the replication quotas' rates (leader.replication.throttled.rate,
+  follower.replication.throttled.rate, replica.alter.log.dirs.io.max.bytes.per.second: LONG,
+  at least 0) may change (DYNAMIC_BROKER), any other change than a DELETE is INVALID_REQUEST
   "Cannot update these configs dynamically: Set(...)" as Kafka answers for a config that is
   not dynamic; APPEND and SUBTRACT only to a list (log.cleanup.policy); the resulting values
   must be valid as the topic configs they are defaults of (INVALID_CONFIG). Each change is a
@@ -58,11 +60,13 @@ from metadata.configs import (
     GROUP_RESOURCE,
     GROUP_SESSION_TIMEOUT,
     OP_NAMES,
+    REPLICATION_RATE_CONFIGS,
     SET,
     SUBTRACT,
     TOPIC_RESOURCE,
     ConfigFailure,
     GroupBounds,
+    check_replication_rate,
     check_request_shape,
     not_dynamic,
     unknown_operation,
@@ -75,8 +79,9 @@ from protocol.topics import topic_name_error
 SERVED_RESOURCES = (TOPIC_RESOURCE, BROKER_RESOURCE, GROUP_RESOURCE)
 # The broker properties Kafka changes without a restart that Strom applies: the topic configs'
 # broker-wide defaults (DynamicLogConfig.ReconfigurableConfigs: log.retention.ms,
-# log.segment.bytes, log.cleanup.policy, message.max.bytes, ...).
-DYNAMIC_BROKER = frozenset(BROKER_SYNONYMS)
+# log.segment.bytes, log.cleanup.policy, message.max.bytes, ...) and the replication quotas'
+# rates (DynamicReplicationConfig), which broker/server.py applies from each image.
+DYNAMIC_BROKER = frozenset(BROKER_SYNONYMS) | frozenset(REPLICATION_RATE_CONFIGS)
 
 
 def java_split(value: str) -> list[str]:
@@ -273,6 +278,9 @@ class ConfigControl:
             else:
                 resulting[c.name] = new
         for prop, value in resulting.items():  # each as the topic config it is the default of
+            if prop in REPLICATION_RATE_CONFIGS:
+                check_replication_rate(prop, value)
+                continue
             if prop not in DYNAMIC_BROKER:
                 continue
             try:

@@ -94,6 +94,30 @@ def unknown_operation(op: int) -> ConfigFailure | None:
     return ConfigFailure(Error.INVALID_REQUEST, f"Unknown operations type {op}")
 
 
+# Broker properties Kafka updates dynamically that are no topic config's default: the
+# replication quotas' rates (DynamicReplicationConfig), LONG, at least 0, default Long.MAX_VALUE
+# (unbounded), for a broker id or the cluster default.
+REPLICATION_RATE_CONFIGS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                            "replica.alter.log.dirs.io.max.bytes.per.second")
+LONG_MAX = 2**63 - 1
+
+
+def check_replication_rate(name: str, value: str) -> None:
+    """A replication rate's value as Kafka's ConfigDef parses a LONG with atLeast(0): raises
+    INVALID_CONFIG with Kafka's message."""
+    try:
+        rate = int(value.strip())
+    except ValueError:
+        raise ConfigFailure(Error.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: "
+                                                  "Not a number of type LONG") from None
+    if not -(2**63) <= rate <= LONG_MAX:
+        raise ConfigFailure(Error.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: "
+                                                  "Not a number of type LONG")
+    if rate < 0:
+        raise ConfigFailure(Error.INVALID_CONFIG, f"Invalid value {rate} for configuration {name}: "
+                                                  "Value must be at least 0")
+
+
 def not_dynamic(names: list[str]) -> ConfigFailure:
     """Kafka's answer to a change of a broker config that cannot be updated dynamically."""
     return ConfigFailure(Error.INVALID_REQUEST,
