@@ -61,6 +61,7 @@ from strom.node import DIE_WITH_SUPERVISOR
 CLUSTER_FILE = "cluster.properties"
 DEFAULT_PORT = 9092
 POLL_S = 0.5
+VIEW_S = 1.0
 STOP_TIMEOUT_S = 30.0
 READY_WARN_S = 60.0
 HOST = "127.0.0.1"
@@ -232,6 +233,21 @@ def load_layout(directory: str) -> ClusterLayout | None:
     return ClusterLayout(directory, cluster_id, tuple(nodes["controller"]), tuple(nodes["broker"]))
 
 
+def broker_metrics(layout: ClusterLayout) -> dict[int, str]:
+    """Each broker's /metrics address, where its configuration sets metrics.listener (a fixed port)."""
+    from strom.config import read_config_file
+
+    out = {}
+    for node in layout.brokers:
+        try:
+            address = read_config_file(node.config_path).metrics_address("broker")
+        except ConfigError:
+            continue
+        if address is not None and address[1]:
+            out[node.node_id] = f"http://{address[0] or HOST}:{address[1]}"
+    return out
+
+
 def free_ports(count: int) -> list[int]:
     socks = []
     try:
@@ -342,11 +358,15 @@ class Supervisor:
         self.hurry = False
         self.ready = False
         self.started_at = time.monotonic()
+        self.live = None  # strom top's view (rich.live.Live) while it shows, on a terminal
 
     def say(self, text: str) -> None:
         now = time.time()
         stamp = time.strftime("%H:%M:%S", time.localtime(now)) + f".{int(now * 1000) % 1000:03d}"
-        print(f"{stamp} {text}", file=self.out, flush=True)
+        if self.live is not None:  # above the live view
+            self.live.console.print(f"{stamp} {text}", markup=False, highlight=False)
+        else:
+            print(f"{stamp} {text}", file=self.out, flush=True)
 
     # ---- processes -----------------------------------------------------------------------------
     def spawn(self, node: Node) -> Child:
@@ -435,6 +455,28 @@ class Supervisor:
                 self.say(f"not ready after {READY_WARN_S:.0f} s: see the logs in {self.layout.dir}")
             await asyncio.sleep(self.poll_s)
 
+    async def live_view(self) -> None:
+        """On a terminal: strom top's view of this cluster (strom/top.py), refreshed each
+        VIEW_S under the status lines."""
+        from rich.live import Live
+
+        from strom import top
+
+        collector = top.Collector([(HOST, b.port) for b in self.layout.brokers],
+                                  [(HOST, c.port) for c in self.layout.controllers],
+                                  broker_metrics(self.layout))
+        title = f"Strom cluster {self.layout.cluster_id}"
+        try:
+            with Live(auto_refresh=False, redirect_stdout=False, redirect_stderr=False) as display:
+                self.live = display
+                while True:
+                    snapshot = await collector.refresh([b.node_id for b in self.layout.brokers])
+                    display.update(top.render_rich(snapshot, title), refresh=True)
+                    await asyncio.sleep(VIEW_S)
+        finally:
+            self.live = None
+            await collector.close()
+
     # ---- stopping ------------------------------------------------------------------------------
     async def stop_group(self, children: list[Child], what: str) -> bool:
         """SIGTERM, wait, SIGKILL what is left; True if every one stopped by itself with code 0."""
@@ -472,6 +514,7 @@ class Supervisor:
             for node in self.layout.nodes:  # controllers first
                 self.spawn(node)
             poller = loop.create_task(self.status_loop())
+            viewer = loop.create_task(self.live_view()) if self.out.isatty() else None
             failed = False
             while not self.stop_requested.is_set():
                 self.report_exits()
@@ -484,8 +527,10 @@ class Supervisor:
                         await self.stop_requested.wait()
                 except TimeoutError:
                     pass
-            poller.cancel()
-            await asyncio.gather(poller, return_exceptions=True)
+            for task in (poller, viewer):
+                if task is not None:
+                    task.cancel()
+            await asyncio.gather(poller, *([viewer] if viewer else []), return_exceptions=True)
             brokers = [c for c in self.children if c.node.role == "broker"]
             controllers = [c for c in self.children if c.node.role == "controller"]
             clean = await self.stop_group(brokers, "brokers")
