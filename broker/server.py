@@ -56,6 +56,12 @@ from broker.handlers.quotas import QuotaApis
 from broker.handlers.security import SecurityApis
 from broker.handlers.transactions import TransactionApis
 from broker.metadata_follower import MetadataFollower, supported_features
+from broker.metrics import (
+    BROKER_STATE_PENDING_CONTROLLED_SHUTDOWN,
+    BROKER_STATE_RUNNING,
+    BROKER_STATE_STARTING,
+    register_broker_metrics,
+)
 from broker.off_loop import CleanerThread, flush_dirty_off_loop, flush_rolled_off_loop, write_off_loop
 from broker.quotas import BrokerQuotas
 from broker.transactions.runtime import TransactionCoordinatorRuntime
@@ -68,6 +74,8 @@ from metadata.image import MetadataImage
 from protocol import messages as M
 from protocol.dispatch import Dispatcher
 from protocol.errors import Error
+from protocol.metrics import Registry
+from protocol.metrics import serve as serve_metrics
 from protocol.net import Server, freeze_startup_heap
 from raft.settings import driver_config
 from replication.alter_partition import ALTER_PARTITION_KEY, ALTER_PARTITION_VERSION, AlterPartitionManager
@@ -135,6 +143,12 @@ class Broker:
         self.groups: GroupCoordinatorRuntime | None = None
         self.cleaner: CleanerThread | None = None  # log.cleaner.enable
         self.transactions: TransactionCoordinatorRuntime | None = None
+        # /metrics at metrics.listener (protocol/metrics.py, broker/metrics.py)
+        self.metrics = Registry()
+        self.broker_state = BROKER_STATE_STARTING
+        self.request_metrics = register_broker_metrics(self.metrics, self.replicas, self.fetch_waiters,
+                                                       lambda: self.broker_state)
+        self.metrics_server: asyncio.Server | None = None
         self._dynamic_key: tuple = ()  # the dynamic broker configs broker_log_config was made of
         self._dynamic_log_config = config.log_config
 
@@ -248,6 +262,11 @@ class Broker:
         # OAUTHBEARER listener whose JWKS cannot be read stops the broker before anything else.
         sasl_apis = node_sasl_apis(self.config, [lsn.name for lsn in self.config.broker_listeners()],
                                    image_scram_lookup(lambda: self.image))
+        address = self.config.metrics_address("broker")
+        if address is not None:
+            self.metrics_server = await serve_metrics(self.metrics, *address)
+            host, port = self.metrics_server.sockets[0].getsockname()[:2]
+            log.info("broker %d serving metrics at http://%s:%d/metrics", self.node_id, host, port)
         self.logs.open()
         self.follower.previous_broker_epoch = self.logs.previous_broker_epoch()
         await self.follower.start(self.config["initial.broker.registration.timeout.ms"] / 1000,
@@ -287,7 +306,8 @@ class Broker:
         apis = self.quotas.wrap(apis)
         self.dispatcher = Dispatcher(apis, supported_features(),
                                      lambda: (self.image.last_offset, self.image.features),
-                                     unauthenticated_max_bytes=config["sasl.server.max.receive.size"])
+                                     unauthenticated_max_bytes=config["sasl.server.max.receive.size"],
+                                     metrics=self.request_metrics)
         self.server = Server(self.dispatcher.handle, self.config["socket.request.max.bytes"],
                              limits=self.config.listener_limits(),
                              send_buffer_bytes=self.config["socket.send.buffer.bytes"],
@@ -319,6 +339,7 @@ class Broker:
         if self.config["log.cleaner.enable"]:
             self.cleaner = CleanerThread(self.logs, self.config)
             self._tasks.append(loop.create_task(self.cleaner.run()))
+        self.broker_state = BROKER_STATE_RUNNING
 
     def _load_logs(self) -> None:
         """The logs loaded, once the image holds the topics' configs (the metadata log caught
@@ -387,6 +408,8 @@ class Broker:
         log.debug("closing the logs")
         if self.logs_started:
             self.logs.shutdown(self.follower.broker_epoch)
+        if self.metrics_server is not None:
+            self.metrics_server.close()
 
 
 def _now_ms() -> int:
@@ -424,6 +447,7 @@ async def serve(config, cluster_id: str) -> None:
             if stopping.done() and broker.server is not None:
                 # Controlled shutdown: still serving, ask the controller to move our leaderships
                 # away and take us out of every ISR, so clients see only retriable redirects.
+                broker.broker_state = BROKER_STATE_PENDING_CONTROLLED_SHUTDOWN
                 await broker.follower.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S)
     finally:
         for task in (starting, stopping):
