@@ -9,7 +9,9 @@ ConfigAdminManager preprocesses them: the name must be empty or this broker's id
 SUBTRACT apply to LIST properties only (INVALID_CONFIG), and a change of a property Kafka
 does not update dynamically is INVALID_REQUEST "Cannot update these configs dynamically:
 Set(...)"; the rest goes to the controller, which stores the topic configs' broker-wide
-defaults (log.retention.ms, message.max.bytes, ...) as ConfigRecords of the broker or of the
+defaults (log.retention.ms, message.max.bytes, ...) and the replication quotas' rates
+(leader/follower.replication.throttled.rate, replica.alter.log.dirs.io.max.bytes.per.second:
+LONG, default Long.MAX_VALUE) as ConfigRecords of the broker or of the
 cluster default (""), and each broker applies them from its image without a restart.
 DescribeConfigs of a broker gives each property's source (dynamic for the broker, dynamic
 cluster default, static, default) and a topic's configs theirs, with synonyms from the most
@@ -30,6 +32,8 @@ from metadata.configs import (
     DELETE,
     GROUP_CONFIGS,
     GROUP_RESOURCE,
+    LONG_MAX,
+    REPLICATION_RATE_CONFIGS,
     SET,
     SUBTRACT,
     TOPIC_RESOURCE,
@@ -75,6 +79,7 @@ _KAFKA_TYPES = {
     **{name: TYPE_LIST for name, spec in TOPIC_CONFIGS.items() if spec.is_list},
 }
 _TOPIC_FROM_BROKER = {topic: broker for broker, topic in BROKER_SYNONYMS.items()}
+_DYNAMIC = frozenset(BROKER_SYNONYMS) | frozenset(REPLICATION_RATE_CONFIGS)  # read_only False
 # A config resource's ACL resource and the error its refusal answers (Kafka's ConfigHelper and
 # ControllerApis.authorizeAlterResource): a broker's configs are the cluster's.
 _CONFIG_AUTHORIZATION = {
@@ -423,7 +428,7 @@ class AdminApis:
             if bad is not None:
                 raise bad
             if c.config_operation in (APPEND, SUBTRACT):
-                kind = self.config.kind(c.name)
+                kind = "long" if c.name in REPLICATION_RATE_CONFIGS else self.config.kind(c.name)
                 if kind is None:
                     raise ConfigFailure(Error.INVALID_CONFIG, f"Unknown config name: {c.name}")
                 topic = BROKER_SYNONYMS.get(c.name)
@@ -431,8 +436,8 @@ class AdminApis:
                     verb = "append" if c.config_operation == APPEND else "subtract"
                     raise ConfigFailure(Error.INVALID_CONFIG,
                                         f"Config value {verb} is not allowed for config key: {c.name}")
-        changed = [c.name for c in res.configs
-                   if c.config_operation != DELETE and c.name not in BROKER_SYNONYMS]
+        changed = [c.name for c in res.configs if c.config_operation != DELETE
+                   and c.name not in BROKER_SYNONYMS and c.name not in REPLICATION_RATE_CONFIGS]
         if changed:
             raise not_dynamic(changed)
 
@@ -484,6 +489,7 @@ class AdminApis:
                       else []) for n in names if n in dynamic]
         log_defaults = self.config.log_config  # a log.* property left unset: its topic default
         known = {**{n: getattr(log_defaults, TOPIC_CONFIGS[t].attr) for n, t in BROKER_SYNONYMS.items()},
+                 **dict.fromkeys(REPLICATION_RATE_CONFIGS, LONG_MAX),
                  **{n: v for n, v in values.items() if v is not None}}
         names = sorted(known) if res.configuration_keys is None else res.configuration_keys
         out = []
@@ -492,7 +498,7 @@ class AdminApis:
                 continue
             chain = self._broker_chain(n, known[n], include_default=n not in self.config.originals)
             source, value = chain[0]
-            out.append(R(name=n, value=value, read_only=n not in BROKER_SYNONYMS, config_source=source,
+            out.append(R(name=n, value=value, read_only=n not in _DYNAMIC, config_source=source,
                          is_default=source == SOURCE_DEFAULT, is_sensitive=False,
                          synonyms=[S(name=n, value=v, source=src) for src, v in chain] if synonyms else [],
                          config_type=_broker_config_type(self.config, n)))
@@ -545,6 +551,8 @@ def _broker_config_type(config, name: str) -> int:
     topic = BROKER_SYNONYMS.get(name)
     if topic is not None:
         return _topic_config_type(topic)
+    if name in REPLICATION_RATE_CONFIGS:
+        return TYPE_LONG
     return _BROKER_TYPES.get(config.kind(name), TYPE_STRING)
 
 
