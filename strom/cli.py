@@ -241,6 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     return 2
 
 
+METRICS_PORT_OFFSET = 312  # strom run's metrics.listener: 9404 for the default 9092
+
+
 def run_local(port: int, directory: str | None) -> int:
     """The main job: a one-node cluster on 127.0.0.1 (controller and broker processes)."""
     from strom.config import read_config_file
@@ -262,10 +265,17 @@ def run_local(port: int, directory: str | None) -> int:
                 "num.partitions=3\n"
                 "offsets.topic.replication.factor=1\n"
                 "group.initial.rebalance.delay.ms=0\n"
+                # /metrics: the broker's here (9404 for 9092, the JMX exporter's usual port),
+                # the controller's on the next port
+                f"metrics.listener=http://127.0.0.1:{port + METRICS_PORT_OFFSET}\n"
             )
     config = read_config_file(config_path)
     format_node(config, None, True, ignore_formatted=True)
     print(f"Strom is starting: config {config_path}")
+    for role in ("broker", "controller"):
+        address = config.metrics_address(role)
+        if address is not None:
+            print(f"{role} metrics: http://{address[0] or '0.0.0.0'}:{address[1]}/metrics")
     print(f"bootstrap.servers=127.0.0.1:{port}  (Ctrl-C stops it)", flush=True)
     return supervise(config_path, config)
 
