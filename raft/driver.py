@@ -59,10 +59,11 @@ from .core import RaftCore
 from .errors import NotLeaderError
 from .inbound import build_apis
 from .log import Entry, OffsetAndEpoch, RaftLog, Snapshot
+from .metrics import RaftTimings
 from .outbound import OutboundRequests
 from .purgatory import CommitPurgatory
 from .quorum_file import read_quorum_state, write_quorum_state
-from .quorum_state import ElectionState, Leader, QuorumConfig
+from .quorum_state import Candidate, ElectionState, Leader, Prospective, QuorumConfig
 from .voter_client import VoterClient
 from .voters import DEFAULT_LISTENER, Endpoint, VoterSet
 
@@ -148,6 +149,12 @@ class RaftDriver(OutboundRequests):
         self._linger: asyncio.TimerHandle | None = None
         self._handing_over = 0  # values drained from the accumulator, not yet in the log
         self.closed = False
+        # raft-metrics' latencies and appended records (raft/metrics.py), counted as they happen:
+        # each appended batch's last offset and its time, until the high watermark passes it;
+        # the time an election started, until a leader is known.
+        self.timings = RaftTimings()
+        self._appended_at: deque[tuple[int, int]] = deque()
+        self._election_start_ms: int | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -267,6 +274,8 @@ class RaftDriver(OutboundRequests):
             for values in batches:
                 self._handing_over -= len(values)
                 self._run_core(self.core.append, values)
+                self.timings.append_records_total += len(values)
+                self._appended_at.append((self.log.end_offset().offset - 1, self.clock()))
         finally:
             self._handing_over = 0
 
@@ -323,6 +332,11 @@ class RaftDriver(OutboundRequests):
 
     def _deliver_commits(self) -> None:
         hw = self.log.high_watermark
+        appended = self._appended_at
+        if appended and appended[0][0] < hw:
+            now = self.clock()
+            while appended and appended[0][0] < hw:
+                self.timings.commit(now - appended.popleft()[1])
         while self._applied < hw:
             entries = [e for e in self.log.read(self._applied, min(hw - self._applied, COMMIT_CHUNK))
                        if e.offset < hw]
@@ -338,6 +352,20 @@ class RaftDriver(OutboundRequests):
         if role != self._role:
             self._role = role
             log.info("raft: node %d became %s in epoch %d", self.config.node_id, s.name, s.epoch)
+            self._time_election(s)
+
+    def _time_election(self, s) -> None:
+        """KafkaRaftMetrics' election latency: from the election's start (this node a
+        prospective voter or a candidate) to a known leader; a leader's uncommitted appends are
+        not timed past its leadership."""
+        if not isinstance(s, Leader):
+            self._appended_at.clear()
+        if isinstance(s, (Prospective, Candidate)):
+            if self._election_start_ms is None:
+                self._election_start_ms = self.clock()
+        elif self._election_start_ms is not None and self.core.quorum.leader_id() != m.NO_LEADER:
+            self.timings.election(self.clock() - self._election_start_ms)
+            self._election_start_ms = None
 
     async def _tick_loop(self) -> None:
         while not self.closed:
