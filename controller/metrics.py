@@ -60,12 +60,13 @@ def register_raft(registry, driver: Callable[[], Any], timings: RaftTimings | No
     """raft-metrics as the JMX exporter with Strimzi's rules renders them: current-state a 1
     labelled with the state, the others gauges (append-records-total and the -max latencies
     gauges too: the registry's counters are its own plain counts). ``driver()`` is the
-    RaftDriver, None before it exists; nothing is served for a replica not started."""
+    RaftDriver, None before it exists; nothing is served for a replica not started. The
+    latencies and appended records are the driver's own ``timings`` unless ``timings`` is given."""
     def values() -> dict[str, float]:
         raft = driver()
         if raft is None or getattr(raft, "core", None) is None:
             return {}
-        return raft_values(raft.core, raft.log.end_offset().offset, timings)
+        return raft_values(raft.core, raft.log.end_offset().offset, timings or getattr(raft, "timings", None))
 
     def state() -> dict[tuple[str, ...], int]:
         raft = driver()
