@@ -134,6 +134,10 @@ class CleanerThread:
             on_log_thread=self._on_loop,
         )
         self._running: asyncio.Future | None = None
+        # The last clean's (Kafka's lastStats): its time in seconds and its bytes read and
+        # written, read by the LogCleaner gauges (cleaner_values).
+        self.last_clean_s = 0.0
+        self.last_bytes_read = self.last_bytes_written = 0
 
     def _on_loop(self, fn: Callable[[], Any]) -> Any:
         """Run ``fn`` on the loop from the cleaner's thread; its exception comes back here."""
@@ -150,11 +154,16 @@ class CleanerThread:
     async def run(self) -> None:
         self._loop = asyncio.get_running_loop()
         while not self.stopping:
+            started = time.monotonic()
             self._running = self._loop.run_in_executor(None, self.logs.clean_once, self.cleaner, self.clock())
             try:
                 result = await asyncio.shield(self._running)
             except KafkaStorageError:
                 result = None  # the failure channel has taken the dir offline
+            if result is not None:
+                self.last_clean_s = time.monotonic() - started
+                stats = result.stats
+                self.last_bytes_read, self.last_bytes_written = stats.bytes_read, stats.bytes_written
             if result is None:
                 await asyncio.sleep(self.backoff_s)
 
@@ -162,3 +171,19 @@ class CleanerThread:
         self.stopping = True
         if self._running is not None and not self._running.done():
             await asyncio.wait([self._running])
+
+
+CLEAN_TIME = "kafka_log_logcleaner_max_clean_time_secs"
+RECOPY_PERCENT = "kafka_log_logcleaner_cleaner_recopy_percent"
+
+
+def cleaner_values(thread: CleanerThread | None) -> dict[str, float]:
+    """kafka.log:type=LogCleaner's gauges of the last clean, as the JMX exporter with Strimzi's
+    rules names them: max-clean-time-secs (its time, the greatest over the one cleaner thread)
+    and cleaner-recopy-percent (its bytes written as a percentage of its bytes read, an
+    integer as Kafka's). Zero before a clean, and without a cleaner (log.cleaner.enable=false)."""
+    if thread is None:
+        return {CLEAN_TIME: 0.0, RECOPY_PERCENT: 0}
+    read = thread.last_bytes_read
+    return {CLEAN_TIME: thread.last_clean_s,
+            RECOPY_PERCENT: 100 * thread.last_bytes_written // read if read else 0}
