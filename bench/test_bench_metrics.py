@@ -4,17 +4,21 @@ without, confluent-kafka producing the same workload to each in alternating roun
 off, ...), so the machine's drift falls on both alike.
 
 * produce: 1 KiB records, acks=all, linger 5 ms, no compression, one partition per round's topic
-* throughput: records/s of each round, the best of each side kept
+* a warm-up round on each first, not counted; then eight rounds each, the order flipped every
+  round (on, off; off, on; ...)
+* throughput: records/s of each round, each side's best and median
 * p99: the 99th percentile of each record's delivery latency (librdkafka's, from produce() to
-  its delivery report), over all of a side's rounds
+  its delivery report) in each round, each side's median over its rounds
 
 The hot path only adds to integers (protocol/metrics.py), so the target is on/off >= 0.97 for
-throughput and p99 within 3 %. The ratios go to extra_info; with --benchmark-disable each body
+throughput and p99 within 3 %. On a shared machine one round's noise dwarfs that: read the
+medians, and run it where nothing else runs. The ratios go to extra_info; with --benchmark-disable each body
 runs once on a few thousand records.
 """
 from __future__ import annotations
 
 import itertools
+import statistics
 import time
 import urllib.request
 
@@ -92,24 +96,30 @@ def _p99(values: list[float]) -> float:
 
 
 def _rounds(nodes, records: int, rounds: int) -> dict:
-    best = {"on": 0.0, "off": 0.0}
-    latencies: dict[str, list[float]] = {"on": [], "off": []}
-    for _ in range(rounds):
-        for side in ("on", "off"):
+    rates: dict[str, list[float]] = {"on": [], "off": []}
+    p99s: dict[str, list[float]] = {"on": [], "off": []}
+    for side in ("on", "off"):  # a warm-up round each, not counted: first connections, first segments
+        _produce(nodes[side], records // 10)
+    for i in range(rounds):
+        for side in (("on", "off") if i % 2 == 0 else ("off", "on")):  # neither always goes first
             rate, lat = _produce(nodes[side], records)
-            best[side] = max(best[side], rate)
-            latencies[side] += lat
+            rates[side].append(rate)
+            p99s[side].append(1000 * _p99(lat))
             if side == "on":
                 _scrape(nodes["on"])
-    out = {f"{side}_produce_msg_s": best[side] for side in best}
-    out.update({f"{side}_p99_ms": 1000 * _p99(latencies[side]) for side in latencies})
-    out["throughput_on_over_off"] = best["on"] / best["off"]
-    out["p99_on_over_off"] = out["on_p99_ms"] / out["off_p99_ms"]
+    out: dict = {}
+    for side in ("on", "off"):
+        out[f"{side}_produce_msg_s_best"] = max(rates[side])
+        out[f"{side}_produce_msg_s_median"] = statistics.median(rates[side])
+        out[f"{side}_p99_ms_median"] = statistics.median(p99s[side])
+    out["throughput_on_over_off_best"] = out["on_produce_msg_s_best"] / out["off_produce_msg_s_best"]
+    out["throughput_on_over_off_median"] = out["on_produce_msg_s_median"] / out["off_produce_msg_s_median"]
+    out["p99_on_over_off_median"] = out["on_p99_ms_median"] / out["off_p99_ms_median"]
     return out
 
 
 def test_metrics_overhead_on_produce(benchmark, nodes):
-    records, rounds = (100_000, 5) if benchmark.enabled else (2_000, 1)
+    records, rounds = (100_000, 8) if benchmark.enabled else (2_000, 1)
     r = benchmark.pedantic(_rounds, args=(nodes, records, rounds), rounds=1, iterations=1)
-    assert r["on_produce_msg_s"] > 0 and r["off_produce_msg_s"] > 0
+    assert r["on_produce_msg_s_best"] > 0 and r["off_produce_msg_s_best"] > 0
     benchmark.extra_info.update(r)
