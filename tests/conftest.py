@@ -52,6 +52,7 @@ PROCESS_MODULES = NETNS_MODULES + (
     "bench/test_bench_replication.py",
     "bench/test_bench_transactions.py",
     "bench/test_bench_security.py",
+    "bench/test_bench_metrics.py",
 )
 # Fixtures that start a node or a cluster (tests/integration/conftest.py).
 PROCESS_FIXTURES = {"strom_node", "shared_node", "replicated_node"}
