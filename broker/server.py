@@ -44,6 +44,7 @@ import time
 from broker.authorizer import BrokerAuthorizer
 from broker.fetch_session import FetchSessionCache
 from broker.fetch_waiters import FetchWaiters
+from broker.groups.lag import register as register_group_metrics
 from broker.groups.runtime import GroupCoordinatorRuntime
 from broker.handlers.admin import AdminApis
 from broker.handlers.fetch import FetchHandler
@@ -55,6 +56,7 @@ from broker.handlers.quorum import QuorumApis
 from broker.handlers.quotas import QuotaApis
 from broker.handlers.security import SecurityApis
 from broker.handlers.transactions import TransactionApis
+from broker.lag_offsets import LeaderOffsets
 from broker.metadata_follower import MetadataFollower, supported_features
 from broker.metrics import (
     BROKER_STATE_PENDING_CONTROLLED_SHUTDOWN,
@@ -62,7 +64,13 @@ from broker.metrics import (
     BROKER_STATE_STARTING,
     register_broker_metrics,
 )
-from broker.off_loop import CleanerThread, flush_dirty_off_loop, flush_rolled_off_loop, write_off_loop
+from broker.off_loop import (
+    CleanerThread,
+    cleaner_values,
+    flush_dirty_off_loop,
+    flush_rolled_off_loop,
+    write_off_loop,
+)
 from broker.quotas import BrokerQuotas
 from broker.transactions.runtime import TransactionCoordinatorRuntime
 from engine.config import BROKER_SYNONYMS
@@ -149,6 +157,7 @@ class Broker:
         self.request_metrics = register_broker_metrics(self.metrics, self.replicas, self.fetch_waiters,
                                                        lambda: self.broker_state)
         self.metrics_server: asyncio.Server | None = None
+        self.leader_offsets: LeaderOffsets | None = None  # consumer lag's high watermarks
         self._dynamic_key: tuple = ()  # the dynamic broker configs broker_log_config was made of
         self._dynamic_log_config = config.log_config
 
@@ -275,6 +284,7 @@ class Broker:
         self.replicas.apply_image(self.image)
         self.groups = GroupCoordinatorRuntime(self)
         self.groups.start()
+        self._register_coordinator_metrics()
         self.transactions = TransactionCoordinatorRuntime(self)
         self.transactions.start()
         config = self.config
@@ -386,6 +396,23 @@ class Broker:
             except Exception:
                 log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
 
+    def _register_coordinator_metrics(self) -> None:
+        """The group coordinator's counts and its groups' lag per partition against each
+        partition's high watermark (this broker's, or its leader's through ListOffsets), and the
+        log cleaner's gauges."""
+        def leader_of(topic: str, partition: int) -> int:
+            t = self.image.topics.get(topic)
+            p = t.partitions.get(partition) if t is not None else None
+            return p.leader if p is not None else -1
+
+        self.leader_offsets = LeaderOffsets(
+            self.node_id, lambda: self.replicas.partitions, leader_of, self.replicas.brokers.endpoint_of,
+            self.config.client_security(self.listener_name), self.config["replica.socket.timeout.ms"] / 1000)
+        register_group_metrics(self.metrics, self.groups.core, self.leader_offsets.high_watermark)
+        for name in cleaner_values(None):
+            self.metrics.gauge(name, f"kafka.log:type=LogCleaner ({name})",
+                               lambda name=name: cleaner_values(self.cleaner)[name])
+
     async def stop(self) -> None:
         if self.cleaner is not None:
             await self.cleaner.stop()  # no swap once the logs close
@@ -395,6 +422,8 @@ class Broker:
         log.debug("stopping the listeners")
         if self.server is not None:
             await self.server.close()
+        if self.leader_offsets is not None:
+            self.leader_offsets.close()
         log.debug("stopping the group coordinator")
         if self.groups is not None:
             await self.groups.stop()
