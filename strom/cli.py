@@ -40,8 +40,9 @@
     strom demo [--dir DIR] [--records N] [--record-size B]
         Write a partition log in Kafka's format, kill the writer with SIGKILL halfway
         through a second run, recover the log and read every record back.
-    strom dump-log PATH [--records]
-        Print the batches of a segment file (or every segment of a partition directory).
+    strom dump-log PATH... [--records] [--print-data-log] [--cluster-metadata-decoder]
+        Print what a segment, metadata snapshot, index, producer snapshot or quorum-state file
+        holds (or each such file of a directory), as kafka-dump-log (strom/dump_log.py).
 
 Not in the help, not for users: ``strom controller|broker --config FILE`` runs one role in
 this process; it is what ``strom start`` (for a combined node) and ``strom cluster up`` spawn.
@@ -147,9 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--dir", help="log directory (default: a new temporary one)")
     demo.add_argument("--records", type=int, default=1_000_000)
     demo.add_argument("--record-size", type=int, default=100)
-    dump = sub.add_parser("dump-log", help="print a segment, index, producer snapshot or quorum-state file")
-    dump.add_argument("path")
-    dump.add_argument("--records", action="store_true", help="print every record too")
+    importlib.import_module("strom.dump_log").add_parser(sub)
     return parser
 
 
@@ -230,9 +229,9 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_demo(args.dir, args.records, args.record_size)
         if args.command == "dump-log":
-            from strom.dump_log import dump_log
+            from strom import dump_log
 
-            return dump_log(args.path, args.records)
+            return dump_log.run(args)
     except KeyboardInterrupt:
         return 130
     except (OSError, ValueError, StorageError, RuntimeError) as e:
