@@ -23,9 +23,16 @@ from typing import Any
 from protocol.codec import MessageCodec
 from protocol.schema import Field, Struct
 
+# Kafka's field names whose snake_case spelling loses their capitals ("KRaft").
+_KAFKA_NAMES = {"kraft_version": "kRaftVersion", "kraft_version_feature": "kRaftVersionFeature",
+                "is_kraft_controller": "isKRaftController"}
+
 
 def camel_case(name: str) -> str:
-    """Kafka's JSON name for a schema field: ``leader_recovery_state`` -> ``leaderRecoveryState``."""
+    """Kafka's JSON name for a schema field: ``leader_recovery_state`` -> ``leaderRecoveryState``
+    (``kraft_version``: Kafka's ``KRaftVersion``, ``kRaftVersion``)."""
+    if name in _KAFKA_NAMES:
+        return _KAFKA_NAMES[name]
     first, *rest = name.split("_")
     return first + "".join(part[:1].upper() + part[1:] for part in rest)
 
