@@ -25,6 +25,11 @@ listen on P, P+1, ... and the controllers on the ports after the brokers' (the d
 4, 5, 6 on 9092-9094, controllers 1, 2, 3 on 9095-9097). ``--port 0`` picks free ports once; a
 reused directory keeps the ports in its configuration files. The quorum is dynamic (KIP-853,
 kraft.version 1): each controller is formatted with the same ``--initial-controllers`` list.
+Metrics: every process serves /metrics (metrics.listener) at a port of a second block, from
+P + METRICS_PORT_OFFSET (9404 for 9092, the JMX exporter's usual port) in the same order: the
+brokers', the controllers', then the supervisor's own (each child up or not, the cluster ready);
+``--port 0`` picks free ones. ``up`` prints every address and writes DIR/strom-targets.json,
+Prometheus' file-SD targets (monitoring/prometheus.yml), one target group per role.
 Topic defaults: default.replication.factor min(3, B), min.insync.replicas 2 when that is 3
 (else 1), offsets.topic.replication.factor min(3, B).
 
@@ -59,6 +64,8 @@ from strom import cluster_status as status
 from strom.node import DIE_WITH_SUPERVISOR
 
 CLUSTER_FILE = "cluster.properties"
+TARGETS_FILE = "strom-targets.json"
+METRICS_PORT_OFFSET = 312  # the metrics block: 9404 onwards for the default 9092
 DEFAULT_PORT = 9092
 POLL_S = 0.5
 VIEW_S = 1.0
@@ -77,6 +84,11 @@ class Node:
     node_id: int
     port: int
     base: str
+    metrics_port: int = 0  # 0: no metrics.listener
+
+    @property
+    def metrics_url(self) -> str | None:
+        return f"http://{HOST}:{self.metrics_port}/metrics" if self.metrics_port else None
 
     @property
     def name(self) -> str:
@@ -109,6 +121,7 @@ class ClusterLayout:
     cluster_id: str
     controllers: tuple[Node, ...]
     brokers: tuple[Node, ...]
+    metrics_port: int = 0  # the supervisor's /metrics; 0: none
 
     @property
     def bootstrap_servers(self) -> str:
@@ -124,16 +137,24 @@ class ClusterLayout:
 
 
 def plan_layout(directory: str, controllers: int, brokers: int, ports: list[int],
-                cluster_id: str) -> ClusterLayout:
-    """``ports``: the brokers' first, then the controllers'."""
+                cluster_id: str, metrics_ports: list[int] | None = None) -> ClusterLayout:
+    """``ports``: the brokers' first, then the controllers'; ``metrics_ports`` (each process's
+    metrics.listener) in the same order, then the supervisor's."""
     if controllers < 1:
         raise ConfigError("--controllers", f"must be at least 1, got {controllers}")
     if brokers < 1:
         raise ConfigError("--brokers", f"must be at least 1, got {brokers}")
+    metrics = metrics_ports or [0] * (controllers + brokers + 1)
     return ClusterLayout(
         directory, cluster_id,
-        tuple(Node("controller", i + 1, ports[brokers + i], directory) for i in range(controllers)),
-        tuple(Node("broker", controllers + i + 1, ports[i], directory) for i in range(brokers)))
+        tuple(Node("controller", i + 1, ports[brokers + i], directory, metrics[brokers + i])
+              for i in range(controllers)),
+        tuple(Node("broker", controllers + i + 1, ports[i], directory, metrics[i]) for i in range(brokers)),
+        metrics[controllers + brokers])
+
+
+def metrics_property(node: Node) -> dict[str, str]:
+    return {"metrics.listener": f"http://{HOST}:{node.metrics_port}"} if node.metrics_port else {}
 
 
 def topic_defaults(brokers: int) -> dict[str, str]:
@@ -156,6 +177,7 @@ def controller_properties(layout: ClusterLayout, node: Node) -> dict[str, str]:
         "metadata.log.dir": node.data_dir,
         "log.dirs": node.data_dir,
         **topic_defaults(len(layout.brokers)),
+        **metrics_property(node),
     }
 
 
@@ -171,6 +193,7 @@ def broker_properties(layout: ClusterLayout, node: Node) -> dict[str, str]:
         **topic_defaults(len(layout.brokers)),
         "offsets.topic.replication.factor": str(min(3, len(layout.brokers))),
         "group.initial.rebalance.delay.ms": "0",
+        **metrics_property(node),
     }
 
 
@@ -202,7 +225,8 @@ def format_cluster(layout: ClusterLayout) -> None:
             format_node(config, layout.cluster_id)
     text = (f"cluster.id={layout.cluster_id}\n"
             f"controller.ids={','.join(str(c.node_id) for c in layout.controllers)}\n"
-            f"broker.ids={','.join(str(b.node_id) for b in layout.brokers)}\n")
+            f"broker.ids={','.join(str(b.node_id) for b in layout.brokers)}\n"
+            + (f"metrics.listener=http://{HOST}:{layout.metrics_port}\n" if layout.metrics_port else ""))
     write_atomically(os.path.join(layout.dir, CLUSTER_FILE), text.encode())
 
 
@@ -221,6 +245,11 @@ def load_layout(directory: str) -> ClusterLayout | None:
                for role in ("controller", "broker")}
     except (KeyError, ValueError) as e:
         raise ConfigError(path, f"not a cluster file written by `strom cluster up`: {e}") from None
+    try:  # the supervisor's /metrics (absent in a directory from before metrics)
+        supervisor_metrics = int(props.get("metrics.listener", ":0").rsplit(":", 1)[1])
+    except ValueError:
+        raise ConfigError(path, "metrics.listener: not http://host:port: "
+                                f"{props['metrics.listener']}") from None
     nodes: dict[str, list[Node]] = {"controller": [], "broker": []}
     for role, node_ids in ids.items():
         for node_id in node_ids:
@@ -229,8 +258,29 @@ def load_layout(directory: str) -> ClusterLayout | None:
             listeners = config.controller_listeners() if role == "controller" else config.broker_listeners()
             if not listeners:
                 raise ConfigError(config_path, f"no {role} listener")
-            nodes[role].append(Node(role, node_id, listeners[0].port, directory))
-    return ClusterLayout(directory, cluster_id, tuple(nodes["controller"]), tuple(nodes["broker"]))
+            metrics = config.metrics_address(role)
+            nodes[role].append(Node(role, node_id, listeners[0].port, directory,
+                                    metrics[1] if metrics else 0))
+    return ClusterLayout(directory, cluster_id, tuple(nodes["controller"]), tuple(nodes["broker"]),
+                         supervisor_metrics)
+
+
+def metrics_targets(layout: ClusterLayout) -> list[dict]:
+    """Prometheus' file-SD target groups (strom-targets.json): one per role, supervisor included."""
+    groups = [{"targets": [f"{HOST}:{n.metrics_port}" for n in nodes if n.metrics_port],
+               "labels": {"role": role}}
+              for role, nodes in (("broker", layout.brokers), ("controller", layout.controllers))]
+    if layout.metrics_port:
+        groups.append({"targets": [f"{HOST}:{layout.metrics_port}"], "labels": {"role": "supervisor"}})
+    return [g for g in groups if g["targets"]]
+
+
+def write_metrics_targets(layout: ClusterLayout) -> str:
+    import json
+
+    path = os.path.join(layout.dir, TARGETS_FILE)
+    write_atomically(path, (json.dumps(metrics_targets(layout), indent=2) + "\n").encode())
+    return path
 
 
 def broker_metrics(layout: ClusterLayout) -> dict[int, str]:
@@ -262,13 +312,18 @@ def free_ports(count: int) -> list[int]:
 
 
 def check_ports_free(layout: ClusterLayout) -> None:
-    for node in layout.nodes:
+    wanted = [(node.name, node.port) for node in layout.nodes]
+    wanted += [(f"{node.name}'s metrics.listener", node.metrics_port)
+               for node in layout.nodes if node.metrics_port]
+    if layout.metrics_port:
+        wanted.append(("the supervisor's metrics.listener", layout.metrics_port))
+    for name, port in wanted:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
-                s.bind((HOST, node.port))
+                s.bind((HOST, port))
             except OSError as e:
-                raise ConfigError("--port", f"{node.name} cannot listen on {node.address} ({e.strerror}): "
+                raise ConfigError("--port", f"{name} cannot listen on {HOST}:{port} ({e.strerror}): "
                                             f"is a cluster already running on {layout.dir}?") from None
 
 
@@ -294,10 +349,16 @@ def prepare(directory: str | None, controllers: int | None, brokers: int | None,
     brokers = 3 if brokers is None else brokers
     port = DEFAULT_PORT if port is None else port
     count = controllers + brokers
-    ports = free_ports(count) if port == 0 else list(range(port, port + count))
-    if ports[-1] > 65535:
-        raise ConfigError("--port", f"{port} leaves no room for {count} ports")
-    layout = plan_layout(directory, controllers, brokers, ports, new_uuid())
+    if port == 0:
+        ports = free_ports(2 * count + 1)
+        ports, metrics_ports = ports[:count], ports[count:]
+    else:
+        ports = list(range(port, port + count))
+        start = port + METRICS_PORT_OFFSET
+        metrics_ports = list(range(start, start + count + 1))
+    if metrics_ports[-1] > 65535:
+        raise ConfigError("--port", f"{port} leaves no room for {count} ports and their metrics")
+    layout = plan_layout(directory, controllers, brokers, ports, new_uuid(), metrics_ports)
     check_ports_free(layout)
     format_cluster(layout)
     return layout, True
@@ -359,6 +420,42 @@ class Supervisor:
         self.ready = False
         self.started_at = time.monotonic()
         self.live = None  # strom top's view (rich.live.Live) while it shows, on a terminal
+        self.metrics_server: asyncio.Server | None = None
+
+    # ---- /metrics ------------------------------------------------------------------------------
+    def metrics_registry(self):
+        """The supervisor's own families: each child up (1) or not (0), how many times it was
+        started, and whether the cluster became ready (bootstrap.servers printed)."""
+        from protocol.metrics import Registry
+
+        registry = Registry()
+        labels = ("role", "node_id")
+
+        def key(child: Child) -> tuple[str, str]:
+            return child.node.role, str(child.node.node_id)
+
+        def up() -> dict[tuple[str, ...], int]:
+            return {key(c): int(c.running) for c in self.children}
+
+        def starts() -> dict[tuple[str, ...], int]:
+            out: dict[tuple[str, ...], int] = {}
+            for c in self.children:
+                out[key(c)] = out.get(key(c), 0) + 1
+            return out
+
+        registry.gauge("strom_cluster_process_up", "1 while the process runs, 0 once it exited", up, labels)
+        registry.counter_fn("strom_cluster_process_starts_total", "Times the supervisor started the process",
+                            starts, labels)
+        registry.gauge("strom_cluster_ready", "1 once a controller leads and every broker is unfenced",
+                       lambda: int(self.ready))
+        return registry
+
+    async def serve_metrics(self) -> None:
+        if not self.layout.metrics_port:
+            return
+        from protocol.metrics import serve
+
+        self.metrics_server = await serve(self.metrics_registry(), HOST, self.layout.metrics_port)
 
     def say(self, text: str) -> None:
         now = time.time()
@@ -511,6 +608,7 @@ class Supervisor:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.request_stop)
         try:
+            await self.serve_metrics()
             for node in self.layout.nodes:  # controllers first
                 self.spawn(node)
             poller = loop.create_task(self.status_loop())
@@ -538,6 +636,8 @@ class Supervisor:
             self.say("stopped" + ("" if clean else " (not cleanly)"))
             return 1 if failed or not clean else 0
         finally:
+            if self.metrics_server is not None:
+                self.metrics_server.close()
             for child in self.children:
                 await child.probe.close()
                 if child.running:
@@ -556,4 +656,11 @@ def cluster_up(directory: str | None, controllers: int | None, brokers: int | No
     print(f"Strom cluster {layout.cluster_id}: {verb} {layout.dir}: controllers "
           f"{', '.join(f'{c.node_id} on {c.address}' for c in layout.controllers)}; brokers "
           f"{', '.join(f'{b.node_id} on {b.address}' for b in layout.brokers)}", flush=True)
+    for node in layout.nodes:
+        if node.metrics_url:
+            print(f"{node.role} {node.node_id} metrics: {node.metrics_url}", flush=True)
+    if layout.metrics_port:
+        print(f"supervisor metrics: http://{HOST}:{layout.metrics_port}/metrics", flush=True)
+    if metrics_targets(layout):
+        print(f"Prometheus targets: {write_metrics_targets(layout)} (monitoring/prometheus.yml)", flush=True)
     return asyncio.run(Supervisor(layout, stop_timeout_s=stop_timeout_s).run())
