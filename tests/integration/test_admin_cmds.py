@@ -204,6 +204,27 @@ def test_dump_log_prints_each_file_of_a_partition_by_its_type(node):
     assert json.loads(state.stdout.splitlines()[1])["leaderId"] == 1
 
 
+def test_dump_log_decodes_the_metadata_log_and_its_snapshot_as_cluster_metadata(node):
+    """kafka-dump-log --cluster-metadata-decoder: each metadata record's payload as JSON with its
+    type, version and data, and a snapshot's control records."""
+    directory = os.path.join(node.log_dir, "__cluster_metadata-0")
+    done = strom("dump-log", "--cluster-metadata-decoder", directory)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    payloads = [json.loads(line.split(" payload: ", 1)[1]) for line in lines if " payload: " in line]
+    topic_ids = [p["data"]["topicId"] for p in payloads
+                 if p["type"] == "TOPIC_RECORD" and p["data"]["name"] == TOPIC]
+    assert len(topic_ids) == 1 and len(topic_ids[0]) == 22  # Kafka's Uuid.toString
+    partitions = [p["data"] for p in payloads if p["type"] == "PARTITION_RECORD"]
+    assert sorted(p["partitionId"] for p in partitions if p["topicId"] == topic_ids[0]) == [0, 1]
+    assert any(p["type"] == "REGISTER_BROKER_RECORD" and p["data"]["brokerId"] == 1 for p in payloads)
+    assert "Log starting offset: 0" in lines
+    assert "Snapshot end offset: 0, epoch: 0" in lines  # the bootstrap checkpoint strom format writes
+    assert any(re.search(r' KRaftVoters \{"version":0,"voters":\[\{"voterId":1,', line) for line in lines)
+    assert any(line.endswith(' SnapshotFooter {"version":0}') for line in lines)
+    assert "strom dump-log --cluster-metadata-decoder" in strom("dump-log", "--help").stdout
+
+
 def test_quorum_through_a_broker_describes_what_the_controller_describes(node):
     """A broker forwards DescribeQuorum to the active controller, as Kafka 4's brokers do."""
     controller = f"127.0.0.1:{node.controller_port}"
