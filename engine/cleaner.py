@@ -894,12 +894,15 @@ def clean_filthiest(cleaner: Cleaner, logs: Iterable[Log], now_ms: int,
                     uncleanable: Iterable[tuple[str, int]] = (),
                     on_choice: Callable[[tuple[str, int]], None] | None = None,
                     checkpoint_lock: Callable[[str], AbstractContextManager] | None = None,
+                    on_survey: Callable[[float], None] | None = None,
                     ) -> CleanResult | None:
     """One pass of Kafka's CleanerThread.tryCleanFilthiestLog over ``logs`` (of one or more
     log dirs): the checkpoints read, invalid ones reset, the filthiest log cleaned
     (``on_choice`` told of it first). The logs are described on the log's thread
     (``Cleaner.on_log_thread``); ``checkpoint_lock(log_dir)`` guards each read-modify-write of
-    a dir's cleaner-offset-checkpoint. None when no log needs cleaning."""
+    a dir's cleaner-offset-checkpoint; ``on_survey`` is told the survey's greatest dirty
+    ratio (Kafka's dirtiestLogCleanableRatio, behind max-dirty-percent) whether or not a log is
+    cleaned. None when no log needs cleaning."""
     logs = [lg for lg in logs if lg.config.compacts]
     by_tp = {(lg.topic, lg.partition): lg for lg in logs}
 
@@ -918,6 +921,8 @@ def clean_filthiest(cleaner: Cleaner, logs: Iterable[Log], now_ms: int,
 
     described = cleaner.call_on_log_thread(describe_all)
     found = survey(described, now_ms, (), uncleanable)
+    if on_survey is not None:
+        on_survey(found.max_dirty_ratio)
     resets: dict[str, dict[tuple[str, int], int]] = {}
     for tp, offset in found.checkpoint_resets.items():
         resets.setdefault(by_tp[tp].parent_dir, {})[tp] = offset
