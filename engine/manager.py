@@ -24,7 +24,7 @@ import os
 import shutil
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from engine.checkpoint import (
@@ -299,7 +299,8 @@ class LogManager:
         """The lock of ``log_dir``'s cleaner-offset-checkpoint."""
         return self._cleaner_checkpoint_locks.setdefault(os.path.abspath(log_dir), threading.Lock())
 
-    def clean_once(self, cleaner: Cleaner, now_ms: int) -> CleanResult | None:
+    def clean_once(self, cleaner: Cleaner, now_ms: int,
+                   on_survey: Callable[[float], None] | None = None) -> CleanResult | None:
         """One pass of Kafka's CleanerThread (log.cleaner.backoff.ms apart when it finds
         nothing): the filthiest compacted log of the online log dirs is cleaned, on the
         caller's thread (a worker thread; ``Cleaner.on_log_thread`` brings the swap back to
@@ -308,7 +309,8 @@ class LogManager:
         of the log meanwhile aborts the clean (None, the log as it was). Retention skips the
         log meanwhile. A log whose batches do not parse is marked uncleanable (Kafka's
         markPartitionUncleanable) and skipped from then on; an OSError takes its log dir
-        offline through the failure channel. None when no log needed cleaning."""
+        offline through the failure channel. ``on_survey``: clean_filthiest's, told the
+        greatest dirty ratio of each pass. None when no log needed cleaning."""
         def candidates() -> list[Log]:
             return [lg for d in self.log_dirs if not self.failure_channel.is_offline(d)
                     for tp, lg in self.logs_in(d).items() if tp not in self.uncleanable]
@@ -322,7 +324,7 @@ class LogManager:
 
         try:
             return clean_filthiest(cleaner, logs, now_ms, self.uncleanable, on_choice=mark,
-                                   checkpoint_lock=self.cleaner_checkpoint_lock)
+                                   checkpoint_lock=self.cleaner_checkpoint_lock, on_survey=on_survey)
         except CleanAborted as e:
             log.info("cleaning aborted: %s", e)
             return None
