@@ -138,6 +138,9 @@ class CleanerThread:
         # written, read by the LogCleaner gauges (cleaner_values).
         self.last_clean_s = 0.0
         self.last_bytes_read = self.last_bytes_written = 0
+        # The last pass's greatest dirty ratio (Kafka's dirtiestLogCleanableRatio), set from the
+        # cleaner's thread: one float assigned, read by the LogCleanerManager gauge.
+        self.max_dirty_ratio = 0.0
 
     def _on_loop(self, fn: Callable[[], Any]) -> Any:
         """Run ``fn`` on the loop from the cleaner's thread; its exception comes back here."""
@@ -155,7 +158,8 @@ class CleanerThread:
         self._loop = asyncio.get_running_loop()
         while not self.stopping:
             started = time.monotonic()
-            self._running = self._loop.run_in_executor(None, self.logs.clean_once, self.cleaner, self.clock())
+            self._running = self._loop.run_in_executor(None, self.logs.clean_once, self.cleaner, self.clock(),
+                                                       self._surveyed)
             try:
                 result = await asyncio.shield(self._running)
             except KafkaStorageError:
@@ -167,6 +171,9 @@ class CleanerThread:
             if result is None:
                 await asyncio.sleep(self.backoff_s)
 
+    def _surveyed(self, max_dirty_ratio: float) -> None:
+        self.max_dirty_ratio = max_dirty_ratio
+
     async def stop(self) -> None:
         self.stopping = True
         if self._running is not None and not self._running.done():
@@ -175,15 +182,19 @@ class CleanerThread:
 
 CLEAN_TIME = "kafka_log_logcleaner_max_clean_time_secs"
 RECOPY_PERCENT = "kafka_log_logcleaner_cleaner_recopy_percent"
+MAX_DIRTY_PERCENT = "kafka_log_logcleanermanager_max_dirty_percent"
 
 
 def cleaner_values(thread: CleanerThread | None) -> dict[str, float]:
     """kafka.log:type=LogCleaner's gauges of the last clean, as the JMX exporter with Strimzi's
     rules names them: max-clean-time-secs (its time, the greatest over the one cleaner thread)
     and cleaner-recopy-percent (its bytes written as a percentage of its bytes read, an
-    integer as Kafka's). Zero before a clean, and without a cleaner (log.cleaner.enable=false)."""
+    integer as Kafka's), and kafka.log:type=LogCleanerManager's max-dirty-percent (the last
+    pass's greatest dirty ratio as an integer percentage, cleaned or not). Zero before a clean
+    (a pass), and without a cleaner (log.cleaner.enable=false)."""
     if thread is None:
-        return {CLEAN_TIME: 0.0, RECOPY_PERCENT: 0}
+        return {CLEAN_TIME: 0.0, RECOPY_PERCENT: 0, MAX_DIRTY_PERCENT: 0}
     read = thread.last_bytes_read
     return {CLEAN_TIME: thread.last_clean_s,
-            RECOPY_PERCENT: 100 * thread.last_bytes_written // read if read else 0}
+            RECOPY_PERCENT: 100 * thread.last_bytes_written // read if read else 0,
+            MAX_DIRTY_PERCENT: int(100 * thread.max_dirty_ratio)}
