@@ -245,6 +245,14 @@ class Controller:
         self.config_path = os.path.join(self.dir, "controller.properties")
         self.log_path = os.path.join(base, f"controller-{node_id}.log")
         self.proc: subprocess.Popen | None = None
+        self.metrics_port = 0  # metrics.listener's port when set (ControllerQuorum's metrics=True)
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{self.host}:{self.metrics_port}/metrics"
+
+    def metrics_property(self) -> dict[str, str]:
+        return {"metrics.listener": f"http://{self.host}:{self.metrics_port}"} if self.metrics_port else {}
 
     @property
     def running(self) -> bool:
@@ -265,6 +273,7 @@ class Controller:
         if self.security is not None:  # and the brokers' listener, which balanced recovery asks
             props["listener.security.protocol.map"] = f"CONTROLLER:SASL_SSL,{SECURE_LISTENER}:SASL_SSL"
             props.update(self.security.node_properties())
+        props.update(self.metrics_property())
         props.update(extra or {})
         with open(self.config_path, "w") as f:
             f.write(render_properties(props))
@@ -372,6 +381,7 @@ class Broker(Controller):
                           "listener.security.protocol.map": f"{SECURE_LISTENER}:SASL_SSL,CONTROLLER:SASL_SSL",
                           "inter.broker.listener.name": SECURE_LISTENER,
                           **self.security.node_properties()})
+        props.update(self.metrics_property())
         props.update(extra or {})
         with open(self.config_path, "w") as f:
             f.write(render_properties(props))
@@ -409,12 +419,15 @@ class ControllerQuorum:
     """``hosts(node_id)`` gives a node's address and command prefix (loopback by default)."""
 
     def __init__(self, voters: int = 3, python: str = sys.executable, extra: dict[str, str] | None = None,
-                 hosts: Callable[[int], tuple[str, list[str]]] = on_loopback, secure: bool = False):
-        """``secure``: SASL_SSL with SCRAM-SHA-512 on every listener (ClusterSecurity)."""
+                 hosts: Callable[[int], tuple[str, list[str]]] = on_loopback, secure: bool = False,
+                 metrics: bool = False):
+        """``secure``: SASL_SSL with SCRAM-SHA-512 on every listener (ClusterSecurity);
+        ``metrics``: every node serves /metrics at a metrics.listener port of its own."""
         self.base = tempfile.mkdtemp(prefix="strom-quorum-")
         self.python = python
         self.extra = extra or {}
         self.hosts = hosts
+        self.metrics = metrics
         self.security = None
         if secure:  # the certificate names loopback only: elsewhere the chain alone is checked
             self.security = ClusterSecurity(os.path.join(self.base, "pki"),
@@ -428,8 +441,13 @@ class ControllerQuorum:
         initial = ",".join(f"{c.node_id}-{c.directory_id}@{c.host}:{c.port}"
                            for c in self.controllers.values())
         for c in self.controllers.values():
+            self._metrics_port(c)
             c.write_config(self.bootstrap, self.extra)
             c.format("--initial-controllers", initial)
+
+    def _metrics_port(self, node: Controller) -> None:
+        if self.metrics:
+            (node.metrics_port,) = free_ports(1)
 
     def start(self) -> ControllerQuorum:
         for c in self.controllers.values():
@@ -441,6 +459,7 @@ class ControllerQuorum:
         (port,) = free_ports(1)
         c = Controller(self.base, node_id, port, "", self.python, *self.hosts(node_id),
                        security=self.security)
+        self._metrics_port(c)
         c.write_config(self.bootstrap, {**self.extra, **(extra or {})})
         c.format()
         c.directory_id = _meta_directory_id(c.metadata_dir)
@@ -451,6 +470,7 @@ class ControllerQuorum:
         """A broker node formatted for this cluster (not started)."""
         (port,) = free_ports(1)
         b = Broker(self.base, node_id, port, self.python, *self.hosts(node_id), security=self.security)
+        self._metrics_port(b)
         b.write_config(self.bootstrap, extra)
         b.format()
         self.controllers[node_id] = b
