@@ -183,11 +183,14 @@ def _metadata(port: int, timeout: float, host: str = "127.0.0.1") -> status.Brok
 class ReplicatedCluster:
     def __init__(self, controllers: int = 3, brokers: int = 3, broker_extra: dict[str, str] | None = None,
                  controller_extra: dict[str, str] | None = None, python: str = sys.executable,
-                 hosts: Callable[[int], tuple[str, list[str]]] = on_loopback, secure: bool = False) -> None:
+                 hosts: Callable[[int], tuple[str, list[str]]] = on_loopback, secure: bool = False,
+                 metrics: bool = False) -> None:
         """``hosts(node_id)``: the node's address and command prefix (quorum_cluster); ``secure``:
-        SASL_SSL with SCRAM-SHA-512 on every listener (quorum_cluster's ClusterSecurity)."""
+        SASL_SSL with SCRAM-SHA-512 on every listener (quorum_cluster's ClusterSecurity);
+        ``metrics``: every process serves /metrics at a port of its own (``node.metrics_url``)."""
         self.quorum = ControllerQuorum(controllers, python,
-                                       {**REPLICATED_DEFAULTS, **(controller_extra or {})}, hosts, secure)
+                                       {**REPLICATED_DEFAULTS, **(controller_extra or {})}, hosts, secure,
+                                       metrics)
         self.security = self.quorum.security
         extra = {**REPLICATED_DEFAULTS, "offsets.topic.replication.factor": str(min(3, brokers)),
                  **(broker_extra or {})}
