@@ -5,14 +5,17 @@ import json
 import os
 import random
 import re
+from types import SimpleNamespace
 
 import yaml
 
 from broker.groups.coordinator import CoordinatorConfig, GroupCoordinator
 from broker.groups.lag import register as register_groups
+from broker.metrics import BROKER_STATE_RUNNING, register_broker_metrics
+from broker.off_loop import cleaner_values
 from controller.metrics import register as register_controller
 from metadata.image import MetadataImage
-from protocol.metrics import BrokerTopicStats, Registry, RequestMetrics
+from protocol.metrics import Registry
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DASHBOARD = os.path.join(ROOT, "monitoring", "grafana-strom-cluster.json")
@@ -30,9 +33,10 @@ def served_names() -> set[str]:
     controller = Registry()
     register_controller(controller, _Controller())
     broker = Registry()
-    BrokerTopicStats(broker)
-    RequestMetrics(broker, {0: "Produce"})
+    register_broker_metrics(broker, SimpleNamespace(partitions={}), None, lambda: BROKER_STATE_RUNNING)
     register_groups(broker, GroupCoordinator(CoordinatorConfig(), random.Random(0)), lambda t, p: None)
+    for name in cleaner_values(None):  # as broker/server.py registers the cleaner's gauges
+        broker.gauge(name, "kafka.log:type=LogCleaner", lambda name=name: cleaner_values(None)[name])
     return set(controller.names()) | set(broker.names())
 
 
