@@ -18,10 +18,15 @@ BROKER_STATE_STARTING, BROKER_STATE_RUNNING, BROKER_STATE_PENDING_CONTROLLED_SHU
 
 
 def register_broker_metrics(registry: Registry, replicas: Any, fetch_waiters: Any,
-                            broker_state: Callable[[], int]) -> RequestMetrics:
+                            broker_state: Callable[[], int], logs: Any = None) -> RequestMetrics:
     """Register the broker's families on ``registry``, set the ReplicaManager's topic stats, and
-    answer the RequestMetrics the Dispatcher counts with."""
+    answer the RequestMetrics the Dispatcher counts with. ``logs`` (the LogManager): each log
+    flush's time goes to LogFlushRateAndTimeMs."""
     replicas.topic_stats = BrokerTopicStats(registry)
+    flushes = registry.histogram("kafka_log_logflushstats_logflushrateandtimems",
+                                 "Log flush times in ms (LogFlushStats LogFlushRateAndTimeMs)")[()]
+    if logs is not None:
+        logs.on_flush = flushes.observe
     request_metrics = RequestMetrics(registry, messages.API_NAMES)
 
     def partitions() -> list[Any]:

@@ -158,6 +158,7 @@ class FlushPlan:
     index_fds: list[int]
     snapshot_fds: list[int]
     dir_fd: int | None
+    elapsed_ms: float | None = None  # how long ``run`` took, once it has
 
     def fds(self) -> list[int]:
         directory = [] if self.dir_fd is None else [self.dir_fd]
@@ -165,6 +166,7 @@ class FlushPlan:
 
     def run(self) -> None:
         """fsync it all (in a worker thread); every fd is closed, whatever happens."""
+        start = time.monotonic()
         try:
             for fd in self.data_fds:
                 os.fsync(fd)
@@ -172,6 +174,7 @@ class FlushPlan:
                 os.fdatasync(fd)
             if self.dir_fd is not None:
                 os.fsync(self.dir_fd)
+            self.elapsed_ms = (time.monotonic() - start) * 1000
         finally:
             self.close()
 
@@ -202,6 +205,8 @@ class Log:
         self.config = config or LogConfig()
         self.flush_wanted = 0  # a roll's: flush up to here, off the caller's thread (flush_plan)
         self.on_roll: Callable[[Log], None] | None = None  # told of every roll (LogManager)
+        # told how long each flush took, in ms (LogManager: Kafka's LogFlushStats)
+        self.on_flush: Callable[[float], None] | None = None
         self._truncations = 0  # a FlushPlan made before a truncation is void (flushed)
         parsed = parse_partition_dir(os.path.basename(os.path.normpath(directory)))
         self.topic, self.partition = parsed if parsed else ("", 0)
@@ -817,10 +822,13 @@ class Log:
         offset = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
         if offset <= self.recovery_point:
             return
+        start = time.monotonic()
         for segment in self.segments[self._segment_index(self.recovery_point):]:
             if segment.base_offset >= offset:
                 break
             segment.flush()
+        if self.on_flush is not None:
+            self.on_flush((time.monotonic() - start) * 1000)
         self.recovery_point = offset
         self.unflushed_messages = 0
         self.last_flush_ms = _now_ms() if now_ms is None else now_ms
@@ -858,6 +866,8 @@ class Log:
     def flushed(self, plan: FlushPlan, now_ms: int) -> None:
         """``plan`` ran: the recovery point moves up to it (Kafka's markFlushed), unless the
         log was truncated since it was made, or has been flushed further meanwhile."""
+        if self.on_flush is not None and plan.elapsed_ms is not None:
+            self.on_flush(plan.elapsed_ms)
         if plan.generation != self._truncations:
             return
         offset = min(plan.upto, self.log_end_offset)

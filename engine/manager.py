@@ -113,6 +113,8 @@ class LogManager:
             raise LogDirError("log.dirs is empty")
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         self.default_config = default_config or LogConfig()
+        # told how long each log's flush took, in ms (the broker's LogFlushRateAndTimeMs)
+        self.on_flush: Callable[[float], None] | None = None
         self.cluster_id = cluster_id
         self.node_id = node_id
         self.logs: dict[TopicPartition, Log] = {}
@@ -227,6 +229,7 @@ class LogManager:
                 failure_channel=self.failure_channel,
             )
             self.logs[tp].on_roll = self._rolled.add
+            self.logs[tp].on_flush = self._flush_took
         if clean:
             os.unlink(marker)
 
@@ -261,8 +264,13 @@ class LogManager:
             log_ = Log(path, config or self.default_config, topic_id=topic_id,
                        failure_channel=self.failure_channel)
         log_.on_roll = self._rolled.add
+        log_.on_flush = self._flush_took
         self.logs[(topic, partition)] = log_
         return log_
+
+    def _flush_took(self, ms: float) -> None:
+        if self.on_flush is not None:
+            self.on_flush(ms)
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Rename the partition directory to ``<name>.<id>-delete`` (so a crash mid-delete
