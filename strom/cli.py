@@ -78,7 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, title="commands",
                                 metavar="{" + ",".join(COMMANDS) + "}")
-    run = sub.add_parser("run", help="run a one-node cluster on 127.0.0.1")
+    run = sub.add_parser("run", help="run a one-node cluster on 127.0.0.1",
+                         epilog="examples:\n  strom run\n  strom run --port 19092 --dir /var/tmp/strom",
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("--port", type=int, default=9092)
     run.add_argument("--dir", help="data directory (default: a new temporary one)")
     from strom import cluster_tool
@@ -102,7 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
     from strom import top
 
     top.add_parser(sub)
-    fmt = sub.add_parser("format", help="format the node's log directories")
+    fmt = sub.add_parser("format", help="format the node's log directories",
+                         epilog="examples:\n  strom format --config controller.properties --cluster-id "
+                                "MkU3OEVBNTcwNTJENDM2Qk --standalone\n"
+                                "  strom format --config broker.properties "
+                                "--cluster-id MkU3OEVBNTcwNTJENDM2Qk",
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     fmt.add_argument("--config", required=True)
     fmt.add_argument("--cluster-id")
     fmt.add_argument("--standalone", action="store_true",
@@ -116,14 +123,22 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.add_argument("--ignore-formatted", action="store_true")
     fmt.add_argument("--add-scram", action="append", default=[], metavar="'MECHANISM=[name=N,password=P]'",
                      help="a SCRAM user of the new cluster (also iterations=, salt=); repeatable")
-    start = sub.add_parser("start", help="run the node's roles (process.roles in --config)")
+    start = sub.add_parser("start", help="run the node's roles (process.roles in --config)",
+                           epilog="example:\n  strom start --config server.properties",
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
     start.add_argument("--config", required=True)
     # The processes `start` and `cluster up` spawn, one role each: not in the help (no help=).
     for role in WORKER_COMMANDS:
         worker = sub.add_parser(role, description=f"Run the node's {role} role in this process (what "
                                                   "`strom start` and `strom cluster up` spawn).")
         worker.add_argument("--config", required=True)
-    topics = sub.add_parser("topics", help="create, list, describe or delete topics")
+    topics = sub.add_parser(
+        "topics", help="create, list, describe or delete topics",
+        epilog="examples:\n  strom topics create --bootstrap-server 127.0.0.1:9092 --topic orders "
+               "--partitions 3 --replication-factor 3 --config retention.ms=86400000\n"
+               "  strom topics describe --bootstrap-server 127.0.0.1:9092 --topic orders\n"
+               "  strom topics list --bootstrap-server 127.0.0.1:9092 --command-config client.properties",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     topics.add_argument("action", choices=["create", "list", "describe", "delete"])
     topics.add_argument("--bootstrap-server", default="127.0.0.1:9092")
     topics.add_argument("--topic")
@@ -144,7 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
     reassign.add_parsers(sub)
     for module in ADMIN_COMMANDS.values():
         importlib.import_module(f"strom.{module}").add_parser(sub)
-    demo = sub.add_parser("demo", help="write, crash, recover and read back a partition log")
+    demo = sub.add_parser("demo", help="write, crash, recover and read back a partition log",
+                          epilog="examples:\n  strom demo\n  strom demo --records 100000 --record-size 1024",
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
     demo.add_argument("--dir", help="log directory (default: a new temporary one)")
     demo.add_argument("--records", type=int, default=1_000_000)
     demo.add_argument("--record-size", type=int, default=100)
@@ -295,16 +312,28 @@ def _add_quorum_parser(sub) -> None:
                         help="client properties to connect with (security.protocol, sasl.*, ssl.*); "
                              "for add-controller also the new controller's configuration (as its --config)")
     actions = quorum.add_subparsers(dest="quorum_command", required=True)
-    describe = actions.add_parser("describe", help="describe the quorum")
+    describe = actions.add_parser(
+        "describe", help="describe the quorum",
+        epilog="examples:\n  strom quorum --bootstrap-server 127.0.0.1:9092 describe --status\n"
+               "  strom quorum --bootstrap-controller 127.0.0.1:9093 describe --replication --human-readable",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     what = describe.add_mutually_exclusive_group(required=True)
     what.add_argument("--status", action="store_true", help="a summary of the quorum")
     what.add_argument("--replication", action="store_true", help="the replication state of every replica")
     describe.add_argument("--human-readable", action="store_true",
                           help="with --replication: timestamps as 'N ms ago'")
-    add = actions.add_parser("add-controller", help="add a started, formatted controller to the voters")
+    add = actions.add_parser(
+        "add-controller", help="add a started, formatted controller to the voters",
+        epilog="example:\n  strom quorum --bootstrap-controller 127.0.0.1:9093 add-controller "
+               "--config controller-4.properties",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     add.add_argument("--config", metavar="FILE", help="the new controller's configuration file")
     add.add_argument("--dry-run", action="store_true", help="print what would be done, do nothing")
-    remove = actions.add_parser("remove-controller", help="remove a voter")
+    remove = actions.add_parser(
+        "remove-controller", help="remove a voter",
+        epilog="example:\n  strom quorum --bootstrap-controller 127.0.0.1:9093 remove-controller "
+               "--controller-id 4 --controller-uuid rpBYQu9KRhq8cnBrQvwaeQ",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     remove.add_argument("--controller-id", "-i", type=int, required=True)
     remove.add_argument("--controller-uuid", "--controller-directory-id", "-d", dest="controller_uuid",
                         metavar="UUID", required=True, help="the voter's directory id")
