@@ -182,7 +182,8 @@ def test_relative_links_resolve(page):
 
 
 def test_the_docs_are_all_there():
-    for name in ("architecture", "operations", "replication", "security", "spark", "testing", "benchmarks"):
+    for name in ("architecture", "operations", "replication", "security", "monitoring", "spark", "testing",
+                 "benchmarks"):
         assert os.path.isfile(os.path.join(DOCS, f"{name}.md")), name
         assert f"docs/{name}.md" in read(README), f"README.md does not link docs/{name}.md"
 
