@@ -218,6 +218,14 @@ PROPERTIES: dict[str, tuple[str, Any]] = {
     # Client quotas: the rate window, quota.window.num samples of quota.window.size.seconds.
     "quota.window.num": (INT, 11),
     "quota.window.size.seconds": (INT, 1),
+    # Replication quotas (broker/replication_quota.py): the bounds, in bytes per second (dynamic
+    # too), and their rate window, replication.quota.window.num samples of
+    # replication.quota.window.size.seconds.
+    "leader.replication.throttled.rate": (LONG, 9223372036854775807),
+    "follower.replication.throttled.rate": (LONG, 9223372036854775807),
+    "replica.alter.log.dirs.io.max.bytes.per.second": (LONG, 9223372036854775807),
+    "replication.quota.window.num": (INT, 11),
+    "replication.quota.window.size.seconds": (INT, 1),
 }
 
 # Properties that listener.name.<listener>.<property> may set for one listener (as Kafka's
@@ -556,7 +564,8 @@ class ServerConfig:
                 raise ConfigError(name, "must be at least 1")
         for name in ("offsets.retention.minutes", "offsets.retention.check.interval.ms",
                      "producer.id.expiration.ms", "producer.id.expiration.check.interval.ms",
-                     "quota.window.num", "quota.window.size.seconds"):
+                     "quota.window.num", "quota.window.size.seconds",
+                     "replication.quota.window.num", "replication.quota.window.size.seconds"):
             if self.values[name] < 1:
                 raise ConfigError(name, "must be at least 1")  # Kafka's atLeast(1)
         authorizer_class = self.values["authorizer.class.name"]
