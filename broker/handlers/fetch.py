@@ -31,11 +31,18 @@ one whole batch of the first partition with data (KIP-74). The broker's fetch.ma
 max_bytes, and min_bytes with it, for consumers and followers alike (Kafka's
 KafkaApis.handleFetchRequest: only its fetch quota's cap is a consumer's alone). Incremental
 fetch sessions (KIP-227) are served from broker/fetch_session.py.
+
+Replication quotas (broker/replication_quota.py, the leader's): a follower's read of a partition
+throttled here is answered with no records while the follower is out of the partition's ISR
+and the leader's replication rate is over leader.replication.throttled.rate (Kafka's
+ReplicaManager.shouldLeaderThrottle; its fetch state is still recorded, and an empty read does
+not count toward min_bytes, so the fetch waits); the bytes of throttled partitions each answer
+carries are recorded in the rate when it goes out.
 """
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from broker.authorizer import ALLOW_ALL, BrokerAuthorizer
 from broker.fetch_session import FetchSessionCache, FetchSessionError
@@ -53,6 +60,10 @@ if TYPE_CHECKING:
 LEADER_HINT_ERRORS = (Error.NOT_LEADER_OR_FOLLOWER, Error.FENCED_LEADER_EPOCH)
 
 
+def _now_ms() -> int:
+    return int(asyncio.get_running_loop().time() * 1000)
+
+
 def _complete(fut) -> None:
     if not fut.done():
         fut.set_result(None)
@@ -61,14 +72,29 @@ def _complete(fut) -> None:
 R = M.FetchResponse
 
 
+class LeaderQuota(Protocol):
+    """The leader's replication quota as the fetch path uses it (broker/replication_quota.py)."""
+
+    @property
+    def active(self) -> bool: ...
+
+    def is_throttled(self, topic: str, partition: int) -> bool: ...
+
+    def exceeded(self, now_ms: int) -> bool: ...
+
+    def record(self, size: int, now_ms: int) -> None: ...
+
+
 class FetchHandler:
     """Fetch over the services it uses: the ReplicaManager, the fetch session cache
     (max.incremental.fetch.session.cache.slots), the waiters that appends wake, the
     broker's fetch.max.bytes and the authorizer."""
 
     def __init__(self, replicas: ReplicaManager, sessions: FetchSessionCache, waiters: FetchWaiters,
-                 fetch_max_bytes: int, authorizer: BrokerAuthorizer = ALLOW_ALL):
+                 fetch_max_bytes: int, authorizer: BrokerAuthorizer = ALLOW_ALL,
+                 leader_quota: LeaderQuota | None = None):
         self.replicas = replicas
+        self.leader_quota = leader_quota
         self.sessions = sessions
         self.waiters = waiters
         self.fetch_max_bytes = fetch_max_bytes
@@ -97,11 +123,15 @@ class FetchHandler:
         consumer's client metadata (v11+), else None. A follower's fetch state is recorded on the
         ``first`` read of its request only: a read after a wait answers the same fetch (Kafka's
         DelayedFetch reads with updateFetchState off). ``denied``: the topics the principal may
-        not read (None: none of them)."""
+        not read (None: none of them). Also the bytes read of partitions the leader's replication
+        quota throttles, which the caller records when the answer goes out."""
         replicas = self.replicas
-        total = 0
+        total = throttled = 0
         out, names, leaders = [], [], {}
         urgent = False
+        quota = self.leader_quota
+        if follower is None or quota is None or not quota.active:
+            quota = None
         for key, index, fetch_offset, max_bytes, current_epoch, last_epoch, log_start in wanted:
             name = replicas.topic_name(key) if version >= 13 else key
             # Empty records are sent as zero bytes, never null (clients index into them).
@@ -150,9 +180,17 @@ class FetchHandler:
                 if node is not None:
                     leaders[leader_id] = node
             if res.records is not None and res.size:
+                if quota is not None and quota.is_throttled(name, index):
+                    if not self._in_sync(name, index, follower[0]) and quota.exceeded(_now_ms()):
+                        continue  # shouldLeaderThrottle: no records while over the rate
+                    throttled += res.size
                 pd.records = res.records
                 total += res.size
-        return out, total, names, leaders, urgent
+        return out, total, names, leaders, urgent, throttled
+
+    def _in_sync(self, topic: str, index: int, replica_id: int) -> bool:
+        partition = self.replicas.partitions.get((topic, index))
+        return partition is not None and replica_id in partition.in_sync_replica_ids
 
     def respond(self, results, session, incremental, version, leaders):
         cache = self.sessions
@@ -213,12 +251,14 @@ class FetchHandler:
         denied = self.denied(ctx, wanted, version, follower)
         first = True
         while True:
-            results, total, names, leaders, urgent = self.read_partitions(
+            results, total, names, leaders, urgent, throttled = self.read_partitions(
                 wanted, req, version, follower, max_bytes, ctx.listener_name, first, client, denied)
             first = False
             remaining = deadline - loop.time()
             failed = any(pd.error_code for _, _, pd in results)
             if total >= min_bytes or remaining <= 0 or failed or urgent:
+                if throttled and self.leader_quota is not None:
+                    self.leader_quota.record(throttled, _now_ms())
                 return self.respond(results, session, incremental, version, leaders)
             replica = follower is not None
             waiter = waiters.wait(names, replica)
