@@ -24,6 +24,14 @@ module only carries it over the wire:
 | lost connection, timeout            | reconnect after ``backoff_ms`` (the controller moves a dead |
 |                                     | leader's partitions and ``add_partitions`` re-targets them)  |
 
+Replication quotas (the follower's, handed in as a ``FollowerQuota``: broker/replication_quota.py):
+a partition the quota throttles whose replica here is out of sync (its log end behind the
+leader's high watermark in the last answer, or no answer yet) is left out of the fetch while
+the follower's replication rate is over follower.replication.throttled.rate (Kafka's
+ReplicaFetcherThread.shouldFollowerThrottle), and tried again after ``backoff_ms`` (Kafka's
+fetcher waits fetchBackOffMs when nothing is left to fetch); the bytes of every answer for a
+throttled partition are recorded in the rate.
+
 An answer is applied only if the partition's fetch state is still the one it was sent with:
 a partition removed, re-added with another leader or epoch, or moved on by the task itself
 while the Fetch was out has its answer dropped. A task with nothing ready waits for
@@ -68,7 +76,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from engine.log_dir_failure import KafkaStorageError
 from protocol import messages as M
@@ -150,6 +158,19 @@ class _PartitionError(Exception):
         self.code = code
 
 
+class FollowerQuota(Protocol):
+    """The follower's replication quota as the fetchers use it."""
+
+    @property
+    def active(self) -> bool: ...
+
+    def is_throttled(self, topic: str, partition: int) -> bool: ...
+
+    def exceeded(self, now_ms: int) -> bool: ...
+
+    def record(self, size: int, now_ms: int) -> None: ...
+
+
 @dataclass(eq=False)
 class _Fetching:
     """One partition in a source fetcher. ``state`` is replaced (never mutated) on every change,
@@ -162,6 +183,7 @@ class _Fetching:
     delayed_until: float = 0.0  # loop time; not fetched before
     stopped: bool = False  # NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH: wait for add_partitions
     last_error: str | None = None  # logged once while it repeats, every backoff
+    in_sync: bool = False  # caught up with the leader's high watermark in the last answer
 
     def follows(self, target: FollowerPartition) -> bool:
         t = self.target
@@ -187,8 +209,9 @@ class ReplicaFetcherManager:
 
     def __init__(self, local_broker_id: int, broker_epoch: Callable[[], int],
                  endpoint_of: Callable[[int], tuple[str, int] | None], config: FetcherConfig,
-                 on_appended: Callable[[str, int], None]):
+                 on_appended: Callable[[str, int], None], quota: FollowerQuota | None = None):
         self.local_broker_id = local_broker_id
+        self.quota = quota
         self.broker_epoch = broker_epoch
         self.endpoint_of = endpoint_of
         self.config = config
@@ -352,6 +375,7 @@ class _SourceFetcher:
             while self.running:  # checked too, in case a cancel is lost inside a library call
                 now = loop.time()
                 ready = [e for e in self.partitions.values() if not e.stopped and e.delayed_until <= now]
+                ready = self._unthrottled(ready, now)
                 if not ready:
                     await self._wait_for_work(now)
                     continue
@@ -371,6 +395,20 @@ class _SourceFetcher:
                 await self.wakeup.wait()
         except TimeoutError:
             pass
+
+    def _unthrottled(self, ready: list[_Fetching], now: float) -> list[_Fetching]:
+        """``ready`` less the partitions the follower's quota holds back (shouldFollowerThrottle),
+        which are delayed by ``backoff_ms``."""
+        quota = self.manager.quota
+        if quota is None or not quota.active or not ready:
+            return ready
+        held = [e for e in ready if not e.in_sync and quota.is_throttled(e.topic, e.partition)]
+        if not held or not quota.exceeded(_now_ms()):
+            return ready
+        for entry in held:
+            entry.delayed_until = now + self.config.backoff_ms / 1000
+        waiting = set(held)
+        return [e for e in ready if e not in waiting]
 
     def _delay(self, entry: _Fetching) -> None:
         entry.delayed_until = asyncio.get_running_loop().time() + self.config.backoff_ms / 1000
@@ -552,6 +590,10 @@ class _SourceFetcher:
             self._delay(entry)
             return
         entry.last_error = None
+        entry.in_sync = target.log.log_end_offset >= pd.high_watermark
+        quota = self.manager.quota
+        if quota is not None and len(records) and quota.is_throttled(entry.topic, entry.partition):
+            quota.record(len(records), _now_ms())
         # New records, or a new high watermark: consumers reading from this follower (KIP-392)
         # wait on both, as Kafka's fetcher completes delayed fetches on a high watermark move.
         appended = len(records) and info.last_offset >= info.first_offset
