@@ -72,12 +72,13 @@ from broker.off_loop import (
     write_off_loop,
 )
 from broker.quotas import BrokerQuotas
+from broker.replication_quota import ReplicationQuota, configure_from
 from broker.transactions.runtime import TransactionCoordinatorRuntime
 from engine.config import BROKER_SYNONYMS
 from engine.errors import ConfigError
 from engine.log_dir_failure import KafkaStorageError, LogDirFailureChannel
 from engine.manager import LOG_START_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_CHECKPOINT, LogManager
-from metadata.configs import dynamic_broker_configs
+from metadata.configs import TOPIC_RESOURCE, dynamic_broker_configs
 from metadata.image import MetadataImage
 from protocol import messages as M
 from protocol.dispatch import Dispatcher
@@ -120,6 +121,11 @@ class Broker:
             heartbeat_timeout_ms=min(config["controller.socket.timeout.ms"],
                                      config["broker.session.timeout.ms"] // 2))
         self.fetch_waiters = FetchWaiters()
+        # Replication quotas (Kafka's ReplicationQuotaManager, leader and follower), set from
+        # each image: the fetch path and the replica fetchers enforce them.
+        window = (config["replication.quota.window.num"],
+                  config["replication.quota.window.size.seconds"] * 1000)
+        self.leader_quota, self.follower_quota = ReplicationQuota(*window), ReplicationQuota(*window)
         self.replicas = ReplicaManager(
             config.node_id, self.logs, self.topic_log_config, listener_name=self.listener_name,
             replica_lag_time_max_ms=config["replica.lag.time.max.ms"], on_changed=self.notify_appended,
@@ -136,7 +142,7 @@ class Broker:
                           num_fetchers=config["num.replica.fetchers"],
                           socket_receive_buffer_bytes=config["replica.socket.receive.buffer.bytes"],
                           security=config.client_security(self.listener_name)),
-            self.replicas.on_follower_appended)
+            self.replicas.on_follower_appended, quota=self.follower_quota)
         self.replicas.alter_partition = AlterPartitionManager(
             config.node_id, lambda: self.follower.broker_epoch, self._send_alter_partition,
             self.replicas.handle_alter_partition_result)
@@ -189,6 +195,10 @@ class Broker:
         return self._dynamic_log_config
 
     def _on_metadata(self, image: MetadataImage) -> None:
+        broker = dynamic_broker_configs(image, self.node_id)
+        topics = [(name, cfg) for (kind, name), cfg in image.configs.items() if kind == TOPIC_RESOURCE]
+        for quota, leader in ((self.leader_quota, True), (self.follower_quota, False)):
+            configure_from(quota, broker, topics, self.node_id, leader)
         if not self._replicas_started:
             return  # still catching up with the metadata log: start() applies the whole image
         try:
@@ -298,7 +308,7 @@ class Broker:
                                 authorizer).apis()
         sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         apis += FetchHandler(self.replicas, sessions, self.fetch_waiters, config["fetch.max.bytes"],
-                             authorizer).apis()
+                             authorizer, leader_quota=self.leader_quota).apis()
         apis += OffsetsHandlers(self.replicas, self.fetch_waiters, authorizer).apis()
         apis += AdminApis(node_id=self.node_id, config=self.config, image=lambda: self.image,
                           controller=self.follower, topic_log_config=self.topic_log_config,
