@@ -1,7 +1,9 @@
 """`strom reassign-partitions` and `strom leader-election` as processes against 3 controllers and
 4 brokers (5, 6, 7 and 8 are not: the launcher numbers brokers after the controllers, 4-7), as
 kafka-reassign-partitions.sh and kafka-leader-election.sh are run: the JSON files they write and
-read, and their output lines."""
+read, and their output lines. Replicas are fetched 64 KiB a partition at a time
+(replica.fetch.max.bytes), so a throttled move advances in steps small against its rate, whose
+window is two seconds (replication.quota.window.num=2)."""
 from __future__ import annotations
 
 import json
@@ -20,7 +22,9 @@ TOPIC = "moved"
 
 @pytest.fixture(scope="module")
 def cluster():
-    with ReplicatedCluster(brokers=4) as c:
+    with ReplicatedCluster(brokers=4, broker_extra={"replica.fetch.max.bytes": "65536",
+                                                    "replication.quota.window.num": "2",
+                                                    "replica.fetch.backoff.ms": "100"}) as c:
         c.create_topic(TOPIC, partitions=2, replication_factor=3)
         yield c
 
@@ -126,3 +130,82 @@ def test_an_unknown_broker_in_the_plan_is_refused_and_nothing_moves(cluster, tmp
     out = strom(cluster, "reassign-partitions", "--execute", "--reassignment-json-file", plan, ok=False)
     assert "Unknown broker id 99" in out and "Traceback" not in out
     assert cluster.partition(TOPIC, 1).replicas == before
+
+
+THROTTLED, RATE = "throttled", 200_000  # bytes per second
+
+
+def copied_bytes(cluster: ReplicatedCluster, broker_id: int, topic: str) -> int:
+    """The bytes of the partition's segments a broker holds on disk."""
+    import glob
+    import os
+    return sum(os.path.getsize(f) for f in glob.glob(os.path.join(cluster.partition_dir(broker_id, topic, 0),
+                                                                   "*.log")))
+
+
+def test_a_throttled_move_copies_at_the_throttled_rate_under_load_and_loses_nothing(cluster, tmp_path):
+    """kafka-reassign-partitions --throttle: the leader's and the new follower's replication
+    quotas hold the copy to the rate. Kafka's Rate is measured over at least all but one of its
+    windows, so a move first goes that many seconds' worth of the bound at full speed, and the
+    rate then moves in steps of a window: the module's brokers measure over two one-second
+    windows (replication.quota.window.num) and back off a throttled partition 100 ms
+    (replica.fetch.backoff.ms), and the rate is measured from 2x the bound copied until 90% of
+    what the partition held when the move began."""
+    from confluent_kafka import Producer
+
+    cluster.create_topic(THROTTLED, partitions=1, replication_factor=3)
+    before = cluster.wait_for_leader(THROTTLED, 0).replicas
+    newcomer = ({4, 5, 6, 7} - set(before)).pop()
+    target = [*before[1:], newcomer]
+    acks = AckedRecords()
+    producer = Producer({**cluster.client_config(), "acks": "all", "enable.idempotence": True,
+                         "linger.ms": 5, "batch.size": 16384})
+    for i in range(2000):  # ~2 MB: ten seconds at the bound
+        producer.produce(THROTTLED, f"p{i:07d}".encode() * 125, partition=0, on_delivery=acks)
+        producer.poll(0)
+    producer.flush(60)
+    held = copied_bytes(cluster, before[0], THROTTLED)
+    plan = write(tmp_path, "throttled.json", {"version": 1, "partitions": [
+        {"topic": THROTTLED, "partition": 0, "replicas": target, "log_dirs": ["any"] * 3}]})
+
+    stop = threading.Event()
+
+    def produce() -> None:
+        """A light load throughout, ~5 KB/s: the leader's quota counts what it serves its in-sync
+        followers of the partition too (Kafka's sizeOfThrottledPartitions), so a load near the
+        bound would leave the new replica nothing."""
+        i = 2000
+        while not stop.wait(0.2):
+            producer.produce(THROTTLED, f"q{i:07d}".encode() * 125, partition=0, on_delivery=acks)
+            producer.poll(0)
+            i += 1
+        producer.flush(30)
+
+    writer = threading.Thread(target=produce)
+    writer.start()
+    samples: list[tuple[float, int]] = []
+    try:
+        out = strom(cluster, "reassign-partitions", "--execute", "--throttle", str(RATE),
+                    "--reassignment-json-file", plan)
+        assert f"Successfully started partition reassignment for {THROTTLED}-0" in out
+        deadline = time.monotonic() + 40
+        while copied_bytes(cluster, newcomer, THROTTLED) < held and time.monotonic() < deadline:
+            samples.append((time.monotonic(), copied_bytes(cluster, newcomer, THROTTLED)))
+            time.sleep(0.2)
+        while True:
+            verified = strom(cluster, "reassign-partitions", "--verify", "--reassignment-json-file", plan)
+            if "is completed" in verified or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+    finally:
+        stop.set()
+        writer.join(60)
+    assert f"Reassignment of partition {THROTTLED}-0 is completed." in verified, (held, samples[::5])
+    steady = [(t, b) for t, b in samples if 2 * RATE <= b <= 0.9 * held]
+    assert len(steady) >= 10, (held, samples)
+    (t0, b0), (t1, b1) = steady[0], steady[-1]
+    measured = (b1 - b0) / (t1 - t0)
+    assert 0.8 * RATE <= measured <= 1.2 * RATE, (measured, held, samples)
+    assert acks.errors == []
+    assert tuple(cluster.wait_for_isr(THROTTLED, 0, target).replicas) == tuple(target)
+    cluster.assert_all_acknowledged(acks, target)
