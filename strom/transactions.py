@@ -35,6 +35,14 @@ EXAMPLE = """examples:
   strom transactions --bootstrap-server 127.0.0.1:9092 list
   strom transactions --bootstrap-server 127.0.0.1:9092 describe --transactional-id payments
   strom transactions --bootstrap-server 127.0.0.1:9092 abort --topic orders --partition 0 --start-offset 42"""
+# Each action's own --help: an example of it.
+ACTION_EXAMPLES = {
+    "list": "list --duration-filter 60000",
+    "describe": "describe --transactional-id payments",
+    "describe-producers": "describe-producers --topic orders --partition 0",
+    "find-hanging": "find-hanging --broker-id 1 --max-transaction-timeout 15",
+    "abort": "abort --topic orders --partition 0 --start-offset 42",
+}
 
 LIST_HEADERS = ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
 DESCRIBE_HEADERS = ["CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState",
@@ -58,23 +66,28 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--command-config", metavar="FILE",
                    help="client properties to connect with (security.protocol, sasl.*, ssl.*)")
     actions = p.add_subparsers(dest="transactions_command", required=True)
-    ls = actions.add_parser("list", help="list transactions")
+
+    def action(name: str, help: str) -> Any:
+        return actions.add_parser(name, help=help, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                  epilog="example:\n  strom transactions --bootstrap-server 127.0.0.1:9092 "
+                                         + ACTION_EXAMPLES[name])
+
+    ls = action("list", help="list transactions")
     ls.add_argument("--duration-filter", type=int, metavar="MS",
                     help="only transactions running longer than this (ms); < 0: all")
-    d = actions.add_parser("describe", help="describe the state of an active transactional-id")
+    d = action("describe", help="describe the state of an active transactional-id")
     d.add_argument("--transactional-id", required=True)
-    dp = actions.add_parser("describe-producers", help="describe the states of active producers for a "
-                                                       "topic partition")
+    dp = action("describe-producers", help="describe the states of active producers for a topic partition")
     dp.add_argument("--broker-id", type=int, help="the broker to ask (default: the partition's leader)")
     dp.add_argument("--topic", required=True)
     dp.add_argument("--partition", type=int, required=True)
-    fh = actions.add_parser("find-hanging", help="find hanging transactions")
+    fh = action("find-hanging", help="find hanging transactions")
     fh.add_argument("--broker-id", type=int, help="the broker whose partitions to look at")
     fh.add_argument("--max-transaction-timeout", type=int, default=DEFAULT_MAX_TRANSACTION_TIMEOUT_MIN,
                     metavar="MINUTES", help="the largest transaction.max.timeout.ms, in minutes (default 15)")
     fh.add_argument("--topic")
     fh.add_argument("--partition", type=int)
-    ab = actions.add_parser("abort", help="abort a hanging transaction (requires administrative privileges)")
+    ab = action("abort", help="abort a hanging transaction (requires administrative privileges)")
     ab.add_argument("--topic", required=True)
     ab.add_argument("--partition", type=int, required=True)
     ab.add_argument("--start-offset", type=int, required=True,
