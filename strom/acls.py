@@ -74,13 +74,20 @@ class UsageError(ValueError):
 
 
 HELP = "add, list or remove ACLs (like kafka-acls)"
+EXAMPLES = """examples:
+  strom acls --bootstrap-server 127.0.0.1:9092 --add --allow-principal User:alice --operation Read \
+--topic orders --group billing
+  strom acls --bootstrap-server 127.0.0.1:9092 --list --topic orders
+  strom acls --bootstrap-server 127.0.0.1:9092 --remove --deny-principal User:mallory --operation All \
+--topic orders --command-config admin.properties"""
 
 
 def add_parser(sub: Any, listed: bool = False) -> None:
     """The ``acls`` command's options; ``listed``: named in ``strom --help`` with HELP."""
     extra = {"help": HELP} if listed else {}
     p = sub.add_parser("acls", **extra,
-                       description="Add, list or remove ACLs through a broker, as kafka-acls.sh does.")
+                       description="Add, list or remove ACLs through a broker, as kafka-acls.sh does.",
+                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bootstrap-server", required=True)
     p.add_argument("--command-config", metavar="FILE",
                    help="client properties to connect with (security.protocol, sasl.*, ssl.*)")
