@@ -74,3 +74,35 @@ def test_demo_recovers_every_record_after_the_writer_is_killed(tmp_path):
     assert "a second writer appended up to offset 20,000 and was killed with SIGKILL" in done.stdout
     assert "read back 20,000 records (CRC checked)" in done.stdout
     assert done.stdout.rstrip().endswith("all present")
+
+
+def help_pages() -> list[tuple[str, str]]:
+    """Each listed command's help and, for a command with actions of its own (quorum's, transactions'),
+    each action's: (``strom quorum describe``, its help text)."""
+    import argparse
+
+    from strom.cli import COMMANDS, build_parser
+
+    def subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return dict(action.choices)
+        return {}
+
+    commands = subparsers(build_parser())
+    pages = []
+    for name in COMMANDS:
+        pages.append((f"strom {name}", commands[name].format_help()))
+        for action, parser in subparsers(commands[name]).items():
+            pages.append((f"strom {name} {action}", parser.format_help()))
+    return pages
+
+
+def test_every_command_and_action_shows_an_example_in_its_help():
+    lacking = []
+    for path, text in help_pages():
+        examples = re.split(r"^examples?:$", text, maxsplit=1, flags=re.MULTILINE | re.IGNORECASE)
+        command = path.split()[1]
+        if len(examples) < 2 or not re.search(rf"^ +strom {re.escape(command)}\b", examples[1], re.MULTILINE):
+            lacking.append(path)
+    assert lacking == []
