@@ -164,6 +164,12 @@ class MarkerChannel:
         self.pending[request.transactional_id] = Pending(request, set(request.partitions))
         self._wake.set()
 
+    def unknown_destination_size(self) -> int:
+        """Kafka's UnknownDestinationQueueSize: the transactions with markers waiting for a
+        partition's leader to be known."""
+        return sum(1 for e in self.pending.values()
+                   if any(self._leader_of(tp) == NO_LEADER for tp in e.remaining - e.in_flight))
+
     def drop_partition(self, partition: int) -> None:
         """The coordinator no longer owns this ``__transaction_state`` partition."""
         core = self.runtime.core
