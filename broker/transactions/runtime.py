@@ -42,7 +42,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
+from collections import deque
 from typing import Any
 
 from broker.groups.storage import build_records_batch, read_chunks
@@ -57,6 +59,38 @@ from protocol.errors import Error
 from replication.manager import AppendResult
 
 log = logging.getLogger("strom.broker.transactions")
+
+# The coordinator's metrics as the JMX exporter renders Kafka's MBeans: TransactionMarkerChannelManager's
+# gauges and TransactionStateManager's partition load times (a Max and an Avg over Kafka's default
+# metrics window: 2 samples of 30 s).
+MARKER_GAUGES = "kafka_coordinator_transaction_transactionmarkerchannelmanager_"
+LOAD_TIME = "kafka_server_transaction_coordinator_metrics_partition_load_time_"
+LOAD_TIME_WINDOW_S = 60.0
+
+
+def load_time_stats(loads: deque[tuple[float, float]], now: float) -> dict[str, float]:
+    """partition-load-time-avg and -max (ms) of the loads that ended within the window before
+    ``now`` (dropping older ones); NaN when there are none, as Kafka's Avg and Max have it."""
+    while loads and loads[0][0] <= now - LOAD_TIME_WINDOW_S:
+        loads.popleft()
+    if not loads:
+        return {"avg": math.nan, "max": math.nan}
+    times = [ms for _, ms in loads]
+    return {"avg": sum(times) / len(times), "max": max(times)}
+
+
+def register_metrics(registry: Any, runtime: Any) -> None:
+    """The transaction coordinator's gauges, read from ``runtime`` when scraped."""
+    registry.gauge(MARKER_GAUGES + "unknowndestinationqueuesize",
+                   "kafka.coordinator.transaction:type=TransactionMarkerChannelManager,"
+                   "name=UnknownDestinationQueueSize", lambda: runtime.markers.unknown_destination_size())
+    registry.gauge(MARKER_GAUGES + "logappendretryqueuesize",
+                   "kafka.coordinator.transaction:type=TransactionMarkerChannelManager,"
+                   "name=LogAppendRetryQueueSize", lambda: len(runtime.append_retries))
+    for stat in ("avg", "max"):
+        registry.gauge(LOAD_TIME + stat, f"kafka.server:type=transaction-coordinator-metrics "
+                                         f"(partition-load-time-{stat})",
+                       lambda stat=stat: load_time_stats(runtime.load_times, time.monotonic())[stat])
 
 TOPIC = storage.TRANSACTION_STATE_TOPIC
 CREATE_TOPICS_VERSION = 7
@@ -198,6 +232,8 @@ class TransactionCoordinatorRuntime:
         self._without_log: set[int] = set()  # partitions whose load found no local log
         self._tasks: list[asyncio.Task] = []
         self._writes: set[asyncio.Task] = set()
+        self.append_retries: set[int] = set()  # id()s of complete records waiting to be appended again
+        self.load_times: deque[tuple[float, float]] = deque()  # (monotonic end, ms) of each load
         self._creating: asyncio.Task | None = None
         self._refill: asyncio.Task | None = None
         self.verification_enabled = bool(c.get("transaction.partition.verification.enable", True))
@@ -337,6 +373,8 @@ class TransactionCoordinatorRuntime:
         self._loads.pop(partition, None)
         transactions = storage.replay(records)
         self.run(self.core.complete_load(partition, epoch, transactions, _now_ms()))
+        ended = time.monotonic()
+        self.load_times.append((ended, (ended - started) * 1000))
         log.info("loaded %s-%d at coordinator epoch %d: %d transactional ids from %d records in %.3f s",
                  TOPIC, partition, epoch, len(transactions), len(records), time.monotonic() - started)
 
@@ -403,7 +441,13 @@ class TransactionCoordinatorRuntime:
         task.add_done_callback(self._writes.discard)
 
     async def _append_later(self, write: Write, delay: float) -> None:
-        await asyncio.sleep(delay)
+        retry = write.kind == "complete"
+        if retry:
+            self.append_retries.add(id(write))
+        try:
+            await asyncio.sleep(delay)
+        finally:
+            self.append_retries.discard(id(write))
         if self.core.owned.get(write.partition) != write.coordinator_epoch:
             # unloaded or loaded again meanwhile: nothing of an older coordinator epoch is
             # appended (Kafka's appendTransactionToLog answers NOT_COORDINATOR without appending)
