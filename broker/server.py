@@ -74,6 +74,7 @@ from broker.off_loop import (
 from broker.quotas import BrokerQuotas
 from broker.replication_quota import ReplicationQuota, configure_from
 from broker.transactions.runtime import TransactionCoordinatorRuntime
+from broker.transactions.runtime import register_metrics as register_transaction_metrics
 from engine.config import BROKER_SYNONYMS
 from engine.errors import ConfigError
 from engine.log_dir_failure import KafkaStorageError, LogDirFailureChannel
@@ -297,6 +298,7 @@ class Broker:
         self._register_coordinator_metrics()
         self.transactions = TransactionCoordinatorRuntime(self)
         self.transactions.start()
+        register_transaction_metrics(self.metrics, self.transactions)
         config = self.config
         self.authorizer = authorizer = BrokerAuthorizer.from_config(config, lambda: self.image.acls)
         apis = MetadataHandlers(lambda: self.image, self.cluster_id, self.node_id, self.listener_name,
