@@ -13,6 +13,7 @@ from broker.groups.coordinator import CoordinatorConfig, GroupCoordinator
 from broker.groups.lag import register as register_groups
 from broker.metrics import BROKER_STATE_RUNNING, register_broker_metrics
 from broker.off_loop import cleaner_values
+from broker.transactions.runtime import register_metrics as register_transactions
 from controller.metrics import register as register_controller
 from metadata.image import MetadataImage
 from protocol.metrics import Registry
@@ -37,6 +38,7 @@ def served_names() -> set[str]:
     register_groups(broker, GroupCoordinator(CoordinatorConfig(), random.Random(0)), lambda t, p: None)
     for name in cleaner_values(None):  # as broker/server.py registers the cleaner's gauges
         broker.gauge(name, "kafka.log:type=LogCleaner", lambda name=name: cleaner_values(None)[name])
+    register_transactions(broker, None)  # read on scrape only: names without a runtime
     return set(controller.names()) | set(broker.names())
 
 
