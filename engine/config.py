@@ -252,15 +252,10 @@ TOPIC_CONFIGS: dict[str, _Spec] = {
 # Kafka's LIST-type topic configs (IncrementalAlterConfigs APPEND/SUBTRACT apply to these alone).
 TOPIC_LIST_CONFIGS = frozenset(name for name, spec in TOPIC_CONFIGS.items() if spec.is_list)
 
-_NO_REPLICATION_QUOTAS = "replication quotas are not served: nothing throttles a replica"
 # Topic configs Strom accepts (a topic made for Kafka is made unchanged) that change nothing
 # here, with why.
 TOPIC_WITHOUT_EFFECT: dict[str, str] = {
     "preallocate": "segment files grow as they are written (Kafka preallocates for NTFS)",
-    # kafka-reassign-partitions sets and clears them (--throttle, --verify) with APPEND, SUBTRACT
-    # and DELETE: taken and validated as Kafka does, so the tool works; they throttle nothing.
-    "leader.replication.throttled.replicas": _NO_REPLICATION_QUOTAS,
-    "follower.replication.throttled.replicas": _NO_REPLICATION_QUOTAS,
 }
 
 # Broker property -> topic property it supplies the default for.
