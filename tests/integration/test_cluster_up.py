@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 import psutil
 import pytest
@@ -109,6 +110,16 @@ def cluster_up(directory: str, *args: str):
         up.close()
 
 
+def scrape(url: str) -> dict[tuple[str, tuple], float]:
+    """A /metrics answer, parsed by prometheus_client: (sample name, sorted labels) -> value."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        text = answer.read().decode()
+    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
 def bootstrap_of(up: ClusterUp) -> str:
     return up.wait_for(r"bootstrap\.servers=(\S+)").group(1)
 
@@ -181,6 +192,17 @@ def test_cluster_up_serves_a_client_and_sigint_stops_brokers_then_controllers(tm
         produce(bootstrap, "hello", b"world")
         assert consume_first(bootstrap, "hello") == b"world"
         commit(bootstrap, "top-view", "hello", 0)
+
+        # Every process serves /metrics at the address cluster up printed, under Kafka's names.
+        scraped = {(m.group(1), int(m.group(2))): scrape(m.group(3)) for m in (
+            re.match(r"(broker|controller) (\d+) metrics: (http\S+)$", line) for line in up.lines) if m}
+        assert sorted(scraped) == sorted(pids), up.lines
+        assert sum(samples.get(("kafka_server_brokertopicmetrics_messagesin_total", (("topic", "hello"),)), 0)
+                   for samples in scraped.values()) == 1
+        assert sum(samples.get(("kafka_controller_kafkacontroller_activecontrollercount", ()), 0)
+                   for samples in scraped.values()) == 1
+        supervisor = re.search(r"^supervisor metrics: (http\S+)$", "\n".join(up.lines), re.M)
+        assert supervisor and scrape(supervisor.group(1))[("strom_cluster_ready", ())] == 1, up.lines
 
         # strom top shows the quorum, every broker, the partitions and the group's lag.
         lines = top_once(up, bootstrap)
