@@ -10,6 +10,8 @@ the user exists or the password was wrong is never said), its detail is for the 
 """
 from __future__ import annotations
 
+import abc
+
 PLAIN = "PLAIN"
 SCRAM_SHA_256 = "SCRAM-SHA-256"
 SCRAM_SHA_512 = "SCRAM-SHA-512"
@@ -26,7 +28,7 @@ class InvalidCredentials(Exception):
     """The exchange failed on the client's credentials; the client is told only that."""
 
 
-class SaslServer:
+class SaslServer(abc.ABC):
     """The interface each mechanism's server implements (see the module doc)."""
 
     mechanism: str = ""
@@ -38,7 +40,7 @@ class SaslServer:
         # it does not: the session lifetime is the sooner of that and connections.max.reauth.ms.
         self.credential_expiry_ms: int | None = None
 
+    @abc.abstractmethod
     def evaluate(self, token: bytes) -> bytes:
         """The server's answer to the client's next token; AuthenticationFailed or
         InvalidCredentials when the exchange fails (the server is then done)."""
-        raise NotImplementedError
