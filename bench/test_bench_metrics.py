@@ -24,23 +24,15 @@ import urllib.request
 
 import pytest
 
-from tests.integration.cluster import StromNode, _bindable, free_ports
+from tests.integration.cluster import StromNode, metrics_port
 
 RECORD_BYTES = 1024
 _topics = itertools.count()
 
 
-def _metrics_port() -> int:
-    for _ in range(50):
-        port, = free_ports(1)
-        if port < 65535 and _bindable(port + 1):
-            return port
-    raise RuntimeError("no two free ports in a row")
-
-
 @pytest.fixture(scope="module")
 def nodes(tmp_path_factory):
-    port = _metrics_port()
+    port = metrics_port()
     on = StromNode(base_dir=str(tmp_path_factory.mktemp("bench-metrics-on")),
                    extra={"metrics.listener": f"http://127.0.0.1:{port}"})
     on.metrics_url = f"http://127.0.0.1:{port}/metrics"

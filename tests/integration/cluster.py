@@ -115,6 +115,16 @@ def free_ports(count: int) -> list[int]:
     return kernel_free_ports(count)
 
 
+def metrics_port() -> int:
+    """A free port whose next is free too, for a combined node's metrics.listener: its broker
+    serves the port and its controller the next one."""
+    for _ in range(50):
+        port, = free_ports(1)
+        if port < 65535 and _bindable(port + 1):
+            return port
+    raise RuntimeError("no two free ports in a row")
+
+
 def node_properties(node_id: int, broker_port: int, controller_port: int, log_dir: str,
                     extra: dict[str, object] | None = None) -> dict[str, str]:
     """The server.properties of a combined node on loopback; ``extra`` overrides/adds."""

@@ -12,19 +12,10 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
-from .cluster import StromNode, _bindable, free_ports
+from .cluster import StromNode, metrics_port
 
 N = 500
 PURGATORY = "kafka_server_delayedoperationpurgatory_purgatorysize"
-
-
-def metrics_port() -> int:
-    """A free port whose next is free too: a combined node's controller serves the next one."""
-    for _ in range(50):
-        port, = free_ports(1)
-        if port < 65535 and _bindable(port + 1):
-            return port
-    raise RuntimeError("no two free ports in a row")
 
 
 @pytest.fixture(scope="module")
