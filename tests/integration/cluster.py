@@ -117,11 +117,15 @@ def free_ports(count: int) -> list[int]:
 
 def metrics_port() -> int:
     """A free port whose next is free too, for a combined node's metrics.listener: its broker
-    serves the port and its controller the next one."""
+    serves the port and its controller the next one. Under xdist both come from this worker's
+    slice, taken together, so that no node of this worker is handed the second one later (the
+    slice is handed out in order: a port taken alone would be followed by its next)."""
     for _ in range(50):
-        port, = free_ports(1)
-        if port < 65535 and _bindable(port + 1):
-            return port
+        first, second = free_ports(2)
+        if second == first + 1:
+            return first
+        if _worker_slice() is None and first < 65535 and _bindable(first + 1):
+            return first  # the kernel's pick: nothing here hands out first + 1 next
     raise RuntimeError("no two free ports in a row")
 
 
