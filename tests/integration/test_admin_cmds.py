@@ -180,14 +180,6 @@ def test_transactions_list_describe_and_abort_an_open_transaction(node):
     assert "Could not find any open transactions starting at offset 2 on partition orders-1" in none.stderr
 
 
-def test_each_command_help_has_an_example():
-    for command in ("log-dirs", "delete-records", "get-offsets", "transactions", "features", "quorum",
-                    "cluster"):
-        done = strom(command, "--help")
-        assert done.returncode == 0, command
-        assert "example" in done.stdout and f"strom {command}" in done.stdout, command
-
-
 def test_dump_log_prints_each_file_of_a_partition_by_its_type(node):
     directory = os.path.join(node.log_dir, f"{TOPIC}-0")
     done = strom("dump-log", directory)
