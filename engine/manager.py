@@ -10,6 +10,8 @@ Each log dir holds (as Apache Kafka lays it out)::
     log-start-offset-checkpoint          log start offsets (raised by retention/DeleteRecords)
     <topic>-<partition>/                 one Log each
     <topic>-<partition>.<id>-delete/     a deleted partition awaiting removal
+    <topic>-<partition>.<id>-future/     the future log of a replica moving into this dir
+    <topic>-<partition>.<id>-replaced/   a current log its future replaced, awaiting removal
 
 Startup loads every partition, recovering those of a dir without the clean-shutdown marker
 past their recovery points, then removes the marker. Shutdown flushes every log, writes the
@@ -21,6 +23,7 @@ import fcntl
 import json
 import logging
 import os
+import re
 import shutil
 import threading
 import uuid
@@ -67,6 +70,9 @@ _CHECKPOINTED = {
     LOG_START_CHECKPOINT: lambda lg: lg.log_start_offset,
 }
 DELETE_SUFFIX = "-delete"
+FUTURE_SUFFIX = "-future"
+REPLACED_SUFFIX = "-replaced"
+_SUFFIXED_DIR = re.compile(r"^(?P<name>.+-\d+)\.[0-9a-f]{32}(?P<suffix>-future|-replaced)$")
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
 
 TopicPartition = tuple[str, int]
@@ -103,6 +109,8 @@ class _OpenedDir:
     recovery_points: dict
     log_starts: dict
     partitions: list  # (topic-partition, path, topic id)
+    futures: list = None  # (topic-partition, path, topic id) of "-future" dirs
+    replaced: list = None  # (topic-partition, path) of "-replaced" dirs
 
 
 class LogManager:
@@ -118,6 +126,9 @@ class LogManager:
         self.cluster_id = cluster_id
         self.node_id = node_id
         self.logs: dict[TopicPartition, Log] = {}
+        # The future logs of replicas moving between log dirs (AlterReplicaLogDirs), each in
+        # its target dir as <topic>-<partition>.<id>-future until it replaces the current log.
+        self.future_logs: dict[TopicPartition, Log] = {}
         self._rolled: set[Log] = set()  # rolled since take_rolled: their flush is due
         self._locks: list[int] = []
         self.had_clean_shutdown: dict[str, bool] = {}
@@ -156,6 +167,23 @@ class LogManager:
             self.had_clean_shutdown[d] = clean
             self.clean_shutdown_epochs[d] = _clean_shutdown_epoch(marker) if clean else -1
             self._opened[d] = self._read_dir(d)
+        self._resolve_replaced()
+
+    def _resolve_replaced(self) -> None:
+        """A crash inside ``replace_current_with_future``: a "-replaced" dir whose future took
+        the partition's name is deleted; one whose future did not is the current log again
+        (renamed back), its future resumed from the "-future" dir."""
+        live = {tp for opened in self._opened.values() for tp, _, _ in opened.partitions}
+        for d, opened in self._opened.items():
+            for tp, path in opened.replaced or []:
+                if tp in live:
+                    shutil.rmtree(path, ignore_errors=True)
+                    continue
+                back = os.path.join(d, f"{tp[0]}-{tp[1]}")
+                os.rename(path, back)
+                live.add(tp)
+                opened.partitions.append(
+                    (tp, back, read_partition_metadata(os.path.join(back, PARTITION_METADATA))))
 
     def load(self, topic_configs: dict[str, LogConfig] | None = None) -> None:
         """Load (and recover) every log of the opened dirs, each with its topic's config from
@@ -194,13 +222,22 @@ class LogManager:
     def _read_dir(self, d: str) -> _OpenedDir:
         """The small files of log dir ``d``: its offset checkpoints and, per partition dir,
         its path and topic id (directories being deleted go here, as Kafka's load removes them)."""
-        partitions = []
+        partitions, futures, replaced = [], [], []
         for name in sorted(os.listdir(d)):
             path = os.path.join(d, name)
             if not os.path.isdir(path):
                 continue
             if name.endswith(DELETE_SUFFIX):
                 shutil.rmtree(path, ignore_errors=True)
+                continue
+            suffixed = _SUFFIXED_DIR.match(name)
+            if suffixed is not None:
+                tp = parse_partition_dir(suffixed.group("name"))
+                if tp is not None and suffixed.group("suffix") == FUTURE_SUFFIX:
+                    topic_id = read_partition_metadata(os.path.join(path, PARTITION_METADATA))
+                    futures.append((tp, path, topic_id))
+                elif tp is not None:
+                    replaced.append((tp, path))
                 continue
             tp = parse_partition_dir(name)
             if tp is None or name == METADATA_PARTITION_DIR:
@@ -209,7 +246,7 @@ class LogManager:
         return _OpenedDir(hws=read_offset_checkpoint(os.path.join(d, REPLICATION_CHECKPOINT)),
                           recovery_points=read_offset_checkpoint(os.path.join(d, RECOVERY_POINT_CHECKPOINT)),
                           log_starts=read_offset_checkpoint(os.path.join(d, LOG_START_CHECKPOINT)),
-                          partitions=partitions)
+                          partitions=partitions, futures=futures, replaced=replaced)
 
     def _load_dir(self, d: str, topic_configs: dict[str, LogConfig]) -> None:
         marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
@@ -230,6 +267,14 @@ class LogManager:
             )
             self.logs[tp].on_roll = self._rolled.add
             self.logs[tp].on_flush = self._flush_took
+        for tp, path, topic_id in opened.futures or []:
+            if tp in self.future_logs:  # a second future of one partition: the first wins
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            # No checkpoint covers a future log: it is recovered whole (nothing it holds was
+            # acknowledged from it; the current log still has it all).
+            self.future_logs[tp] = self._future_log(path, topic_configs.get(tp[0], self.default_config),
+                                                    topic_id, tp)
         if clean:
             os.unlink(marker)
 
@@ -268,6 +313,96 @@ class LogManager:
         self.logs[(topic, partition)] = log_
         return log_
 
+    # ---- moving a replica between log dirs ----------------------------------------------------
+
+    def _future_log(self, path: str, config: LogConfig, topic_id: str | None, tp: TopicPartition,
+                    had_clean_shutdown: bool = False) -> Log:
+        future = Log(path, config, had_clean_shutdown=had_clean_shutdown, topic_id=topic_id,
+                     failure_channel=self.failure_channel)
+        future.topic, future.partition = tp  # its dir's name is not the partition's
+        return future
+
+    def log_dir_of(self, log_dir: str) -> str | None:
+        """``log_dir`` as one of this node's log dirs (absolute), None if it is not one."""
+        path = os.path.abspath(log_dir)
+        return path if path in self.log_dirs else None
+
+    def future_dir_of(self, topic: str, partition: int) -> str | None:
+        future = self.future_logs.get((topic, partition))
+        return None if future is None else future.parent_dir
+
+    def create_future_log(self, topic: str, partition: int, log_dir: str) -> Log | None:
+        """The future log of ``topic``-``partition`` in ``log_dir`` (Kafka's
+        maybeCreateFutureReplica): created empty as <topic>-<partition>.<id>-future unless the
+        current log is already there (None: nothing to move) or the same future exists. A
+        future in another dir is removed first (the move's target changed)."""
+        tp = (topic, partition)
+        current = self.logs.get(tp)
+        d = self.log_dir_of(log_dir)
+        if current is None or d is None or current.parent_dir == d:
+            self.remove_future_log(topic, partition)
+            return None
+        future = self.future_logs.get(tp)
+        if future is not None:
+            if future.parent_dir == d:
+                return future
+            self.remove_future_log(topic, partition)
+        path = os.path.join(d, f"{topic}-{partition}.{uuid.uuid4().hex}{FUTURE_SUFFIX}")
+        with self.failure_channel.guard(d, f"creating the future log of {topic}-{partition}"):
+            os.makedirs(path)
+            if current.topic_id is not None:
+                write_partition_metadata(os.path.join(path, PARTITION_METADATA), current.topic_id)
+            future = self._future_log(path, current.config, current.topic_id, tp, had_clean_shutdown=True)
+        self.future_logs[tp] = future
+        return future
+
+    def remove_future_log(self, topic: str, partition: int) -> bool:
+        """Drop the partition's future log and its directory (the move is abandoned)."""
+        future = self.future_logs.pop((topic, partition), None)
+        if future is None:
+            return False
+        future.close(snapshot=False)
+        doomed = f"{future.dir[:-len(FUTURE_SUFFIX)]}{DELETE_SUFFIX}"
+        with self.failure_channel.guard(future.parent_dir, f"deleting the future log of {topic}-{partition}"):
+            os.rename(future.dir, doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
+        return True
+
+    def replace_current_with_future(self, topic: str, partition: int) -> Log:
+        """The future log becomes the partition's log (Kafka's replaceCurrentWithFutureLog), on
+        the logs' thread, once it holds what the current does. Crash-safe in three renames:
+        the current dir to <name>.<id>-replaced, the future dir to <name>, then the replaced
+        dir deleted; a restart between them finds the partition whole (``_resolve_replaced``).
+        The new log keeps the current's high watermark and log start offset."""
+        tp = (topic, partition)
+        current, future = self.logs[tp], self.future_logs[tp]
+        if future.log_end_offset != current.log_end_offset:
+            raise LogDirError(f"{topic}-{partition}: the future log ends at {future.log_end_offset}, "
+                              f"the current at {current.log_end_offset}")
+        hw, start = current.high_watermark, current.log_start_offset
+        with self.failure_channel.guard(future.parent_dir, f"replacing {topic}-{partition}"):
+            future.flush()
+            future.close()  # its producer snapshot at the log end: the reopened log loads it
+        del self.future_logs[tp]
+        current.close(snapshot=False)
+        replaced = f"{current.dir}.{uuid.uuid4().hex}{REPLACED_SUFFIX}"
+        with self.failure_channel.guard(current.parent_dir, f"replacing {topic}-{partition}"):
+            os.rename(current.dir, replaced)
+            _fsync_dir(current.parent_dir)
+        path = os.path.join(future.parent_dir, f"{topic}-{partition}")
+        with self.failure_channel.guard(future.parent_dir, f"replacing {topic}-{partition}"):
+            os.rename(future.dir, path)
+            _fsync_dir(future.parent_dir)
+            moved = Log(path, current.config, log_start_offset=start, recovery_point=future.log_end_offset,
+                        high_watermark=hw, had_clean_shutdown=True, topic_id=current.topic_id,
+                        failure_channel=self.failure_channel)
+        moved.on_roll = self._rolled.add
+        moved.on_flush = self._flush_took
+        self.logs[tp] = moved
+        self.uncleanable.discard(tp)
+        shutil.rmtree(replaced, ignore_errors=True)
+        return moved
+
     def _flush_took(self, ms: float) -> None:
         if self.on_flush is not None:
             self.on_flush(ms)
@@ -275,6 +410,7 @@ class LogManager:
     def delete_log(self, topic: str, partition: int) -> bool:
         """Rename the partition directory to ``<name>.<id>-delete`` (so a crash mid-delete
         never resurrects it) and remove it."""
+        self.remove_future_log(topic, partition)
         log_ = self.logs.pop((topic, partition), None)
         if log_ is None:
             return False
@@ -413,6 +549,9 @@ class LogManager:
         files are closed as they stand and, with no marker, recovered at the next start. It
         does not keep the other dirs from a clean shutdown."""
         marker = json.dumps({"version": 0, "brokerEpoch": broker_epoch}).encode()
+        for future in self.future_logs.values():  # resumed from its dir at the next start
+            future.close_handlers()
+        self.future_logs.clear()
         for d in self.log_dirs:
             logs = self.logs_in(d).values()
             if not self.failure_channel.is_offline(d):
@@ -434,6 +573,14 @@ class LogManager:
         for fd in self._locks:
             os.close(fd)
         self._locks.clear()
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _clean_shutdown_epoch(path: str) -> int:
