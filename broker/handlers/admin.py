@@ -17,7 +17,10 @@ DescribeConfigs of a broker gives each property's source (dynamic for the broker
 cluster default, static, default) and a topic's configs theirs, with synonyms from the most
 specific. DescribeConfigs of a group gives each group config with its
 source: the group's own (GROUP_CONFIG), else the broker's group.consumer.* property (static
-when set, default otherwise)."""
+when set, default otherwise). BROKER_LOGGER resources (type 8, this broker's id) are this
+process's loggers and their levels (protocol/log_levels.py): described and changed here, never
+forwarded or stored, with DESCRIBE_CONFIGS / ALTER_CONFIGS on the cluster; the legacy
+AlterConfigs refuses them, as Kafka's does."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
@@ -54,6 +57,7 @@ from metadata.security import (
     TOPIC,
 )
 from metadata.security import DELETE as DELETE_ACL_OPERATION  # not metadata.configs' DELETE
+from protocol import log_levels
 from protocol import messages as M
 from protocol.context import RequestContext
 from protocol.dispatch import Api
@@ -64,6 +68,8 @@ if TYPE_CHECKING:
     from metadata.image import MetadataImage
     from replication.manager import ReplicaManager
 
+BROKER_LOGGER = log_levels.BROKER_LOGGER_RESOURCE
+Answers = dict[int, tuple[int, str | None]]  # a resource's answer by its index in the request
 SOURCE_DYNAMIC_TOPIC, SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER = 1, 2, 3
 SOURCE_STATIC_BROKER, SOURCE_DEFAULT, SOURCE_GROUP = 4, 5, 8
 TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = 1, 2, 3, 5, 6, 7
@@ -84,6 +90,7 @@ _DYNAMIC = frozenset(BROKER_SYNONYMS) | frozenset(REPLICATION_RATE_CONFIGS)  # r
 # ControllerApis.authorizeAlterResource): a broker's configs are the cluster's.
 _CONFIG_AUTHORIZATION = {
     BROKER_RESOURCE: (CLUSTER, Error.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."),
+    BROKER_LOGGER: (CLUSTER, Error.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."),
     TOPIC_RESOURCE: (TOPIC, Error.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."),
     GROUP_RESOURCE: (GROUP, Error.GROUP_AUTHORIZATION_FAILED, "Group authorization failed."),
 }
@@ -260,6 +267,7 @@ class AdminApis:
     async def handle_incremental_alter_configs(self, ctx: RequestContext, req):
         R = M.IncrementalAlterConfigsResponse
         answered = self._broker_resources(req) | self._refused_alters(ctx, req)  # a refusal first
+        answered = self._broker_loggers(req, answered) | answered
         return R(responses=[R.AlterConfigsResourceResponse(
             error_code=code, error_message=message, resource_type=r.resource_type,
             resource_name=r.resource_name)
@@ -281,8 +289,11 @@ class AdminApis:
             resources.append(Inc.AlterConfigsResource(resource_type=res.resource_type,
                                                     resource_name=res.resource_name, configs=ops))
         incremental = Inc(resources=resources, validate_only=req.validate_only)
+        legacy_refused = {i: (Error.INVALID_REQUEST, "AlterConfigs is deprecated and does not support the "
+                                                     "resource type BROKER_LOGGER")
+                          for i, r in enumerate(req.resources) if r.resource_type == BROKER_LOGGER}
         answers = await self._alter_configs(incremental, self._broker_resources(incremental)
-                                            | self._refused_alters(ctx, incremental))
+                                            | self._refused_alters(ctx, incremental) | legacy_refused)
         return R(responses=[R.AlterConfigsResourceResponse(
             error_code=code, error_message=message, resource_type=r.resource_type,
             resource_name=r.resource_name) for r, (code, message) in answers])
@@ -321,6 +332,11 @@ class AdminApis:
                 names = sorted(GROUP_CONFIGS) if res.configuration_keys is None else res.configuration_keys
                 out.configs = [self._describe_group_entry(res.resource_name, n, req.include_synonyms)
                                for n in names if n in GROUP_CONFIGS]
+            elif res.resource_type == BROKER_LOGGER:
+                try:
+                    out.configs = log_levels.describe(self.node_id, res.resource_name, res.configuration_keys)
+                except log_levels.LoggerFailure as e:
+                    out.error_code, out.error_message = e.code, e.message
             else:
                 out.error_code = Error.INVALID_REQUEST
                 out.error_message = f"unsupported resource type {res.resource_type}"
@@ -408,6 +424,25 @@ class AdminApis:
                     raise failed[i]
                 self._broker_change(res)
             except ConfigFailure as e:
+                answered[i] = (e.code, e.message)
+        return answered
+
+    def _broker_loggers(self, req, refused: Answers) -> Answers:
+        """The BROKER_LOGGER resources not ``refused``, applied in this process (Kafka's
+        RuntimeLoggerManager), by index: never forwarded."""
+        failed = check_request_shape(req.resources,
+                                     lambda res: res.resource_type == BROKER_LOGGER)
+        answered: dict[int, tuple[int, str | None]] = {}
+        for i, res in enumerate(req.resources):
+            if res.resource_type != BROKER_LOGGER or i in refused:
+                continue
+            if i in failed:
+                answered[i] = (failed[i].code, failed[i].message)
+                continue
+            try:
+                log_levels.alter(self.node_id, res.resource_name, res.configs, req.validate_only)
+                answered[i] = (Error.NONE, None)
+            except log_levels.LoggerFailure as e:
                 answered[i] = (e.code, e.message)
         return answered
 
