@@ -39,7 +39,13 @@ resource looked up:
   only the topic configs' broker-wide defaults (log.retention.ms, message.max.bytes, ...) and
   the replication quotas' rates (leader.replication.throttled.rate,
   follower.replication.throttled.rate, replica.alter.log.dirs.io.max.bytes.per.second: LONG,
-  at least 0) may change (DYNAMIC_BROKER), any other change than a DELETE is INVALID_REQUEST
+  at least 0), the log cleaner's (log.cleaner.threads, .io.max.bytes.per.second,
+  .dedupe.buffer.size, .io.buffer.size, .io.buffer.load.factor, .backoff.ms), the thread pools'
+  (num.io.threads, num.network.threads, num.replica.fetchers,
+  num.recovery.threads.per.data.dir) and the connection limits (max.connections,
+  max.connections.per.ip, max.connections.per.ip.overrides, max.connection.creation.rate),
+  each of Kafka's type and bound (metadata.configs.SERVICE_CONFIGS), may change
+  (DYNAMIC_BROKER), any other change than a DELETE is INVALID_REQUEST
   "Cannot update these configs dynamically: Set(...)" as Kafka answers for a config that is
   not dynamic; APPEND and SUBTRACT only to a list (log.cleanup.policy); the resulting values
   must be valid as the topic configs they are defaults of (INVALID_CONFIG). Each change is a
@@ -61,6 +67,7 @@ from metadata.configs import (
     GROUP_SESSION_TIMEOUT,
     OP_NAMES,
     REPLICATION_RATE_CONFIGS,
+    SERVICE_CONFIGS,
     SET,
     SUBTRACT,
     TOPIC_RESOURCE,
@@ -69,6 +76,7 @@ from metadata.configs import (
     check_replication_rate,
     check_request_shape,
     not_dynamic,
+    parse_service_config,
     unknown_operation,
 )
 from metadata.image import MetadataImage
@@ -80,8 +88,10 @@ SERVED_RESOURCES = (TOPIC_RESOURCE, BROKER_RESOURCE, GROUP_RESOURCE)
 # The broker properties Kafka changes without a restart that Strom applies: the topic configs'
 # broker-wide defaults (DynamicLogConfig.ReconfigurableConfigs: log.retention.ms,
 # log.segment.bytes, log.cleanup.policy, message.max.bytes, ...) and the replication quotas'
-# rates (DynamicReplicationConfig), which broker/server.py applies from each image.
-DYNAMIC_BROKER = frozenset(BROKER_SYNONYMS) | frozenset(REPLICATION_RATE_CONFIGS)
+# rates (DynamicReplicationConfig), which broker/server.py applies from each image, and the log
+# cleaner's, the thread pools' and the connection limits' (metadata.configs.SERVICE_CONFIGS),
+# which broker/dynamic_config.py applies.
+DYNAMIC_BROKER = frozenset(BROKER_SYNONYMS) | frozenset(REPLICATION_RATE_CONFIGS) | frozenset(SERVICE_CONFIGS)
 
 
 def java_split(value: str) -> list[str]:
@@ -280,6 +290,9 @@ class ConfigControl:
         for prop, value in resulting.items():  # each as the topic config it is the default of
             if prop in REPLICATION_RATE_CONFIGS:
                 check_replication_rate(prop, value)
+                continue
+            if prop in SERVICE_CONFIGS:
+                parse_service_config(prop, value)
                 continue
             if prop not in DYNAMIC_BROKER:
                 continue

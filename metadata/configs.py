@@ -118,6 +118,103 @@ def check_replication_rate(name: str, value: str) -> None:
                                                   "Value must be at least 0")
 
 
+# The other broker properties Kafka changes without a restart that Strom takes from the image
+# (broker/dynamic_config.py applies them): LogCleaner.ReconfigurableConfigs, DynamicThreadPool's
+# and num.network.threads, and SocketServer.ReconfigurableConfigs; each with Kafka's type and
+# its atLeast bound (None: no bound).
+INT, LONG, DOUBLE, STRING = "int", "long", "double", "string"
+SERVICE_CONFIGS: dict[str, tuple[str, int | None]] = {
+    "log.cleaner.threads": (INT, 0),
+    "log.cleaner.dedupe.buffer.size": (LONG, None),
+    "log.cleaner.io.buffer.size": (INT, 0),
+    "log.cleaner.io.buffer.load.factor": (DOUBLE, None),
+    "log.cleaner.io.max.bytes.per.second": (DOUBLE, None),
+    "log.cleaner.backoff.ms": (LONG, 0),
+    "num.io.threads": (INT, 1),
+    "num.network.threads": (INT, 1),
+    "num.replica.fetchers": (INT, None),
+    "num.recovery.threads.per.data.dir": (INT, 1),
+    "max.connections": (INT, 0),
+    "max.connections.per.ip": (INT, 0),
+    "max.connections.per.ip.overrides": (STRING, None),
+    "max.connection.creation.rate": (INT, 0),
+}
+# Thread counts Kafka lets change by at most a factor of two at a time (DynamicThreadPool,
+# DataPlaneAcceptor, LogCleaner.validateReconfiguration).
+THREAD_COUNTS = ("num.io.threads", "num.network.threads", "num.replica.fetchers",
+                 "num.recovery.threads.per.data.dir")
+CLEANER_THREADS = "log.cleaner.threads"
+_TYPE_NAMES = {INT: "INT", LONG: "LONG", DOUBLE: "DOUBLE"}
+
+
+def parse_service_config(name: str, value: str) -> int | float | str:
+    """A SERVICE_CONFIGS value as Kafka's ConfigDef parses it: raises INVALID_CONFIG with
+    Kafka's message for one that is not of its type or below its bound."""
+    kind, least = SERVICE_CONFIGS[name]
+    if kind == STRING:
+        if name == "max.connections.per.ip.overrides":
+            check_ip_overrides(value)
+        return value
+    text = value.strip()
+    wrong = ConfigFailure(Error.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: "
+                                                f"Not a number of type {_TYPE_NAMES[kind]}")
+    parsed: int | float
+    try:
+        parsed = float(text) if kind == DOUBLE else int(text)
+    except ValueError:
+        raise wrong from None
+    bits = 31 if kind == INT else 63
+    if kind != DOUBLE and not -(2**bits) <= parsed < 2**bits:
+        raise wrong
+    if least is not None and parsed < least:
+        raise ConfigFailure(Error.INVALID_CONFIG, f"Invalid value {parsed} for configuration {name}: "
+                                                  f"Value must be at least {least}")
+    return parsed
+
+
+def check_ip_overrides(value: str) -> dict[str, int]:
+    """max.connections.per.ip.overrides as Kafka's getMap: host:count pairs, comma-separated."""
+    out: dict[str, int] = {}
+    for item in (part.strip() for part in value.split(",")):
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        try:
+            n = int(count)
+        except ValueError:
+            n = -1
+        if not sep or not host.strip().strip("[]") or n < 0:
+            raise ConfigFailure(Error.INVALID_CONFIG,
+                                f"Invalid value {value} for configuration max.connections.per.ip.overrides: "
+                                f"Map entry '{item}' is not of the form 'key:value'")
+        out[host.strip().strip("[]")] = n
+    return out
+
+
+def check_thread_count(name: str, new: int, current: int) -> None:
+    """Kafka's rule for a thread count changed without a restart: at least 1, at least half the
+    current value, at most double it; raises INVALID_REQUEST with Kafka's message (its broker
+    turns the ConfigException into one)."""
+    if new == current:
+        return
+    if name == CLEANER_THREADS:
+        checks = ((new < 1, "Log cleaner threads should be at least 1"),
+                  (new < current // 2,
+                   f"Log cleaner threads cannot be reduced to less than half the current value {current}"),
+                  (new > current * 2,
+                   "Log cleaner threads cannot be increased to more than double the current value "
+                   f"{current}"))
+    else:
+        head = f"Dynamic thread count update validation failed for {name}={new}"
+        checks = ((new <= 0, f"{head}, value should be at least 1"),
+                  (new < current // 2, f"{head}, value should be at least half the current value {current}"),
+                  (new > current * 2,
+                   f"{head}, value should not be greater than double the current value {current}"))
+    for failed, message in checks:
+        if failed:
+            raise ConfigFailure(Error.INVALID_REQUEST, message)
+
+
 def not_dynamic(names: list[str]) -> ConfigFailure:
     """Kafka's answer to a change of a broker config that cannot be updated dynamically."""
     return ConfigFailure(Error.INVALID_REQUEST,

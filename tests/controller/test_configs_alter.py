@@ -245,8 +245,8 @@ def test_a_default_group_resource_is_refused(s):
 
 # ---- BROKER ------------------------------------------------------------------------------
 def test_a_broker_config_kafka_does_not_update_dynamically_is_refused_and_nothing_written(s):
-    both = resource(BROKER, "1", ("log.retention.ms", SET, "1000"), ("num.io.threads", SET, "4"))
-    refused = "Cannot update these configs dynamically: Set(num.io.threads)"
+    both = resource(BROKER, "1", ("log.retention.ms", SET, "1000"), ("num.partitions", SET, "4"))
+    refused = "Cannot update these configs dynamically: Set(num.partitions)"
     assert alter(s, both) == [(Error.INVALID_REQUEST, refused)]
     assert s.last_records == []
     assert s.image.configs.get((BROKER, "1")) is None
