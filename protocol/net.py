@@ -497,6 +497,14 @@ class Server:
         self.security[sock] = (security_protocol, ssl_context, principal)
         return sock.getsockname()[1]
 
+    def set_ssl_context(self, listener_name: str, ssl_context: ssl.SSLContext) -> None:
+        """A TLS listener's new context (its certificate rotated, security/tls.py TlsReloader):
+        every connection accepted from now on handshakes with it; those open keep theirs."""
+        for sock, name in self.listener_names.items():
+            if name is not None and name.upper() == listener_name.upper():
+                protocol, _, principal = self.security[sock]
+                self.security[sock] = (protocol, ssl_context, principal)
+
     def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._slot_freed = asyncio.Event()
@@ -535,6 +543,7 @@ class Server:
                          "(max.connections.per.ip)", ip, quotas.limit_for(ip))
                 sock.close()
                 continue
+            ssl_context = self.security.get(listener, (PLAINTEXT, None, None))[1]  # the latest, if rotated
             if ssl_context is not None:
                 task = loop.create_task(self._connect(loop, sock, ip, factory, ssl_context))
                 self._handshakes.add(task)
