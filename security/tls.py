@@ -27,15 +27,20 @@ value raises ``SslConfigError`` naming the property.
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
 import ssl
 import tempfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from protocol.context import KafkaPrincipal
+from security.listener_ssl import listener_ssl_name
 from security.ssl_principal import SslPrincipalMapper
+
+log = logging.getLogger(__name__)
 
 PEM = "PEM"
 CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
@@ -214,7 +219,10 @@ def _ciphers(ctx: ssl.SSLContext, config: ListenerConfig, listener: str | None) 
 
 def server_context(config: ListenerConfig, listener_name: str | None) -> ssl.SSLContext:
     """The context a listener serves TLS with (see the module doc)."""
-    stores = _stores(config, listener_name)
+    return _server_context(config, listener_name, _stores(config, listener_name))
+
+
+def _server_context(config: ListenerConfig, listener_name: str | None, stores: _Stores) -> ssl.SSLContext:
     if stores.key is None:
         raise SslConfigError("ssl.keystore.location", f"listener {listener_name} serves TLS and needs a "
                              "key store (ssl.keystore.location, or ssl.keystore.key with "
@@ -259,6 +267,195 @@ def principal_mapper(config: ListenerConfig, listener_name: str | None) -> SslPr
         return SslPrincipalMapper(rules)
     except ValueError as e:
         raise SslConfigError("ssl.principal.mapping.rules", str(e)) from None
+
+
+# ---- a listener's certificate rotated without a restart (KIP-226) ----
+
+PEM_ALIAS = "kafka"  # the one entry of Kafka's PEM key store
+_SAN_TYPES = {"DNS": 2, "IP Address": 7, "email": 1, "URI": 6, "DirName": 4}
+
+
+class _Overlay:
+    """A listener's properties with its dynamic ones (the property names without their
+    listener.name.<l> prefix) over the static config."""
+
+    def __init__(self, config: ListenerConfig, listener: str, values: dict[str, str]):
+        self.config, self.listener, self.values = config, listener.upper(), values
+
+    def listener_value(self, listener_name: str | None, name: str, mechanism: str | None = None) -> Any:
+        if (listener_name or "").upper() == self.listener and name in self.values:
+            return self.values[name]
+        return self.config.listener_value(listener_name, name, mechanism)
+
+
+def _leaf_identity(stores: _Stores) -> tuple[str, str, set[tuple[int, str]]] | None:
+    """The key store's certificate (the chain's first): its subject in RFC 2253 form, as
+    X500Principal's toString writes it, and its subject alternative names as Java lists them."""
+    if not stores.cert_chain:
+        return None
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    try:
+        cert = x509.load_pem_x509_certificate(stores.cert_chain.encode())
+    except ValueError:
+        return None
+    der = cert.public_bytes(serialization.Encoding.DER)
+    sans: set[tuple[int, str]] = set()
+    try:
+        ext = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        ext = None
+    for general in ext or []:
+        if isinstance(general, x509.DNSName):
+            sans.add((2, general.value))
+        elif isinstance(general, x509.IPAddress):
+            sans.add((7, str(general.value)))
+        elif isinstance(general, x509.RFC822Name):
+            sans.add((1, general.value))
+        elif isinstance(general, x509.UniformResourceIdentifier):
+            sans.add((6, general.value))
+    dn = subject_dn(der)
+    return dn, ", ".join(dn.split(",")), sans
+
+
+def _java_set(sans: set[tuple[int, str]]) -> str:
+    return "[" + ", ".join(f"[{kind}, {value}]" for kind, value in sorted(sans)) + "]"
+
+
+def ensure_compatible(old: _Stores, new: _Stores, allow_dn_changes: bool, allow_san_changes: bool) -> None:
+    """Kafka's SslFactory.CertificateEntries.ensureCompatible: the new key store's certificate
+    keeps the old one's subject (compared as RFC 2253 names, ignoring case) unless
+    ssl.allow.dn.changes, and every old subject alternative name unless ssl.allow.san.changes;
+    a trust store may not be added to a listener that had none. Raises SslConfigError."""
+    before, after = _leaf_identity(old), _leaf_identity(new)
+    if before is not None and after is not None:
+        if not allow_dn_changes and before[0].lower() != after[0].lower():
+            raise SslConfigError("ssl.keystore.location", "Keystore DistinguishedName does not match:  "
+                                 f"existing={{alias={PEM_ALIAS}, DN={before[1]}}}, "
+                                 f"new={{alias={PEM_ALIAS}, DN={after[1]}}}")
+        if not allow_san_changes and not before[2] <= after[2]:
+            raise SslConfigError("ssl.keystore.location", "Keystore SubjectAltNames do not match:  "
+                                 f"existing={{alias={PEM_ALIAS}, SAN={_java_set(before[2])}}}, "
+                                 f"new={{alias={PEM_ALIAS}, SAN={_java_set(after[2])}}}")
+    if old.trusted is None and new.trusted is not None:
+        raise SslConfigError("ssl.truststore.location", "Cannot add SSL truststore to an existing listener "
+                             "for which no truststore was configured.")
+
+
+def _flag(value: Any) -> bool:
+    return value is True or str(value).lower() == "true"
+
+
+class ListenerTls:
+    """A TLS listener's context, rebuilt when its dynamic ssl.* configs change (Kafka's
+    SslFactory.validateReconfiguration and reconfigure). ``values``: the dynamic configs the
+    context was built with, by property name without the listener prefix."""
+
+    def __init__(self, config: ListenerConfig, listener: str, context: ssl.SSLContext | None = None):
+        self.config, self.listener = config, listener.upper()
+        self.values: dict[str, str] = {}
+        self.stores = _stores(config, self.listener)
+        self.context = context or _server_context(config, self.listener, self.stores)
+
+    def prefixed(self, name: str) -> str:
+        return f"listener.name.{self.listener.lower()}.{name}"
+
+    def build(self, values: dict[str, str]) -> tuple[ssl.SSLContext, _Stores]:
+        """The context these dynamic configs make, checked against the one serving: every file
+        read again (so the same path rotates what it now holds). Raises SslConfigError naming
+        the listener's property."""
+        view = _Overlay(self.config, self.listener, values)
+        try:
+            stores = _stores(view, self.listener)
+            context = _server_context(view, self.listener, stores)
+            ensure_compatible(self.stores, stores,
+                              _flag(view.listener_value(self.listener, "ssl.allow.dn.changes")),
+                              _flag(view.listener_value(self.listener, "ssl.allow.san.changes")))
+        except SslConfigError as e:
+            raise SslConfigError(self.prefixed(e.name),
+                                 f"Validation of dynamic config update of SSLFactory failed: {e.message}") \
+                from None
+        return context, stores
+
+    def reload(self, values: dict[str, str]) -> ssl.SSLContext:
+        """Build and take the new context (raises as build does, leaving the old one)."""
+        context, stores = self.build(values)
+        self.values, self.stores, self.context = dict(values), stores, context
+        return context
+
+
+def listener_values(dynamic: dict[str, str], listener: str) -> dict[str, str]:
+    """The dynamic ssl.* configs of one listener, by property name, out of a broker's dynamic
+    configs (listener.name.<l>.<property>)."""
+    out = {}
+    for name, value in dynamic.items():
+        parsed = listener_ssl_name(name)
+        if parsed is not None and parsed[0] == listener.upper():
+            out[parsed[1]] = value
+    return out
+
+
+class TlsReloader:
+    """A broker's TLS listeners, each context rebuilt from the broker's dynamic configs and
+    handed to ``swap(listener, context)`` (the server then handshakes every new connection with
+    it; those open keep theirs). A reload that fails leaves the old context serving and says why
+    in one WARNING line."""
+
+    def __init__(self, listeners: Iterable[ListenerTls], swap: Callable[[str, ssl.SSLContext], None]):
+        self.listeners = {lt.listener: lt for lt in listeners}
+        self.swap = swap
+        self._seen: dict[str, dict[str, str]] = {}
+
+    @classmethod
+    def of(cls, config: Any, names: Iterable[str],
+           swap: Callable[[str, ssl.SSLContext], None]) -> TlsReloader:
+        """Over the listeners among ``names`` that serve TLS (``config.ssl_server_context``)."""
+        listeners = []
+        for name in names:
+            context = config.ssl_server_context(name)
+            if context is not None:
+                listeners.append(ListenerTls(config, name, context))
+        return cls(listeners, swap)
+
+    def apply(self, dynamic: dict[str, str]) -> None:
+        """A new metadata image: each listener whose dynamic ssl.* configs changed reloads."""
+        for name, lt in self.listeners.items():
+            values = listener_values(dynamic, name)
+            if values == self._seen.get(name, lt.values):
+                continue
+            self._seen[name] = values
+            try:
+                context = lt.reload(values)
+            except SslConfigError as e:
+                log.warning("listener %s keeps serving its TLS context: %s", name, e)
+                continue
+            self.swap(name, context)
+            log.info("listener %s serves new connections with a reloaded TLS context (%s)", name,
+                     ", ".join(sorted(values)) or "its static ssl.* properties")
+
+    def check(self, changes: dict[str, str | None], dynamic: dict[str, str], validate_only: bool) -> None:
+        """A change of this broker's configs, before it is forwarded (Kafka's ConfigAdminManager
+        validating it): each listener it touches must build a context (SslConfigError if not);
+        one whose configs it sets again unchanged reloads its files now, as Kafka's
+        reloadUpdatedFilesWithoutConfigChange, since no record will change."""
+        resulting = dict(dynamic)
+        for name, value in changes.items():
+            if value is None:
+                resulting.pop(name, None)
+            else:
+                resulting[name] = value
+        touched = {parsed[0] for parsed in map(listener_ssl_name, changes) if parsed is not None}
+        for name in sorted(touched):
+            lt = self.listeners.get(name)
+            if lt is None:
+                continue  # not a TLS listener of this broker: nothing to rebuild
+            values = listener_values(resulting, name)
+            context, stores = lt.build(values)
+            if values == lt.values and not validate_only:
+                lt.values, lt.stores, lt.context = dict(values), stores, context
+                self.swap(name, context)
+                log.info("listener %s serves new connections with its key and trust stores read again", name)
 
 
 # ---- the peer certificate's subject, as Java's X500Principal.getName() (RFC 2253) writes it ----
