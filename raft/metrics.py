@@ -89,3 +89,26 @@ def raft_values(core, log_end_offset: int, timings: RaftTimings | None = None) -
         "append_records_total": t.append_records_total,
     })
     return {PREFIX + name: value for name, value in values.items()}
+
+
+def register_raft(registry, driver, timings: RaftTimings | None = None) -> None:
+    """raft-metrics in a process's registry (protocol/metrics.py's Registry), read on scrape as
+    the JMX exporter with Strimzi's rules renders them: current-state a 1 labelled with the state,
+    the others gauges (append-records-total a counter of the driver's plain count). ``driver()``
+    is the RaftDriver, None before it exists; nothing is served for a replica not started."""
+    def values() -> dict[str, float]:
+        raft = driver()
+        if raft is None or getattr(raft, "core", None) is None:
+            return {}
+        return raft_values(raft.core, raft.log.end_offset().offset, timings or getattr(raft, "timings", None))
+
+    def state() -> dict[tuple[str, ...], int]:
+        raft = driver()
+        if raft is None or getattr(raft, "core", None) is None:
+            return {}
+        return {(current_state(raft.core),): 1}
+
+    registry.gauge(PREFIX + "current_state", "KRaft's current-state", state, ("current_state",))
+    for name in RAFT_NAMES:
+        add = registry.counter_fn if name.endswith("_total") else registry.gauge
+        add(name, "KRaft's raft-metrics", lambda name=name: values().get(name, 0))
