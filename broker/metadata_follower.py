@@ -45,6 +45,8 @@ from protocol.metadata_records import decode_record
 from raft.driver import RaftDriver, RaftDriverConfig
 from raft.engine_log import CheckpointFormat
 from raft.log import Entry, MemoryRaftLog, Snapshot
+from raft.metrics import PREFIX as RAFT_PREFIX
+from raft.metrics import register_raft
 
 log = logging.getLogger("strom.broker.metadata")
 
@@ -87,6 +89,34 @@ class MemoryQuorumState:
         self.state = state
 
 
+class ObserverLog(MemoryRaftLog):
+    """The broker's replica of the metadata log. An observer never leads, so every entry
+    appended came from a fetch of the leader's log: ``fetched_records`` is KafkaRaftMetrics'
+    fetch-records, a plain count."""
+
+    def __init__(self, snapshot_codec=CheckpointFormat) -> None:
+        super().__init__(snapshot_codec)
+        self.fetched_records = 0
+
+    def append(self, entries: list[Entry]) -> None:
+        super().append(entries)
+        self.fetched_records += len(entries)
+
+
+def register_observer_metrics(registry, driver: Callable[[], Any]) -> None:
+    """raft-metrics as a broker's raft client registers them (current-state "observer", the
+    leader, epoch, high watermark, log end offset and voters it has learned), read on scrape
+    from ``driver()``, and fetch-records as the counter ``kafka_server_raftmetrics_fetch_records_total``
+    (Prometheus' rate() of it is fetch-records-rate)."""
+    register_raft(registry, driver)
+
+    def fetched() -> int:
+        raft = driver()
+        return getattr(getattr(raft, "log", None), "fetched_records", 0)
+
+    registry.counter_fn(RAFT_PREFIX + "fetch_records_total", "KRaft's raft-metrics fetch-records", fetched)
+
+
 def not_controller(response: Any) -> bool:
     """NOT_CONTROLLER anywhere in an answer of the controller's APIs."""
     if getattr(response, "error_code", None) == Error.NOT_CONTROLLER:
@@ -120,13 +150,17 @@ class MetadataFollower:
         self.ready_to_unfence = True  # False while the broker's logs load (want_fence)
         self.changed = asyncio.Event()
         self.leader_changed = asyncio.Event()
-        self.raft = RaftDriver(raft_config, MemoryRaftLog(CheckpointFormat), MemoryQuorumState(), self)
+        self.raft = RaftDriver(raft_config, ObserverLog(), MemoryQuorumState(), self)
         self._conn: KafkaConnection | None = None
         self._conn_leader = (-1, -1)
         self._tasks: list[asyncio.Task] = []
         self.incarnation_id = os.urandom(16)
         self.previous_broker_epoch = -1  # set before start(): the epoch of a clean shutdown
         self._heartbeat_now = asyncio.Event()  # a new connection: heartbeat on it at once
+
+    def register_metrics(self, registry) -> None:
+        """This broker's raft-metrics, as an observer of the metadata log, in ``registry``."""
+        register_observer_metrics(registry, lambda: self.raft)
 
     # ---- the RaftListener ------------------------------------------------------------------
     def handle_commit(self, entries: list[Entry]) -> None:
