@@ -163,6 +163,7 @@ class Broker:
         self.broker_state = BROKER_STATE_STARTING
         self.request_metrics = register_broker_metrics(self.metrics, self.replicas, self.fetch_waiters,
                                                        lambda: self.broker_state, self.logs)
+        self.follower.register_metrics(self.metrics)  # raft-metrics, as an observer
         self.metrics_server: asyncio.Server | None = None
         self.leader_offsets: LeaderOffsets | None = None  # consumer lag's high watermarks
         self._dynamic_key: tuple = ()  # the dynamic broker configs broker_log_config was made of
