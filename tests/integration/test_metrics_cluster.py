@@ -2,7 +2,9 @@
 parses with prometheus_client's parser and holds Kafka's names as the JMX exporter renders them;
 messages in, summed over the brokers, rises by exactly what an idempotent producer sent; a
 stopped broker makes ReplicaManager's UnderReplicatedPartitions non-zero until it rejoins;
-a group's lag on its coordinator falls to zero once it has caught up; one active controller."""
+a group's lag on its coordinator falls to zero once it has caught up; one active controller;
+every broker serves raft-metrics as an observer of the metadata log; a transactional producer's
+commit moves the transaction coordinator's requests and load time."""
 import time
 import urllib.request
 import uuid
@@ -18,6 +20,11 @@ WAIT_S = 30.0
 UNDER_REPLICATED = "kafka_server_replicamanager_underreplicatedpartitions"
 MESSAGES_IN = "kafka_server_brokertopicmetrics_messagesin_total"
 GROUP_LAG = "kafka_consumergroup_group_lag"
+TXN_LOAD_TIME_MAX = "kafka_server_transaction_coordinator_metrics_partition_load_time_max"
+MARKERS = "kafka_coordinator_transaction_transactionmarkerchannelmanager_"
+TXN_UNKNOWN_DESTINATION = MARKERS + "unknowndestinationqueuesize"
+TXN_APPEND_RETRY = MARKERS + "logappendretryqueuesize"
+RAFT = "kafka_server_raftmetrics_"
 BROKER_NAMES = (
     MESSAGES_IN, "kafka_server_brokertopicmetrics_bytesin_total",
     "kafka_server_brokertopicmetrics_bytesout_total",
@@ -38,7 +45,9 @@ CONTROLLER_NAMES = (
 
 @pytest.fixture(scope="module")
 def cluster():
-    with ReplicatedCluster(metrics=True) as cluster:
+    # three __transaction_state partitions (not 50): the transaction coordinator's test loads them
+    txn_partitions = {"transaction.state.log.num.partitions": "3"}
+    with ReplicatedCluster(metrics=True, broker_extra=txn_partitions) as cluster:
         yield cluster
 
 
@@ -96,6 +105,46 @@ def test_one_controller_is_active_and_every_voter_knows_the_leader(cluster):
     leaders = {total(s, "kafka_server_raftmetrics_current_leader") for s in samples}
     assert len(leaders) == 1 and leaders.pop() in cluster.controllers
     assert all(total(s, "kafka_server_raftmetrics_number_of_voters") == 3 for s in samples)
+
+
+def test_every_broker_serves_raft_metrics_as_an_observer_of_the_metadata_log(cluster):
+    leader = total(scrape(next(iter(cluster.controllers.values()))), RAFT + "current_leader")
+    for b in cluster.brokers.values():
+        s = scrape(b)
+        assert s[("kafka_server_raftmetrics_current_state", (("current_state", "observer"),))] == 1, b.node_id
+        assert total(s, "kafka_server_raftmetrics_current_leader") == leader
+        assert total(s, "kafka_server_raftmetrics_current_epoch") > 0
+        assert total(s, "kafka_server_raftmetrics_number_of_voters") == 3
+        assert total(s, "kafka_server_raftmetrics_high_watermark") > 0
+        assert total(s, RAFT + "log_end_offset") >= total(s, RAFT + "high_watermark")
+        assert total(s, "kafka_server_raftmetrics_fetch_records_total") > 0
+
+
+def test_the_transaction_coordinators_metrics_move_when_a_transactional_producer_commits(cluster):
+    topic = f"txn-{uuid.uuid4().hex[:6]}"
+    cluster.create_topic(topic, partitions=3)
+
+    def requests(api: str) -> float:
+        return over_brokers(cluster, "kafka_network_requestmetrics_requests_total", request=api)
+
+    before = {api: requests(api) for api in ("InitProducerId", "AddPartitionsToTxn", "EndTxn")}
+    producer = Producer({**cluster.client_config(), "transactional.id": f"t-{topic}"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(10):
+        producer.produce(topic, value=f"v{i}".encode(), partition=i % 3)
+    producer.commit_transaction(30)
+    for api, count in before.items():
+        assert requests(api) > count, api
+    # the coordinator loaded its __transaction_state partition within the last minute: a load time
+    loads = [total(scrape(b), TXN_LOAD_TIME_MAX) for b in cluster.brokers.values()]
+    assert any(t == t and t >= 0 for t in loads), loads  # t == t: not NaN
+    # the commit's markers were written: nothing waits for a leader or to be appended again
+    wait_until("the markers' queues empty", lambda: over_brokers(cluster, TXN_UNKNOWN_DESTINATION) == 0
+               and over_brokers(cluster, TXN_APPEND_RETRY) == 0)
+    # messages in counts the commit markers too, as Kafka's appends of WriteTxnMarkers do
+    wait_until("ten records and a commit marker on each partition",
+               lambda: over_brokers(cluster, MESSAGES_IN, topic=topic) == 10 + 3)
 
 
 def test_messages_in_summed_over_the_brokers_rises_by_exactly_what_was_produced(cluster):
