@@ -11,6 +11,7 @@ import yaml
 
 from broker.groups.coordinator import CoordinatorConfig, GroupCoordinator
 from broker.groups.lag import register as register_groups
+from broker.metadata_follower import register_observer_metrics
 from broker.metrics import BROKER_STATE_RUNNING, register_broker_metrics
 from broker.off_loop import cleaner_values
 from broker.transactions.runtime import register_metrics as register_transactions
@@ -39,6 +40,7 @@ def served_names() -> set[str]:
     for name in cleaner_values(None):  # as broker/server.py registers the cleaner's gauges
         broker.gauge(name, "kafka.log:type=LogCleaner", lambda name=name: cleaner_values(None)[name])
     register_transactions(broker, None)  # read on scrape only: names without a runtime
+    register_observer_metrics(broker, lambda: None)  # the broker's raft-metrics, as an observer
     return set(controller.names()) | set(broker.names())
 
 
@@ -61,6 +63,17 @@ def test_every_dashboard_query_names_a_metric_strom_serves():
     assert exprs
     unknown = {name for expr in exprs for name in queried_names(expr) if not is_served(name, served)}
     assert not unknown, f"the dashboard queries metrics Strom does not serve: {sorted(unknown)}"
+
+
+def test_the_dashboard_charts_every_transaction_coordinator_metric_and_the_brokers_raft_fetches():
+    with open(DASHBOARD) as f:
+        dashboard = json.load(f)
+    queried = {name for panel in dashboard["panels"] for t in panel.get("targets", [])
+               for name in queried_names(t["expr"])}
+    txn = Registry()
+    register_transactions(txn, None)
+    assert set(txn.names()) <= queried, sorted(set(txn.names()) - queried)
+    assert "kafka_server_raftmetrics_fetch_records_total" in queried
 
 
 def test_the_scrape_configuration_reads_metrics_of_every_listed_process():
