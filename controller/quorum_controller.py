@@ -44,6 +44,7 @@ from typing import Any
 from controller.acl_control import AclControl
 from controller.balanced_recovery import BalancedRecovery, LogEndQuery
 from controller.cluster_control import ClusterControl
+from controller.describe_configs import NodeConfig, describe_configs
 from controller.placement import StripedReplicaPlacer
 from controller.quota_control import QuotaControl, alter_client_quotas_error
 from controller.replication_control import ELR_FEATURE, ReplicationControl
@@ -53,9 +54,10 @@ from controller.topic_control import TopicControl
 from engine.checkpoint import new_uuid, uuid_from_str
 from engine.config import LogConfig
 from engine.errors import ConfigError
-from metadata.configs import GROUP_BOUNDS, GroupBounds
+from metadata.configs import GROUP_BOUNDS, GroupBounds, check_request_shape
 from metadata.image import MetadataImage
 from metadata.scram import describe_user_scram_credentials
+from protocol import log_levels
 from protocol import messages as M
 from protocol.client import PLAINTEXT_SECURITY, ClientSecurity, KafkaConnection, listener_refuses
 from protocol.context import RequestContext
@@ -137,6 +139,9 @@ class QuorumController:
         # How this controller connects to a broker's listener, by the listener's name (balanced
         # recovery's ListOffsets): the node's ServerConfig.client_security, set by its process.
         self.client_security: Callable[[str], ClientSecurity] = lambda listener: PLAINTEXT_SECURITY
+        # The node's config (ServerConfig), for DescribeConfigs of its own BROKER resource; set by
+        # its process.
+        self.server_config: NodeConfig | None = None
 
     def attach(self, raft) -> None:
         self.raft = raft
@@ -238,7 +243,9 @@ class QuorumController:
                                                                      _responses_error))),
             Api(37, 0, 3, self._write(self.handle_create_partitions, _results_error)),
             Api(43, 0, 2, self._write(self.handle_elect_leaders, _top_error)),
-            Api(44, 0, 1, self._write(self.handle_incremental_alter_configs, _responses_error)),
+            Api(44, 0, 1, self._loggers_here(self._write(self.handle_incremental_alter_configs,
+                                                         _responses_error))),
+            Api(32, 1, 4, self.handle_describe_configs),
             Api(45, 0, 1, self._write(self.handle_alter_partition_reassignments, _top_error)),
             Api(46, 0, 0, self._write(self.handle_list_partition_reassignments, _top_error)),
             Api(56, 2, 3, self._write(self.handle_alter_partition, _top_error)),
@@ -263,6 +270,45 @@ class QuorumController:
                 return self.topics.delete_topics(self.state, req, header.api_version).response
             return await serve(header, req)
         return delete_topics
+
+    def _loggers_here(self, serve):
+        """IncrementalAlterConfigs: BROKER_LOGGER resources are this process's loggers, changed
+        here by any controller (Kafka's ControllerApis hands them to its RuntimeLoggerManager);
+        the rest go to the active controller, whose answers come first, as in Kafka."""
+        async def alter(header: RequestContext, req) -> Any:
+            R = M.IncrementalAlterConfigsResponse
+            loggers = [i for i, r in enumerate(req.resources)
+                       if r.resource_type == log_levels.BROKER_LOGGER_RESOURCE]
+            if not loggers:
+                return await serve(header, req)
+            failed = check_request_shape(req.resources,
+                                         lambda r: r.resource_type == log_levels.BROKER_LOGGER_RESOURCE)
+            answers: dict[int, Any] = {}
+            for i in loggers:
+                res = req.resources[i]
+                code, message = Error.NONE, None
+                if i in failed:
+                    code, message = failed[i].code, failed[i].message
+                else:
+                    try:
+                        log_levels.alter(self.node_id, res.resource_name, res.configs, req.validate_only)
+                    except log_levels.LoggerFailure as e:
+                        code, message = e.code, e.message
+                answers[i] = R.AlterConfigsResourceResponse(error_code=code, error_message=message,
+                                                            resource_type=res.resource_type,
+                                                            resource_name=res.resource_name)
+            rest = [r for i, r in enumerate(req.resources) if i not in answers]
+            others = []
+            if rest:
+                forwarded = type(req)(resources=rest, validate_only=req.validate_only)
+                others = (await serve(header, forwarded)).responses
+            return R(responses=[*others, *answers.values()])
+        return alter
+
+    async def handle_describe_configs(self, header: RequestContext, req) -> Any:
+        """KIP-919: this controller's own BROKER and BROKER_LOGGER resources and the cluster
+        default, from what it has replayed (controller/describe_configs.py)."""
+        return describe_configs(self.node_id, self.server_config, self.state, req)
 
     def _heard_from(self, serve):
         """A heartbeat counts as the broker's sign of life when it arrives, not when its turn
