@@ -50,7 +50,9 @@ resource looked up:
   not dynamic; APPEND and SUBTRACT only to a list (log.cleanup.policy); the resulting values
   must be valid as the topic configs they are defaults of (INVALID_CONFIG). Each change is a
   ConfigRecord of the BROKER resource, which every broker applies from its image without a
-  restart (metadata.configs.dynamic_broker_configs).
+  restart (metadata.configs.dynamic_broker_configs). A listener's key and trust stores and
+  ssl.client.auth (listener.name.<l>.ssl.*, security/listener_ssl.py) change per broker only,
+  never at the cluster default nor without the listener prefix, with Kafka's messages.
 """
 from __future__ import annotations
 
@@ -83,6 +85,7 @@ from metadata.image import MetadataImage
 from protocol import messages as M
 from protocol.errors import Error
 from protocol.topics import topic_name_error
+from security import listener_ssl
 
 SERVED_RESOURCES = (TOPIC_RESOURCE, BROKER_RESOURCE, GROUP_RESOURCE)
 # The broker properties Kafka changes without a restart that Strom applies: the topic configs'
@@ -262,10 +265,14 @@ class ConfigControl:
                 raise ConfigFailure(Error.INVALID_REQUEST, "Invalid negative broker ID.")
             if broker_id not in image.brokers:
                 raise ConfigFailure(Error.BROKER_ID_NOT_REGISTERED, f"No node with id {broker_id} found.")
-        refused = [c.name for c in res.configs
-                   if c.config_operation != DELETE and c.name not in DYNAMIC_BROKER]
+        setting = [c.name for c in res.configs if c.config_operation != DELETE]
+        refused = [n for n in setting if n not in DYNAMIC_BROKER and n not in listener_ssl.RECONFIGURABLE
+                   and listener_ssl.listener_ssl_name(n) is None]
         if refused:
             raise not_dynamic(refused)
+        security = listener_ssl.refusal(setting, per_broker=bool(name))  # the listeners' TLS, per broker
+        if security is not None:
+            raise ConfigFailure(Error.INVALID_REQUEST, security)
         current = image.configs.get((BROKER_RESOURCE, name), {})
         changes: list[tuple[str, str | None]] = []
         resulting = dict(current)
