@@ -11,8 +11,15 @@
 | max.connections.per.ip, and      | a new connection from that address is accepted and closed |
 | max.connections.per.ip.overrides | at once (KIP-402)                                         |
 | max.connection.creation.rate     | accepting waits until the last second saw fewer (KIP-612) |
+| an ip's connection_creation_rate | (a client quota of the ip entity, KIP-612) the connection  |
+|                                  | is accepted, held without being read for the throttle time |
+|                                  | and closed, as Kafka's acceptor delays the close          |
 | connections.max.idle.ms          | a connection that waited that long for a request is       |
 |                                  | closed; a half-sent frame counts as waiting               |
+
+The connection limits change without a restart (``ConnectionQuotas.update``, Kafka's
+SocketServer.reconfigure): a new max.connections or creation rate holds from the next accept, a
+lower max.connections.per.ip closes nothing already open, as Kafka's.
 
 Theory of the memory pool (queued.max.request.bytes; Kafka's MemoryPool that mutes channels).
 Bytes of requests in memory are bounded across all the connections of a Server: a request's bytes
@@ -41,7 +48,7 @@ from __future__ import annotations
 
 import collections
 import ipaddress
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 UNLIMITED = (1 << 31) - 1  # Kafka's default for the connection limits: Int.MaxValue
@@ -129,17 +136,31 @@ class MemoryPool:
 
 class ConnectionQuotas:
     """max.connections, max.connections.per.ip (with overrides) and max.connection.creation.rate
-    for one Server. Time comes in as ``now_ms``."""
+    for one Server, and the ip entities' connection rate quotas through ``ip_throttle``. Time
+    comes in as ``now_ms``."""
 
     def __init__(self, limits: ListenerLimits):
-        self.max_connections = limits.max_connections
-        self.max_per_ip = limits.max_connections_per_ip
-        self.overrides = dict(limits.max_connections_per_ip_overrides)
-        self.rate = limits.max_connection_creation_rate
+        self.update(limits)
         self.total = 0
         self.per_ip: dict[str, int] = {}
         # Accept times within the last CREATION_WINDOW_MS (only while a rate is set).
         self.created: collections.deque[int] = collections.deque()
+        # (ip, now_ms) -> how long to hold a connection from ip before closing it, 0 to accept
+        # it (a rate that refuses records nothing): the ip quotas, set by the broker.
+        self.ip_throttle: Callable[[str, int], int] | None = None
+
+    def update(self, limits: ListenerLimits) -> None:
+        """The limits a reconfiguration sets (see the module doc); the counts stay."""
+        self.max_connections = limits.max_connections
+        self.max_per_ip = limits.max_connections_per_ip
+        self.overrides = {_normal_ip(ip): n for ip, n in limits.max_connections_per_ip_overrides.items()}
+        self.rate = limits.max_connection_creation_rate
+
+    def ip_throttle_ms(self, ip: str, now_ms: int) -> int:
+        """Kafka's recordIpConnectionMaybeThrottle: 0 when ``ip``'s connection rate quota takes
+        one connection more (it is recorded), else the time to hold it before closing it."""
+        throttle = self.ip_throttle
+        return 0 if throttle is None else throttle(_normal_ip(ip), now_ms)
 
     def slot_available(self) -> bool:
         return self.total < self.max_connections
