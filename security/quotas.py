@@ -244,6 +244,74 @@ class ClientQuotaManager:
             del self._rates[tags]
 
 
+CONNECTION_CREATION_RATE = "connection_creation_rate"
+IP_CONNECTION_RATE_DEFAULT = 2**31 - 1  # Kafka's QuotaConfig.IP_CONNECTION_RATE_DEFAULT: no quota
+
+
+class IpConnectionQuotas:
+    """KIP-612's connection rate quotas of ip entities, as Kafka's ConnectionQuotas enforces
+    them on accept: an ip's own ``connection_creation_rate``, else the default ip entity's,
+    else none. Each ip with a quota has its Rate over the client quotas' window (quota.window.num
+    samples of quota.window.size.seconds); a new connection is recorded, and when the rate is
+    then over the quota it is taken back and the connection is throttled: held for the delay
+    that brings the rate back to the quota (at most one window, Kafka's maxThrottleTimeMs) and
+    then closed (protocol.limits, protocol.net). A quota of 0 throttles every connection."""
+
+    def __init__(self, samples: int = 11, window_seconds: int = 1):
+        self.samples = samples
+        self.window_ms = window_seconds * 1000
+        self.per_ip: dict[str, float] = {}
+        self.default: float = IP_CONNECTION_RATE_DEFAULT
+        self._rates: dict[str, Rate] = {}
+
+    def update(self, quotas: QuotaTable) -> None:
+        """The ip entities' quotas from the image's client quotas (Kafka's
+        updateIpConnectionRateQuota for each); the rates measured so far are kept."""
+        per_ip: dict[str, float] = {}
+        default: float = IP_CONNECTION_RATE_DEFAULT
+        for found, values in quotas.items():
+            if len(found) != 1 or found[0][0] != IP or CONNECTION_CREATION_RATE not in values:
+                continue
+            name = found[0][1]
+            if name is None:
+                default = values[CONNECTION_CREATION_RATE]
+            else:
+                per_ip[name] = values[CONNECTION_CREATION_RATE]
+        self.per_ip, self.default = per_ip, default
+
+    def rate_for(self, ip: str) -> float:
+        """Kafka's connectionRateForIp."""
+        return self.per_ip.get(ip, self.default)
+
+    def throttle_ms(self, ip: str, now_ms: int) -> int:
+        """Records a connection from ``ip`` and answers 0, or, over its quota, takes it back and
+        answers how long to hold the connection before closing it."""
+        bound = self.rate_for(ip)
+        if bound >= IP_CONNECTION_RATE_DEFAULT:
+            return 0
+        rate = self._rates.get(ip)
+        if rate is None:
+            rate = self._rates[ip] = Rate(self.samples, self.window_ms)
+        rate.record(1.0, now_ms)
+        measured = rate.measure(now_ms)
+        if measured <= bound:
+            return 0
+        if bound <= 0:
+            throttle = self.window_ms
+        else:
+            throttle = min(throttle_time_ms(measured, bound, rate.window_size_ms(now_ms)), self.window_ms)
+        if throttle <= 0:
+            return 0  # over by less than a millisecond's worth: accepted, as Kafka's
+        rate.record(-1.0, now_ms)
+        return throttle
+
+    def expire(self, now_ms: int, inactive_ms: int = 3_600_000) -> None:
+        """Forgets the rates of ips idle this long (Kafka's ip sensors expire after an hour)."""
+        for ip in [ip for ip, r in self._rates.items()
+                   if r.last_event_ms is not None and now_ms - r.last_event_ms >= inactive_ms]:
+            del self._rates[ip]
+
+
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 
 
