@@ -474,6 +474,7 @@ class Server:
         self.connections: set[_Connection] = set()
         self._accepting: list[asyncio.Task] = []
         self._slot_freed: asyncio.Event | None = None
+        self._throttled: dict[socket.socket, asyncio.TimerHandle] = {}  # ip-throttled, closed later
 
     def now_ms(self) -> int:
         return int(asyncio.get_running_loop().time() * 1000)
@@ -536,8 +537,15 @@ class Server:
                 log.warning("accept failed: %s", e)
                 await asyncio.sleep(0.1)
                 continue
-            quotas.record_creation(self.now_ms())
+            now_ms = self.now_ms()
+            quotas.record_creation(now_ms)
             ip = address[0] if isinstance(address, tuple) else str(address)
+            throttle_ms = quotas.ip_throttle_ms(ip, now_ms)
+            if throttle_ms > 0:  # over its ip's connection rate: held unread, then closed (KIP-612)
+                log.debug("delaying the close of a connection from %s for %d ms (connection_creation_rate)",
+                          ip, throttle_ms)
+                self._throttled[sock] = loop.call_later(throttle_ms / 1000, self._close_throttled, sock)
+                continue
             if not quotas.try_add(ip):
                 log.info("rejected connection from %s: it already has the maximum of %d connections "
                          "(max.connections.per.ip)", ip, quotas.limit_for(ip))
@@ -574,6 +582,17 @@ class Server:
             sock.close()
             self._connection_gone(ip)
 
+    def _close_throttled(self, sock: socket.socket) -> None:
+        self._throttled.pop(sock, None)
+        sock.close()
+
+    def update_limits(self, limits: ListenerLimits) -> None:
+        """New connection limits for the running listeners (protocol.limits.ConnectionQuotas.update);
+        an acceptor waiting for a slot looks again."""
+        self.quotas.update(limits)
+        if self._slot_freed is not None:
+            self._slot_freed.set()
+
     def connection_ended(self, conn: _Connection) -> None:
         if conn in self.connections:
             self.connections.discard(conn)
@@ -595,6 +614,10 @@ class Server:
             task.cancel()
         for task in list(self._handshakes):
             task.cancel()
+        for sock, handle in list(self._throttled.items()):
+            handle.cancel()
+            sock.close()
+        self._throttled.clear()
         for sock in self.sockets:
             sock.close()
         tasks = []
