@@ -93,6 +93,7 @@ from replication.fetcher import FetcherConfig, ReplicaFetcherManager
 from replication.manager import ReplicaManager
 from replication.replica_selector import selector_name
 from security.sasl.apis import image_scram_lookup, node_sasl_apis
+from security.tls import TlsReloader
 
 log = logging.getLogger("strom.broker")
 STOP_TIMEOUT_S = 20  # the stack dump comes at half of it
@@ -168,6 +169,7 @@ class Broker:
         self.leader_offsets: LeaderOffsets | None = None  # consumer lag's high watermarks
         self._dynamic_key: tuple = ()  # the dynamic broker configs broker_log_config was made of
         self._dynamic_log_config = config.log_config
+        self.tls: TlsReloader | None = None  # the TLS listeners' contexts, reloaded from the image
 
     @property
     def image(self) -> MetadataImage:
@@ -198,6 +200,8 @@ class Broker:
 
     def _on_metadata(self, image: MetadataImage) -> None:
         broker = dynamic_broker_configs(image, self.node_id)
+        if self.tls is not None:
+            self.tls.apply(broker)  # listener.name.<l>.ssl.*: a rotated certificate, without a restart
         topics = [(name, cfg) for (kind, name), cfg in image.configs.items() if kind == TOPIC_RESOURCE]
         for quota, leader in ((self.leader_quota, True), (self.follower_quota, False)):
             configure_from(quota, broker, topics, self.node_id, leader)
@@ -339,6 +343,9 @@ class Broker:
             port = self.server.bind(listener.host, listener.port, listener.name,
                                     **self.config.listener_binding(listener.name))
             log.info("broker %d listening on %s:%d", self.node_id, listener.host, port)
+        self.tls = TlsReloader.of(self.config, [lsn.name for lsn in self.config.broker_listeners()],
+                                  self.server.set_ssl_context)
+        self.tls.apply(dynamic_broker_configs(self.image, self.node_id))
         self.server.start()
         loop = asyncio.get_running_loop()
         self._tasks = [
