@@ -17,7 +17,8 @@ from typing import Any
 
 from protocol import messages as M
 from protocol.errors import Error
-from strom.admin_client import Admin, AdminError, error_name
+from strom.admin_client import Admin, AdminError
+from strom.kafka_errors import exception_text
 
 DELETE_RECORDS = 21
 TIMEOUT_MS = 30_000
@@ -82,9 +83,9 @@ async def delete(admin: Admin, offsets: dict[tuple[str, int], int]) -> dict[tupl
     for (topic, partition), offset in offsets.items():
         leader = leaders.get((topic, partition))
         if leader is None:
-            results[(topic, partition)] = "error: This server does not host this topic-partition."
+            results[(topic, partition)] = "error: " + exception_text(Error.UNKNOWN_TOPIC_OR_PARTITION)
         elif leader < 0:
-            results[(topic, partition)] = "error: LEADER_NOT_AVAILABLE"
+            results[(topic, partition)] = "error: " + exception_text(Error.LEADER_NOT_AVAILABLE)
         else:
             by_leader.setdefault(leader, {}).setdefault(topic, []).append((partition, offset))
     T = M.DeleteRecordsRequest.DeleteRecordsTopic
@@ -98,8 +99,17 @@ async def delete(admin: Admin, offsets: dict[tuple[str, int], int]) -> dict[tupl
             for p in t.partitions:
                 results[(t.name, p.partition_index)] = (
                     f"low_watermark: {p.low_watermark}" if p.error_code == Error.NONE
-                    else f"error: {error_name(p.error_code)}")
+                    else "error: " + exception_text(p.error_code))
     return results
+
+
+def format_results(offsets: dict[tuple[str, int], int], results: dict[tuple[str, int], str]) -> str:
+    """DeleteRecordsCommand.execute's report: its two lines, then each partition's
+    ``partition: <topic>-<partition>\tlow_watermark: N`` or ``...\terror: <exception message>``."""
+    lines = ["Executing records delete operation", "Records delete operation completed:"]
+    lines += [f"partition: {topic}-{partition}\t{results[(topic, partition)]}"
+              for topic, partition in offsets]
+    return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -109,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         with open(args.offset_json_file) as f:
             offsets = parse_offset_json(f.read())
     except (OSError, OffsetFileError) as e:
-        print(f"strom delete-records: {e}", file=sys.stderr)
+        print(e, file=sys.stderr)
         return 1
     security = read_command_config(args.command_config)
     print("Executing records delete operation")
@@ -121,9 +131,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         results = asyncio.run(go())
     except AdminError as e:
-        print(f"strom delete-records: {e}", file=sys.stderr)
+        print(e, file=sys.stderr)
         return 1
-    print("Records delete operation completed:")
-    for (topic, partition) in offsets:
-        print(f"partition: {topic}-{partition}\t{results[(topic, partition)]}")
+    print(format_results(offsets, results).split("\n", 1)[1])
     return 0

@@ -20,7 +20,8 @@ from typing import Any
 
 from protocol import messages as M
 from protocol.errors import Error
-from strom.admin_client import Admin, AdminError, error_name
+from strom.admin_client import Admin, AdminError
+from strom.kafka_errors import exception_text
 
 LIST_OFFSETS = 2
 HELP = "print partitions' offsets for a time (like kafka-get-offsets)"
@@ -59,20 +60,21 @@ def parse_time(text: str) -> int:
         value = int(text)
     except ValueError:
         raise UsageError(f"Malformed time argument {text}. Please use -1 or latest / -2 or earliest / "
-                         "-3 or max-timestamp, or a specified long format timestamp") from None
+                         "-3 or max-timestamp / -4 or earliest-local / -5 or latest-tiered, or a specified "
+                         "long format timestamp") from None
     if value < -3:
         raise UsageError(f"--time {value} is not served (-4 earliest-local and -5 latest-tiered "
                          "need tiered storage)")
     return value
 
 
-def _partition_filter(spec: str | None):
+def _partition_filter(spec: str | None, rule: str = ""):
     """A predicate on partition ids for N, N-M, N-, -M or empty (any)."""
     if not spec:
         return lambda p: True
     m = re.fullmatch(r"(\d*)-(\d*)|(\d+)", spec)
     if m is None:
-        raise UsageError(f"Invalid partition in {spec!r}")
+        raise UsageError(f"Invalid rule specification: {rule or spec}")
     if m.group(3) is not None:
         n = int(m.group(3))
         return lambda p: p == n
@@ -88,14 +90,15 @@ def filters(args: argparse.Namespace) -> list[tuple[re.Pattern[str], Any]]:
         out = []
         for rule in args.topic_partitions.split(","):
             topic, _, parts = rule.strip().partition(":")
-            out.append((re.compile(topic or ".*"), _partition_filter(parts)))
+            out.append((re.compile(topic or ".*"), _partition_filter(parts, rule)))
         return out
     ids = None
     if args.partitions:
         try:
             ids = {int(x) for x in args.partitions.split(",")}
         except ValueError:
-            raise UsageError(f"--partitions: {args.partitions!r} is not a list of partition ids") from None
+            raise UsageError("--partitions expects a comma separated list of numeric partition ids, but "
+                             f"received: {args.partitions}") from None
     return [(re.compile(args.topic or ".*"), (lambda p: True) if ids is None else ids.__contains__)]
 
 
@@ -124,18 +127,22 @@ async def fetch_offsets(admin: Admin, args: argparse.Namespace) -> dict[tuple[st
             for topic, ids in by_topic.items()])
         if leader < 0:
             for tp in partitions:
-                print(f"Skip getting offsets for topic-partition {tp[0]}-{tp[1]} due to error: "
-                      "LEADER_NOT_AVAILABLE", file=sys.stderr)
+                print(skip_text(tp[0], tp[1], Error.LEADER_NOT_AVAILABLE), file=sys.stderr)
             continue
         response = await admin.request(LIST_OFFSETS, 1 if timestamp != -3 else 7, 7, body, node=leader)
         for t in response.topics:
             for p in t.partitions:
                 if p.error_code != Error.NONE:
-                    print(f"Skip getting offsets for topic-partition {t.name}-{p.partition_index} due to "
-                          f"error: {error_name(p.error_code)}", file=sys.stderr)
+                    print(skip_text(t.name, p.partition_index, p.error_code), file=sys.stderr)
                 elif p.offset != -1:
                     out[(t.name, p.partition_index)] = p.offset
     return out
+
+
+def skip_text(topic: str, partition: int, code: int) -> str:
+    """GetOffsetShell's line on stderr for a partition whose ListOffsets failed."""
+    return (f"Skip getting offsets for topic-partition {topic}-{partition} due to error: "
+            f"{exception_text(code)}")
 
 
 def format_offsets(offsets: dict[tuple[str, int], int]) -> str:
