@@ -4,10 +4,12 @@ client properties to reach a secured listener with (security/client_config.py)."
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from protocol import messages as M
 from protocol.client import ClientSecurity, KafkaConnection
 from protocol.errors import Error
+from protocol.json_writer import uuid_string
 
 
 def _parse_bootstrap(bootstrap: str) -> tuple[str, int]:
@@ -59,14 +61,87 @@ def list_topics(bootstrap: str, security: ClientSecurity | None = None) -> str:
     return "\n".join(sorted(t.name for t in _metadata(bootstrap, None, security).topics))
 
 
-def describe(bootstrap: str, name: str | None, security: ClientSecurity | None = None) -> str:
-    lines = []
-    for t in _metadata(bootstrap, None if name is None else [name], security).topics:
-        _check(t.error_code, None, f"describing {t.name}")
-        lines.append(f"Topic: {t.name}\tPartitionCount: {len(t.partitions)}\t"
-                     f"ReplicationFactor: {len(t.partitions[0].replica_nodes) if t.partitions else 0}")
-        for p in sorted(t.partitions, key=lambda p: p.partition_index):
-            lines.append(f"\tTopic: {t.name}\tPartition: {p.partition_index}\tLeader: {p.leader_id}\t"
-                         f"Replicas: {','.join(map(str, p.replica_nodes))}\t"
-                         f"Isr: {','.join(map(str, p.isr_nodes))}")
+DESCRIBE_TOPIC_PARTITIONS = 75
+DESCRIBE_CONFIGS = 32
+TOPIC_RESOURCE = 2
+DEFAULT_CONFIG = 5  # DescribeConfigs' config_source of a value nobody set (ConfigEntry.isDefault)
+ZERO_UUID = bytes(16)
+
+
+def _ids(nodes: list[int] | None) -> str:
+    return "N/A" if nodes is None else ",".join(map(str, nodes))
+
+
+def format_topic(name: str, topic_id: bytes, partitions: list[Any],
+                 configs: list[tuple[str, str | None]]) -> str:
+    """TopicCommand's TopicDescription and PartitionDescription.printDescription for one topic: its
+    line (TopicId unless zero, PartitionCount, ReplicationFactor, Configs: the values not at their
+    default as name=value joined by commas), then a line per partition by id, tab-led (Leader
+    ``none`` without one; Elr and LastKnownElr ``N/A`` when the broker sent none). ``partitions``
+    are DescribeTopicPartitions' (or Metadata's) partition entries."""
+    ordered = sorted(partitions, key=lambda p: p.partition_index)
+    head = f"Topic: {name}"
+    if topic_id and bytes(topic_id) != ZERO_UUID:
+        head += f"\tTopicId: {uuid_string(topic_id)}"
+    replication_factor = len(ordered[0].replica_nodes) if ordered else 0
+    head += (f"\tPartitionCount: {len(ordered)}\tReplicationFactor: {replication_factor}"
+             f"\tConfigs: {','.join(f'{k}={v}' if v is not None else f'{k}=null' for k, v in configs)}")
+    lines = [head]
+    for p in ordered:
+        lines.append(f"\tTopic: {name}\tPartition: {p.partition_index}"
+                     f"\tLeader: {p.leader_id if p.leader_id >= 0 else 'none'}"
+                     f"\tReplicas: {_ids(p.replica_nodes)}\tIsr: {_ids(p.isr_nodes)}"
+                     f"\tElr: {_ids(getattr(p, 'eligible_leader_replicas', None))}"
+                     f"\tLastKnownElr: {_ids(getattr(p, 'last_known_elr', None))}")
     return "\n".join(lines)
+
+
+async def _describe(bootstrap: str, name: str | None, security: ClientSecurity | None) -> str:
+    conn = KafkaConnection(*_parse_bootstrap(bootstrap), client_id="strom-topics", security=security)
+    await conn.connect()
+    try:
+        R = M.MetadataRequest
+        listed = await conn.request(3, 12, R(topics=None, allow_auto_topic_creation=False))
+        names = sorted(t.name for t in listed.topics)
+        if name is not None:
+            if name not in names:
+                raise RuntimeError(f"Topic '{name}' does not exist as expected")
+            names = [name]
+        if not names:
+            return ""
+        D = M.DescribeTopicPartitionsRequest
+        topics: dict[str, Any] = {}
+        cursor = None
+        while True:
+            answer = await conn.request(DESCRIBE_TOPIC_PARTITIONS, 0, D(
+                topics=[D.TopicRequest(name=n) for n in names], response_partition_limit=2000, cursor=cursor))
+            for t in answer.topics:
+                _check(t.error_code, None, f"describing {t.name}")
+                if t.name in topics:
+                    topics[t.name].partitions.extend(t.partitions)
+                else:
+                    topics[t.name] = t
+            if answer.next_cursor is None:
+                break
+            cursor = D.Cursor(topic_name=answer.next_cursor.topic_name,
+                              partition_index=answer.next_cursor.partition_index)
+        C = M.DescribeConfigsRequest
+        described = await conn.request(DESCRIBE_CONFIGS, 4, C(resources=[
+            C.DescribeConfigsResource(resource_type=TOPIC_RESOURCE, resource_name=n, configuration_keys=None)
+            for n in topics], include_synonyms=False, include_documentation=False))
+        configs: dict[str, list[tuple[str, str | None]]] = {}
+        for result in described.results:
+            _check(result.error_code, result.error_message,
+                   f"describing the configs of {result.resource_name}")
+            configs[result.resource_name] = [(c.name, c.value) for c in result.configs
+                                             if c.config_source != DEFAULT_CONFIG]
+    finally:
+        await conn.close()
+    return "\n".join(format_topic(n, topics[n].topic_id, topics[n].partitions, configs.get(n, []))
+                     for n in sorted(topics))
+
+
+def describe(bootstrap: str, name: str | None, security: ClientSecurity | None = None) -> str:
+    """kafka-topics --describe: each topic's line and its partitions' (TopicCommand.describeTopic),
+    from DescribeTopicPartitions and the topics' DescribeConfigs, as Kafka's admin client asks."""
+    return asyncio.run(_describe(bootstrap, name, security))
