@@ -360,6 +360,8 @@ def run(args: argparse.Namespace, confirm=input) -> int:
         else:
             question = ("Are you sure you want to delete all ACLs for resource filter "
                         f"`{pattern_text(resource)}`? (y/n)")
-        if args.force or confirm(question + " ").strip().lower() == "y":
+        if not args.force:
+            print(question)  # AclCommand.confirmAction: println(msg), then the answer on a line of its own
+        if args.force or confirm("").strip().lower() == "y":
             remove(bootstrap, resource, acls, security)
     return 0
