@@ -1,0 +1,237 @@
+"""Each admin command's output, from its formatting functions with fixed inputs, against the text
+Kafka's tool prints for the same inputs. The expected text is worked out from the tool's source
+(the class and method named in each test), not from strom's code: same headers, column order,
+padding, tabs, messages and blank lines. No network, no process."""
+from __future__ import annotations
+
+import argparse
+from types import SimpleNamespace as NS
+
+import pytest
+
+from metadata.security import ALLOW, LITERAL, READ, TOPIC
+from protocol.errors import Error
+from strom import acls, consumer_groups, delete_records, features, get_offsets, topics
+from strom.admin_client import pretty_table
+from strom.kafka_errors import exception_text
+from strom.transactions import DESCRIBE_HEADERS, HANGING_HEADERS, LIST_HEADERS, PRODUCERS_HEADERS
+
+TOPIC_ID = bytes(range(16))  # Uuid.toString: url-safe base64 without padding
+TOPIC_ID_TEXT = "AAECAwQFBgcICQoLDA0ODw"
+
+
+def _partition(index: int, leader: int, replicas: list[int], isr: list[int],
+               elr: list[int] | None = None, last_known_elr: list[int] | None = None) -> NS:
+    return NS(partition_index=index, leader_id=leader, replica_nodes=replicas, isr_nodes=isr,
+              eligible_leader_replicas=elr, last_known_elr=last_known_elr)
+
+
+# ---- kafka-topics ------------------------------------------------------------------------------
+
+def test_topics_describe_prints_topic_id_configs_leader_none_and_elr_as_topic_command():
+    """TopicCommand.TopicDescription.printDescription (TopicId unless zero, Configs of the
+    non-default entries joined by ','), PartitionDescription.printDescription (partitions by id,
+    Leader 'none' without one, Elr/LastKnownElr from DescribeTopicPartitions, N/A when absent)."""
+    text = topics.format_topic(
+        "orders", TOPIC_ID,
+        [_partition(1, -1, [2, 3, 1], [], [], []), _partition(0, 1, [1, 2, 3], [1, 2, 3], [2], [])],
+        [("cleanup.policy", "compact"), ("retention.ms", "86400000")])
+    assert text == (
+        f"Topic: orders\tTopicId: {TOPIC_ID_TEXT}\tPartitionCount: 2\tReplicationFactor: 3\t"
+        "Configs: cleanup.policy=compact,retention.ms=86400000\n"
+        "\tTopic: orders\tPartition: 0\tLeader: 1\tReplicas: 1,2,3\tIsr: 1,2,3\tElr: 2\tLastKnownElr: \n"
+        "\tTopic: orders\tPartition: 1\tLeader: none\tReplicas: 2,3,1\tIsr: \tElr: \tLastKnownElr: ")
+
+
+def test_topics_describe_leaves_out_a_zero_topic_id_and_shows_elr_na_without_it():
+    """TopicDescription.printDescription skips TopicId for Uuid.ZERO_UUID; 'Configs: ' stays with
+    none set; PartitionDescription prints 'Elr: N/A' when the description has no ELR (Metadata)."""
+    text = topics.format_topic("t", bytes(16), [_partition(0, 1, [1], [1])], [])
+    assert text == ("Topic: t\tPartitionCount: 1\tReplicationFactor: 1\tConfigs: \n"
+                    "\tTopic: t\tPartition: 0\tLeader: 1\tReplicas: 1\tIsr: 1\tElr: N/A\tLastKnownElr: N/A")
+
+
+# ---- kafka-features ----------------------------------------------------------------------------
+
+def test_features_describe_is_one_tab_separated_line_per_feature_sorted_by_name():
+    """FeatureCommand.handleDescribe: printf("Feature: %s\\tSupportedMinVersion: %s\\t
+    SupportedMaxVersion: %s\\tFinalizedVersionLevel: %s\\tEpoch: %s%n"), features sorted,
+    levelToString (metadata.version as its release name), 0 when not finalized, '-' with no epoch."""
+    answer = NS(
+        supported_features=[NS(name="transaction.version", min_version=0, max_version=2),
+                            NS(name="metadata.version", min_version=1, max_version=25)],
+        finalized_features=[NS(name="metadata.version", max_version_level=25)],
+        finalized_features_epoch=12)
+    assert features.format_features(answer) == (
+        "Feature: metadata.version\tSupportedMinVersion: 3.0-IV1\tSupportedMaxVersion: 4.0-IV3\t"
+        "FinalizedVersionLevel: 4.0-IV3\tEpoch: 12\n"
+        "Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\t"
+        "FinalizedVersionLevel: 0\tEpoch: 12")
+    answer.finalized_features_epoch = -1
+    answer.supported_features = [NS(name="metadata.version", min_version=1, max_version=99)]
+    assert features.format_features(answer) == (
+        "Feature: metadata.version\tSupportedMinVersion: 3.0-IV1\tSupportedMaxVersion: UNKNOWN 99\t"
+        "FinalizedVersionLevel: 4.0-IV3\tEpoch: -")
+
+
+# ---- kafka-delete-records ----------------------------------------------------------------------
+
+def test_delete_records_report_prints_each_low_watermark_or_the_exceptions_message():
+    """DeleteRecordsCommand.execute: 'Executing records delete operation', 'Records delete
+    operation completed:', then printf("partition: %s\\tlow_watermark: %s%n") or
+    printf("partition: %s\\terror: %s%n", tp, e.getMessage()): an ExecutionException's message is
+    its cause's class and message (Errors' default message for the code)."""
+    offsets = {("orders", 0): 100, ("orders", 7): 1}
+    results = {("orders", 0): "low_watermark: 100",
+               ("orders", 7): "error: " + exception_text(Error.UNKNOWN_TOPIC_OR_PARTITION)}
+    assert delete_records.format_results(offsets, results) == (
+        "Executing records delete operation\n"
+        "Records delete operation completed:\n"
+        "partition: orders-0\tlow_watermark: 100\n"
+        "partition: orders-7\terror: org.apache.kafka.common.errors.UnknownTopicOrPartitionException: "
+        "This server does not host this topic-partition.")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("not json", "The input string is not a valid JSON"),
+    ('{"version": 2, "partitions": []}', "Not supported version field value 2"),
+    ('{"version": 1}', "Missing partitions field"),
+    ('{"partitions": [{"topic": "a", "partition": 0, "offset": 1},'
+     ' {"topic": "a", "partition": 0, "offset": 2}]}',
+     "Offset json file contains duplicate topic partitions: a-0"),
+])
+def test_delete_records_refuses_a_bad_offset_file_with_kafkas_message(text, message):
+    """DeleteRecordsCommand.parseOffsetJsonStringWithoutDedup and parseJsonData's
+    AdminOperationException messages, and execute's AdminCommandFailedException for duplicates."""
+    with pytest.raises(delete_records.OffsetFileError) as e:
+        delete_records.parse_offset_json(text)
+    assert str(e.value) == message
+
+
+# ---- kafka-get-offsets -------------------------------------------------------------------------
+
+def test_get_offsets_prints_topic_partition_offset_ordered_by_the_partitions_name():
+    """GetOffsetShell.execute: String.join(":", topic, partition, offset) per entry of a TreeMap
+    ordered by TopicPartition.toString ('orders-10' before 'orders-2')."""
+    offsets = {("orders", 2): 5, ("orders", 10): 7, ("alpha", 0): 0}
+    assert get_offsets.format_offsets(offsets) == "alpha:0:0\norders:10:7\norders:2:5"
+
+
+def test_get_offsets_messages_are_get_offset_shells():
+    """GetOffsetShell.parseOffsetSpec's, createTopicPartitionFilter's, parsePartitions' and
+    parseRuleSpec's TerseException messages, and fetchOffsets' skip line on stderr."""
+    with pytest.raises(get_offsets.UsageError) as e:
+        get_offsets.parse_time("yesterday")
+    assert str(e.value) == ("Malformed time argument yesterday. Please use -1 or latest / -2 or earliest / "
+                            "-3 or max-timestamp / -4 or earliest-local / -5 or latest-tiered, or a "
+                            "specified long format timestamp")
+    args = argparse.Namespace(topic=None, partitions="1,x", topic_partitions=None)
+    with pytest.raises(get_offsets.UsageError) as e:
+        get_offsets.filters(args)
+    assert str(e.value) == ("--partitions expects a comma separated list of numeric partition ids, but "
+                            "received: 1,x")
+    args = argparse.Namespace(topic="t", partitions=None, topic_partitions="t:0")
+    with pytest.raises(get_offsets.UsageError) as e:
+        get_offsets.filters(args)
+    assert str(e.value) == "--topic-partitions cannot be used with --topic or --partitions"
+    args = argparse.Namespace(topic=None, partitions=None, topic_partitions="orders:x")
+    with pytest.raises(get_offsets.UsageError) as e:
+        get_offsets.filters(args)
+    assert str(e.value) == "Invalid rule specification: orders:x"
+    assert get_offsets.skip_text("orders", 3, Error.LEADER_NOT_AVAILABLE) == (
+        "Skip getting offsets for topic-partition orders-3 due to error: "
+        "org.apache.kafka.common.errors.LeaderNotAvailableException: There is no leader for this "
+        "topic-partition as we are in the middle of a leadership election.")
+
+
+# ---- kafka-consumer-groups ---------------------------------------------------------------------
+
+def test_consumer_groups_describe_offsets_pads_as_print_offset_format():
+    """ConsumerGroupCommand.printOffsets with printOffsetFormat: "\\n%-Gs %-Ts %-10s %-15s %-15s %-15s
+    %-Cs %-Hs %s" (G, T, C, H at least 15), '-' for a missing value, then println."""
+    rows = [("billing", "orders", 0, 10, 12, 2, "consumer-1-0c5a2a9c", "/127.0.0.1", "consumer-1"),
+            ("billing", "orders", 1, None, 5, None, None, None, None)]
+    assert consumer_groups.offsets_table(rows) == (
+        "\nGROUP           TOPIC           PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG             "
+        "CONSUMER-ID         HOST            CLIENT-ID"
+        "\nbilling         orders          0          10              12              2               "
+        "consumer-1-0c5a2a9c /127.0.0.1      consumer-1"
+        "\nbilling         orders          1          -               5               -               "
+        "-                   -               -"
+        "\n")
+
+
+def test_consumer_groups_members_pads_as_print_members():
+    """ConsumerGroupCommand.printMembers: "\\n" + format1 header (no GROUP-INSTANCE-ID column when no
+    member has one), 'ASSIGNMENT' with --verbose, println; each row "%-Gs %-Cs %-Hs %-Is %-15s "
+    then its partitions per topic as "(0,1)" sorted, joined by ", "."""
+    rows = [("g", "c-1", "", "/10.0.0.1", "app", 3, {"a": [1, 0], "b": [2]})]
+    assert consumer_groups.members_table(rows, verbose=True) == (
+        "\nGROUP           CONSUMER-ID     HOST            CLIENT-ID       #PARTITIONS     ASSIGNMENT\n"
+        "g               c-1             /10.0.0.1       app             3               (0,1), (2)\n")
+    rows = [("g", "c-1", "static-1", "/10.0.0.1", "app", 0, {})]
+    assert consumer_groups.members_table(rows, verbose=False) == (
+        "\nGROUP           CONSUMER-ID     GROUP-INSTANCE-ID HOST            CLIENT-ID       "
+        "#PARTITIONS     \n"
+        "g               c-1             static-1          /10.0.0.1       app             "
+        "0               \n")
+
+
+def test_consumer_groups_state_list_and_reset_tables_pad_as_kafka():
+    """ConsumerGroupCommand.printStates ("\\n%-Ks %-25s %-20s %-15s %s", K = max(25, the
+    coordinator's length), GROUP in that first column), printGroupInfo ("%-(G+10)s" then " %-20s"
+    per TYPE/STATE) and printOffsetsToReset ("%n%-30s %-30s %-10s %-15s")."""
+    assert consumer_groups.state_table("g", "127.0.0.1:9092  (1)", "range", "Stable", 2) == (
+        "\nGROUP                     COORDINATOR (ID)          ASSIGNMENT-STRATEGY  STATE           #MEMBERS"
+        "\ng                         127.0.0.1:9092  (1)       range                Stable          2\n")
+    assert consumer_groups.list_table([("billing", "Classic", "Stable")], True, True) == (
+        "GROUP                     TYPE                 STATE               \n"
+        "billing                   Classic              Stable              \n")
+    assert consumer_groups.reset_table({"g": {("orders", 0): 5}}) == (
+        "\nGROUP                          TOPIC                          PARTITION  NEW-OFFSET     "
+        "\ng                              orders                         0          5              \n")
+    assert consumer_groups.reset_table({}) == "\n"
+
+
+# ---- kafka-transactions ------------------------------------------------------------------------
+
+def test_transactions_tables_are_tools_utils_pretty_print_table():
+    """TransactionsCommand's HEADERS of list, describe, describe-producers and find-hanging, printed
+    by ToolsUtils.prettyPrintTable: each cell padded to its column's widest, then a tab."""
+    assert LIST_HEADERS == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+    assert DESCRIBE_HEADERS == ["CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch",
+                                "TransactionState", "TransactionTimeoutMs", "CurrentTransactionStartTimeMs",
+                                "TransactionDurationMs", "TopicPartitions"]
+    assert PRODUCERS_HEADERS == ["ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence",
+                                 "LastTimestamp", "CurrentTransactionStartOffset"]
+    assert HANGING_HEADERS == ["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch",
+                               "StartOffset", "LastTimestamp", "Duration(min)"]
+    assert pretty_table(LIST_HEADERS, [["payments-transactional-id", "1", "4000", "Ongoing"]]) == (
+        "TransactionalId          \tCoordinator\tProducerId\tTransactionState\t\n"
+        "payments-transactional-id\t1          \t4000      \tOngoing         \t")
+
+
+# ---- kafka-acls --------------------------------------------------------------------------------
+
+def test_acls_blocks_are_acl_commands_with_resource_pattern_and_entry_to_string():
+    """AclCommand.addAcls / printResourceAcls: s"<title> `$resource`: $Newline
+    ${acls.map("\\t" + _).mkString(Newline)} $Newline" with ResourcePattern.toString and
+    AccessControlEntryData.toString."""
+    resource = (TOPIC, "orders", LITERAL)
+    entry = ("User:alice", "*", READ, ALLOW)
+    assert acls.block("Current ACLs for resource", resource, {entry}) == (
+        "Current ACLs for resource "
+        "`ResourcePattern(resourceType=TOPIC, name=orders, patternType=LITERAL)`: \n"
+        " \t(principal=User:alice, host=*, operation=READ, permissionType=ALLOW) \n")
+
+
+# ---- errors ------------------------------------------------------------------------------------
+
+def test_an_errors_text_is_the_admin_clients_exception_class_and_message():
+    """What ExecutionException.getMessage() gives for Errors.exception(): the cause's class name
+    and Errors' default message (or the broker's message when it sent one)."""
+    assert exception_text(Error.OFFSET_OUT_OF_RANGE) == (
+        "org.apache.kafka.common.errors.OffsetOutOfRangeException: The requested offset is not within "
+        "the range of offsets maintained by the server.")
+    assert exception_text(Error.POLICY_VIOLATION, "no deletes here") == (
+        "org.apache.kafka.common.errors.PolicyViolationException: no deletes here")
