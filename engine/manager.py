@@ -109,8 +109,8 @@ class _OpenedDir:
     recovery_points: dict
     log_starts: dict
     partitions: list  # (topic-partition, path, topic id)
-    futures: list = None  # (topic-partition, path, topic id) of "-future" dirs
-    replaced: list = None  # (topic-partition, path) of "-replaced" dirs
+    futures: list | None = None  # (topic-partition, path, topic id) of "-future" dirs
+    replaced: list | None = None  # (topic-partition, path) of "-replaced" dirs
 
 
 class LogManager:
