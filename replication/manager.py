@@ -101,6 +101,7 @@ from engine.producer_state import (
     ProducerFencedError,
     UnknownProducerIdError,
 )
+from metadata.configs import dynamic_broker_configs
 from protocol.errors import Error
 from protocol.list_offsets import (
     DEBUGGING_REPLICA_ID,
@@ -115,6 +116,7 @@ from replication.brokers import ImageBrokers
 from replication.errors import NotLeaderOrFollower, ReplicationError
 from replication.fetcher import FollowerPartition
 from replication.isr import NO_LEADER, RECOVERED, LeaderAndIsr, PartitionRegistration
+from replication.log_dir_mover import LogDirMover
 from replication.partition import Outcome, Partition
 from replication.purgatory import AcksPurgatory, Deadlines
 from replication.replica_selector import FollowerView, preferred_read_replica
@@ -123,6 +125,8 @@ log = logging.getLogger("strom.replication")
 
 
 TopicPartition = tuple[str, int]
+ALTER_LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
+LONG_MAX = (1 << 63) - 1
 
 # Engine errors of an append, as the Produce API answers them.
 _APPEND_ERRORS = [
@@ -289,11 +293,11 @@ class OffsetResult:
 
 
 class LogDirView(NamedTuple):
-    """One log dir for DescribeLogDirs: (topic, partition, size in bytes, offset lag) of the
-    partitions asked for, and the file system's total and usable bytes."""
+    """One log dir for DescribeLogDirs: (topic, partition, size in bytes, offset lag, is
+    future) of the partitions asked for, and the file system's total and usable bytes."""
     log_dir: str
     error: int
-    partitions: list[tuple[str, int, int, int]]
+    partitions: list[tuple[str, int, int, int, bool]]
     total_bytes: int = -1
     usable_bytes: int = -1
 
@@ -349,6 +353,12 @@ class ReplicaManager:
         self.topic_stats: Any = None
         self.isr_shrinks = 0
         self.isr_expands = 0
+        # Replicas moving between this broker's log dirs (AlterReplicaLogDirs), their copy
+        # bound by replica.alter.log.dirs.io.max.bytes.per.second: the static property (set by
+        # the broker) unless the image holds a dynamic one.
+        self.alter_log_dirs_static_rate: float | None = None
+        self._alter_log_dirs_rate: float | None = None
+        self.log_dir_mover = LogDirMover(logs, self._moved, lambda: self._alter_log_dirs_rate)
 
     # ---- metadata -----------------------------------------------------------------------------
 
@@ -356,6 +366,7 @@ class ReplicaManager:
         now = self.clock() if now_ms is None else now_ms
         self._image = image
         self.brokers.image = image
+        self._alter_log_dirs_rate = self._alter_log_dirs_rate_of(image)
         wanted: dict[TopicPartition, tuple[Any, Any]] = {}
         for topic in image.topics.values():
             for index, state in topic.partitions.items():
@@ -372,6 +383,8 @@ class ReplicaManager:
                 partition = self._ensure_partition(tp, topic.topic_id, now)
             if tp not in self.partitions or self._offline(self.partitions[tp]):
                 continue
+            if tp in getattr(self.logs, "future_logs", {}):
+                self._resume_move(tp)
             reg = PartitionRegistration(
                 tuple(state.replicas), tuple(state.isr), state.leader, state.leader_epoch,
                 state.partition_epoch, getattr(state, "leader_recovery_state", RECOVERED))
@@ -945,11 +958,84 @@ class ReplicaManager:
             except OSError:
                 out.append(LogDirView(d, Error.KAFKA_STORAGE_ERROR, []))
                 continue
-            partitions = [(tp[0], tp[1], lg.size_in_bytes, max(lg.high_watermark - lg.log_end_offset, 0))
+            partitions = [(tp[0], tp[1], lg.size_in_bytes, max(lg.high_watermark - lg.log_end_offset, 0),
+                           False)
                           for tp, lg in sorted(self.logs.logs_in(d).items())
                           if wanted is None or tp in wanted]
+            for tp, future in sorted(getattr(self.logs, "future_logs", {}).items()):
+                current = self.logs.get_log(*tp)
+                if future.parent_dir == d and current is not None and (wanted is None or tp in wanted):
+                    partitions.append((tp[0], tp[1], future.size_in_bytes,
+                                       max(current.log_end_offset - future.log_end_offset, 0), True))
             out.append(LogDirView(d, errors.NONE, partitions, fs.f_blocks * fs.f_frsize,
                                   fs.f_bavail * fs.f_frsize))
+        return out
+
+    # ---- moving replicas between log dirs ------------------------------------------------------
+
+    def _alter_log_dirs_rate_of(self, image: Any) -> float | None:
+        value = dynamic_broker_configs(image, self.node_id).get(ALTER_LOG_DIRS_RATE) \
+            if getattr(image, "configs", None) is not None else None
+        if value is None:
+            return self.alter_log_dirs_static_rate
+        try:
+            rate = int(value)
+        except ValueError:
+            return self.alter_log_dirs_static_rate
+        return None if rate < 0 or rate >= LONG_MAX else float(rate)
+
+    def _resume_move(self, tp: TopicPartition) -> None:
+        """A future log found at startup (or left by a stopped move) resumes its copy."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return  # applied off any loop (in-process tests): nothing to run the move
+        self.log_dir_mover.start(tp)
+
+    def _moved(self, tp: TopicPartition, moved: Any) -> None:
+        """The future log replaced the current: the partition reads and appends to it, and a
+        follower's fetch starts again on it."""
+        partition = self.partitions.get(tp)
+        if partition is None:
+            return
+        partition.log = moved
+        if tp in self._fetching:
+            self._stop_fetching([tp])
+            self._make_followers([(tp, partition, None)], self.clock())
+        self.on_changed(*tp)
+
+    async def alter_replica_log_dirs(self, moves: dict[TopicPartition, str]) -> dict[TopicPartition, int]:
+        """Kafka's ReplicaManager.alterReplicaLogDirs: each partition's replica here moves to
+        its log dir (an absolute path of log.dirs; LOG_DIR_NOT_FOUND for another), copied into
+        a future log there and swapped in once caught up. KAFKA_STORAGE_ERROR when the target
+        dir or the partition's is offline; REPLICA_NOT_AVAILABLE for a partition not here; the
+        dir it is in already: nothing to do (and a move elsewhere under way is abandoned)."""
+        out: dict[TopicPartition, int] = {}
+        for tp, target in moves.items():
+            d = self.logs.log_dir_of(target) if os.path.isabs(target) else None
+            if d is None:
+                out[tp] = Error.LOG_DIR_NOT_FOUND
+                continue
+            if self.failure_channel.is_offline(d):
+                out[tp] = Error.KAFKA_STORAGE_ERROR
+                continue
+            partition = self.partitions.get(tp)
+            if partition is not None and self._offline(partition):
+                out[tp] = Error.KAFKA_STORAGE_ERROR
+                continue
+            if partition is None or self.logs.get_log(*tp) is None:
+                out[tp] = Error.REPLICA_NOT_AVAILABLE
+                continue
+            if self.logs.future_dir_of(*tp) not in (None, d):
+                await self.log_dir_mover.cancel(tp)  # its target changed: that copy stops
+            try:
+                future = self.logs.create_future_log(tp[0], tp[1], d)
+            except KafkaStorageError:
+                out[tp] = Error.KAFKA_STORAGE_ERROR
+                continue
+            if future is not None:
+                self.log_dir_mover.start(tp)
+            out[tp] = Error.NONE
         return out
 
     def low_watermark(self, topic: str, index: int) -> tuple[int, int]:
