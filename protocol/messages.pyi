@@ -527,6 +527,45 @@ class IncrementalAlterConfigsResponse(KafkaStruct):
         responses: list[AlterConfigsResourceResponse] = ...,
     ) -> None: ...
 
+class AlterReplicaLogDirsRequest(KafkaStruct):
+    class AlterReplicaLogDir(KafkaStruct):
+        class AlterReplicaLogDirTopic(KafkaStruct):
+            name: str
+            partitions: list[int]
+            def __init__(self, *, name: str = ..., partitions: list[int] = ...) -> None: ...
+        path: str
+        topics: list[AlterReplicaLogDirTopic]
+        def __init__(self, *, path: str = ..., topics: list[AlterReplicaLogDirTopic] = ...) -> None: ...
+    AlterReplicaLogDirTopic: TypeAlias = AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic
+    dirs: list[AlterReplicaLogDir]
+    def __init__(self, *, dirs: list[AlterReplicaLogDir] = ...) -> None: ...
+
+class AlterReplicaLogDirsResponse(KafkaStruct):
+    class AlterReplicaLogDirTopicResult(KafkaStruct):
+        class AlterReplicaLogDirPartitionResult(KafkaStruct):
+            partition_index: int
+            error_code: int
+            def __init__(self, *, partition_index: int = ..., error_code: int = ...) -> None: ...
+        topic_name: str
+        partitions: list[AlterReplicaLogDirPartitionResult]
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            partitions: list[AlterReplicaLogDirPartitionResult] = ...,
+        ) -> None: ...
+    AlterReplicaLogDirPartitionResult: TypeAlias = (
+        AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult
+    )
+    throttle_time_ms: int
+    results: list[AlterReplicaLogDirTopicResult]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        results: list[AlterReplicaLogDirTopicResult] = ...,
+    ) -> None: ...
+
 class DescribeLogDirsRequest(KafkaStruct):
     class DescribableLogDirTopic(KafkaStruct):
         topic: str
