@@ -126,6 +126,7 @@ class AdminApis:
 
     def apis(self) -> list[Api]:
         return [
+            Api(34, 1, 2, self.handle_alter_replica_log_dirs),
             Api(35, 1, 5, self.handle_describe_log_dirs),
             Api(43, 0, 2, self.handle_elect_leaders),
             Api(45, 0, 1, self.handle_alter_partition_reassignments),
@@ -392,14 +393,31 @@ class AdminApis:
         results = []
         for view in self.replicas.describe_log_dirs(wanted):
             topics: dict[str, list] = {}
-            for topic, index, size, lag in view.partitions:
+            for topic, index, size, lag, future in view.partitions:
                 topics.setdefault(topic, []).append(T.DescribeLogDirsPartition(
-                    partition_index=index, partition_size=size, offset_lag=lag, is_future_key=False))
+                    partition_index=index, partition_size=size, offset_lag=lag, is_future_key=future))
             results.append(R.DescribeLogDirsResult(
                 error_code=view.error, log_dir=view.log_dir, total_bytes=view.total_bytes,
                 usable_bytes=view.usable_bytes,
                 topics=[T(name=name, partitions=parts) for name, parts in topics.items()]))
         return R(error_code=Error.NONE, results=results)
+
+    async def handle_alter_replica_log_dirs(self, ctx: RequestContext, req):
+        """Move replicas between this broker's log dirs (Kafka's KafkaApis and
+        ReplicaManager.alterReplicaLogDirs): ALTER on the cluster, else every partition answers
+        CLUSTER_AUTHORIZATION_FAILED."""
+        R = M.AlterReplicaLogDirsResponse
+        P = R.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult
+        moves = {(t.name, p): d.path for d in req.dirs for t in d.topics for p in t.partitions}
+        if self._may_on_cluster(ctx, ALTER):
+            answers = await self.replicas.alter_replica_log_dirs(moves)
+        else:
+            answers = {tp: Error.CLUSTER_AUTHORIZATION_FAILED for tp in moves}
+        topics: dict[str, list] = {}
+        for (topic, index), error in answers.items():
+            topics.setdefault(topic, []).append(P(partition_index=index, error_code=error))
+        return R(results=[R.AlterReplicaLogDirTopicResult(topic_name=name, partitions=parts)
+                          for name, parts in topics.items()])
 
     def _refused_alters(self, ctx: RequestContext, req) -> dict[int, tuple[int, str | None]]:
         """The resources, by index, the principal may not ALTER_CONFIGS, with their refusal
