@@ -75,7 +75,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple, Protocol
 
 from engine.log_dir_failure import KafkaStorageError
@@ -281,6 +281,22 @@ class ReplicaFetcherManager:
             log.info("fetching %s-%d from broker %d (fetcher %d) in leader epoch %d at offset %d "
                      "(last epoch %d)", tp[0], tp[1], key.broker_id, key.fetcher_id, target.leader_epoch,
                      state.fetch_offset, state.last_fetched_epoch)
+        self._shutdown_idle_fetchers_soon()
+
+    def resize(self, num_fetchers: int) -> None:
+        """num.replica.fetchers changed without a restart (Kafka's resizeThreadPool): each
+        partition whose fetcher Kafka's rule now puts elsewhere moves there, fetching again from
+        its log's end (an answer on its way to the old fetcher is dropped); fetchers left
+        without partitions stop."""
+        if num_fetchers < 1 or num_fetchers == self.config.num_fetchers:
+            return
+        self.config = replace(self.config, num_fetchers=num_fetchers)
+        moved = {}
+        for tp, key in self._fetcher_of.items():
+            entry = self._fetchers[key].partitions.get(tp)
+            if entry is not None and key.fetcher_id != fetcher_id(tp[0], tp[1], num_fetchers):
+                moved[tp] = entry.target
+        self.add_partitions(moved)
         self._shutdown_idle_fetchers_soon()
 
     def remove_partitions(self, tps) -> None:
