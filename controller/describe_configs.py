@@ -3,7 +3,10 @@ BROKER resource of the controller's own id (its properties, each with its source
 this node, dynamic cluster default, static, default; read only unless Kafka changes it
 dynamically; a password's value withheld as sensitive), the cluster default ("": the dynamic
 cluster-wide configs the metadata image holds), and the BROKER_LOGGER resource of its own id
-(the process's loggers, protocol/log_levels.py). Any other resource is INVALID_REQUEST.
+(the process's loggers, protocol/log_levels.py), and a topic (each topic config: its own value,
+else the cluster's dynamic default, the controller's static property, the default; the config
+types are Kafka's kinds by value: INT-typed sizes show as LONG). Any other resource is
+INVALID_REQUEST.
 
 Any controller answers, active or not, from what it has replayed."""
 from __future__ import annotations
@@ -11,14 +14,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from engine.config import BROKER_SYNONYMS
-from metadata.configs import BROKER_RESOURCE, REPLICATION_RATE_CONFIGS
+from engine.config import BROKER_SYNONYMS, TOPIC_CONFIGS, LogConfig
+from metadata.configs import BROKER_RESOURCE, REPLICATION_RATE_CONFIGS, TOPIC_RESOURCE
 from metadata.image import MetadataImage
 from protocol import log_levels
 from protocol import messages as M
 from protocol.errors import Error
 
-SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 2, 3, 4, 5
+SOURCE_DYNAMIC_TOPIC, SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER = 1, 2, 3
+SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 4, 5
+_TOPIC_FROM_BROKER = {topic: broker for broker, topic in BROKER_SYNONYMS.items()}
 _TYPES = {"bool": 1, "int": 3, "long": 5, "double": 6}  # lists and the rest: STRING, as brokers
 _DYNAMIC = frozenset(BROKER_SYNONYMS) | frozenset(REPLICATION_RATE_CONFIGS)
 # Kafka's PASSWORD-typed properties: described as sensitive, without their value.
@@ -38,7 +43,8 @@ def sensitive(name: str) -> bool:
     return any(name.endswith(p) for p in _PASSWORDS)
 
 
-def describe_configs(node_id: int, config: NodeConfig | None, image: MetadataImage, req: Any) -> Any:
+def describe_configs(node_id: int, config: NodeConfig | None, image: MetadataImage, req: Any,
+                     log_defaults: LogConfig | None = None) -> Any:
     R = M.DescribeConfigsResponse
     results = []
     for res in req.resources:
@@ -50,6 +56,12 @@ def describe_configs(node_id: int, config: NodeConfig | None, image: MetadataIma
                 out.configs = log_levels.describe(node_id, res.resource_name, res.configuration_keys)
             elif res.resource_type == BROKER_RESOURCE:
                 out.configs = _broker(node_id, config, image, res, req.include_synonyms)
+            elif res.resource_type == TOPIC_RESOURCE:
+                if res.resource_name not in image.topics:
+                    out.error_code = Error.UNKNOWN_TOPIC_OR_PARTITION
+                    out.error_message = f"Topic {res.resource_name} does not exist"
+                    continue
+                out.configs = _topic(config, image, log_defaults or LogConfig(), res, req.include_synonyms)
             else:
                 out.error_code = Error.INVALID_REQUEST
                 out.error_message = f"Unsupported resource type {res.resource_type} on a controller"
@@ -96,6 +108,37 @@ def _broker(node_id: int, config: NodeConfig | None, image: MetadataImage, res: 
                      config_type=_type(config, name),
                      synonyms=[S(name=name, value=None if hidden else v, source=src) for src, v in chain]
                      if synonyms else []))
+    return out
+
+
+def _topic(config: NodeConfig | None, image: MetadataImage, log_defaults: LogConfig, res: Any,
+           synonyms: bool) -> list:
+    """A topic's every config: its own value, else its broker property's (the cluster's dynamic
+    default, the controller's static one, the default), synonyms in that order."""
+    R = M.DescribeConfigsResponse.DescribeConfigsResourceResult
+    S = R.DescribeConfigsSynonym
+    own = image.topic_config(res.resource_name)
+    cluster = image.configs.get((BROKER_RESOURCE, ""), {})
+    wanted = set(res.configuration_keys) if res.configuration_keys else None
+    out = []
+    for name in sorted(TOPIC_CONFIGS):
+        if wanted is not None and name not in wanted:
+            continue
+        spec = TOPIC_CONFIGS[name]
+        default = _text(getattr(log_defaults, spec.attr))
+        chain = [(SOURCE_DYNAMIC_TOPIC, name, own[name])] if name in own else []
+        prop = _TOPIC_FROM_BROKER.get(name)
+        if prop is not None and prop in cluster:
+            chain.append((SOURCE_DYNAMIC_DEFAULT_BROKER, prop, cluster[prop]))
+        if prop is not None and config is not None and prop in config.originals:
+            chain.append((SOURCE_STATIC_BROKER, prop, default))
+        else:
+            chain.append((SOURCE_DEFAULT, prop or name, default))
+        source, _, value = chain[0]
+        kind = 7 if spec.is_list else {bool: 1, int: 5, float: 6}.get(spec.kind, 2)
+        out.append(R(name=name, value=value, read_only=False, config_source=source,
+                     is_default=source == SOURCE_DEFAULT, is_sensitive=False, config_type=kind,
+                     synonyms=[S(name=n, value=v, source=src) for src, n, v in chain] if synonyms else []))
     return out
 
 
