@@ -306,9 +306,9 @@ class QuorumController:
         return alter
 
     async def handle_describe_configs(self, header: RequestContext, req) -> Any:
-        """KIP-919: this controller's own BROKER and BROKER_LOGGER resources and the cluster
-        default, from what it has replayed (controller/describe_configs.py)."""
-        return describe_configs(self.node_id, self.server_config, self.state, req)
+        """KIP-919: this controller's own BROKER and BROKER_LOGGER resources, the cluster
+        default and the topics, from what it has replayed (controller/describe_configs.py)."""
+        return describe_configs(self.node_id, self.server_config, self.state, req, self.topics.log_defaults)
 
     def _heard_from(self, serve):
         """A heartbeat counts as the broker's sign of life when it arrives, not when its turn
