@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import os
 import re
+import socket
 from decimal import Decimal
 from typing import Any
 
@@ -36,9 +38,12 @@ from protocol.client import ClientSecurity, KafkaConnection
 from protocol.errors import Error
 
 TOPICS, BROKERS, GROUPS, USERS, CLIENTS = "topics", "brokers", "groups", "users", "clients"
-ENTITY_TYPES = (TOPICS, CLIENTS, USERS, BROKERS, GROUPS)
+IPS, BROKER_LOGGERS = "ips", "broker-loggers"
+ENTITY_TYPES = (TOPICS, CLIENTS, USERS, BROKERS, IPS, BROKER_LOGGERS, GROUPS)
+QUOTA_TYPES = (USERS, CLIENTS, IPS)
 # ConfigResource.Type ids.
-RESOURCE_TYPES = {TOPICS: 2, BROKERS: 4, GROUPS: 32}
+RESOURCE_TYPES = {TOPICS: 2, BROKERS: 4, BROKER_LOGGERS: 8, GROUPS: 32}
+IP_CONFIGS = ("connection_creation_rate",)  # DynamicConfig.Ip.names
 # DescribeConfigs' config source ids and the names Kafka's admin client gives them
 # (ConfigEntry.ConfigSource), as kafka-configs prints them in synonyms={...}.
 SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
@@ -52,7 +57,7 @@ QUOTA_CONFIGS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage
 SCRAM_MECHANISMS = {"SCRAM-SHA-256": SCRAM_SHA_256, "SCRAM-SHA-512": SCRAM_SHA_512}
 SCRAM_NAMES = {code: name for name, code in SCRAM_MECHANISMS.items()}
 SCRAM_MIN_ITERATIONS = 4096  # ScramMechanism.minIterations
-QUOTA_ENTITY = {USERS: "user", CLIENTS: "client-id"}
+QUOTA_ENTITY = {USERS: "user", CLIENTS: "client-id", IPS: "ip"}
 QUOTA_ENTITY_TEXT = {"user": "user-principal", "client-id": "client-id", "ip": "ip"}
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 
@@ -88,7 +93,8 @@ def add_parser(sub: Any, listed: bool = False) -> None:
     p = sub.add_parser("configs", **extra, epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        description="Describe or alter configs through a broker, as kafka-configs.sh does.")
-    p.add_argument("--bootstrap-server", required=True)
+    p.add_argument("--bootstrap-server", metavar="HOST:PORT", help="the brokers to connect to")
+    p.add_argument("--bootstrap-controller", metavar="HOST:PORT", help="the controllers to connect to")
     p.add_argument("--command-config", metavar="FILE",
                    help="client properties to connect with (security.protocol, sasl.*, ssl.*)")
     action = p.add_mutually_exclusive_group()
@@ -96,9 +102,9 @@ def add_parser(sub: Any, listed: bool = False) -> None:
     action.add_argument("--alter", action="store_true", help="alter the configs of the entity")
     p.add_argument("--entity-type", action="append", default=[], help=", ".join(ENTITY_TYPES))
     p.add_argument("--entity-name", dest="entity_names", action=_Entity, default=[],
-                   help="topic name, broker id, group id, user principal or client id")
+                   help="topic name, broker id, group id, user principal, client id or ip")
     p.add_argument("--entity-default", dest="entity_names", action=_Entity, nargs=0,
-                   help="the default entity: of brokers (the cluster's), users or clients")
+                   help="the default entity: of brokers (the cluster's), users, clients or ips")
     p.add_argument("--all", action="store_true", help="with --describe: every config, not only dynamic ones")
     p.add_argument("--add-config", metavar="K=V,K2=[A,B]",
                    help="configs to set, comma-separated; a list value in square brackets")
@@ -115,6 +121,12 @@ def check_args(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     if args.describe and (args.add_config or args.add_config_file or args.delete_config):
         raise UsageError("Option --describe can't be used with --add-config, --add-config-file or "
                          "--delete-config")
+    connects = (args.bootstrap_server is not None) + (args.bootstrap_controller is not None)
+    if connects == 0:
+        raise UsageError("One of the required --bootstrap-server or --bootstrap-controller arguments must be "
+                         "specified")
+    if connects > 1:
+        raise UsageError("Only one of --bootstrap-server and --bootstrap-controller can be specified")
     types, names = list(args.entity_type), list(args.entity_names)
     dupes = sorted({t for t in types if types.count(t) > 1})
     if dupes:
@@ -122,21 +134,29 @@ def check_args(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     for t in types:
         if t not in ENTITY_TYPES:
             raise UsageError(f"Invalid entity type {t}, the entity type must be one of "
-                             f"{', '.join(ENTITY_TYPES)} with a --bootstrap-server argument")
+                             f"{', '.join(ENTITY_TYPES)} with a --bootstrap-server or --bootstrap-controller "
+                             "argument")
     if not types:
         raise UsageError("At least one entity type must be specified")
     if len(types) > 1 and set(types) != {USERS, CLIENTS}:
         raise UsageError(f"Only '{USERS}' and '{CLIENTS}' entity types may be specified together")
     has_name, has_default = any(names), "" in names
-    if has_name and BROKERS in types:
+    if has_name and (BROKERS in types or BROKER_LOGGERS in types):
         for name in names:
             if name and not re.fullmatch(r"[+-]?\d+", name):
                 raise UsageError(f"The entity name for {types[0]} must be a valid integer broker id, "
                                  f"but it is: {name}")
-    if args.describe and has_default and not ({USERS, CLIENTS, BROKERS} & set(types)):
+    if has_name and IPS in types:
+        for name in names:
+            if name and not valid_ip_entity(name):
+                raise UsageError(f"The entity name for {types[0]} must be a valid IP or resolvable host, "
+                                 f"but it is: {name}")
+    if args.describe and has_default and not ({USERS, CLIENTS, BROKERS, IPS} & set(types)):
         raise UsageError(f"--entity-default must not be specified with --describe of {','.join(types)}")
+    if args.describe and BROKER_LOGGERS in types and not has_name:
+        raise UsageError(f"An entity name must be specified with --describe of {','.join(types)}")
     if args.alter:
-        if {USERS, CLIENTS, BROKERS} & set(types):
+        if {USERS, CLIENTS, BROKERS, IPS} & set(types):
             if not has_name and not has_default:
                 raise UsageError("An entity-name or default entity must be specified with --alter of users, "
                                  "clients, brokers or ips")
@@ -148,6 +168,20 @@ def check_args(args: argparse.Namespace) -> tuple[list[str], list[str]]:
             raise UsageError("At least one of --add-config, --add-config-file, or --delete-config must be "
                              "specified with --alter")
     return types, names
+
+
+def valid_ip_entity(name: str) -> bool:
+    """DynamicConfig.Ip.isValidIpEntity: an IP address, or a host name that resolves."""
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        pass
+    try:
+        socket.getaddrinfo(name, None)
+        return True
+    except (OSError, UnicodeError):
+        return False
 
 
 _OUTSIDE_BRACKETS = r"(?=[^\]]*(?:\[|$))"
@@ -195,22 +229,63 @@ def java_double(value: float) -> str:
 # ---- the requests ------------------------------------------------------------------------------
 
 class Admin:
-    """One connection to the broker named, for the command's requests."""
+    """A connection to the broker or controller named, for the command's requests; with
+    ``controllers`` (--bootstrap-controller) changes go to the active controller. A node's own
+    resources (a broker's configs, its loggers) are asked of that node, as Kafka's admin client
+    sends them."""
 
-    def __init__(self, bootstrap: str, security: ClientSecurity | None = None):
+    def __init__(self, bootstrap: str, security: ClientSecurity | None = None, controllers: bool = False):
         host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
-        self.conn = KafkaConnection(host or "127.0.0.1", int(port), client_id="strom-configs",
-                                    security=security)
+        self.security = security
+        self.controllers = controllers
+        self.conn = self._connection(host or "127.0.0.1", int(port))
+        self._nodes: dict[int, KafkaConnection] = {}
+
+    def _connection(self, host: str, port: int) -> KafkaConnection:
+        return KafkaConnection(host, port, client_id="strom-configs", security=self.security)
 
     async def __aenter__(self) -> Admin:
         await self.conn.connect()
         return self
 
     async def __aexit__(self, *exc) -> None:
+        for conn in self._nodes.values():
+            await conn.close()
         await self.conn.close()
 
     async def request(self, api_key: int, version: int, body: Any) -> Any:
         return await self.conn.request(api_key, version, body)
+
+    async def cluster(self) -> Any:
+        """DescribeCluster of the brokers, or of the controllers with --bootstrap-controller."""
+        response = await self.request(60, 1, M.DescribeClusterRequest(
+            include_cluster_authorized_operations=False, endpoint_type=2 if self.controllers else 1))
+        if response.error_code != Error.NONE:
+            raise _failed(response.error_code, response.error_message)
+        return response
+
+    async def node(self, node_id: int | None) -> KafkaConnection:
+        """The connection to node ``node_id`` (the active controller with --bootstrap-controller
+        when None; the bootstrap node when None otherwise)."""
+        cluster = None
+        if node_id is None:
+            if not self.controllers:
+                return self.conn
+            cluster = await self.cluster()
+            node_id = cluster.controller_id
+        if node_id in self._nodes:
+            return self._nodes[node_id]
+        cluster = cluster or await self.cluster()
+        found = next((b for b in cluster.brokers if b.broker_id == node_id), None)
+        if found is None:
+            return self.conn  # not listed: the bootstrap node answers for itself
+        conn = self._connection(found.host, found.port)
+        await conn.connect()
+        self._nodes[node_id] = conn
+        return conn
+
+    async def request_to(self, node_id: int | None, api_key: int, version: int, body: Any) -> Any:
+        return await (await self.node(node_id)).request(api_key, version, body)
 
 
 def _failed(code: int, message: str | None) -> RuntimeError:
@@ -218,10 +293,18 @@ def _failed(code: int, message: str | None) -> RuntimeError:
     return RuntimeError(f"{name}{': ' + message if message else ''}")
 
 
+def _owner(resource_type: int, name: str) -> int | None:
+    """The node a resource is asked of: a broker's or broker logger's own id; else any (None)."""
+    if resource_type in (RESOURCE_TYPES[BROKERS], RESOURCE_TYPES[BROKER_LOGGERS]) and name:
+        return int(name)
+    return None
+
+
 async def describe_configs(admin: Admin, resource_type: int, name: str) -> list[Any]:
     D = M.DescribeConfigsRequest
-    response = await admin.request(32, 4, D(resources=[D.DescribeConfigsResource(
-        resource_type=resource_type, resource_name=name, configuration_keys=None)], include_synonyms=True))
+    body = D(resources=[D.DescribeConfigsResource(resource_type=resource_type, resource_name=name,
+                                                  configuration_keys=None)], include_synonyms=True)
+    response = await admin.request_to(_owner(resource_type, name), 32, 4, body)
     result = response.results[0]
     if result.error_code != Error.NONE:
         raise _failed(result.error_code, result.error_message)
@@ -233,6 +316,8 @@ def _dynamic_source(entity_type: str, name: str) -> int:
         return DYNAMIC_TOPIC
     if entity_type == GROUPS:
         return DYNAMIC_GROUP
+    if entity_type == BROKER_LOGGERS:
+        return -1  # every logger is shown, --all or not
     return DYNAMIC_DEFAULT_BROKER if name == "" else DYNAMIC_BROKER
 
 
@@ -240,7 +325,7 @@ async def resource_configs(admin: Admin, entity_type: str, name: str, describe_a
     """ConfigCommand.getResourceConfig: the entity's configs sorted by name, only its dynamic
     ones unless ``describe_all``."""
     entries = await describe_configs(admin, RESOURCE_TYPES[entity_type], name)
-    if describe_all:
+    if describe_all or entity_type == BROKER_LOGGERS:
         return entries
     source = _dynamic_source(entity_type, name)
     return [e for e in entries if e.config_source == source]
@@ -263,8 +348,8 @@ async def entity_names(admin: Admin, entity_type: str) -> list[str]:
     if entity_type == TOPICS:
         response = await admin.request(3, 12, M.MetadataRequest(topics=None, allow_auto_topic_creation=False))
         return [t.name for t in response.topics]
-    if entity_type == BROKERS:
-        response = await admin.request(60, 0, M.DescribeClusterRequest())
+    if entity_type in (BROKERS, BROKER_LOGGERS):
+        response = await admin.cluster()
         return [str(b.broker_id) for b in response.brokers] + [""]
     response = await admin.request(16, 4, M.ListGroupsRequest(states_filter=[]))
     return [g.group_id for g in response.groups]
@@ -286,15 +371,22 @@ async def describe_resources(admin: Admin, entity_type: str, name: str | None, d
 async def alter_resource(admin: Admin, entity_type: str, name: str, to_add: dict[str, str],
                          to_delete: list[str]) -> None:
     """ConfigCommand.alterResourceConfig: each config to delete must be a dynamic config of the
-    entity; then SETs and DELETEs in one IncrementalAlterConfigs."""
+    entity (a broker logger's, each logger named must exist); then SETs and DELETEs in one
+    IncrementalAlterConfigs, to the node itself for its loggers, else to the active controller
+    with --bootstrap-controller."""
     current = {e.name for e in await resource_configs(admin, entity_type, name, False)}
+    if entity_type == BROKER_LOGGERS:
+        invalid = [k for k in to_delete if k not in current] + [k for k in to_add if k not in current]
+        if invalid:
+            raise RuntimeError(f"Invalid broker logger(s): {','.join(invalid)}")
     invalid = [k for k in to_delete if k not in current]
     if invalid:
         raise RuntimeError(f"Invalid config(s): {','.join(invalid)}")
     Inc = M.IncrementalAlterConfigsRequest
     ops = [Inc.AlterableConfig(name=k, config_operation=0, value=v) for k, v in to_add.items()]
     ops += [Inc.AlterableConfig(name=k, config_operation=1, value=None) for k in to_delete]
-    response = await admin.request(44, 1, Inc(resources=[Inc.AlterConfigsResource(
+    owner = _owner(RESOURCE_TYPES[entity_type], name) if entity_type == BROKER_LOGGERS else None
+    response = await admin.request_to(owner, 44, 1, Inc(resources=[Inc.AlterConfigsResource(
         resource_type=RESOURCE_TYPES[entity_type], resource_name=name, configs=ops)], validate_only=False))
     result = response.responses[0]
     if result.error_code != Error.NONE:
@@ -381,7 +473,7 @@ async def alter_quotas(admin: Admin, types: list[str], names: list[str], to_add:
     ops += [A.OpData(key=k, value=0.0, remove=True) for k in to_delete]
     entity = [A.EntityData(entity_type=QUOTA_ENTITY[t], entity_name=n or None) for t, n in zip(types, names)]
     body = A(entries=[A.EntryData(entity=entity, ops=ops)], validate_only=False)
-    response = await admin.request(49, 1, body)
+    response = await admin.request_to(None, 49, 1, body)
     for entry in response.entries:
         if entry.error_code != Error.NONE:
             raise _failed(entry.error_code, entry.error_message)
@@ -460,14 +552,25 @@ def _scala_list(names: list[str]) -> str:
 
 async def execute(args: argparse.Namespace, types: list[str], names: list[str],
                   security: ClientSecurity | None) -> str:
-    async with Admin(args.bootstrap_server, security) as admin:
+    controllers = args.bootstrap_controller is not None
+    async with Admin(args.bootstrap_controller if controllers else args.bootstrap_server, security,
+                     controllers=controllers) as admin:
         if args.describe:
             if types[0] in (USERS, CLIENTS):
                 return await describe_quotas(admin, types, names)
+            if types[0] == IPS:
+                return "".join(quota_text(entity, values) + "\n"
+                               for entity, values in await quota_entries(admin, types, names))
             return await describe_resources(admin, types[0], names[0] if names else None, args.all)
         to_add, to_delete = configs_to_add(args), [k.strip() for k in args.delete_config]
         if types[0] in (USERS, CLIENTS):
             await alter_users_or_clients(admin, types, names, to_add, to_delete)
+        elif types[0] == IPS:
+            unknown = [k for k in list(to_add) + to_delete if k not in IP_CONFIGS]
+            if unknown:
+                raise UsageError(f"Only connection quota configs can be added for '{IPS}' using "
+                                 f"--bootstrap-server. Unexpected config names: {','.join(unknown)}")
+            await alter_quotas(admin, types, names, to_add, to_delete)
         else:
             await alter_resource(admin, types[0], names[0], to_add, to_delete)
         if names[0]:
