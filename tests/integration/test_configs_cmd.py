@@ -145,3 +145,84 @@ def test_user_and_client_quotas_and_scram_credentials(shared_node, capsys):
     rc, out, err = configs(capsys, shared_node, "--entity-type", "users", "--entity-name", user, "--alter",
                            "--add-config", "SCRAM-SHA-256=[password=x],producer_byte_rate=10")
     assert rc != 0 and "Cannot alter both quota and SCRAM credential configs simultaneously" in err
+
+
+def levels(out: str) -> dict[str, str]:
+    """logger -> level of a broker-loggers describe, each line checked for Kafka's layout."""
+    found = {}
+    for line in out.splitlines()[1:]:
+        assert line.startswith("  ") and line.endswith(" sensitive=false synonyms={}"), line
+        name, _, level = line.strip().split(" ")[0].partition("=")
+        found[name] = level
+    return found
+
+
+def test_broker_loggers_describe_and_alter_on_the_broker_and_through_the_controllers(shared_node, capsys):
+    """A broker's loggers as kafka-configs --entity-type broker-loggers prints them, one level
+    set and unset at run time; the controller's own loggers through --bootstrap-controller."""
+    rc, out, _ = configs(capsys, shared_node, "--entity-type", "broker-loggers", "--entity-name", "1",
+                         "--describe")
+    assert rc == 0 and out.startswith("Dynamic configs for broker-logger 1 are:\n")
+    assert {"root", "strom.broker"} <= set(levels(out))
+    rc, out, _ = configs(capsys, shared_node, "--entity-type", "broker-loggers", "--entity-name", "1",
+                         "--alter", "--add-config", "strom.broker=TRACE")
+    assert (rc, out) == (0, "Completed updating config for broker-logger 1.\n")
+    rc, out, _ = configs(capsys, shared_node, "--entity-type", "broker-loggers", "--entity-name", "1",
+                         "--describe")
+    assert levels(out)["strom.broker"] == "TRACE"
+    rc, out, _ = configs(capsys, shared_node, "--entity-type", "broker-loggers", "--entity-name", "1",
+                         "--alter", "--delete-config", "strom.broker")
+    assert rc == 0
+    rc, out, _ = configs(capsys, shared_node, "--entity-type", "broker-loggers", "--entity-name", "1",
+                         "--describe")
+    assert levels(out)["strom.broker"] == levels(out)["strom"]
+    rc, _, err = configs(capsys, shared_node, "--entity-type", "broker-loggers", "--entity-name", "1",
+                         "--alter", "--add-config", "no.such.logger=DEBUG")
+    assert rc != 0 and "Invalid broker logger(s): no.such.logger" in err
+
+    controller = f"127.0.0.1:{shared_node.controller_port}"
+    capsys.readouterr()
+    assert main(["configs", "--bootstrap-controller", controller, "--entity-type", "broker-loggers",
+                 "--entity-name", "1", "--alter", "--add-config", "strom.controller=DEBUG"]) == 0
+    assert main(["configs", "--bootstrap-controller", controller, "--entity-type", "broker-loggers",
+                 "--entity-name", "1", "--describe"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Completed updating config for broker-logger 1.\n"
+                          "Dynamic configs for broker-logger 1 are:\n")
+    assert levels(out.split("\n", 1)[1])["strom.controller"] == "DEBUG"
+    assert main(["configs", "--bootstrap-controller", controller, "--entity-type", "broker-loggers",
+                 "--entity-name", "1", "--alter", "--delete-config", "strom.controller"]) == 0
+
+
+def test_a_topic_config_altered_through_the_controllers(shared_node, capsys):
+    topic = new_topic(shared_node)
+    capsys.readouterr()
+    assert main(["configs", "--bootstrap-controller", f"127.0.0.1:{shared_node.controller_port}",
+                 "--entity-type", "topics", "--entity-name", topic, "--alter",
+                 "--add-config", "retention.ms=120000"]) == 0
+    assert capsys.readouterr().out == f"Completed updating config for topic {topic}.\n"
+    rc, out, _ = configs(capsys, shared_node, "--entity-type", "topics", "--entity-name", topic, "--describe")
+    assert "  retention.ms=120000 sensitive=false" in out
+
+
+def test_ip_connection_quotas_of_an_ip_and_the_default_ip(shared_node, capsys):
+    rc, out, _ = configs(capsys, shared_node, "--entity-type", "ips", "--entity-name", "10.9.8.7", "--alter",
+                         "--add-config", "connection_creation_rate=10")
+    assert (rc, out) == (0, "Completed updating config for ip 10.9.8.7.\n")
+    rc, out, _ = configs(capsys, shared_node, "--entity-type", "ips", "--entity-name", "10.9.8.7",
+                         "--describe")
+    assert out == "Quota configs for ip '10.9.8.7' are connection_creation_rate=10.0\n"
+    rc, out, _ = configs(capsys, shared_node, "--entity-type", "ips", "--entity-default", "--alter",
+                         "--add-config", "connection_creation_rate=1000")
+    assert (rc, out) == (0, "Completed updating default config for ips in the cluster.\n")
+    rc, out, _ = configs(capsys, shared_node, "--entity-type", "ips", "--entity-default", "--describe")
+    assert out == "Quota configs for the default ip are connection_creation_rate=1000.0\n"
+    for entity in (["--entity-name", "10.9.8.7"], ["--entity-default"]):
+        rc, _, _ = configs(capsys, shared_node, "--entity-type", "ips", *entity, "--alter",
+                           "--delete-config", "connection_creation_rate")
+        assert rc == 0
+    rc, out, _ = configs(capsys, shared_node, "--entity-type", "ips", "--describe")
+    assert "10.9.8.7" not in out and "default ip" not in out
+    rc, _, err = configs(capsys, shared_node, "--entity-type", "ips", "--entity-name", "10.9.8.7", "--alter",
+                         "--add-config", "producer_byte_rate=10")
+    assert rc != 0 and "Only connection quota configs can be added for 'ips'" in err
