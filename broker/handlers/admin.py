@@ -42,6 +42,7 @@ from metadata.configs import (
     TOPIC_RESOURCE,
     ConfigFailure,
     check_request_shape,
+    dynamic_broker_configs,
     not_dynamic,
     unknown_operation,
 )
@@ -62,17 +63,20 @@ from protocol import messages as M
 from protocol.context import RequestContext
 from protocol.dispatch import Api
 from protocol.errors import Error
+from security import listener_ssl
+from security.tls import SslConfigError
 
 if TYPE_CHECKING:
     from engine.config import LogConfig
     from metadata.image import MetadataImage
     from replication.manager import ReplicaManager
+    from security.tls import TlsReloader
 
 BROKER_LOGGER = log_levels.BROKER_LOGGER_RESOURCE
 Answers = dict[int, tuple[int, str | None]]  # a resource's answer by its index in the request
 SOURCE_DYNAMIC_TOPIC, SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER = 1, 2, 3
 SOURCE_STATIC_BROKER, SOURCE_DEFAULT, SOURCE_GROUP = 4, 5, 8
-TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = 1, 2, 3, 5, 6, 7
+TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST, TYPE_PASSWORD = 1, 2, 3, 5, 6, 7, 9
 # A broker property's declared kind (strom.config) -> its DescribeConfigs type; lists and
 # everything else are STRING, as Kafka declares most of them (listeners, log.dirs, ...).
 _BROKER_TYPES = {"int": TYPE_INT, "long": TYPE_LONG, "bool": TYPE_BOOLEAN, "double": TYPE_DOUBLE}
@@ -115,8 +119,10 @@ class AdminApis:
 
     def __init__(self, *, node_id: int, config: BrokerConfig, image: Callable[[], MetadataImage],
                  controller: ControllerChannel, topic_log_config: Callable[[str], LogConfig],
-                 replicas: ReplicaManager, authorizer: BrokerAuthorizer = ALLOW_ALL):
+                 replicas: ReplicaManager, authorizer: BrokerAuthorizer = ALLOW_ALL,
+                 tls: Callable[[], TlsReloader | None] = lambda: None):
         self.authorizer = authorizer
+        self.tls = tls  # the TLS listeners' reloader: a listener.name.<l>.ssl.* change checked here
         self.node_id = node_id
         self.config = config
         self.image = image
@@ -440,7 +446,7 @@ class AdminApis:
             try:
                 if i in failed:
                     raise failed[i]
-                self._broker_change(res)
+                self._broker_change(res, req.validate_only)
             except ConfigFailure as e:
                 answered[i] = (e.code, e.message)
         return answered
@@ -464,7 +470,7 @@ class AdminApis:
                 answered[i] = (e.code, e.message)
         return answered
 
-    def _broker_change(self, res) -> None:
+    def _broker_change(self, res, validate_only: bool = False) -> None:
         """The checks of a BROKER resource after the request's shape, as Kafka's
         validateResourceNameIsCurrentNodeId and validateBrokerConfigChange: raises its failure."""
         if res.resource_name:
@@ -489,10 +495,30 @@ class AdminApis:
                     verb = "append" if c.config_operation == APPEND else "subtract"
                     raise ConfigFailure(Error.INVALID_CONFIG,
                                         f"Config value {verb} is not allowed for config key: {c.name}")
-        changed = [c.name for c in res.configs if c.config_operation != DELETE
-                   and c.name not in BROKER_SYNONYMS and c.name not in REPLICATION_RATE_CONFIGS]
+        setting = [c.name for c in res.configs if c.config_operation != DELETE]
+        changed = [n for n in setting if n not in BROKER_SYNONYMS and n not in REPLICATION_RATE_CONFIGS
+                   and n not in listener_ssl.RECONFIGURABLE and listener_ssl.listener_ssl_name(n) is None]
         if changed:
             raise not_dynamic(changed)
+        self._listener_tls_change(res, setting, validate_only)
+
+    def _listener_tls_change(self, res, setting: list[str], validate_only: bool) -> None:
+        """A listener's ssl.* configs: per broker only, with the listener prefix; the new stores
+        must load and keep the certificate's subject and names (security/tls.py), else
+        INVALID_REQUEST with SslFactory's reason, as ConfigAdminManager answers a failed
+        validation; the same values set again reload the files now."""
+        refused = listener_ssl.refusal(setting, per_broker=bool(res.resource_name))
+        if refused is not None:
+            raise ConfigFailure(Error.INVALID_REQUEST, refused)
+        changes = {c.name: c.value if c.config_operation == SET else None for c in res.configs
+                   if listener_ssl.listener_ssl_name(c.name) is not None}
+        reloader = self.tls()
+        if not changes or reloader is None:
+            return
+        try:
+            reloader.check(changes, dynamic_broker_configs(self.image(), self.node_id), validate_only)
+        except SslConfigError as e:
+            raise ConfigFailure(Error.INVALID_REQUEST, str(e)) from None
 
     def _describe_group_entry(self, group: str, name: str, synonyms: bool):
         """Kafka's ConfigHelper.createGroupConfigEntry: the group's own value, else the broker's
@@ -551,10 +577,22 @@ class AdminApis:
                 continue
             chain = self._broker_chain(n, known[n], include_default=n not in self.config.originals)
             source, value = chain[0]
-            out.append(R(name=n, value=value, read_only=n not in _DYNAMIC, config_source=source,
-                         is_default=source == SOURCE_DEFAULT, is_sensitive=False,
-                         synonyms=[S(name=n, value=v, source=src) for src, v in chain] if synonyms else [],
-                         config_type=_broker_config_type(self.config, n)))
+            secret = listener_ssl.is_sensitive(n)  # a password: described, its value never
+            out.append(R(name=n, value=None if secret else value, read_only=n not in _DYNAMIC,
+                         config_source=source, is_default=source == SOURCE_DEFAULT, is_sensitive=secret,
+                         synonyms=[S(name=n, value=None if secret else v, source=src) for src, v in chain]
+                         if synonyms else [],
+                         config_type=TYPE_PASSWORD if secret else _broker_config_type(self.config, n)))
+        own = self.image().configs.get((BROKER_RESOURCE, str(self.node_id)), {})
+        listeners = [n for n in (sorted(own) if res.configuration_keys is None else res.configuration_keys)
+                     if n in own and n not in known and listener_ssl.listener_ssl_name(n) is not None]
+        for n in listeners:  # a listener's dynamic ssl.* configs; Kafka's PASSWORD ones sensitive
+            secret = listener_ssl.is_sensitive(n)
+            value = None if secret else own[n]
+            out.append(R(name=n, value=value, read_only=False, config_source=SOURCE_DYNAMIC_BROKER,
+                         is_default=False, is_sensitive=secret,
+                         synonyms=[S(name=n, value=value, source=SOURCE_DYNAMIC_BROKER)] if synonyms else [],
+                         config_type=TYPE_PASSWORD if secret else TYPE_STRING))
         return out
 
     def _describe_entry(self, topic: str, name: str, _cls, synonyms: bool = False):
