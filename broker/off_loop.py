@@ -122,17 +122,9 @@ class CleanerThread:
     def __init__(self, logs: LogManager, config: Any, clock: Callable[[], int] = _wall_clock_ms) -> None:
         self.logs = logs
         self.clock = clock
-        self.backoff_s = config["log.cleaner.backoff.ms"] / 1000
         self.stopping = False
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.cleaner = Cleaner(
-            dedupe_buffer_size=config["log.cleaner.dedupe.buffer.size"],
-            threads=config["log.cleaner.threads"],
-            load_factor=config["log.cleaner.io.buffer.load.factor"],
-            io_buffer_size=config["log.cleaner.io.buffer.size"],
-            io_max_bytes_per_second=config["log.cleaner.io.max.bytes.per.second"],
-            on_log_thread=self._on_loop,
-        )
+        self.reconfigure(config)
         self._running: asyncio.Future | None = None
         # The last clean's (Kafka's lastStats): its time in seconds and its bytes read and
         # written, read by the LogCleaner gauges (cleaner_values).
@@ -141,6 +133,22 @@ class CleanerThread:
         # The last pass's greatest dirty ratio (Kafka's dirtiestLogCleanableRatio), set from the
         # cleaner's thread: one float assigned, read by the LogCleanerManager gauge.
         self.max_dirty_ratio = 0.0
+
+    def reconfigure(self, config: Any) -> None:
+        """The cleaner's properties (log.cleaner.dedupe.buffer.size, .threads, .io.buffer.size,
+        .io.buffer.load.factor, .io.max.bytes.per.second, .backoff.ms), read from ``config`` by
+        name: a new Cleaner, used from the next pass (the one under way finishes with the old),
+        as Kafka's LogCleaner.reconfigure restarts its cleaner threads. The offset map is each
+        thread's share of the dedupe buffer."""
+        self.backoff_s = config["log.cleaner.backoff.ms"] / 1000
+        self.cleaner = Cleaner(
+            dedupe_buffer_size=config["log.cleaner.dedupe.buffer.size"],
+            threads=config["log.cleaner.threads"],
+            load_factor=config["log.cleaner.io.buffer.load.factor"],
+            io_buffer_size=config["log.cleaner.io.buffer.size"],
+            io_max_bytes_per_second=config["log.cleaner.io.max.bytes.per.second"],
+            on_log_thread=self._on_loop,
+        )
 
     def _on_loop(self, fn: Callable[[], Any]) -> Any:
         """Run ``fn`` on the loop from the cleaner's thread; its exception comes back here."""
