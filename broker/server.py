@@ -319,7 +319,7 @@ class Broker:
         apis += OffsetsHandlers(self.replicas, self.fetch_waiters, authorizer).apis()
         apis += AdminApis(node_id=self.node_id, config=self.config, image=lambda: self.image,
                           controller=self.follower, topic_log_config=self.topic_log_config,
-                          replicas=self.replicas, authorizer=authorizer).apis()
+                          replicas=self.replicas, authorizer=authorizer, tls=lambda: self.tls).apis()
         apis += GroupApis(self.groups, self.transactions, lambda: self.image, self.listener_name,
                           authorizer).apis()
         apis += TransactionApis(self.transactions, lambda: self.image, self.replicas, self.groups,
