@@ -1,16 +1,23 @@
 """`strom cluster up`, the real command in a subprocess: 3 controllers + 3 brokers on loopback
 under one supervisor. Clients work through the bootstrap.servers it prints; SIGINT stops the
 brokers, then the controllers, and leaves no process behind; a second `up` on the same --dir
-reuses it; a process that does not stop in time is killed, and the supervisor says so."""
+reuses it; a process that does not stop in time is killed, and the supervisor says so. On a
+terminal (a pseudo-terminal of a fixed size), cluster up shows strom top's live view of the
+cluster under its status lines: the quorum's leader and epoch, each broker, a group's lag."""
 from __future__ import annotations
 
+import codecs
 import contextlib
+import fcntl
 import os
+import pty
 import queue
 import re
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import threading
 import time
 import urllib.request
@@ -24,6 +31,9 @@ pytestmark = pytest.mark.timeout(120)
 UP_TIMEOUT_S = 60.0
 EXIT_TIMEOUT_S = 45.0
 STARTED = re.compile(r"started (controller|broker) (\d+) \(pid (\d+)\)")
+# A terminal's control sequences (CSI, OSC, and two-character escapes), left out of what it shows.
+ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[@-Z\\-_]")
+TTY_COLUMNS, TTY_LINES = 120, 60
 
 
 def alive(pid: int) -> bool:
@@ -36,20 +46,60 @@ def alive(pid: int) -> bool:
 
 
 class ClusterUp:
-    """``python -m strom cluster up --dir DIR --port 0 ...`` with its output read line by line."""
+    """``python -m strom cluster up --dir DIR --port 0 ...`` with its output read line by line;
+    with ``tty``, on a pseudo-terminal of TTY_COLUMNS x TTY_LINES, whose raw output (the live
+    view's redraws included) is kept in ``screen``, and each line read with its control
+    sequences left out."""
 
-    def __init__(self, directory: str, *args: str) -> None:
+    def __init__(self, directory: str, *args: str, tty: bool = False) -> None:
         cmd = [sys.executable, "-m", "strom", "cluster", "up", "--dir", directory, "--port", "0", *args]
-        self.proc = subprocess.Popen(_die_with_parent(cmd), cwd=REPO_ROOT, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
-                                     start_new_session=True)
         self.lines: list[str] = []
+        self.screen = ""
+        self._master: int | None = None
         self._queue: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
+        if tty:
+            self._master, terminal = pty.openpty()
+            fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", TTY_LINES, TTY_COLUMNS, 0, 0))
+            env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(TTY_COLUMNS),
+                   "LINES": str(TTY_LINES)}
+            for name in ("NO_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "FORCE_COLOR"):
+                env.pop(name, None)
+            self.proc = subprocess.Popen(_die_with_parent(cmd), cwd=REPO_ROOT, stdout=terminal,
+                                         stderr=terminal, stdin=subprocess.DEVNULL, env=env,
+                                         start_new_session=True)
+            os.close(terminal)
+            threading.Thread(target=self._read_terminal, daemon=True).start()
+        else:
+            self.proc = subprocess.Popen(_die_with_parent(cmd), cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+                                         start_new_session=True)
+            threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
         for line in self.proc.stdout:
             self._queue.put(line.rstrip("\n"))
+        self._queue.put(None)
+
+    def _read_terminal(self) -> None:
+        """The terminal's bytes as they come: all of them into ``screen``; each line (a redraw's
+        carriage returns end lines too) without its control sequences into the queue."""
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        pending = ""
+        while True:
+            try:
+                chunk = os.read(self._master, 65536)
+            except OSError:  # EIO: every end of the terminal closed
+                break
+            if not chunk:
+                break
+            text = decoder.decode(chunk)
+            self.screen += text
+            pending += text
+            *complete, pending = pending.split("\n")
+            for raw in complete:
+                for piece in ANSI.sub("", raw).split("\r"):
+                    if piece.strip():
+                        self._queue.put(piece.rstrip())
         self._queue.put(None)
 
     def wait_for(self, pattern: str, timeout: float = UP_TIMEOUT_S) -> re.Match:
@@ -95,6 +145,9 @@ class ClusterUp:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+        if self._master is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._master)
         for pid in self.pids().values():
             with contextlib.suppress(ProcessLookupError):
                 if alive(pid):
@@ -102,8 +155,8 @@ class ClusterUp:
 
 
 @contextlib.contextmanager
-def cluster_up(directory: str, *args: str):
-    up = ClusterUp(directory, *args)
+def cluster_up(directory: str, *args: str, tty: bool = False):
+    up = ClusterUp(directory, *args, tty=tty)
     try:
         yield up
     finally:
@@ -181,8 +234,33 @@ def top_once(up: ClusterUp, bootstrap: str) -> list[str]:
     return done.stdout.splitlines()
 
 
+def view_frames(up: ClusterUp) -> list[str]:
+    """The live view's frames as the terminal was sent them, control sequences left out: each
+    from its title to the next (the last may be partly written)."""
+    text = ANSI.sub("", up.screen).replace("\r", "\n")
+    return [frame for frame in re.split(r"^Strom cluster \S+$", text, flags=re.M)[1:]]
+
+
+def table_rows(frame: str) -> list[list[str]]:
+    """The cells of every table row in a frame (rich's box lines, split on its verticals)."""
+    return [[cell.strip() for cell in line.strip().strip("│").split("│")]
+            for line in frame.splitlines() if line.strip().startswith("│")]
+
+
+def shows_the_cluster(frame: str, leader: str, epoch: str) -> bool:
+    """The quorum's leader and epoch, every replica, each broker unfenced, the group's lag."""
+    rows = table_rows(frame)
+    replicas = {r[0] for r in rows if len(r) == 4 and r[1] in ("leader", "voter", "observer")}
+    brokers = {r[0] for r in rows if len(r) == 5 and r[1] == "unfenced"}
+    return (re.search(rf"leader {leader}, epoch {epoch}, high watermark \d+", frame) is not None
+            and replicas == {"1", "2", "3", "4", "5", "6"}
+            and [leader] == [r[0] for r in rows if r[1:2] == ["leader"]]
+            and brokers == {"4", "5", "6"}
+            and ["top-view", "hello-0", "0", "1", "1"] in rows)
+
+
 def test_cluster_up_serves_a_client_and_sigint_stops_brokers_then_controllers(tmp_path):
-    with cluster_up(str(tmp_path)) as up:
+    with cluster_up(str(tmp_path), tty=True) as up:
         bootstrap = bootstrap_of(up)
         assert len(bootstrap.split(",")) == 3
         pids = up.pids()
@@ -214,6 +292,14 @@ def test_cluster_up_serves_a_client_and_sigint_stops_brokers_then_controllers(tm
                        for line in lines), lines
         assert "under-replicated partitions: 0" in lines and "offline partitions: 0" in lines
         assert "group top-view hello-0: committed 0, log end 1, lag 1" in lines
+
+        # On its terminal, cluster up shows the same view live: the quorum's leader and epoch,
+        # each broker, the group's lag.
+        leader, epoch = re.match(r"quorum: leader (\d+), epoch (\d+)", lines[0]).groups()
+        deadline = time.monotonic() + 15
+        while not any(shows_the_cluster(f, leader, epoch) for f in view_frames(up)[-5:]):
+            assert time.monotonic() < deadline, (view_frames(up) or [up.screen[-4000:]])[-1]
+            time.sleep(0.5)
 
         code = up.interrupt()
         assert code == 0, "\n".join(up.lines)
