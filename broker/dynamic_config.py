@@ -84,13 +84,22 @@ class DynamicBrokerConfig:
         self._seen: tuple = ()
 
     def attach(self, cleaner: Any = None, fetchers: Any = None, server: Any = None) -> None:
+        """What the values apply to, once it exists; each made with the static properties gets
+        the values the image has changed already."""
+        differs = {name for name in self.current if self.current[name] != self.static[name]}
         if cleaner is not None:
             self.cleaner = cleaner
+            if differs & set(CLEANER):
+                cleaner.reconfigure(self.current)
         if fetchers is not None:
             self.fetchers = fetchers
+            if FETCHERS in differs:
+                fetchers.resize(self.current[FETCHERS])
         if server is not None:
             self.server = server
             server.quotas.ip_throttle = self.ip_quotas.throttle_ms
+            if differs & set(CONNECTIONS):
+                server.update_limits(self.listener_limits(server.limits))
 
     def values(self, image: Any) -> dict[str, Any]:
         """The SERVICE_CONFIGS' values for this broker under ``image``."""

@@ -117,3 +117,21 @@ def test_connection_limits_and_ip_quotas_from_the_image_reach_the_running_listen
         assert await served(port), "the ip's own quota over the default"
         await server.close()
     asyncio.run(asyncio.wait_for(scenario(), 20))
+
+
+def test_what_starts_after_the_image_changed_a_value_gets_the_changed_value(tmp_path):
+    config = ServerConfig(BASE)
+    manager = _manager(tmp_path)
+    try:
+        dynamic = DynamicBrokerConfig(config, NODE)
+        image = MetadataImage()
+        set_config(image, "log.cleaner.backoff.ms", "250")
+        set_config(image, "max.connections", "7")
+        dynamic.apply(image)  # the broker catching up with the metadata log
+        cleaner = CleanerThread(manager, config)
+        server = Server(echo, 1 << 20, limits=config.listener_limits())
+        dynamic.attach(cleaner=cleaner, server=server)
+        assert cleaner.backoff_s == 0.25
+        assert server.quotas.max_connections == 7
+    finally:
+        manager.shutdown()
