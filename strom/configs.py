@@ -1,6 +1,6 @@
-"""`strom configs`: describe and alter the dynamic configs of topics, brokers, groups, users and
-clients through a broker, as kafka-configs.sh --bootstrap-server does, with its options and its
-output.
+"""`strom configs`: describe and alter the dynamic configs of topics, brokers, broker loggers,
+groups, users, clients and ips through a broker (--bootstrap-server) or the controllers
+(--bootstrap-controller), as kafka-configs.sh does, with its options and its output.
 
     strom configs --bootstrap-server HOST:PORT --entity-type topics --entity-name orders --describe
     strom configs --bootstrap-server HOST:PORT --entity-type topics --entity-name orders --alter \\
@@ -20,6 +20,15 @@ go through DescribeClientQuotas and AlterClientQuotas (``--entity-default``: the
 a user's SCRAM credentials through DescribeUserScramCredentials and AlterUserScramCredentials.
 Deleting a config the entity does not have is refused before anything is sent
 (``Invalid config(s): name``), as kafka-configs refuses it.
+
+Broker loggers (``--entity-type broker-loggers --entity-name ID``) are the loggers of node ID's
+process and their levels (KIP-412): --describe lists every one (``  name=LEVEL sensitive=false
+synonyms={}``), --add-config 'strom.broker=DEBUG' sets a level (FATAL, ERROR, WARN, INFO, DEBUG,
+TRACE), --delete-config unsets it; a logger the node does not have is refused
+(``Invalid broker logger(s): name``). They are asked of node ID itself. Ips (``--entity-type ips``
+with an address or --entity-default) take connection_creation_rate, a client quota. With
+--bootstrap-controller, changes go to the active controller; the controllers describe their own
+configs, their loggers and topics.
 """
 from __future__ import annotations
 
@@ -70,6 +79,11 @@ EPILOG = """examples:
       --add-config log.retention.ms=3600000
   strom configs --bootstrap-server 127.0.0.1:9092 --entity-type users --entity-name alice --alter \\
       --add-config producer_byte_rate=1048576
+  strom configs --bootstrap-server 127.0.0.1:9092 --entity-type broker-loggers --entity-name 1 --describe
+  strom configs --bootstrap-controller 127.0.0.1:9093 --entity-type broker-loggers --entity-name 1 --alter \\
+      --add-config strom.controller=DEBUG
+  strom configs --bootstrap-server 127.0.0.1:9092 --entity-type ips --entity-default --alter \\
+      --add-config connection_creation_rate=100
 """
 
 
