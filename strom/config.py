@@ -193,6 +193,10 @@ PROPERTIES: dict[str, tuple[str, Any]] = {
     "ssl.principal.mapping.rules": (STRING, "DEFAULT"),
     "ssl.keymanager.algorithm": (STRING, "SunX509"),
     "ssl.trustmanager.algorithm": (STRING, "PKIX"),
+    # A listener's key store replaced without a restart may change its certificate's subject
+    # (DN) or drop a subject alternative name only with these (Kafka's BrokerSecurityConfigs).
+    "ssl.allow.dn.changes": (BOOL, False),
+    "ssl.allow.san.changes": (BOOL, False),
     # SASL (security/sasl/): per listener; the sasl.* ones and connections.max.reauth.ms per
     # mechanism too (listener.name.<listener>.<mechanism>.<property>), as Kafka.
     "sasl.enabled.mechanisms": (LIST, "GSSAPI"),
