@@ -226,3 +226,12 @@ def test_the_keys_and_stores_passwords_and_inline_pem_are_sensitive():
     assert is_sensitive("listener.name.ssl.ssl.keystore.key")
     assert is_sensitive("ssl.truststore.certificates")
     assert not is_sensitive("listener.name.ssl.ssl.keystore.location")
+
+
+def test_ssl_allow_dn_changes_and_san_changes_let_a_new_subject_and_names_in(pki):
+    config = _config(pki, pki["first"].keystore)
+    allowing = ServerConfig({**config.originals, "ssl.allow.dn.changes": "true",
+                             "listener.name.ssl.ssl.allow.san.changes": "true"})
+    listener_tls = tls.ListenerTls(allowing, "SSL")
+    listener_tls.build({"ssl.keystore.location": pki["renamed"].keystore})
+    listener_tls.build({"ssl.keystore.location": pki["nameless"].keystore})
