@@ -42,6 +42,7 @@ import sys
 import time
 
 from broker.authorizer import BrokerAuthorizer
+from broker.dynamic_config import DynamicBrokerConfig
 from broker.fetch_session import FetchSessionCache
 from broker.fetch_waiters import FetchWaiters
 from broker.groups.lag import register as register_group_metrics
@@ -145,6 +146,9 @@ class Broker:
                           socket_receive_buffer_bytes=config["replica.socket.receive.buffer.bytes"],
                           security=config.client_security(self.listener_name)),
             self.replicas.on_follower_appended, quota=self.follower_quota)
+        # The other dynamic broker configs (cleaner, fetchers, connection limits, ip quotas).
+        self.dynamic = DynamicBrokerConfig(config, config.node_id)
+        self.dynamic.attach(fetchers=self.replicas.fetchers)
         self.replicas.alter_partition = AlterPartitionManager(
             config.node_id, lambda: self.follower.broker_epoch, self._send_alter_partition,
             self.replicas.handle_alter_partition_result)
@@ -205,6 +209,7 @@ class Broker:
         topics = [(name, cfg) for (kind, name), cfg in image.configs.items() if kind == TOPIC_RESOURCE]
         for quota, leader in ((self.leader_quota, True), (self.follower_quota, False)):
             configure_from(quota, broker, topics, self.node_id, leader)
+        self.dynamic.apply(image)
         if not self._replicas_started:
             return  # still catching up with the metadata log: start() applies the whole image
         try:
@@ -346,6 +351,7 @@ class Broker:
         self.tls = TlsReloader.of(self.config, [lsn.name for lsn in self.config.broker_listeners()],
                                   self.server.set_ssl_context)
         self.tls.apply(dynamic_broker_configs(self.image, self.node_id))
+        self.dynamic.attach(server=self.server)
         self.server.start()
         loop = asyncio.get_running_loop()
         self._tasks = [
@@ -368,6 +374,7 @@ class Broker:
         ]
         if self.config["log.cleaner.enable"]:
             self.cleaner = CleanerThread(self.logs, self.config)
+            self.dynamic.attach(cleaner=self.cleaner)
             self._tasks.append(loop.create_task(self.cleaner.run()))
         self.broker_state = BROKER_STATE_RUNNING
 
