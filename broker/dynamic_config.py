@@ -129,12 +129,15 @@ class DynamicBrokerConfig:
             return
         log.info("broker %d applying dynamic broker configs: %s", self.node_id,
                  ", ".join(f"{name}={new[name]}" for name in sorted(changed)))
-        if changed & set(CLEANER) and self.cleaner is not None:
-            self.cleaner.reconfigure(new)
-        if FETCHERS in changed and self.fetchers is not None:
-            self.fetchers.resize(new[FETCHERS])
-        if changed & set(CONNECTIONS) and self.server is not None:
-            self.server.update_limits(self.listener_limits(self.server.limits))
+        try:
+            if changed & set(CLEANER) and self.cleaner is not None:
+                self.cleaner.reconfigure(new)
+            if FETCHERS in changed and self.fetchers is not None:
+                self.fetchers.resize(new[FETCHERS])
+            if changed & set(CONNECTIONS) and self.server is not None:
+                self.server.update_limits(self.listener_limits(self.server.limits))
+        except Exception:  # the image goes on being applied; what was not reconfigured stays
+            log.exception("dynamic broker configs not applied")
 
     def listener_limits(self, limits: Any) -> Any:
         """``limits`` (a protocol.limits.ListenerLimits) with the current connection limits."""
