@@ -139,7 +139,10 @@ def build_parser() -> argparse.ArgumentParser:
                "  strom topics describe --bootstrap-server 127.0.0.1:9092 --topic orders\n"
                "  strom topics list --bootstrap-server 127.0.0.1:9092 --command-config client.properties",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    topics.add_argument("action", choices=["create", "list", "describe", "delete"])
+    topics.add_argument("action", nargs="?", choices=["create", "list", "describe", "delete"])
+    for flag in ("create", "list", "describe", "delete"):  # kafka-topics' spelling of the action
+        topics.add_argument(f"--{flag}", dest="flag_actions", action="append_const", const=flag,
+                            help=argparse.SUPPRESS)
     topics.add_argument("--bootstrap-server", default="127.0.0.1:9092")
     topics.add_argument("--topic")
     topics.add_argument("--partitions", type=int, default=-1)
@@ -379,17 +382,27 @@ def run_topics(args) -> int:
     from strom import topics
     from strom.acls import read_command_config
 
-    if args.action in ("create", "delete") and not args.topic:
-        raise ValueError(f"topics {args.action} needs --topic")
+    actions = [a for a in [args.action, *(args.flag_actions or [])] if a]
+    if len(actions) != 1:
+        raise ValueError("Command must include exactly one action: --list, --describe, --create or --delete")
+    action = actions[0]
+    if action in ("create", "delete") and not args.topic:
+        raise ValueError(f"topics {action} needs --topic")
     security = read_command_config(args.command_config)
-    if args.action == "create":
-        configs = dict(c.split("=", 1) for c in args.config)
-        print(topics.create(args.bootstrap_server, args.topic, args.partitions,
-                            args.replication_factor, configs, security))
-    elif args.action == "delete":
-        print(topics.delete(args.bootstrap_server, args.topic, security))
-    elif args.action == "list":
-        print(topics.list_topics(args.bootstrap_server, security))
-    else:
-        print(topics.describe(args.bootstrap_server, args.topic, security))
+    try:  # TopicCommand.execute: the error on stdout after its prefix, exit 1; a delete prints nothing
+        if action == "create":
+            configs = dict(c.split("=", 1) for c in args.config)
+            print(topics.create(args.bootstrap_server, args.topic, args.partitions,
+                                args.replication_factor, configs, security))
+        elif action == "delete":
+            topics.delete(args.bootstrap_server, args.topic, security)
+        elif action == "list":
+            print(topics.list_topics(args.bootstrap_server, security))
+        else:
+            text = topics.describe(args.bootstrap_server, args.topic, security)
+            if text:
+                print(text)
+    except topics.TopicError as e:
+        print(f"Error while executing topic command : {e.tool_message}")
+        return 1
     return 0
