@@ -26,9 +26,19 @@ async def _request(bootstrap: str, api_key: int, version: int, body, security: C
         await conn.close()
 
 
+class TopicError(RuntimeError):
+    """A topic request's error: ``str()`` names what failed and the code; ``tool_message`` is what
+    kafka-topics prints after its prefix (the exception's message: the broker's, else the code)."""
+
+    def __init__(self, text: str, tool_message: str):
+        super().__init__(text)
+        self.tool_message = tool_message
+
+
 def _check(code: int, message: str | None, what: str) -> None:
     if code != Error.NONE:
-        raise RuntimeError(f"{what}: {Error(code).name}{': ' + message if message else ''}")
+        raise TopicError(f"{what}: {Error(code).name}{': ' + message if message else ''}",
+                         message or Error(code).name)
 
 
 def create(bootstrap: str, name: str, partitions: int, replication_factor: int,
@@ -105,7 +115,8 @@ async def _describe(bootstrap: str, name: str | None, security: ClientSecurity |
         names = sorted(t.name for t in listed.topics)
         if name is not None:
             if name not in names:
-                raise RuntimeError(f"Topic '{name}' does not exist as expected")
+                missing = f"Topic '{name}' does not exist as expected"
+                raise TopicError(missing, missing)
             names = [name]
         if not names:
             return ""

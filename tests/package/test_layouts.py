@@ -235,3 +235,15 @@ def test_an_errors_text_is_the_admin_clients_exception_class_and_message():
         "the range of offsets maintained by the server.")
     assert exception_text(Error.POLICY_VIOLATION, "no deletes here") == (
         "org.apache.kafka.common.errors.PolicyViolationException: no deletes here")
+
+
+def test_topics_takes_kafka_topics_action_flags_and_refuses_two_actions(capsys):
+    """TopicCommandOptions.checkArgs: exactly one of the actions (--list, --describe, --create,
+    --delete), given as kafka-topics' flags or strom's word."""
+    from strom.cli import main
+
+    assert main(["topics", "list", "--describe", "--bootstrap-server", "127.0.0.1:1"]) == 1
+    assert "Command must include exactly one action: --list, --describe, --create or --delete" in (
+        capsys.readouterr().err)
+    assert main(["topics", "--bootstrap-server", "127.0.0.1:1"]) == 1
+    assert "Command must include exactly one action" in capsys.readouterr().err
