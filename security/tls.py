@@ -343,6 +343,53 @@ def ensure_compatible(old: _Stores, new: _Stores, allow_dn_changes: bool, allow_
                              "for which no truststore was configured.")
 
 
+def _client_of(stores: _Stores) -> ssl.SSLContext:
+    """A client context with a store pair's trust and key, checking no host name (Kafka's
+    SslEngineValidator engines)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    _load_trust_store(ctx, stores, ssl.Purpose.SERVER_AUTH)
+    _load_key_store(ctx, stores)
+    return ctx
+
+
+def _handshake(server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext) -> None:
+    """One TLS handshake between the two contexts in memory; ssl.SSLError if it fails."""
+    server_in, server_out, client_in, client_out = (ssl.MemoryBIO() for _ in range(4))
+    server = server_ctx.wrap_bio(server_in, server_out, server_side=True)
+    client = client_ctx.wrap_bio(client_in, client_out, server_side=False)
+    done = {"client": False, "server": False}
+    for _ in range(16):
+        for side, obj, out, peer in (("client", client, client_out, server_in),
+                                     ("server", server, server_out, client_in)):
+            if not done[side]:
+                try:
+                    obj.do_handshake()
+                    done[side] = True
+                except ssl.SSLWantReadError:
+                    pass
+            data = out.read()
+            if data:
+                peer.write(data)
+        if all(done.values()):
+            return
+    raise ssl.SSLError("the handshake did not complete")
+
+
+def validate_handshakes(old_context: ssl.SSLContext, old: _Stores, new_context: ssl.SSLContext,
+                        new: _Stores) -> None:
+    """Kafka's SslEngineValidator for the inter-broker listener: a client with the new stores
+    completes a handshake with a server of the old ones, and a client with the old stores with a
+    server of the new ones, so the brokers that have not reloaded yet and this one still trust
+    each other. Raises SslConfigError with the handshake's reason."""
+    for server_ctx, client_stores in ((old_context, new), (new_context, old)):
+        try:
+            _handshake(server_ctx, _client_of(client_stores))
+        except ssl.SSLError as e:
+            raise SslConfigError("ssl.truststore.location",
+                                 f"javax.net.ssl.SSLHandshakeException: {e.reason or e}") from None
+
+
 def _flag(value: Any) -> bool:
     return value is True or str(value).lower() == "true"
 
@@ -352,8 +399,10 @@ class ListenerTls:
     SslFactory.validateReconfiguration and reconfigure). ``values``: the dynamic configs the
     context was built with, by property name without the listener prefix."""
 
-    def __init__(self, config: ListenerConfig, listener: str, context: ssl.SSLContext | None = None):
+    def __init__(self, config: ListenerConfig, listener: str, context: ssl.SSLContext | None = None,
+                 inter_broker: bool = False):
         self.config, self.listener = config, listener.upper()
+        self.inter_broker = inter_broker  # its stores must let old and new peers shake hands
         self.values: dict[str, str] = {}
         self.stores = _stores(config, self.listener)
         self.context = context or _server_context(config, self.listener, self.stores)
@@ -372,6 +421,8 @@ class ListenerTls:
             ensure_compatible(self.stores, stores,
                               _flag(view.listener_value(self.listener, "ssl.allow.dn.changes")),
                               _flag(view.listener_value(self.listener, "ssl.allow.san.changes")))
+            if self.inter_broker:
+                validate_handshakes(self.context, self.stores, context, stores)
         except SslConfigError as e:
             raise SslConfigError(self.prefixed(e.name),
                                  f"Validation of dynamic config update of SSLFactory failed: {e.message}") \
@@ -415,7 +466,8 @@ class TlsReloader:
         for name in names:
             context = config.ssl_server_context(name)
             if context is not None:
-                listeners.append(ListenerTls(config, name, context))
+                inter_broker = name.upper() == str(getattr(config, "inter_broker_listener_name", "")).upper()
+                listeners.append(ListenerTls(config, name, context, inter_broker))
         return cls(listeners, swap)
 
     def apply(self, dynamic: dict[str, str]) -> None:
@@ -427,7 +479,7 @@ class TlsReloader:
             self._seen[name] = values
             try:
                 context = lt.reload(values)
-            except SslConfigError as e:
+            except (ValueError, OSError) as e:  # SslConfigError, or a store that will not parse
                 log.warning("listener %s keeps serving its TLS context: %s", name, e)
                 continue
             self.swap(name, context)

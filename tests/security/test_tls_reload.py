@@ -40,7 +40,9 @@ def pki(tmp_path_factory):
         return certs._identity(directory, name, key, cert, ca_cert)
 
     ca = certs._write(f"{directory}/ca.pem", certs._pem(ca_cert))
-    return {"dir": directory, "ca": ca, "first": identity("first", "localhost"),
+    _, other_cert = certs._ca("Other CA", "Elsewhere", now)
+    other_ca = certs._write(f"{directory}/other-ca.pem", certs._pem(other_cert))
+    return {"dir": directory, "ca": ca, "other_ca": other_ca, "first": identity("first", "localhost"),
             "second": identity("second", "localhost"), "renamed": identity("renamed", "broker-7"),
             "nameless": identity("nameless", "localhost", server=False)}
 
@@ -235,3 +237,17 @@ def test_ssl_allow_dn_changes_and_san_changes_let_a_new_subject_and_names_in(pki
     listener_tls = tls.ListenerTls(allowing, "SSL")
     listener_tls.build({"ssl.keystore.location": pki["renamed"].keystore})
     listener_tls.build({"ssl.keystore.location": pki["nameless"].keystore})
+
+
+@pytest.mark.parametrize("client_auth", ["none", "required"])
+def test_on_the_inter_broker_listener_old_and_new_stores_must_still_shake_hands(pki, client_auth):
+    config = ServerConfig({**_config(pki, pki["first"].keystore).originals,
+                           "listener.name.ssl.ssl.client.auth": client_auth})
+    listener_tls = tls.ListenerTls(config, "SSL", inter_broker=True)
+    listener_tls.build({"ssl.keystore.location": pki["second"].keystore})
+    with pytest.raises(tls.SslConfigError) as e:
+        listener_tls.build({"ssl.truststore.location": pki["other_ca"]})
+    assert e.value.name == "listener.name.ssl.ssl.truststore.location"
+    assert "SSLHandshakeException" in e.value.message and "CERTIFICATE_VERIFY_FAILED" in e.value.message
+    # Elsewhere Kafka does not check it: a client listener may move to another CA.
+    tls.ListenerTls(config, "SSL").build({"ssl.truststore.location": pki["other_ca"]})

@@ -57,6 +57,7 @@ def test_an_ssl_config_without_its_listener_prefix_is_refused(s):
 
 
 def test_a_listeners_ssl_config_kafka_does_not_reconfigure_stays_static(s):
-    assert alter(s, resource("1", ("listener.name.ssl.ssl.cipher.suites", SET, "TLS_AES_128_GCM_SHA256"))) == [(
+    suites = "listener.name.ssl.ssl.cipher.suites"
+    assert alter(s, resource("1", (suites, SET, "TLS_AES_128_GCM_SHA256"))) == [(
         Error.INVALID_REQUEST, "Cannot update these configs dynamically: "
                                "Set(listener.name.ssl.ssl.cipher.suites)")]
