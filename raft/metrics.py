@@ -15,7 +15,7 @@ from raft.quorum_state import Candidate, Follower, Leader, Prospective, Resigned
 PREFIX = "kafka_server_raftmetrics_"
 # Every gauge raft_values answers (current-state is a label of its own gauge).
 RAFT_NAMES = tuple(PREFIX + name for name in (
-    "current_leader", "current_epoch", "current_vote", "high_watermark", "log_end_offset",
+    "current_leader", "current_epoch", "current_vote", "high_watermark", "log_end_offset", "log_end_epoch",
     "number_of_voters", "number_of_observers", "uncommitted_voter_change", "commit_latency_avg",
     "commit_latency_max", "election_latency_avg", "election_latency_max", "append_records_total"))
 
@@ -76,6 +76,7 @@ def raft_values(core, log_end_offset: int, timings: RaftTimings | None = None) -
         "current_vote": s.election_state().voted_id,
         "high_watermark": hw if hw >= 0 else -1,
         "log_end_offset": log_end_offset,
+        "log_end_epoch": core.log.end_offset().epoch,
         "number_of_voters": len(voters),
         "number_of_observers": observers,
         "uncommitted_voter_change": 1 if getattr(core, "_pending_change", None) is not None else 0,
