@@ -41,6 +41,7 @@ def test_a_broker_serves_raft_metrics_as_an_observer_of_the_metadata_log():
     assert values[(PREFIX + "current_epoch", ())] == leader.quorum.epoch
     assert values[(PREFIX + "high_watermark", ())] == leader.log.high_watermark > 0
     assert values[(PREFIX + "log_end_offset", ())] == leader.log.end_offset().offset
+    assert values[(PREFIX + "log_end_epoch", ())] == leader.log.end_offset().epoch == leader.quorum.epoch
     assert values[(PREFIX + "number_of_voters", ())] == 3
     assert values[(PREFIX + "number_of_observers", ())] == 0  # only the leader knows them
     assert values[(PREFIX + "append_records_total", ())] == 0  # an observer never leads
