@@ -65,8 +65,10 @@ async def _copy_off_loop(current: Any, future: Any, max_bytes: int) -> int:
 class LogDirMover:
     def __init__(self, logs: Any, on_swapped: Callable[[TopicPartition, Any], None],
                  rate: Callable[[], float | None] = lambda: None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Any] = asyncio.sleep) -> None:
         self.logs = logs
+        self.sleep = sleep
         self.on_swapped = on_swapped
         self.rate = rate
         self.clock = clock
@@ -130,10 +132,10 @@ class LogDirMover:
             assert step.kind == COPY
             wait = copy_delay_ms(self.rate(), copied, (self.clock() - started) * 1000)
             if wait > 0:
-                await asyncio.sleep(wait / 1000)
+                await self.sleep(wait / 1000)
                 continue
             n = await _copy_off_loop(current, future, CHUNK_BYTES)
             copied += n
             self.copied_bytes += n
             if n == 0:
-                await asyncio.sleep(IDLE_S)
+                await self.sleep(IDLE_S)
