@@ -31,6 +31,19 @@ _EXCEPTIONS: dict[int, tuple[str, str]] = {
                              "Request parameters do not satisfy the configured policy."),
     Error.KAFKA_STORAGE_ERROR: ("KafkaStorageException",
                                 "Disk error when trying to access log file on the disk."),
+    Error.BROKER_NOT_AVAILABLE: ("BrokerNotAvailableException", "The broker is not available."),
+    Error.COORDINATOR_LOAD_IN_PROGRESS: ("CoordinatorLoadInProgressException",
+                                         "The coordinator is loading and hence can't process requests."),
+    Error.COORDINATOR_NOT_AVAILABLE: ("CoordinatorNotAvailableException",
+                                      "The coordinator is not available."),
+    Error.NOT_COORDINATOR: ("NotCoordinatorException", "This is not the correct coordinator."),
+    Error.CLUSTER_AUTHORIZATION_FAILED: ("ClusterAuthorizationException", "Cluster authorization failed."),
+    Error.INVALID_TXN_STATE: ("InvalidTxnStateException",
+                              "The producer attempted a transactional operation in an invalid state."),
+    Error.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: ("TransactionalIdAuthorizationException",
+                                                  "Transactional Id authorization failed."),
+    Error.TRANSACTIONAL_ID_NOT_FOUND: ("TransactionalIdNotFoundException",
+                                       "The transactionalId could not be found."),
 }
 
 
@@ -46,3 +59,29 @@ def exception_text(code: int, message: str | None = None) -> str:
             return f"error code {code}{': ' + message if message else ''}"
     cls, default = known
     return f"{_PACKAGE}{cls}: {message or default}"
+
+
+def exception_message(code: int, message: str | None = None) -> str:
+    """The exception's own message (``Throwable.getMessage()`` of the cause): the broker's message,
+    else Errors' default, else the code's name."""
+    if message:
+        return message
+    known = _EXCEPTIONS.get(code)
+    if known is not None:
+        return known[1]
+    try:
+        return Error(code).name
+    except ValueError:
+        return f"error code {code}"
+
+
+def exception_class(code: int) -> str:
+    """The exception's class name (``getClass().getName()``), as kafka-log-dirs prints a log dir's
+    error; the code's name for an error without a known exception here."""
+    known = _EXCEPTIONS.get(code)
+    if known is not None:
+        return _PACKAGE + known[0]
+    try:
+        return Error(code).name
+    except ValueError:
+        return f"error code {code}"

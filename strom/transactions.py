@@ -25,7 +25,8 @@ from typing import Any
 
 from protocol import messages as M
 from protocol.errors import Error
-from strom.admin_client import Admin, AdminError, error_name, pretty_table
+from strom.admin_client import Admin, AdminError, pretty_table
+from strom.kafka_errors import exception_message
 
 FIND_COORDINATOR, WRITE_TXN_MARKERS = 10, 27
 DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66
@@ -104,7 +105,7 @@ async def list_transactions(admin: Admin, duration_ms: int | None) -> list[list[
                                          duration_filter=-1 if duration_ms is None else duration_ms)
         answer = await admin.request(LIST_TRANSACTIONS, 0 if duration_ms is None else 1, 1, body, node=broker)
         if answer.error_code != Error.NONE:
-            raise AdminError(f"Failed to list transactions: {error_name(answer.error_code)}")
+            raise failure("Failed to list transactions", answer.error_code)
         for t in answer.transaction_states:
             rows.append([t.transactional_id, str(broker), str(t.producer_id),
                          _state_name(t.transaction_state)])
@@ -121,7 +122,7 @@ async def find_coordinator(admin: Admin, transactional_id: str) -> int:
     else:
         code, node = answer.error_code, answer.node_id
     if code != Error.NONE:
-        raise AdminError(f"no coordinator for transactional-id `{transactional_id}`: {error_name(code)}")
+        raise failure(f"Failed to describe transaction state of transactional-id `{transactional_id}`", code)
     return node
 
 
@@ -132,14 +133,21 @@ async def describe_transaction(admin: Admin, transactional_id: str, now_ms: int)
                                  node=coordinator)
     s = answer.transaction_states[0]
     if s.error_code != Error.NONE:
-        raise AdminError(f"Failed to describe transaction state of transactional-id `{transactional_id}`: "
-                         f"{error_name(s.error_code)}")
+        raise failure(f"Failed to describe transaction state of transactional-id `{transactional_id}`",
+                      s.error_code)
     started = s.transaction_start_time_ms
     partitions = ",".join(f"{t.topic}-{p}" for t in s.topics for p in t.partitions)
     return [str(coordinator), transactional_id, str(s.producer_id), str(s.producer_epoch),
             _state_name(s.transaction_state), str(s.transaction_timeout_ms),
             str(started) if started >= 0 else "None", str(now_ms - started) if started >= 0 else "None",
             partitions]
+
+
+def failure(what: str, code: int, message: str | None = None) -> AdminError:
+    """TransactionsCommand.printErrorAndExit(message, cause): what failed, the cause's message,
+    and Kafka's note on debug logging."""
+    return AdminError(f"{what}: {exception_message(code, message)}. "
+                      "Enable debug logging for additional detail.")
 
 
 def _state_name(state: str) -> str:
@@ -149,21 +157,23 @@ def _state_name(state: str) -> str:
     return state if state in known else "Unknown"
 
 
-async def describe_producers(admin: Admin, topic: str, partition: int, broker: int | None) -> list[Any]:
+async def describe_producers(admin: Admin, topic: str, partition: int, broker: int | None,
+                             what: str | None = None) -> list[Any]:
+    """The partition's active producers; ``what`` heads the error (DescribeProducersCommand's
+    'Failed to describe producers for partition T-P on broker N|leader' by default)."""
+    what = what or (f"Failed to describe producers for partition {topic}-{partition} on "
+                    f"{'leader' if broker is None else f'broker {broker}'}")
     if broker is None:
         leaders = await admin.leaders([topic])
         if (topic, partition) not in leaders:
-            raise AdminError(f"Failed to describe producers for partition {topic}-{partition} on leader: "
-                             "UNKNOWN_TOPIC_OR_PARTITION")
+            raise failure(what, Error.UNKNOWN_TOPIC_OR_PARTITION)
         broker = leaders[(topic, partition)]
-    where = f"broker {broker}" if broker is not None else "leader"
     body = M.DescribeProducersRequest(topics=[M.DescribeProducersRequest.TopicRequest(
         name=topic, partition_indexes=[partition])])
     answer = await admin.request(DESCRIBE_PRODUCERS, 0, 0, body, node=broker)
     p = answer.topics[0].partitions[0]
     if p.error_code != Error.NONE:
-        raise AdminError(f"Failed to describe producers for partition {topic}-{partition} on {where}: "
-                         f"{error_name(p.error_code)}")
+        raise failure(what, p.error_code)
     return list(p.active_producers)
 
 
@@ -175,7 +185,8 @@ def producer_rows(producers: list[Any]) -> list[list[str]]:
 
 
 async def abort(admin: Admin, topic: str, partition: int, start_offset: int) -> None:
-    producers = await describe_producers(admin, topic, partition, None)
+    what = f"Failed to validate producer state for partition {topic}-{partition}"
+    producers = await describe_producers(admin, topic, partition, None, what)
     match = [s for s in producers if s.current_txn_start_offset == start_offset]
     if not match:
         raise AdminError(f"Could not find any open transactions starting at offset {start_offset} on "
@@ -192,20 +203,23 @@ async def abort(admin: Admin, topic: str, partition: int, start_offset: int) -> 
         for t in m.topics:
             for p in t.partitions:
                 if p.error_code != Error.NONE:
-                    raise AdminError(f"Failed to abort the transaction of producer {s.producer_id} on "
-                                     f"{topic}-{partition}: {error_name(p.error_code)}")
+                    spec = (f"AbortTransactionSpec(topicPartition={topic}-{partition}, producerId="
+                            f"{s.producer_id}, producerEpoch={s.producer_epoch}, coordinatorEpoch="
+                            f"{max(s.coordinator_epoch, 0)})")
+                    raise failure(f"Failed to abort transaction {spec}", p.error_code)
 
 
 async def find_hanging(admin: Admin, args: argparse.Namespace, now_ms: int) -> list[list[str]]:
     if args.broker_id is None and args.topic is None:
-        raise UsageError("find-hanging needs --broker-id or --topic")
+        raise UsageError("The `find-hanging` command requires either --topic or --broker-id to limit the "
+                         "scope of the search")
     if args.partition is not None and args.topic is None:
-        raise UsageError("--partition needs --topic")
+        raise UsageError("The --partition argument requires --topic to be provided")
     answer = await admin.metadata(None if args.topic is None else [args.topic])
     partitions = []
     for t in answer.topics:
         if t.error_code != Error.NONE:
-            raise AdminError(f"topic {t.name}: {error_name(t.error_code)}")
+            raise failure("Failed to describe 1 topics", t.error_code)
         for p in t.partitions:
             if args.partition is not None and p.partition_index != args.partition:
                 continue

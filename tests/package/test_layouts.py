@@ -5,6 +5,7 @@ padding, tabs, messages and blank lines. No network, no process."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 from types import SimpleNamespace as NS
 
 import pytest
@@ -247,3 +248,28 @@ def test_topics_takes_kafka_topics_action_flags_and_refuses_two_actions(capsys):
         capsys.readouterr().err)
     assert main(["topics", "--bootstrap-server", "127.0.0.1:1"]) == 1
     assert "Command must include exactly one action" in capsys.readouterr().err
+
+
+def test_transactions_errors_are_print_error_and_exits():
+    """TransactionsCommand.printErrorAndExit(message, cause): "<message>: <cause's message>. Enable
+    debug logging for additional detail." (the cause's message: the broker's, else Errors', whose
+    own full stop makes two), and
+    FindHangingTransactionsCommand's usage messages."""
+    from strom import transactions
+
+    e = transactions.failure("Failed to describe transaction state of transactional-id `payments`",
+                             Error.TRANSACTIONAL_ID_NOT_FOUND)
+    assert str(e) == ("Failed to describe transaction state of transactional-id `payments`: The "
+                      "transactionalId could not be found.. Enable debug logging for additional detail.")
+    e = transactions.failure("Failed to list transactions", Error.COORDINATOR_LOAD_IN_PROGRESS)
+    assert str(e) == ("Failed to list transactions: The coordinator is loading and hence can't process "
+                      "requests.. Enable debug logging for additional detail.")
+    usage = [(dict(broker_id=None, topic=None, partition=None),
+              "The `find-hanging` command requires either --topic or --broker-id to limit the scope of "
+              "the search"),
+             (dict(broker_id=1, topic=None, partition=0),
+              "The --partition argument requires --topic to be provided")]
+    for fields, message in usage:
+        with pytest.raises(transactions.UsageError) as raised:
+            asyncio.run(transactions.find_hanging(None, argparse.Namespace(**fields), 0))  # type: ignore[arg-type]
+        assert str(raised.value) == message
