@@ -17,7 +17,8 @@ from typing import Any
 
 from protocol import messages as M
 from protocol.errors import Error
-from strom.admin_client import API_VERSIONS, Admin, AdminError, error_name
+from strom.admin_client import API_VERSIONS, Admin, AdminError
+from strom.kafka_errors import exception_text
 
 HELP = "describe the cluster's features (like kafka-features)"
 EXAMPLE = """example:
@@ -74,9 +75,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         answer = asyncio.run(go())
         if answer.error_code != Error.NONE:
-            raise AdminError(error_name(answer.error_code))
+            raise AdminError(exception_text(answer.error_code))
     except AdminError as e:
-        print(f"strom features: {e}", file=sys.stderr)
+        print(e, file=sys.stderr)  # FeatureCommand.mainNoExit: the exception's message alone
         return 1
     text = format_features(answer)
     if text:
