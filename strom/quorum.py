@@ -259,7 +259,10 @@ def format_added(c: NewController, dry_run: bool = False) -> str:
 
 
 def format_removed(voter_id: int, directory_id: bytes, dry_run: bool = False) -> str:
-    verb = "DRY RUN of removing" if dry_run else "Removed"
+    """MetadataQuorumCommand.handleRemoveController's printf("%s KRaft controller ...") of
+    "DRY RUN of removing " or "Removed ": two spaces before KRaft, as Kafka prints (and its
+    MetadataQuorumCommandUnitTest expects)."""
+    verb = "DRY RUN of removing " if dry_run else "Removed "
     return f"{verb} KRaft controller {voter_id} with directory id {uuid_to_str(directory_id)}"
 
 

@@ -343,7 +343,7 @@ def test_quorum_argument_errors_are_one_line(tmp_path, capsys):
 def test_remove_controller_dry_run(capsys):
     assert main(["quorum", "--bootstrap-controller", "h:1", "remove-controller", "-i", "3",
                  "--controller-directory-id", U3, "--dry-run"]) == 0
-    assert capsys.readouterr().out == f"DRY RUN of removing KRaft controller 3 with directory id {U3}\n"
+    assert capsys.readouterr().out == f"DRY RUN of removing  KRaft controller 3 with directory id {U3}\n"
 
 
 # ---- add-controller / remove-controller requests ------------------------------------------------
