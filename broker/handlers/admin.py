@@ -74,6 +74,7 @@ if TYPE_CHECKING:
 
 BROKER_LOGGER = log_levels.BROKER_LOGGER_RESOURCE
 Answers = dict[int, tuple[int, str | None]]  # a resource's answer by its index in the request
+Synonym = tuple[int, str, str]  # a value's source, the property's name it is set under, the value
 SOURCE_DYNAMIC_TOPIC, SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER = 1, 2, 3
 SOURCE_STATIC_BROKER, SOURCE_DEFAULT, SOURCE_GROUP = 4, 5, 8
 TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST, TYPE_PASSWORD = 1, 2, 3, 5, 6, 7, 9
@@ -89,6 +90,13 @@ _KAFKA_TYPES = {
     **{name: TYPE_LIST for name, spec in TOPIC_CONFIGS.items() if spec.is_list},
 }
 _TOPIC_FROM_BROKER = {topic: broker for broker, topic in BROKER_SYNONYMS.items()}
+# Kafka's brokerConfigSynonyms of the time properties, finest first, and each form's unit in ms.
+_TIME_FORMS = {name: forms for forms in (("log.roll.ms", "log.roll.hours"),
+                                         ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+                                         ("log.retention.ms", "log.retention.minutes", "log.retention.hours"))
+               for name in forms}
+_TIME_FACTORS = {name: 3600000 if name.endswith(".hours") else 60000 if name.endswith(".minutes") else 1
+                 for name in _TIME_FORMS}
 _DYNAMIC = frozenset(BROKER_SYNONYMS) | frozenset(REPLICATION_RATE_CONFIGS)  # read_only False
 # A config resource's ACL resource and the error its refusal answers (Kafka's ConfigHelper and
 # ControllerApis.authorizeAlterResource): a broker's configs are the cluster's.
@@ -537,20 +545,37 @@ class AdminApis:
                  is_default=chain[0].source == SOURCE_DEFAULT, is_sensitive=False,
                  synonyms=chain if synonyms else [], config_type=TYPE_INT, documentation=None)
 
-    def _broker_chain(self, prop: str, value: Any, include_default: bool = True) -> list[tuple[int, str]]:
-        """A broker property's values from the most to the least specific, with their sources:
-        this broker's dynamic value, the cluster default's, the static one, the default."""
-        chain = []
+    def _broker_chain(self, prop: str, value: Any, include_default: bool = True) -> list[Synonym]:
+        """A broker property's values from the most to the least specific, with their sources
+        and names: this broker's dynamic value, the cluster default's, the static one, the
+        default; within each source the property's own form and its coarser ones (log.retention.ms,
+        .minutes, .hours: Kafka's brokerConfigSynonyms; a finer form is not a synonym of a
+        coarser one, as Kafka drops what precedes the name described)."""
+        forms: tuple[str, ...] = _TIME_FORMS.get(prop, (prop,))
+        forms = forms[forms.index(prop):]
+        chain: list[Synonym] = []
         image = self.image()
-        for source, name in ((SOURCE_DYNAMIC_BROKER, str(self.node_id)), (SOURCE_DYNAMIC_DEFAULT_BROKER, "")):
-            own = image.configs.get((BROKER_RESOURCE, name), {}).get(prop)
-            if own is not None:
-                chain.append((source, own))
-        if prop in self.config.originals:
-            chain.append((SOURCE_STATIC_BROKER, _text(value)))
+        for source, entity in ((SOURCE_DYNAMIC_BROKER, str(self.node_id)),
+                               (SOURCE_DYNAMIC_DEFAULT_BROKER, "")):
+            dynamic = image.configs.get((BROKER_RESOURCE, entity), {})
+            chain += [(source, form, dynamic[form]) for form in forms if form in dynamic]
+        for form in forms:
+            if form in self.config.originals:
+                chain.append((SOURCE_STATIC_BROKER, form,
+                              _text(value if form == prop else self.config.values.get(form))))
         if include_default:
-            chain.append((SOURCE_DEFAULT, _text(value)))
+            chain.append((SOURCE_DEFAULT, prop, _text(value)))
         return chain
+
+    def _in_unit_of(self, prop: str, form: str, value: str) -> str:
+        """A value of ``form`` (log.retention.hours) in ``prop``'s unit (log.retention.ms)."""
+        if form == prop or form not in _TIME_FACTORS or prop not in _TIME_FACTORS:
+            return value
+        try:
+            number = int(value)
+        except ValueError:
+            return value
+        return value if number < 0 else str(number * _TIME_FACTORS[form] // _TIME_FACTORS[prop])
 
     def _describe_broker(self, res, synonyms: bool) -> list:
         """Kafka's ConfigHelper for a BROKER resource: this broker's every property with its
@@ -576,11 +601,12 @@ class AdminApis:
             if n not in known:
                 continue
             chain = self._broker_chain(n, known[n], include_default=n not in self.config.originals)
-            source, value = chain[0]
+            source, form, first = chain[0]
+            shown = self._in_unit_of(n, form, first)
             secret = listener_ssl.is_sensitive(n)  # a password: described, its value never
-            out.append(R(name=n, value=None if secret else value, read_only=n not in _DYNAMIC,
+            out.append(R(name=n, value=None if secret else shown, read_only=n not in _DYNAMIC,
                          config_source=source, is_default=source == SOURCE_DEFAULT, is_sensitive=secret,
-                         synonyms=[S(name=n, value=None if secret else v, source=src) for src, v in chain]
+                         synonyms=[S(name=f, value=None if secret else v, source=src) for src, f, v in chain]
                          if synonyms else [],
                          config_type=TYPE_PASSWORD if secret else _broker_config_type(self.config, n)))
         own = self.image().configs.get((BROKER_RESOURCE, str(self.node_id)), {})
@@ -607,7 +633,7 @@ class AdminApis:
         prop = _TOPIC_FROM_BROKER.get(name)
         if prop is not None:
             default = getattr(self.config.log_config, TOPIC_CONFIGS[name].attr)
-            chain += [(src, prop, v) for src, v in self._broker_chain(prop, default)]
+            chain += self._broker_chain(prop, default)
         else:
             chain.append((SOURCE_DEFAULT, name, _text(value)))
         source = chain[0][0]
