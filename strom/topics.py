@@ -4,6 +4,7 @@ client properties to reach a secured listener with (security/client_config.py)."
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 from protocol import messages as M
@@ -67,6 +68,17 @@ def _metadata(bootstrap: str, names: list[str] | None, security: ClientSecurity 
     return asyncio.run(_request(bootstrap, 3, 12, body, security))
 
 
+def include_list(raw: str) -> re.Pattern[str]:
+    """kafka-topics' --topic as TopicFilter.IncludeList reads it: a regular expression matching
+    whole names, commas meaning '|', spaces and surrounding quotes dropped."""
+    regex = re.sub(r"[\"']+$", "", re.sub(r"^[\"']+", "", raw.strip().replace(",", "|").replace(" ", "")))
+    try:
+        return re.compile(regex)
+    except re.error:
+        message = f"{regex} is an invalid regex."
+        raise TopicError(message, message) from None
+
+
 def list_topics(bootstrap: str, security: ClientSecurity | None = None) -> str:
     return "\n".join(sorted(t.name for t in _metadata(bootstrap, None, security).topics))
 
@@ -114,10 +126,11 @@ async def _describe(bootstrap: str, name: str | None, security: ClientSecurity |
         listed = await conn.request(3, 12, R(topics=None, allow_auto_topic_creation=False))
         names = sorted(t.name for t in listed.topics)
         if name is not None:
-            if name not in names:
+            pattern = include_list(name)
+            names = [n for n in names if pattern.fullmatch(n)]
+            if not names:
                 missing = f"Topic '{name}' does not exist as expected"
                 raise TopicError(missing, missing)
-            names = [name]
         if not names:
             return ""
         D = M.DescribeTopicPartitionsRequest

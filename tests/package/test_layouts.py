@@ -273,3 +273,15 @@ def test_transactions_errors_are_print_error_and_exits():
         with pytest.raises(transactions.UsageError) as raised:
             asyncio.run(transactions.find_hanging(None, argparse.Namespace(**fields), 0))  # type: ignore[arg-type]
         assert str(raised.value) == message
+
+
+def test_topics_topic_option_is_an_include_list_as_topic_filter():
+    """TopicFilter.IncludeList: --topic is a regular expression matching whole names, ',' read as
+    '|', spaces and surrounding quotes dropped; a bad one is '<regex> is an invalid regex.'."""
+    assert topics.include_list("orders").fullmatch("orders")
+    assert not topics.include_list("orders").fullmatch("orders-dlq")
+    assert topics.include_list("'orders, payments'").fullmatch("payments")
+    assert topics.include_list("ord.*").fullmatch("orders")
+    with pytest.raises(topics.TopicError) as e:
+        topics.include_list("(")
+    assert e.value.tool_message == "( is an invalid regex."
