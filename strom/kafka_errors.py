@@ -44,6 +44,16 @@ _EXCEPTIONS: dict[int, tuple[str, str]] = {
                                                   "Transactional Id authorization failed."),
     Error.TRANSACTIONAL_ID_NOT_FOUND: ("TransactionalIdNotFoundException",
                                        "The transactionalId could not be found."),
+    Error.INVALID_REPLICA_ASSIGNMENT: ("InvalidReplicaAssignmentException", "Replica assignment is invalid."),
+    Error.LOG_DIR_NOT_FOUND: ("LogDirNotFoundException",
+                              "The user-specified log directory is not found in the broker config."),
+    Error.PREFERRED_LEADER_NOT_AVAILABLE: ("PreferredLeaderNotAvailableException",
+                                           "The preferred leader was not available."),
+    Error.ELIGIBLE_LEADERS_NOT_AVAILABLE: ("EligibleLeadersNotAvailableException",
+                                           "Eligible topic partition leaders are not available."),
+    Error.ELECTION_NOT_NEEDED: ("ElectionNotNeededException", "Leader election not needed for topic partition."),
+    Error.NO_REASSIGNMENT_IN_PROGRESS: ("NoReassignmentInProgressException",
+                                        "No partition reassignment is in progress."),
 }
 
 
