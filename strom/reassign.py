@@ -10,6 +10,12 @@ The reassignment JSON is Kafka's: ``{"version":1,"partitions":[{"topic":"t","par
 the moves and the topic configs ``leader.replication.throttled.replicas`` (partition:source for
 each current replica) / ``follower.replication.throttled.replicas`` (partition:destination for each
 new one); ``--verify`` clears them all once no partition of the file is still moving.
+
+A ``log_dirs`` entry other than "any" moves that replica into that log dir of its broker:
+``--execute`` sends AlterReplicaLogDirs to the broker (again until it holds the replica, for a
+replica it is about to get), ``--replica-alter-log-dirs-throttle B`` sets
+``replica.alter.log.dirs.io.max.bytes.per.second`` on those brokers, and ``--verify`` reports each
+such move from the brokers' DescribeLogDirs, as Kafka's tool.
 """
 from __future__ import annotations
 
@@ -33,6 +39,10 @@ BROKER_THROTTLES = (LEADER_RATE, FOLLOWER_RATE, "replica.alter.log.dirs.io.max.b
 TOPIC_THROTTLES = (LEADER_REPLICAS, FOLLOWER_REPLICAS)
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 SET, DELETE = 0, 1
+ALTER_LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
+ANY_LOG_DIR = "any"
+ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS = 34, 35
+Replica = tuple[str, int, int]  # topic, partition, broker (Kafka's TopicPartitionReplica)
 PREFERRED, UNCLEAN = 0, 1
 
 VERIFY_MESSAGE = ("Warning: You must run --verify periodically, until the reassignment completes, to "
@@ -71,8 +81,8 @@ def parse_topics_to_move(text: str) -> list[str]:
 
 
 def parse_reassignment(text: str) -> dict[TopicPartition, list[int]]:
-    """Kafka's parsePartitionReassignmentData: each partition once, its replicas distinct; log_dirs
-    other than "any" (moves between a broker's log dirs) are not served."""
+    """Kafka's parsePartitionReassignmentData: each partition once, its replicas distinct, as many
+    log_dirs as replicas (``parse_log_dirs`` reads them)."""
     data = _load(text, "--reassignment-json-file")
     parts = data.get("partitions")
     if not isinstance(parts, list) or not parts:
@@ -90,13 +100,68 @@ def parse_reassignment(text: str) -> dict[TopicPartition, list[int]]:
         if len(set(replicas)) != len(replicas):
             raise ConfigError("--reassignment-json-file",
                               f"Partition replica lists may not contain duplicate entries: {tp_text(tp)}")
-        dirs = p.get("log_dirs", ["any"] * len(replicas))
-        if any(d != "any" for d in dirs):
+        dirs = p.get("log_dirs", [ANY_LOG_DIR] * len(replicas))
+        if not isinstance(dirs, list) or len(dirs) != len(replicas):
             raise ConfigError("--reassignment-json-file",
-                              "log_dirs other than \"any\" (moving a replica between a broker's log "
-                              "directories) are not served")
+                              f"Size of replicas list {_java_list(replicas)} is different from size of "
+                              f"log dirs list {_java_list(dirs)} for partition {tp_text(tp)}")
         out[tp] = replicas
     return out
+
+
+def _java_list(items) -> str:
+    return "[" + ", ".join(map(str, items)) + "]" if isinstance(items, list) else str(items)
+
+
+def parse_log_dirs(text: str) -> dict[Replica, str]:
+    """The replicas the file moves into a log dir of their broker (a log_dirs entry other than
+    "any"), as Kafka's replicaAssignment."""
+    parse_reassignment(text)
+    out: dict[Replica, str] = {}
+    for p in _load(text, "--reassignment-json-file")["partitions"]:
+        for broker, d in zip(p["replicas"], p.get("log_dirs", [])):
+            if d != ANY_LOG_DIR:
+                out[(str(p["topic"]), int(p["partition"]), int(broker))] = str(d)
+    return out
+
+
+def replica_text(r: Replica) -> str:
+    """Kafka's TopicPartitionReplica.toString: topic-partition-broker."""
+    return f"{r[0]}-{r[1]}-{r[2]}"
+
+
+def _replica_order(r: Replica) -> tuple[int, str, int]:
+    return r[2], r[0], r[1]  # Kafka's compareTopicPartitionReplicas: broker, topic, partition
+
+
+def log_dir_move_states(targets: dict[Replica, str],
+                        found: dict[Replica, tuple[str | None, str | None]]) -> tuple[str, bool]:
+    """Kafka's findLogDirMoveStates and replicaMoveStatesToString: each replica's move from what
+    its broker's DescribeLogDirs shows (current dir, future dir; absent: not on the broker);
+    whether any is still moving."""
+    lines, moving = [], False
+    for r in sorted(targets, key=_replica_order):
+        target, (t, p, b) = targets[r], r
+        if r not in found:
+            lines.append(f"Partition {t}-{p} cannot be found in any live log directory on broker {b}.")
+            continue
+        current, future = found[r]
+        if current is None:
+            lines.append(f"Partition {t}-{p} is not found in any live log dir on broker {b}. There is likely "
+                         "an offline log directory on the broker.")
+        elif future is not None:
+            moving = True
+            if future == target:
+                lines.append(f"Reassignment of replica {replica_text(r)} is still in progress.")
+            else:
+                lines.append(f"Partition {t}-{p} on broker {b} is being moved to log dir {future} instead of "
+                             f"{target}.")
+        elif current == target:
+            lines.append(f"Reassignment of replica {replica_text(r)} completed successfully.")
+        else:
+            lines.append(f"Partition {t}-{p} on broker {b} is not being moved from log dir {current} to "
+                         f"{target}.")
+    return "\n".join(lines), moving
 
 
 def reassignment_json(parts: dict[TopicPartition, list[int]]) -> str:
@@ -203,6 +268,61 @@ class Admin:
         assert self.conn is not None
         return await self.conn.request(api_key, version, body, timeout=60.0)
 
+    def brokers_admin(self):
+        """An admin client that reaches each broker (AlterReplicaLogDirs and DescribeLogDirs go
+        to the broker holding the replica)."""
+        from strom.admin_client import Admin as BrokersAdmin
+        return BrokersAdmin(f"{self.address[0]}:{self.address[1]}", self.security, "strom-reassign")
+
+    async def alter_log_dirs(self, moves: dict[Replica, str]) -> set[Replica]:
+        """Kafka's alterReplicaLogDirs: the replicas whose move started; REPLICA_NOT_AVAILABLE
+        (the broker does not hold it yet) is left for another try, any other error stops."""
+        started: set[Replica] = set()
+        R = M.AlterReplicaLogDirsRequest
+        async with self.brokers_admin() as admin:
+            for broker in sorted({b for _, _, b in moves}):
+                dirs: dict[str, dict[str, list[int]]] = {}
+                for (t, p, b), d in moves.items():
+                    if b == broker:
+                        dirs.setdefault(d, {}).setdefault(t, []).append(p)
+                body = R(dirs=[R.AlterReplicaLogDir(path=d, topics=[
+                    R.AlterReplicaLogDir.AlterReplicaLogDirTopic(name=t, partitions=ps)
+                    for t, ps in topics.items()]) for d, topics in dirs.items()])
+                answer = await admin.request(ALTER_REPLICA_LOG_DIRS, 1, 2, body, node=broker)
+                for topic in answer.results:
+                    for part in topic.partitions:
+                        r = (topic.topic_name, part.partition_index, broker)
+                        if part.error_code == Error.NONE:
+                            started.add(r)
+                        elif part.error_code != Error.REPLICA_NOT_AVAILABLE:
+                            raise RuntimeError(f"Failed to alter dir for {replica_text(r)}: "
+                                               f"{_error_text(part.error_code, None)}")
+        return started
+
+    async def replica_log_dirs(self, replicas: set[Replica]) -> dict[Replica, tuple[str | None, str | None]]:
+        """Kafka's describeReplicaLogDirs: (current dir, future dir) of each replica its broker
+        holds, from the broker's DescribeLogDirs."""
+        found: dict[Replica, tuple[str | None, str | None]] = {}
+        async with self.brokers_admin() as admin:
+            for broker in sorted({b for _, _, b in replicas}):
+                answer = await admin.request(DESCRIBE_LOG_DIRS, 1, 4, M.DescribeLogDirsRequest(topics=None),
+                                             node=broker)
+                for result in answer.results:
+                    if result.error_code != Error.NONE:
+                        continue
+                    for topic in result.topics:
+                        for part in topic.partitions:
+                            r = (topic.name, part.partition_index, broker)
+                            if r not in replicas:
+                                continue
+                            current, future = found.get(r, (None, None))
+                            if part.is_future_key:
+                                future = result.log_dir
+                            else:
+                                current = result.log_dir
+                            found[r] = (current, future)
+        return found
+
     async def cluster(self) -> tuple[list[int], dict[TopicPartition, list[int]]]:
         """The brokers and every partition's replicas (Metadata of every topic)."""
         md = await self.request(3, 12, M.MetadataRequest(topics=None, allow_auto_topic_creation=False))
@@ -304,7 +424,8 @@ async def generate(admin: Admin, topics: list[str], broker_list: list[int], rng:
 
 
 async def execute(admin: Admin, targets: dict[TopicPartition, list[int]], throttle: int,
-                  additional: bool, out) -> None:
+                  additional: bool, out, log_dirs: dict[Replica, str] | None = None,
+                  log_dir_throttle: int = -1, timeout_ms: int = 10000) -> None:
     ongoing = await admin.ongoing()
     if ongoing and not additional:
         raise RuntimeError(EXISTING_MESSAGE)
@@ -319,8 +440,10 @@ async def execute(admin: Admin, targets: dict[TopicPartition, list[int]], thrott
     current = {tp: parts[tp] for tp in targets}
     out(f"Current partition replica assignment\n\n{reassignment_json(current)}\n\n"
         "Save this to use as the --reassignment-json-file option during rollback")
-    if throttle >= 0:
+    log_dirs = log_dirs or {}
+    if throttle >= 0 or log_dir_throttle >= 0:
         out(VERIFY_MESSAGE)
+    if throttle >= 0:
         moves = {}
         for tp, target in targets.items():
             # A partition already moving keeps its original replicas as sources (Kafka's
@@ -338,23 +461,53 @@ async def execute(admin: Admin, targets: dict[TopicPartition, list[int]], thrott
             (TOPIC_RESOURCE, t, [(LEADER_REPLICAS, SET, lead), (FOLLOWER_REPLICAS, SET, follow)])
             for t, (lead, follow) in sorted(lists.items())])
         out(f"The inter-broker throttle limit was set to {throttle} B/s")
+    if log_dir_throttle >= 0:
+        rate = [(ALTER_LOG_DIRS_RATE, SET, str(log_dir_throttle))]
+        moving_brokers = sorted({b for _, _, b in log_dirs})
+        await admin.alter_configs([(BROKER_RESOURCE, str(b), rate) for b in moving_brokers])
+        out(f"The replica-alter-dir throttle limit was set to {log_dir_throttle} B/s")
     errors = await admin.alter(dict(targets))
     if errors:
         raise RuntimeError("Error reassigning partition(s):\n" + "\n".join(
             f"{tp_text(tp)}: {e}" for tp, e in sorted(errors.items())))
     out(f"Successfully started partition reassignment{_plural(targets)} for "
         f"{','.join(tp_text(tp) for tp in sorted(targets))}")
+    if log_dirs:
+        await execute_moves(admin, log_dirs, timeout_ms, out)
+
+
+async def execute_moves(admin: Admin, log_dirs: dict[Replica, str], timeout_ms: int, out) -> None:
+    """Kafka's executeMoves: AlterReplicaLogDirs until every replica's broker has taken its move
+    (a replica the reassignment is still bringing to its broker is tried again every 100 ms)."""
+    pending = dict(log_dirs)
+    deadline = asyncio.get_running_loop().time() + timeout_ms / 1000
+    while True:
+        started = await admin.alter_log_dirs(pending)
+        for r in sorted(started, key=_replica_order):
+            out(f"Successfully started moving log directory to {pending[r]} for replica {r[0]}-{r[1]} "
+                f"with broker {r[2]} ")
+            del pending[r]
+        if not pending:
+            return
+        if asyncio.get_running_loop().time() >= deadline:
+            raise RuntimeError(f"Timed out before log directory move{_plural(pending)} could be started for: "
+                               + ",".join(replica_text(r) for r in sorted(pending, key=_replica_order)))
+        await asyncio.sleep(0.1)
 
 
 async def verify(admin: Admin, targets: dict[TopicPartition, list[int]], preserve_throttles: bool,
-                 out) -> bool:
+                 out, log_dirs: dict[Replica, str] | None = None) -> bool:
     """Prints each partition's state; once none of the file's partitions (nor any other) is
     moving, clears every throttle as Kafka's (it cannot tell which brokers served earlier moves).
     True when done."""
     ongoing = await admin.ongoing()
     brokers, parts = await admin.cluster()
     out(reassignment_states(targets, parts, set(ongoing) & set(targets)))
-    done = not ongoing
+    moving = False
+    if log_dirs:
+        text, moving = log_dir_move_states(log_dirs, await admin.replica_log_dirs(set(log_dirs)))
+        out(text)
+    done = not ongoing and not moving
     if done and not preserve_throttles:
         all_brokers = sorted(set(brokers) | {b for r in targets.values() for b in r})
         out(f"Clearing broker-level throttles on broker{_plural(all_brokers)} "
@@ -432,6 +585,8 @@ REASSIGN_EXAMPLE = """example:
       --topics-to-move-json-file topics.json --broker-list 2,3,4
   strom reassign-partitions --bootstrap-server 127.0.0.1:9092 --execute \\
       --reassignment-json-file plan.json --throttle 10000000
+  strom reassign-partitions --bootstrap-server 127.0.0.1:9092 --execute \
+      --reassignment-json-file plan.json --replica-alter-log-dirs-throttle 50000000
   strom reassign-partitions --bootstrap-server 127.0.0.1:9092 --verify --reassignment-json-file plan.json
 """
 
@@ -462,7 +617,10 @@ def add_parsers(sub) -> None:
     p.add_argument("--throttle", type=int, default=-1, metavar="BYTES/S",
                    help="with --execute: the replication rate limit of the brokers moving replicas")
     p.add_argument("--replica-alter-log-dirs-throttle", type=int, default=-1, metavar="BYTES/S",
-                   help="not served: Strom does not move replicas between a broker's log directories")
+                   help="with --execute: the rate limit of moving replicas between a broker's log "
+                        "directories (replica.alter.log.dirs.io.max.bytes.per.second)")
+    p.add_argument("--timeout", type=int, default=10000, metavar="MS",
+                   help="with --execute: how long to wait for the log directory moves to start")
     p.add_argument("--additional", action="store_true",
                    help="with --execute: start it while other reassignments are in progress")
     p.add_argument("--preserve-throttles", action="store_true",
@@ -489,9 +647,8 @@ def _read(path: str | None, option: str) -> str:
 
 
 def run_reassign(args, security: ClientSecurity | None) -> int:
-    if args.replica_alter_log_dirs_throttle >= 0:
-        raise ConfigError("--replica-alter-log-dirs-throttle",
-                          "not served: Strom does not move replicas between a broker's log directories")
+    if args.replica_alter_log_dirs_throttle >= 0 and not args.execute:
+        raise ConfigError("--replica-alter-log-dirs-throttle", "only with --execute")
     if args.throttle >= 0 and not args.execute:
         raise ConfigError("--throttle", "only with --execute")
     admin = Admin(args.bootstrap_server, security)
@@ -514,11 +671,13 @@ def run_reassign(args, security: ClientSecurity | None) -> int:
             elif args.list:
                 print(list_text(await admin.ongoing()))
             else:
-                targets = parse_reassignment(_read(args.reassignment_json_file, "--reassignment-json-file"))
+                text = _read(args.reassignment_json_file, "--reassignment-json-file")
+                targets, log_dirs = parse_reassignment(text), parse_log_dirs(text)
                 if args.execute:
-                    await execute(admin, targets, args.throttle, args.additional, print)
+                    await execute(admin, targets, args.throttle, args.additional, print, log_dirs,
+                                  args.replica_alter_log_dirs_throttle, args.timeout)
                 elif args.verify:
-                    await verify(admin, targets, args.preserve_throttles, print)
+                    await verify(admin, targets, args.preserve_throttles, print, log_dirs)
                 else:
                     await cancel(admin, targets, print)
         return 0
