@@ -51,7 +51,8 @@ _EXCEPTIONS: dict[int, tuple[str, str]] = {
                                            "The preferred leader was not available."),
     Error.ELIGIBLE_LEADERS_NOT_AVAILABLE: ("EligibleLeadersNotAvailableException",
                                            "Eligible topic partition leaders are not available."),
-    Error.ELECTION_NOT_NEEDED: ("ElectionNotNeededException", "Leader election not needed for topic partition."),
+    Error.ELECTION_NOT_NEEDED: ("ElectionNotNeededException",
+                                "Leader election not needed for topic partition."),
     Error.NO_REASSIGNMENT_IN_PROGRESS: ("NoReassignmentInProgressException",
                                         "No partition reassignment is in progress."),
 }

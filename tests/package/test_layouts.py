@@ -285,3 +285,16 @@ def test_topics_topic_option_is_an_include_list_as_topic_filter():
     with pytest.raises(topics.TopicError) as e:
         topics.include_list("(")
     assert e.value.tool_message == "( is an invalid regex."
+
+
+def test_an_errors_class_is_the_admin_clients_exception_class():
+    """LogDirsCommand prints a log dir's error as error().getClass().getName(); LeaderElectionCommand
+    a failed partition's as the Throwable's toString (class and message)."""
+    from strom.kafka_errors import exception_class
+
+    package = "org.apache.kafka.common.errors."
+    assert exception_class(Error.KAFKA_STORAGE_ERROR) == package + "KafkaStorageException"
+    assert exception_class(Error.LOG_DIR_NOT_FOUND) == package + "LogDirNotFoundException"
+    assert exception_text(Error.PREFERRED_LEADER_NOT_AVAILABLE) == (
+        "org.apache.kafka.common.errors.PreferredLeaderNotAvailableException: The preferred leader was not "
+        "available.")
