@@ -32,16 +32,20 @@ from engine.config import BROKER_SYNONYMS, TOPIC_CONFIGS
 from metadata.configs import (
     APPEND,
     BROKER_RESOURCE,
+    CLEANER_THREADS,
     DELETE,
     GROUP_CONFIGS,
     GROUP_RESOURCE,
     LONG_MAX,
     REPLICATION_RATE_CONFIGS,
+    SERVICE_CONFIGS,
     SET,
     SUBTRACT,
+    THREAD_COUNTS,
     TOPIC_RESOURCE,
     ConfigFailure,
     check_request_shape,
+    check_thread_count,
     dynamic_broker_configs,
     not_dynamic,
     unknown_operation,
@@ -97,7 +101,9 @@ _TIME_FORMS = {name: forms for forms in (("log.roll.ms", "log.roll.hours"),
                for name in forms}
 _TIME_FACTORS = {name: 3600000 if name.endswith(".hours") else 60000 if name.endswith(".minutes") else 1
                  for name in _TIME_FORMS}
-_DYNAMIC = frozenset(BROKER_SYNONYMS) | frozenset(REPLICATION_RATE_CONFIGS)  # read_only False
+# read_only False: the topic defaults, the replication rates, the cleaner's, the thread pools'
+# and the connection limits (metadata.configs.SERVICE_CONFIGS, broker/dynamic_config.py).
+_DYNAMIC = frozenset(BROKER_SYNONYMS) | frozenset(REPLICATION_RATE_CONFIGS) | frozenset(SERVICE_CONFIGS)
 # A config resource's ACL resource and the error its refusal answers (Kafka's ConfigHelper and
 # ControllerApis.authorizeAlterResource): a broker's configs are the cluster's.
 _CONFIG_AUTHORIZATION = {
@@ -504,11 +510,28 @@ class AdminApis:
                     raise ConfigFailure(Error.INVALID_CONFIG,
                                         f"Config value {verb} is not allowed for config key: {c.name}")
         setting = [c.name for c in res.configs if c.config_operation != DELETE]
-        changed = [n for n in setting if n not in BROKER_SYNONYMS and n not in REPLICATION_RATE_CONFIGS
+        changed = [n for n in setting if n not in _DYNAMIC
                    and n not in listener_ssl.RECONFIGURABLE and listener_ssl.listener_ssl_name(n) is None]
         if changed:
             raise not_dynamic(changed)
+        self._thread_counts(res)
         self._listener_tls_change(res, setting, validate_only)
+
+    def _thread_counts(self, res) -> None:
+        """Kafka's DynamicThreadPool and LogCleaner validation: a thread count SET may be at most
+        double and at least half this broker's current value (its dynamic one, else the
+        cluster default's, else the static); a value that is no integer is the controller's to
+        refuse."""
+        current = dynamic_broker_configs(self.image(), self.node_id)
+        for c in res.configs:
+            if c.config_operation != SET or c.name not in THREAD_COUNTS and c.name != CLEANER_THREADS:
+                continue
+            try:
+                new = int(c.value.strip())
+                now = int(current[c.name]) if c.name in current else self.config[c.name]
+            except ValueError:
+                continue
+            check_thread_count(c.name, new, now)
 
     def _listener_tls_change(self, res, setting: list[str], validate_only: bool) -> None:
         """A listener's ssl.* configs: per broker only, with the listener prefix; the new stores
