@@ -79,8 +79,13 @@ def include_list(raw: str) -> re.Pattern[str]:
         raise TopicError(message, message) from None
 
 
-def list_topics(bootstrap: str, security: ClientSecurity | None = None) -> str:
-    return "\n".join(sorted(t.name for t in _metadata(bootstrap, None, security).topics))
+def list_topics(bootstrap: str, security: ClientSecurity | None = None, topic: str | None = None) -> str:
+    """kafka-topics --list: the names, sorted, internal ones too; with --topic those it matches."""
+    names = sorted(t.name for t in _metadata(bootstrap, None, security).topics)
+    if topic is not None:
+        pattern = include_list(topic)
+        names = [n for n in names if pattern.fullmatch(n)]
+    return "\n".join(names)
 
 
 DESCRIBE_TOPIC_PARTITIONS = 75
