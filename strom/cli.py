@@ -397,7 +397,7 @@ def run_topics(args) -> int:
         elif action == "delete":
             topics.delete(args.bootstrap_server, args.topic, security)
         elif action == "list":
-            print(topics.list_topics(args.bootstrap_server, security))
+            print(topics.list_topics(args.bootstrap_server, security, args.topic))
         else:
             text = topics.describe(args.bootstrap_server, args.topic, security)
             if text:
