@@ -94,7 +94,28 @@ SERVED_RESOURCES = (TOPIC_RESOURCE, BROKER_RESOURCE, GROUP_RESOURCE)
 # rates (DynamicReplicationConfig), which broker/server.py applies from each image, and the log
 # cleaner's, the thread pools' and the connection limits' (metadata.configs.SERVICE_CONFIGS),
 # which broker/dynamic_config.py applies.
-DYNAMIC_BROKER = frozenset(BROKER_SYNONYMS) | frozenset(REPLICATION_RATE_CONFIGS) | frozenset(SERVICE_CONFIGS)
+# The coarser forms of the time properties, dynamic too (every synonym of a topic config is, in
+# Kafka's DynamicLogConfig): INT with Kafka's bound; the finest form set anywhere wins
+# (ms > minutes > hours, engine.config.log_config_from_broker).
+TIME_FORMS: dict[str, int | None] = {"log.retention.minutes": None, "log.retention.hours": None,
+                                     "log.roll.hours": 1}
+DYNAMIC_BROKER = (frozenset(BROKER_SYNONYMS) | frozenset(REPLICATION_RATE_CONFIGS)
+                  | frozenset(SERVICE_CONFIGS) | frozenset(TIME_FORMS))
+
+
+def check_time_form(name: str, value: str) -> None:
+    """A coarser time property's value as Kafka's ConfigDef parses an INT with its bound."""
+    try:
+        parsed = int(value.strip())
+    except ValueError:
+        parsed = None
+    if parsed is None or not -(2**31) <= parsed < 2**31:
+        raise ConfigFailure(Error.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: "
+                                                  "Not a number of type INT")
+    least = TIME_FORMS[name]
+    if least is not None and parsed < least:
+        raise ConfigFailure(Error.INVALID_CONFIG, f"Invalid value {parsed} for configuration {name}: "
+                                                  f"Value must be at least {least}")
 
 
 def java_split(value: str) -> list[str]:
@@ -300,6 +321,9 @@ class ConfigControl:
                 continue
             if prop in SERVICE_CONFIGS:
                 parse_service_config(prop, value)
+                continue
+            if prop in TIME_FORMS:
+                check_time_form(prop, value)
                 continue
             if prop not in DYNAMIC_BROKER:
                 continue
