@@ -76,7 +76,7 @@ from broker.quotas import BrokerQuotas
 from broker.replication_quota import ReplicationQuota, configure_from
 from broker.transactions.runtime import TransactionCoordinatorRuntime
 from broker.transactions.runtime import register_metrics as register_transaction_metrics
-from engine.config import BROKER_SYNONYMS
+from engine.config import log_config_from_broker
 from engine.errors import ConfigError
 from engine.log_dir_failure import KafkaStorageError, LogDirFailureChannel
 from engine.manager import LOG_START_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_CHECKPOINT, LogManager
@@ -189,13 +189,14 @@ class Broker:
     def broker_log_config(self):
         """The topics' defaults: the static log.* properties overlaid with the dynamic broker
         configs of the image (the cluster default's, then this broker's), applied to every log
-        at the next image without a restart."""
+        at the next image without a restart; of a time's forms set anywhere the finest wins
+        (log.retention.ms > .minutes > .hours, as Kafka's KafkaConfig reads them)."""
         dynamic = dynamic_broker_configs(self.image, self.config.node_id)
         key = tuple(sorted(dynamic.items()))
         if key != self._dynamic_key:
-            topic_names = {BROKER_SYNONYMS[n]: v for n, v in dynamic.items() if n in BROKER_SYNONYMS}
             try:
-                self._dynamic_log_config = self.config.log_config.with_overrides(topic_names)
+                self._dynamic_log_config = (log_config_from_broker({**self.config.originals, **dynamic})
+                                            if dynamic else self.config.log_config)
             except ConfigError as e:  # the controller validated it: kept as it was
                 log.warning("dynamic broker config not applied: %s", e)
                 self._dynamic_log_config = self.config.log_config
