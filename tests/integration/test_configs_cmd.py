@@ -226,3 +226,24 @@ def test_ip_connection_quotas_of_an_ip_and_the_default_ip(shared_node, capsys):
     rc, _, err = configs(capsys, shared_node, "--entity-type", "ips", "--entity-name", "10.9.8.7", "--alter",
                          "--add-config", "producer_byte_rate=10")
     assert rc != 0 and "Only connection quota configs can be added for 'ips'" in err
+
+
+def test_a_retention_set_in_hours_as_the_cluster_default_applies_to_every_topic(shared_node, capsys):
+    """log.retention.hours as a dynamic broker default: a topic's retention.ms becomes an hour,
+    described with the hours form as its synonym; deleted, the static default again."""
+    topic = new_topic(shared_node)
+    rc, out, _ = configs(capsys, shared_node, "--entity-type", "brokers", "--entity-default", "--alter",
+                         "--add-config", "log.retention.hours=1")
+    assert (rc, out) == (0, "Completed updating default config for brokers in the cluster.\n")
+    try:
+        rc, out, _ = configs(capsys, shared_node, "--entity-type", "topics", "--entity-name", topic,
+                             "--describe", "--all")
+        assert ("  retention.ms=3600000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:"
+                "log.retention.hours=1, DEFAULT_CONFIG:log.retention.ms=604800000}\n") in out
+    finally:
+        rc, _, _ = configs(capsys, shared_node, "--entity-type", "brokers", "--entity-default", "--alter",
+                           "--delete-config", "log.retention.hours")
+    assert rc == 0
+    rc, out, _ = configs(capsys, shared_node, "--entity-type", "topics", "--entity-name", topic,
+                         "--describe", "--all")
+    assert "  retention.ms=604800000 sensitive=false" in out
