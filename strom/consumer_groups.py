@@ -26,6 +26,8 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
+from strom.reset_plan import ResetPlanError, export_csv, parse_reset_plan
+
 HELP = "list, describe, reset the offsets of or delete consumer groups (like kafka-consumer-groups)"
 EXAMPLE = """example:
   strom consumer-groups --bootstrap-server 127.0.0.1:9092 --describe --group orders-app
@@ -79,6 +81,11 @@ def add_parser(sub: Any, listed: bool = True) -> None:
     p.add_argument("--shift-by", type=int, metavar="N")
     p.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss")
     p.add_argument("--by-duration", metavar="PnDTnHnMnS")
+    p.add_argument("--from-file", metavar="FILE",
+                   help="reset offsets to values defined in CSV file (topic,partition,offset; with "
+                        "several groups group,topic,partition,offset)")
+    p.add_argument("--export", action="store_true",
+                   help="with --reset-offsets: print the new offsets as CSV, for --from-file")
     p.add_argument("--dry-run", action="store_true", help="show the new offsets only (the default)")
     p.add_argument("--execute", action="store_true", help="commit the new offsets")
     p.add_argument("--timeout", type=int, default=5000, metavar="MS")
@@ -110,13 +117,14 @@ def check_args(args: argparse.Namespace) -> str:
         scopes = [s for s in ("to_earliest", "to_latest", "to_current") if getattr(args, s)]
         scopes += [s for s in ("to_offset", "shift_by", "to_datetime", "by_duration")
                    if getattr(args, s) is not None]
+        scopes += ["from_file"] if args.from_file is not None else []
         if len(scopes) != 1:
             raise UsageError("Option --reset-offsets takes exactly one of these options: --to-datetime, "
-                             "--by-duration, --to-earliest, --to-latest, --shift-by, --to-current, "
-                             "--to-offset")
+                             "--by-duration, --to-earliest, --to-latest, --shift-by, --from-file, "
+                             "--to-current, --to-offset")
         if args.dry_run and args.execute:
             raise UsageError("Option --reset-offsets only accepts one of --execute and --dry-run")
-        if not args.topic and not args.all_topics:
+        if not args.topic and not args.all_topics and args.from_file is None:
             raise UsageError("One of the reset scopes should be defined: --all-topics, --topic.")
         if args.topic and args.all_topics:
             raise UsageError("Option --reset-offsets takes only one of these options: --all-topics, --topic")
@@ -544,6 +552,13 @@ def run_reset(service: Service, args: argparse.Namespace) -> None:
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
     plan: dict[str, dict[tuple[str, int], int]] = {}
+    from_file = None
+    if args.from_file is not None:
+        try:
+            with open(args.from_file) as f:
+                from_file = parse_reset_plan(f.read(), args.group)
+        except (OSError, ResetPlanError) as e:
+            raise UsageError(str(e)) from None
     for group, description in _described(service, service.group_ids()).items():
         state = "Dead" if description is None else _state(description)
         if state not in ("Empty", "Dead"):
@@ -551,14 +566,22 @@ def run_reset(service: Service, args: argparse.Namespace) -> None:
                   f"state is {state}.")
             plan[group] = {}
             continue
-        offsets = prepare_reset(service, args, group, _partitions_to_reset(service, args, group))
+        if from_file is not None:
+            if group not in from_file:
+                error(f"No reset plan for group {group} found")
+            offsets = _check_range(service, from_file.get(group, {}))
+        else:
+            offsets = prepare_reset(service, args, group, _partitions_to_reset(service, args, group))
         if args.execute and offsets:
             future = service.admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
                 group, [TopicPartition(t, p, o) for (t, p), o in offsets.items()])],
                 request_timeout=service.timeout)[group]
             service._wait(future)
         plan[group] = offsets
-    print(reset_table(plan), end="")
+    if args.export:
+        print(export_csv(plan, single_group=len(args.group) == 1))
+    else:
+        print(reset_table(plan), end="")
 
 
 def run_delete(service: Service) -> None:

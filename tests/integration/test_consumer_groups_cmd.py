@@ -122,6 +122,33 @@ def test_reset_offsets_plans_by_default_and_commits_with_execute(shared_node, to
     assert rc == 1 and "One of the reset scopes should be defined: --all-topics, --topic." in err
 
 
+def test_reset_offsets_export_prints_the_plan_as_csv_and_from_file_commits_it(shared_node, topic, capsys,
+                                                                                tmp_path):
+    group = "file-" + topic
+    consume_all(shared_node, topic, group).close()
+    rc, out, _ = cmd(capsys, shared_node, "--reset-offsets", "--group", group, "--topic", topic,
+                     "--shift-by", "-3", "--export", "--dry-run")
+    assert rc == 0
+    # kafka-consumer-groups' CSV of one group: topic,partition,offset (and println's blank line)
+    assert out == f"{topic},0,{PER_PARTITION - 3}\n{topic},1,{PER_PARTITION - 3}\n\n"
+    rc, described, _ = cmd(capsys, shared_node, "--describe", "--group", group)
+    assert [r[3] for r in rows(described)] == [str(PER_PARTITION)] * 2  # the export was a dry run
+    plan = tmp_path / "plan.csv"
+    plan.write_text(out.replace(f"{topic},1,{PER_PARTITION - 3}", f"{topic},1,1"))
+    rc, out, _ = cmd(capsys, shared_node, "--reset-offsets", "--group", group, "--from-file", str(plan),
+                     "--execute")
+    assert rc == 0 and rows(out) == [[group, topic, "0", str(PER_PARTITION - 3)], [group, topic, "1", "1"]]
+    rc, described, _ = cmd(capsys, shared_node, "--describe", "--group", group)
+    assert [(r[2], r[3], r[5]) for r in rows(described)] == [("0", str(PER_PARTITION - 3), "3"),
+                                                            ("1", "1", str(PER_PARTITION - 1))]
+    plan.write_text(f"{topic},0,2\n{topic},zero,2\n")
+    rc, _, err = cmd(capsys, shared_node, "--reset-offsets", "--group", group, "--from-file", str(plan),
+                     "--execute")
+    assert rc == 1 and "line 2 of the reset plan is not topic,partition,offset" in err
+    rc, described, _ = cmd(capsys, shared_node, "--describe", "--group", group)
+    assert [r[3] for r in rows(described)] == [str(PER_PARTITION - 3), "1"]  # nothing of it committed
+
+
 def test_list_delete_offsets_and_delete_of_a_consumer_protocol_group(shared_node, topic, capsys):
     group = "kip848-" + topic
     consumer = consume_all(shared_node, topic, group, protocol="consumer", client_id="app-2")
