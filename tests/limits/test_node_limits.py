@@ -258,3 +258,74 @@ def test_idle_and_half_sent_connections_are_closed_after_connections_max_idle_ms
     for sock in (idle, half, active):
         sock.close()
     assert log_lines(limited_node, "a request begun but not completed in connections.max.idle.ms")
+
+
+async def _alter(port: int, api_key: int, version: int, request) -> list[int]:
+    conn = KafkaConnection("127.0.0.1", port)
+    await conn.connect()
+    try:
+        response = await conn.request(api_key, version, request)
+    finally:
+        await conn.close()
+    return [r.error_code for r in (response.responses if api_key == 44 else response.entries)]
+
+
+def _eventually(check, what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
+def test_connection_limits_and_ip_quotas_change_on_the_running_broker_without_a_restart(limited_node):
+    """max.connections.per.ip.overrides set as a dynamic broker config holds from the next
+    connection and the static value again once it is deleted; an ip entity's
+    connection_creation_rate (KIP-612) of 1 a second closes that address's new connections
+    unanswered once its rate is over it (a new address's rate is measured over ten windows)."""
+    port = limited_node.broker_port
+    Inc = M.IncrementalAlterConfigsRequest
+
+    def overrides(op: int, value: str | None) -> list[int]:
+        return asyncio.run(_alter(port, 44, 1, Inc(resources=[Inc.AlterConfigsResource(
+            resource_type=4, resource_name="", configs=[Inc.AlterConfigsResource.AlterableConfig(
+                name="max.connections.per.ip.overrides", config_operation=op, value=value)])],
+            validate_only=False)))
+
+    def three_connections_served() -> bool:
+        held = [connect(port, CLIENT_IP) for _ in range(3)]
+        try:
+            for sock in held:
+                sock.sendall(encode_request(18, 0, 1, "held", M.ApiVersionsRequest()))
+            return all(read_frame(sock) is not None for sock in held)
+        except OSError:
+            return False
+        finally:
+            for sock in held:
+                sock.close()
+
+    assert overrides(0, f"{CLIENT_IP}:3") == [Error.NONE]
+    _eventually(three_connections_served, "a third connection from the address once its override is 3")
+    assert overrides(1, None) == [Error.NONE]
+    _eventually(lambda: not three_connections_served(), "the static override of 2 again once deleted")
+
+    Q = M.AlterClientQuotasRequest
+
+    def ip_quota(remove: bool) -> list[int]:
+        return asyncio.run(_alter(port, 49, 1, Q(entries=[Q.EntryData(
+            entity=[Q.EntryData.EntityData(entity_type="ip", entity_name=CLIENT_IP)],
+            ops=[Q.EntryData.OpData(key="connection_creation_rate", value=1.0, remove=remove)])],
+            validate_only=False)))
+
+    def throttled() -> bool:
+        try:
+            return not api_versions_answered(port, CLIENT_IP)
+        except ConnectionResetError:  # closed with the request unread
+            return True
+
+    assert ip_quota(False) == [Error.NONE]
+    try:
+        _eventually(throttled, "the address's connections throttled", timeout=30.0)
+        assert api_versions_answered(port), "another address is not"
+    finally:
+        assert ip_quota(True) == [Error.NONE]
+    _eventually(lambda: api_versions_answered(port, CLIENT_IP), "served again once the quota is removed")
