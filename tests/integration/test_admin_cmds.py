@@ -252,3 +252,63 @@ def test_cluster_unregister_of_an_unknown_broker_is_broker_id_not_registered(nod
     assert "BROKER_ID_NOT_REGISTERED: Broker ID 42 is not currently registered" in done.stderr, done.stderr
     missing = strom("cluster", "unregister", "--bootstrap-server", node.bootstrap)
     assert missing.returncode == 1 and "--id is required" in missing.stderr
+
+
+@pytest.mark.slow
+def test_a_replica_moved_between_log_dirs_survives_a_kill_9_mid_copy_and_loses_nothing(tmp_path):
+    """kafka-reassign-partitions with log_dirs and --replica-alter-log-dirs-throttle on a node with
+    two log dirs: --verify reports the move in progress, a kill -9 during the copy leaves the
+    current log serving, the move resumes after the restart and completes, and every record
+    acknowledged before the move is read back."""
+    from confluent_kafka import Consumer
+
+    from .cluster import StromNode
+
+    first, second = str(tmp_path / "data"), str(tmp_path / "data2")
+    node = StromNode(str(tmp_path), extra={"log.dirs": f"{first},{second}"}).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": node.bootstrap})
+        admin.create_topics([NewTopic("moving", 1, 1)])["moving"].result(30)
+        producer = Producer({"bootstrap.servers": node.bootstrap, "acks": "all", "linger.ms": 5})
+        for i in range(3000):
+            producer.produce("moving", b"%06d" % i + b"x" * 1000)
+        assert producer.flush(60) == 0
+        source = first if os.path.isdir(os.path.join(first, "moving-0")) else second
+        target = second if source == first else first
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": "moving", "partition": 0, "replicas": [1], "log_dirs": [target]}]}))
+        out = strom("reassign-partitions", "--bootstrap-server", node.bootstrap, "--execute",
+                    "--reassignment-json-file", str(plan), "--replica-alter-log-dirs-throttle", "300000")
+        assert out.returncode == 0, out.stderr
+        assert "The replica-alter-dir throttle limit was set to 300000 B/s" in out.stdout
+        assert f"Successfully started moving log directory to {target} for replica moving-0 with broker 1 " \
+            in out.stdout
+        verify = strom("reassign-partitions", "--bootstrap-server", node.bootstrap, "--verify",
+                       "--reassignment-json-file", str(plan))
+        assert "Reassignment of replica moving-0-1 is still in progress." in verify.stdout, verify.stdout
+        node.restart(kill=True)
+        assert os.path.isdir(os.path.join(source, "moving-0"))
+        for _ in range(120):
+            verify = strom("reassign-partitions", "--bootstrap-server", node.bootstrap, "--verify",
+                           "--reassignment-json-file", str(plan))
+            if "Reassignment of replica moving-0-1 completed successfully." in verify.stdout:
+                break
+            subprocess.run(["sleep", "0.5"])
+        assert "Reassignment of replica moving-0-1 completed successfully." in verify.stdout, verify.stdout
+        assert os.path.isdir(os.path.join(target, "moving-0"))
+        assert not os.path.exists(os.path.join(source, "moving-0"))
+        consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "mover-check",
+                             "auto.offset.reset": "earliest"})
+        consumer.subscribe(["moving"])
+        seen = set()
+        for _ in range(120):
+            for msg in consumer.consume(1000, 0.5):
+                if msg.error() is None:
+                    seen.add(int(msg.value()[:6]))
+            if len(seen) == 3000:
+                break
+        consumer.close()
+        assert seen == set(range(3000))
+    finally:
+        node.close()
