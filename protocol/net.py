@@ -589,6 +589,7 @@ class Server:
     def update_limits(self, limits: ListenerLimits) -> None:
         """New connection limits for the running listeners (protocol.limits.ConnectionQuotas.update);
         an acceptor waiting for a slot looks again."""
+        self.limits = limits
         self.quotas.update(limits)
         if self._slot_freed is not None:
             self._slot_freed.set()
