@@ -545,7 +545,10 @@ class ReplicaManager:
                 self._apply(tp, partition, partition.maybe_shrink_isr(now))
 
     async def close(self) -> None:
-        """Stop fetching and proposing; parked acks=all requests are answered."""
+        """Stop fetching, proposing and moving replicas between log dirs (a copy under way ends
+        before the logs close; its future log resumes at the next start); parked acks=all
+        requests are answered."""
+        await self.log_dir_mover.stop()
         self.purgatory.fail_all(errors.NOT_LEADER_OR_FOLLOWER)
         if self.fetchers is not None:
             await self.fetchers.close()
