@@ -386,8 +386,8 @@ async def alter_resource(admin: Admin, entity_type: str, name: str, to_add: dict
                          to_delete: list[str]) -> None:
     """ConfigCommand.alterResourceConfig: each config to delete must be a dynamic config of the
     entity (a broker logger's, each logger named must exist); then SETs and DELETEs in one
-    IncrementalAlterConfigs, to the node itself for its loggers, else to the active controller
-    with --bootstrap-controller."""
+    IncrementalAlterConfigs, to the node itself for its loggers and a broker's own configs, else
+    to the active controller with --bootstrap-controller."""
     current = {e.name for e in await resource_configs(admin, entity_type, name, False)}
     if entity_type == BROKER_LOGGERS:
         invalid = [k for k in to_delete if k not in current] + [k for k in to_add if k not in current]
@@ -399,7 +399,11 @@ async def alter_resource(admin: Admin, entity_type: str, name: str, to_add: dict
     Inc = M.IncrementalAlterConfigsRequest
     ops = [Inc.AlterableConfig(name=k, config_operation=0, value=v) for k, v in to_add.items()]
     ops += [Inc.AlterableConfig(name=k, config_operation=1, value=None) for k in to_delete]
-    owner = _owner(RESOURCE_TYPES[entity_type], name) if entity_type == BROKER_LOGGERS else None
+    # a broker's own resources to that broker, as Kafka's admin client sends them; through the
+    # controllers, a broker's configs to the active controller
+    owner = _owner(RESOURCE_TYPES[entity_type], name)
+    if admin.controllers and entity_type != BROKER_LOGGERS:
+        owner = None
     response = await admin.request_to(owner, 44, 1, Inc(resources=[Inc.AlterConfigsResource(
         resource_type=RESOURCE_TYPES[entity_type], resource_name=name, configs=ops)], validate_only=False))
     result = response.responses[0]
