@@ -129,6 +129,8 @@ class LogManager:
         # The future logs of replicas moving between log dirs (AlterReplicaLogDirs), each in
         # its target dir as <topic>-<partition>.<id>-future until it replaces the current log.
         self.future_logs: dict[TopicPartition, Log] = {}
+        self._copying: set[Log] = set()  # future logs a worker thread is appending to
+        self._discard_after_copy: set[Log] = set()
         self._rolled: set[Log] = set()  # rolled since take_rolled: their flush is due
         self._locks: list[int] = []
         self.had_clean_shutdown: dict[str, bool] = {}
@@ -361,12 +363,31 @@ class LogManager:
         future = self.future_logs.pop((topic, partition), None)
         if future is None:
             return False
+        if future in self._copying:
+            # a worker thread is appending to it: deleted once that append is done (end_copy)
+            self._discard_after_copy.add(future)
+            return True
+        self._discard_future_log(future)
+        return True
+
+    def begin_copy(self, future: Log) -> None:
+        """A worker thread appends to ``future`` until ``end_copy``: it is not closed meanwhile."""
+        self._copying.add(future)
+
+    def end_copy(self, future: Log) -> None:
+        self._copying.discard(future)
+        if future in self._discard_after_copy:
+            self._discard_after_copy.discard(future)
+            self._discard_future_log(future)
+
+    def _discard_future_log(self, future: Log) -> None:
+        """Close a future log no longer in ``future_logs`` and delete its directory."""
         future.close(snapshot=False)
         doomed = f"{future.dir[:-len(FUTURE_SUFFIX)]}{DELETE_SUFFIX}"
-        with self.failure_channel.guard(future.parent_dir, f"deleting the future log of {topic}-{partition}"):
+        with self.failure_channel.guard(future.parent_dir,
+                                        f"deleting the future log of {future.topic}-{future.partition}"):
             os.rename(future.dir, doomed)
         shutil.rmtree(doomed, ignore_errors=True)
-        return True
 
     def replace_current_with_future(self, topic: str, partition: int) -> Log:
         """The future log becomes the partition's log (Kafka's replaceCurrentWithFutureLog), on
