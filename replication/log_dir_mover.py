@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from engine.log_dir_failure import KafkaStorageError
 from engine.log_move import COPY, RESTART, SWAP, TRUNCATE, copy_delay_ms, next_step
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ def copy_chunk(current: Any, future: Any, max_bytes: int) -> int:
     return len(data)
 
 
-async def _copy_off_loop(current: Any, future: Any, max_bytes: int) -> int:
+async def _copy_off_loop(logs: Any, current: Any, future: Any, max_bytes: int) -> int:
     found = current.read(future.log_end_offset, max_bytes)  # on the loop: the log's segments
     if found.records is None:
         return 0
@@ -54,12 +55,15 @@ async def _copy_off_loop(current: Any, future: Any, max_bytes: int) -> int:
         future.append_as_follower(data)
         return len(data)
 
+    logs.begin_copy(future)  # a removal of the future meanwhile waits for end_copy
     done = asyncio.get_running_loop().run_in_executor(None, work)
     try:
         return await asyncio.shield(done)
     except asyncio.CancelledError:
         await asyncio.wait([done])  # the thread owns the future log until it is done
         raise
+    finally:
+        logs.end_copy(future)
 
 
 class LogDirMover:
@@ -99,8 +103,12 @@ class LogDirMover:
             await self._move(tp)
         except asyncio.CancelledError:
             raise
-        except Exception:  # a storage error took its dir offline and said so
-            log.exception("moving %s-%d between log dirs stopped", *tp)
+        except KafkaStorageError as e:  # its dir went offline, and the channel said so
+            log.warning("moving %s-%d between log dirs stopped: %s", tp[0], tp[1], e)
+        except Exception:
+            if tp in self.logs.future_logs:
+                log.exception("moving %s-%d between log dirs stopped", *tp)
+            # else the partition or its move went away under the copy
         finally:
             if self.tasks.get(tp) is asyncio.current_task():
                 del self.tasks[tp]
@@ -134,7 +142,7 @@ class LogDirMover:
             if wait > 0:
                 await self.sleep(wait / 1000)
                 continue
-            n = await _copy_off_loop(current, future, CHUNK_BYTES)
+            n = await _copy_off_loop(self.logs, current, future, CHUNK_BYTES)
             copied += n
             self.copied_bytes += n
             if n == 0:

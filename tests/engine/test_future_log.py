@@ -152,3 +152,16 @@ def test_deleting_a_partition_deletes_its_future_log(tmp_path):
     assert logs.delete_log("t", 0)
     assert logs.future_logs == {} and not os.path.exists(future.dir)
     logs.shutdown()
+
+
+def test_a_future_log_removed_while_a_thread_copies_into_it_goes_once_the_copy_ends(tmp_path):
+    a, b = _dirs(tmp_path)
+    logs = _open([a, b])
+    current = logs.get_or_create_log("t", 0)
+    future = logs.create_future_log("t", 0, b if current.parent_dir == a else a)
+    logs.begin_copy(future)
+    assert logs.delete_log("t", 0)
+    assert logs.future_logs == {} and os.path.isdir(future.dir), "its files stay while the copy writes"
+    logs.end_copy(future)
+    assert not os.path.exists(future.dir)
+    logs.shutdown()
