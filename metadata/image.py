@@ -107,6 +107,8 @@ class BrokerState:
     rack: str | None
     fenced: bool = True
     in_controlled_shutdown: bool = False
+    # RegisterBrokerRecord.BrokerFeature: name, min_supported_version, max_supported_version
+    features: list[Any] = field(default_factory=list)
 
     def endpoint(self, listener: str) -> tuple[str, int] | None:
         for e in self.endpoints:
@@ -175,7 +177,7 @@ class MetadataImage:
     def _replay_RegisterBrokerRecord(self, r) -> None:
         self.brokers[r.broker_id] = BrokerState(
             r.broker_id, r.incarnation_id, r.broker_epoch, list(r.end_points), r.rack, r.fenced,
-            r.in_controlled_shutdown)
+            r.in_controlled_shutdown, list(r.features or []))
 
     def _replay_UnfenceBrokerRecord(self, r) -> None:
         broker = self.brokers.get(r.id)
@@ -248,7 +250,7 @@ class MetadataImage:
         for b in sorted(self.brokers.values(), key=lambda b: b.broker_id):
             out.append(M.RegisterBrokerRecord(
                 broker_id=b.broker_id, incarnation_id=b.incarnation_id, broker_epoch=b.broker_epoch,
-                end_points=list(b.endpoints), rack=b.rack, fenced=b.fenced,
+                end_points=list(b.endpoints), features=list(b.features), rack=b.rack, fenced=b.fenced,
                 in_controlled_shutdown=b.in_controlled_shutdown))
         for t in sorted(self.topics.values(), key=lambda t: t.name):
             out.append(M.TopicRecord(name=t.name, topic_id=t.topic_id))
