@@ -536,6 +536,34 @@ class AdminApis:
             except ValueError:
                 continue
             check_thread_count(c.name, new, now)
+        self._per_ip_zero(res)
+
+    def _per_ip_zero(self, res) -> None:
+        """KafkaConfig's requirement over the resulting config: max.connections.per.ip may be 0
+        only with max.connections.per.ip.overrides set (this broker's values over the cluster
+        default's over the static ones, the request's applied to its resource)."""
+        per_ip, overrides = "max.connections.per.ip", "max.connections.per.ip.overrides"
+        if not {c.name for c in res.configs} & {per_ip, overrides}:
+            return
+        configs = self.image().configs
+        changed = dict(configs.get((BROKER_RESOURCE, res.resource_name), {}))
+        for c in res.configs:
+            if c.config_operation == SET:
+                changed[c.name] = c.value
+            elif c.config_operation == DELETE:
+                changed.pop(c.name, None)
+        if res.resource_name:
+            merged = {**configs.get((BROKER_RESOURCE, ""), {}), **changed}
+        else:
+            merged = {**changed, **configs.get((BROKER_RESOURCE, str(self.node_id)), {})}
+        try:
+            zero = int(merged.get(per_ip, self.config[per_ip])) == 0
+        except ValueError:
+            return  # the controller refuses what is no integer
+        if zero and not str(merged.get(overrides, self.config[overrides])).strip():
+            raise ConfigFailure(Error.INVALID_REQUEST,
+                                f"requirement failed: {per_ip} can be set to zero only if {overrides} "
+                                "property is set.")
 
     def _listener_tls_change(self, res, setting: list[str], validate_only: bool) -> None:
         """A listener's ssl.* configs: per broker only, with the listener prefix; the new stores
