@@ -57,3 +57,17 @@ def test_connection_limits_are_dynamic_and_describe_as_not_read_only():
     assert entries["num.io.threads"][1] is False
     assert entries["log.cleaner.backoff.ms"][1] is False
     assert entries["socket.request.max.bytes"][1] is True, "not dynamic: read only"
+
+
+def test_max_connections_per_ip_may_be_zero_only_with_overrides_as_kafkas_config_requires():
+    broker = broker_node()
+    refused = ("requirement failed: max.connections.per.ip can be set to zero only if "
+               "max.connections.per.ip.overrides property is set.")
+    assert incremental(broker, (BROKER, "", [("max.connections.per.ip", SET, "0")])) == [
+        (BROKER, "", Error.INVALID_REQUEST, refused)]
+    assert broker.follower.forwarded == []
+    assert incremental(broker, (BROKER, "", [("max.connections.per.ip", SET, "0"),
+                                             ("max.connections.per.ip.overrides", SET, "10.0.0.1:5")])) == [
+        (BROKER, "", Error.NONE, None)]
+    assert incremental(broker, (BROKER, "1", [("max.connections.per.ip.overrides", SET, "")])) == [
+        (BROKER, "1", Error.INVALID_REQUEST, refused)], "this broker's own value over the default's"
