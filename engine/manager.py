@@ -26,6 +26,7 @@ import os
 import re
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -131,6 +132,7 @@ class LogManager:
         self.future_logs: dict[TopicPartition, Log] = {}
         self._copying: set[Log] = set()  # future logs a worker thread is appending to
         self._discard_after_copy: set[Log] = set()
+        self._replaced: list[tuple[int, Log, str]] = []  # (due ms, log, its -replaced dir)
         self._rolled: set[Log] = set()  # rolled since take_rolled: their flush is due
         self._locks: list[int] = []
         self.had_clean_shutdown: dict[str, bool] = {}
@@ -405,7 +407,6 @@ class LogManager:
             future.flush()
             future.close()  # its producer snapshot at the log end: the reopened log loads it
         del self.future_logs[tp]
-        current.close(snapshot=False)
         replaced = f"{current.dir}.{uuid.uuid4().hex}{REPLACED_SUFFIX}"
         with self.failure_channel.guard(current.parent_dir, f"replacing {topic}-{partition}"):
             os.rename(current.dir, replaced)
@@ -421,8 +422,21 @@ class LogManager:
         moved.on_flush = self._flush_took
         self.logs[tp] = moved
         self.uncleanable.discard(tp)
-        shutil.rmtree(replaced, ignore_errors=True)
+        # Reads under way (a fetch's FileSlice) keep the replaced log's files open until
+        # file.delete.delay.ms has passed, as a deleted segment's (delete_replaced_logs).
+        self._replaced.append((_wall_ms() + current.config.file_delete_delay_ms, current, replaced))
         return moved
+
+    def delete_replaced_logs(self, now_ms: int | None = None, force: bool = False) -> int:
+        """Close and delete the logs replaced by their future whose file.delete.delay.ms has
+        passed (every one with ``force``); how many."""
+        now_ms = _wall_ms() if now_ms is None else now_ms
+        due = [entry for entry in self._replaced if force or entry[0] <= now_ms]
+        self._replaced = [entry for entry in self._replaced if not (force or entry[0] <= now_ms)]
+        for _, replaced_log, path in due:
+            replaced_log.close_handlers()
+            shutil.rmtree(path, ignore_errors=True)
+        return len(due)
 
     def _flush_took(self, ms: float) -> None:
         if self.on_flush is not None:
@@ -458,6 +472,7 @@ class LogManager:
                 continue
             deleted += log_.delete_old_segments(now_ms)
             log_.delete_pending_segments(now_ms)
+        self.delete_replaced_logs(now_ms)
         return deleted
 
     def cleaner_checkpoint_lock(self, log_dir: str) -> threading.Lock:
@@ -570,6 +585,7 @@ class LogManager:
         files are closed as they stand and, with no marker, recovered at the next start. It
         does not keep the other dirs from a clean shutdown."""
         marker = json.dumps({"version": 0, "brokerEpoch": broker_epoch}).encode()
+        self.delete_replaced_logs(force=True)
         for future in self.future_logs.values():  # resumed from its dir at the next start
             future.close_handlers()
         self.future_logs.clear()
@@ -594,6 +610,10 @@ class LogManager:
         for fd in self._locks:
             os.close(fd)
         self._locks.clear()
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _fsync_dir(path: str) -> None:
