@@ -75,13 +75,18 @@ def test_the_future_replaces_the_current_once_it_holds_all_of_it(tmp_path):
     future = logs.create_future_log("t", 0, target)
     while copy_chunk(current, future, 1000):
         pass
+    under_way = current.read(0, 1 << 20).records  # a fetch's slice, not yet sent
     moved = logs.replace_current_with_future("t", 0)
     assert moved.dir == os.path.join(target, "t-0")
     assert logs.get_log("t", 0) is moved and logs.future_logs == {}
     assert _contents(moved) == before
     assert moved.high_watermark == moved.log_end_offset == 50
     assert moved.latest_epoch == 3
-    assert sorted(os.listdir(source)) == sorted(n for n in os.listdir(source) if not n.startswith("t-0"))
+    assert not os.path.exists(os.path.join(source, "t-0"))
+    assert under_way.read() == before, "the replaced log's files stay open for reads under way"
+    assert logs.delete_replaced_logs() == 0  # file.delete.delay.ms has not passed
+    assert logs.delete_replaced_logs(force=True) == 1
+    assert not [n for n in os.listdir(source) if n.startswith("t-0")]
     moved.append_as_leader(bytearray(producer_batch(10)), leader_epoch=3)
     logs.shutdown()
     logs = _open([a, b])
