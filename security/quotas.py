@@ -37,6 +37,7 @@ Time comes in as arguments (ms); nothing here reads a clock.
 """
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -246,6 +247,7 @@ class ClientQuotaManager:
 
 CONNECTION_CREATION_RATE = "connection_creation_rate"
 IP_CONNECTION_RATE_DEFAULT = 2**31 - 1  # Kafka's QuotaConfig.IP_CONNECTION_RATE_DEFAULT: no quota
+MAX_IDLE_CHECKED_RATES = 1024  # ip rates kept before a new ip's looks for idle ones to forget
 
 
 class IpConnectionQuotas:
@@ -276,6 +278,10 @@ class IpConnectionQuotas:
             if name is None:
                 default = values[CONNECTION_CREATION_RATE]
             else:
+                try:  # as a peer's address reads (Kafka keys them by InetAddress)
+                    name = str(ipaddress.ip_address(name))
+                except ValueError:
+                    pass
                 per_ip[name] = values[CONNECTION_CREATION_RATE]
         self.per_ip, self.default = per_ip, default
 
@@ -291,6 +297,8 @@ class IpConnectionQuotas:
             return 0
         rate = self._rates.get(ip)
         if rate is None:
+            if len(self._rates) >= MAX_IDLE_CHECKED_RATES:
+                self.expire(now_ms)
             rate = self._rates[ip] = Rate(self.samples, self.window_ms)
         rate.record(1.0, now_ms)
         measured = rate.measure(now_ms)
