@@ -133,3 +133,18 @@ def test_a_connection_over_its_ips_rate_is_held_unread_and_then_closed():
         writer.close()
         await server.close()
     run(scenario)
+
+
+def test_an_ip_entity_is_matched_as_the_peers_address_reads():
+    ips = IpConnectionQuotas(samples=2, window_seconds=1)
+    ips.update({entity(ip="0:0:0:0:0:0:0:1"): {RATE: 1.0}})
+    assert ips.rate_for("::1") == 1.0
+
+
+def test_a_new_ip_beyond_many_rates_forgets_those_idle_for_an_hour():
+    ips = IpConnectionQuotas()
+    ips.update({entity(ip=None): {RATE: 5.0}})
+    for n in range(1024):
+        ips.throttle_ms(f"10.0.{n // 256}.{n % 256}", 0)
+    ips.throttle_ms("10.9.9.9", 3_600_000)
+    assert list(ips._rates) == ["10.9.9.9"]
