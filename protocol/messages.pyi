@@ -932,6 +932,56 @@ class ElectLeadersResponse(KafkaStruct):
         replica_election_results: list[ReplicaElectionResult] = ...,
     ) -> None: ...
 
+class UpdateFeaturesRequest(KafkaStruct):
+    class FeatureUpdateKey(KafkaStruct):
+        feature: str
+        max_version_level: int
+        allow_downgrade: bool
+        upgrade_type: int
+        def __init__(
+            self,
+            *,
+            feature: str = ...,
+            max_version_level: int = ...,
+            allow_downgrade: bool = ...,
+            upgrade_type: int = ...,
+        ) -> None: ...
+    timeout_ms: int
+    feature_updates: list[FeatureUpdateKey]
+    validate_only: bool
+    def __init__(
+        self,
+        *,
+        timeout_ms: int = ...,
+        feature_updates: list[FeatureUpdateKey] = ...,
+        validate_only: bool = ...,
+    ) -> None: ...
+
+class UpdateFeaturesResponse(KafkaStruct):
+    class UpdatableFeatureResult(KafkaStruct):
+        feature: str
+        error_code: int
+        error_message: str | None
+        def __init__(
+            self,
+            *,
+            feature: str = ...,
+            error_code: int = ...,
+            error_message: str | None = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    results: list[UpdatableFeatureResult]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        results: list[UpdatableFeatureResult] = ...,
+    ) -> None: ...
+
 class OffsetCommitKey(KafkaStruct):
     group: str
     topic: str
