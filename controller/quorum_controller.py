@@ -45,6 +45,7 @@ from controller.acl_control import AclControl
 from controller.balanced_recovery import BalancedRecovery, LogEndQuery
 from controller.cluster_control import ClusterControl
 from controller.describe_configs import NodeConfig, describe_configs
+from controller.feature_control import FeatureControl
 from controller.placement import StripedReplicaPlacer
 from controller.quota_control import QuotaControl, alter_client_quotas_error
 from controller.replication_control import ELR_FEATURE, ReplicationControl
@@ -120,6 +121,7 @@ class QuorumController:
                                    GroupBounds(**{f: defaults[prop] for f, prop in GROUP_BOUNDS.items()
                                                   if prop in defaults}))
         self.recovery = BalancedRecovery(self.replication)
+        self.feature_control = FeatureControl(node_id)
         # strom format's bootstrap metadata (controller/bootstrap.py): committed with the
         # bootstrap features by a new cluster's first active controller.
         self.bootstrap_records: list[Any] = list(defaults.get("bootstrap_records", ()))
@@ -260,6 +262,7 @@ class QuorumController:
             Api(50, 0, 0, self.handle_describe_user_scram_credentials),
             Api(51, 0, 0, self._write(self.handle_alter_user_scram_credentials, _security_error)),
             Api(49, 0, 1, self._write(self.handle_alter_client_quotas, _quotas_error)),
+            Api(57, 0, 2, self._write(self.handle_update_features, _features_error)),
         ]
 
     def _unless_deletion_disabled(self, serve):
@@ -399,6 +402,9 @@ class QuorumController:
 
     async def handle_allocate_producer_ids(self, header: RequestContext, req) -> Any:
         return await self._apply(self.cluster.allocate_producer_ids(self.state, req))
+
+    async def handle_update_features(self, header: RequestContext, req) -> Any:
+        return await self._apply(self.feature_control.update_features(self.state, req, header.api_version))
 
     async def handle_unregister_broker(self, header: RequestContext, req) -> Any:
         return await self._apply(self.cluster.unregister(self.state, req.broker_id))
@@ -647,11 +653,15 @@ def _elect_leaders_error(api_key: int, req, code: int = Error.NOT_CONTROLLER,
         for t in req.topic_partitions or ()])
 
 
+def _features_error(api_key: int, req, code: int = Error.NOT_CONTROLLER, message: str | None = None) -> Any:
+    return M.UpdateFeaturesResponse(error_code=code, error_message=message)
+
+
 _ERROR_RESPONSES = {
     19: _topics_error, 20: _responses_error, 37: _results_error, 43: _elect_leaders_error,
     44: _responses_error, 45: _top_error, 46: _top_error, 56: _top_error, 62: _top_error, 63: _top_error,
     64: _top_error, 67: _top_error, 30: _security_error, 31: _security_error, 51: _security_error,
-    49: _quotas_error,
+    49: _quotas_error, 57: _features_error,
 }
 
 
