@@ -156,3 +156,29 @@ def test_v0_allow_downgrade_is_a_safe_downgrade():
     result = FeatureControl(node_id=1).update_features(image(), req, 0)
     assert result.response.error_code == Error.NONE
     assert [(r.name, r.feature_level) for r in result.records] == [("transaction.version", 1)]
+
+
+def test_the_active_controller_serves_update_features_and_commits_before_answering():
+    import asyncio
+
+    from tests.controller.test_shell import Controller, run
+
+    async def body():
+        async with Controller() as c:
+            while "transaction.version" not in c.image.features:
+                await asyncio.sleep(0.01)
+            conn = await c.connect()
+            versions = await conn.request(18, 3, M.ApiVersionsRequest(client_software_name="t",
+                                                                       client_software_version="1"))
+            served = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
+            R = M.UpdateFeaturesRequest
+            answer = await conn.request(57, 1, R(feature_updates=[R.FeatureUpdateKey(
+                feature="transaction.version", max_version_level=0, upgrade_type=SAFE_DOWNGRADE)]))
+            features = dict(c.image.features)
+            await conn.close()
+            return served.get(57), answer, features
+    served, answer, features = run(body())
+    assert served == (0, 2)
+    assert answer.error_code == Error.NONE
+    assert [(r.feature, r.error_code) for r in answer.results] == [("transaction.version", Error.NONE)]
+    assert "transaction.version" not in features and features["metadata.version"] == 25
