@@ -1,7 +1,8 @@
 """The quorum's admin APIs on a broker, forwarded to the active controller as Kafka 4's
 KafkaApis forwards them (forwardToControllerOrFail): DescribeQuorum (v0-2), AddRaftVoter,
-RemoveRaftVoter and UnregisterBroker (v0), so that ``strom quorum --bootstrap-server`` and
-``strom cluster unregister`` reach the controllers through any broker.
+RemoveRaftVoter and UnregisterBroker (v0), and UpdateFeatures (v0-2), so that ``strom quorum
+--bootstrap-server``, ``strom cluster unregister`` and ``strom features upgrade`` reach the
+controllers through any broker.
 
 Kafka's ControllerApis authorizes them on the cluster: DESCRIBE for DescribeQuorum, ALTER for
 the others. A forwarded request reaches the controller as this broker, not as the client, so
@@ -21,16 +22,20 @@ from protocol.errors import Error
 from raft import wire
 
 DESCRIBE_QUORUM, UNREGISTER_BROKER, ADD_RAFT_VOTER, REMOVE_RAFT_VOTER = 55, 64, 80, 81
+UPDATE_FEATURES = 57
 
 # The operation on the cluster each API needs (Kafka's ControllerApis).
 OPERATIONS = {DESCRIBE_QUORUM: DESCRIBE, UNREGISTER_BROKER: ALTER, ADD_RAFT_VOTER: ALTER,
-              REMOVE_RAFT_VOTER: ALTER}
+              REMOVE_RAFT_VOTER: ALTER, UPDATE_FEATURES: ALTER}
+VERSIONS = {**wire.VERSIONS, UPDATE_FEATURES: (0, 2)}
 
 
 def error_response(api_key: int, version: int, code: int, message: str | None = None) -> Any:
     """A whole-request failure in the API's own shape."""
     if api_key == UNREGISTER_BROKER:
         return M.UnregisterBrokerResponse(error_code=code, error_message=message)
+    if api_key == UPDATE_FEATURES:
+        return M.UpdateFeaturesResponse(error_code=code, error_message=message)
     return wire.build_error_response(api_key, version, code, message)
 
 
@@ -40,7 +45,7 @@ class QuorumApis:
         self.authorizer = authorizer
 
     def apis(self) -> list[Api]:
-        return [Api(key, *wire.VERSIONS.get(key, (0, 0)), self.handle_forwarded) for key in OPERATIONS]
+        return [Api(key, *VERSIONS.get(key, (0, 0)), self.handle_forwarded) for key in OPERATIONS]
 
     async def handle_forwarded(self, ctx: RequestContext, req) -> Any:
         if not allowed_on_cluster(self.authorizer, ctx, OPERATIONS[ctx.api_key]):
