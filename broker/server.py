@@ -73,7 +73,7 @@ from broker.off_loop import (
     write_off_loop,
 )
 from broker.quotas import BrokerQuotas
-from broker.replication_quota import ReplicationQuota, configure_from
+from broker.replication_quota import ReplicationQuota, configure_from, parse_rate
 from broker.transactions.runtime import TransactionCoordinatorRuntime
 from broker.transactions.runtime import register_metrics as register_transaction_metrics
 from engine.config import log_config_from_broker
@@ -134,6 +134,9 @@ class Broker:
             replica_lag_time_max_ms=config["replica.lag.time.max.ms"], on_changed=self.notify_appended,
             on_committed=self.notify_committed,
             replica_selector=selector_name(config["replica.selector.class"]))
+        # The bound of a replica's copy between log dirs unless the image holds a dynamic one.
+        self.replicas.alter_log_dirs_static_rate = parse_rate(
+            str(config["replica.alter.log.dirs.io.max.bytes.per.second"]))
         self.replicas.fetchers = ReplicaFetcherManager(
             config.node_id, lambda: self.follower.broker_epoch, self.replicas.brokers.endpoint_of,
             FetcherConfig(fetch_wait_max_ms=config["replica.fetch.wait.max.ms"],
