@@ -120,6 +120,33 @@ def test_features_describe_prints_supported_and_finalized_levels(node):
                         r"4.0-IV3\tFinalizedVersionLevel: 4.0-IV\d\tEpoch: \d+", lines[1]), lines[1]
 
 
+
+def test_features_upgrade_and_downgrade_change_the_finalized_levels_as_kafka_features(node):
+    refused = strom("features", "--bootstrap-server", node.bootstrap, "upgrade", "--feature",
+                    "transaction.version=3", "--feature", "metadata.version=25", "--dry-run")
+    assert refused.returncode == 1
+    assert refused.stdout.splitlines() == [
+        "Can not upgrade metadata.version to 25. The update failed for all features since the following "
+        "feature had an error: Invalid update version 3 for feature transaction.version. Local controller 1 "
+        "only supports versions 0-2",
+        "Can not upgrade transaction.version to 3. The update failed for all features since the following "
+        "feature had an error: Invalid update version 3 for feature transaction.version. Local controller 1 "
+        "only supports versions 0-2"]
+    assert refused.stderr == "2 out of 2 operation(s) failed.\n"
+    down = strom("features", "--bootstrap-server", node.bootstrap, "downgrade", "--metadata", "4.0-IV2")
+    assert down.returncode == 0, down.stderr
+    assert down.stdout == (" `metadata` flag is deprecated and may be removed in a future release.\n"
+                           "metadata.version was downgraded to 24.\n")
+    described = strom("features", "--bootstrap-server", node.bootstrap, "describe")
+    assert "Feature: metadata.version\tSupportedMinVersion: 3.0-IV1\tSupportedMaxVersion: 4.0-IV3\t" \
+           "FinalizedVersionLevel: 4.0-IV2\t" in described.stdout
+    up = strom("features", "--bootstrap-controller", f"127.0.0.1:{node.controller_port}", "upgrade",
+               "--release-version", "4.0-IV3")
+    assert up.returncode == 0, up.stderr
+    assert up.stdout.splitlines() == ["eligible.leader.replicas.version was upgraded to 1.",
+                                      "metadata.version was upgraded to 25.",
+                                      "transaction.version was upgraded to 2."]
+
 def _table(text: str) -> list[list[str]]:
     """kafka-transactions' table: every cell padded to its column and followed by a tab."""
     lines = text.splitlines()
