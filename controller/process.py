@@ -60,6 +60,16 @@ def controller_settings(config) -> dict:
     }
 
 
+def build_controller(config, cluster_id: str) -> QuorumController:
+    """The node's quorum controller, with the node's config: its client security (balanced
+    recovery's asks to brokers) and its properties (DescribeConfigs of its own BROKER resource)."""
+    controller = QuorumController(config.node_id, cluster_id, controller_settings(config),
+                                  snapshot_bytes=config["metadata.log.max.record.bytes.between.snapshots"])
+    controller.client_security = config.client_security
+    controller.server_config = config
+    return controller
+
+
 async def serve(config, cluster_id: str, ready=None) -> None:
     meta = read_meta_properties(config.metadata_log_dir) or {}
     directory_id = uuid_from_str(meta["directory.id"]) if meta.get("directory.id") else None
@@ -67,12 +77,10 @@ async def serve(config, cluster_id: str, ready=None) -> None:
                       for lsn in config.advertised_controller_listeners())
     partition_dir = os.path.join(config.metadata_log_dir, METADATA_PARTITION)
     raft_log = EngineRaftLog(partition_dir, metadata_log_config(config))
-    controller = QuorumController(config.node_id, cluster_id, controller_settings(config),
-                                  snapshot_bytes=config["metadata.log.max.record.bytes.between.snapshots"])
+    controller = build_controller(config, cluster_id)
     raft = RaftDriver(driver_config(config, cluster_id, directory_id=directory_id, endpoints=endpoints),
                       raft_log, os.path.join(partition_dir, QUORUM_STATE_FILE), controller)
     controller.attach(raft)
-    controller.client_security = config.client_security  # balanced recovery's asks to brokers
     # SASL controller listeners authenticate brokers and other controllers: SCRAM against the
     # controller's own image (the credentials the metadata log holds, --add-scram's included).
     sasl = node_sasl_apis(config, [lsn.name for lsn in config.controller_listeners()],
