@@ -106,3 +106,17 @@ def test_a_controller_sets_its_own_loggers_without_being_active(test_logger):
     assert (unknown.error_code, unknown.error_message) == (INVALID_CONFIG,
                                                            "Logger no.such.logger.here does not exist!")
     assert alter(c, (LOGGER, SET, "DEBUG"), name="1").error_code == INVALID_REQUEST
+
+
+def test_a_controller_process_describes_its_own_properties(tmp_path):
+    """The process hands the node's config to its controller: its BROKER resource is not empty."""
+    from controller.process import build_controller
+    config = ServerConfig({
+        "process.roles": "controller", "node.id": "3001", "controller.listener.names": "CONTROLLER",
+        "listeners": "CONTROLLER://127.0.0.1:9093", "controller.quorum.voters": "3001@127.0.0.1:9093",
+        "log.dirs": str(tmp_path), "num.io.threads": "5"})
+    entries = {c.name: c for c in describe(build_controller(config, "describe-configs-test"), BROKER,
+                                           "3001").configs}
+    assert (entries["num.io.threads"].value, entries["num.io.threads"].config_source) == (
+        "5", STATIC_BROKER_CONFIG)
+    assert entries["process.roles"].value == "controller"
