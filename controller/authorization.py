@@ -17,8 +17,10 @@ with the checks ``controller_rule`` names for each:
 - per resource for CreateTopics (CREATE on the cluster, else on each topic; a created topic's
   configs only with DESCRIBE_CONFIGS on it), DeleteTopics (DELETE on the cluster, else
   DESCRIBE and DELETE on each topic; one named by id is answered without its name unless
-  DESCRIBEd), CreatePartitions (ALTER on each topic) and IncrementalAlterConfigs
-  (ALTER_CONFIGS on the cluster for a broker resource, on the topic, on the group).
+  DESCRIBEd), CreatePartitions (ALTER on each topic), IncrementalAlterConfigs
+  (ALTER_CONFIGS on the cluster for a broker resource, on the topic, on the group; CLUSTER_ACTION
+  on the cluster for a broker logger) and DescribeConfigs (DESCRIBE_CONFIGS on the cluster for a
+  broker or a broker logger, on the topic, on the group).
 
 A refused request is answered with the API's own error in its own shape
 (CLUSTER_AUTHORIZATION_FAILED for the whole request, TOPIC_ / GROUP_AUTHORIZATION_FAILED per
@@ -59,6 +61,7 @@ from protocol import messages as M
 from protocol.context import RequestContext
 from protocol.dispatch import Api, HandlerFn
 from protocol.errors import Error
+from protocol.log_levels import BROKER_LOGGER_RESOURCE
 from raft import wire
 from security.authorizer import AclAuthorizer, controller_rule
 
@@ -66,6 +69,7 @@ log = logging.getLogger("strom.controller")
 
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 19, 20, 37, 44
+DESCRIBE_CONFIGS_API = 32
 CLIENT_METRICS_RESOURCE = 16
 NO_AUTHORIZER = "No Authorizer is configured."
 AUTHORIZATION_FAILED = "Authorization failed."
@@ -212,9 +216,51 @@ async def _create_partitions(authorizer: AclAuthorizer, image: Callable[[], Meta
     return response
 
 
+# A described resource's ACL resource and the refusal (Kafka's ConfigHelper): a broker's and a
+# broker logger's configs are the cluster's.
+_DESCRIBE_AUTHORIZATION = {
+    BROKER_RESOURCE: (CLUSTER, Error.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."),
+    BROKER_LOGGER_RESOURCE: (CLUSTER, Error.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."),
+    CLIENT_METRICS_RESOURCE: (CLUSTER, Error.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."),
+    TOPIC_RESOURCE: (TOPIC, Error.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."),
+    GROUP_RESOURCE: (GROUP, Error.GROUP_AUTHORIZATION_FAILED, "Group authorization failed."),
+}
+
+
+async def _describe_configs(authorizer: AclAuthorizer, image: Callable[[], MetadataImage], serve: HandlerFn,
+                            ctx: RequestContext, req: Any) -> Any:
+    """DESCRIBE_CONFIGS on the cluster for a broker or a broker logger, on the topic, on the
+    group; the refused after those served, without configs (ConfigHelper). Any other type
+    is the controller's to refuse."""
+    R = M.DescribeConfigsResponse
+    kept, refused = [], []
+    for resource in req.resources:
+        check = _DESCRIBE_AUTHORIZATION.get(resource.resource_type)
+        if check is None:
+            kept.append(resource)
+            continue
+        acl_type, code, message = check
+        name = CLUSTER_NAME if acl_type == CLUSTER else resource.resource_name
+        if authorizer.authorize(ctx, DESCRIBE_CONFIGS, acl_type, name):
+            kept.append(resource)
+        else:
+            refused.append(R.DescribeConfigsResult(
+                error_code=code, error_message=message, resource_type=resource.resource_type,
+                resource_name=resource.resource_name, configs=[]))
+    req.resources = kept
+    response = await serve(ctx, req) if kept else R(results=[])
+    response.results.extend(refused)
+    return response
+
+
 def _alter_resource_error(authorizer: AclAuthorizer, ctx: RequestContext, resource_type: int,
                           name: str) -> tuple[int, str | None]:
-    """Kafka's ControllerApis.authorizeAlterResource."""
+    """Kafka's ControllerApis.authorizeAlterResource; a broker logger as its RuntimeLoggerManager
+    is asked, with CLUSTER_ACTION on the cluster."""
+    if resource_type == BROKER_LOGGER_RESOURCE:
+        if authorizer.authorize(ctx, CLUSTER_ACTION, CLUSTER, CLUSTER_NAME):
+            return Error.NONE, None
+        return Error.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
     if resource_type in (BROKER_RESOURCE, CLIENT_METRICS_RESOURCE):
         if authorizer.authorize(ctx, ALTER_CONFIGS, CLUSTER, CLUSTER_NAME):
             return Error.NONE, None
@@ -252,5 +298,5 @@ async def _incremental_alter_configs(authorizer: AclAuthorizer, image: Callable[
 PerResource = Callable[[AclAuthorizer, Callable[[], MetadataImage], HandlerFn, RequestContext, Any], Any]
 _PER_RESOURCE: dict[int, PerResource] = {
     CREATE_TOPICS: _create_topics, DELETE_TOPICS: _delete_topics, CREATE_PARTITIONS: _create_partitions,
-    INCREMENTAL_ALTER_CONFIGS: _incremental_alter_configs,
+    INCREMENTAL_ALTER_CONFIGS: _incremental_alter_configs, DESCRIBE_CONFIGS_API: _describe_configs,
 }
