@@ -381,8 +381,9 @@ CONTROLLER_RULES: dict[str, ControllerRule] = {
                                           (ALTER_CONFIGS, GROUP)), "as IncrementalAlterConfigs"),
     "DescribeConfigs": ControllerRule(None, ((DESCRIBE_CONFIGS, CLUSTER), (DESCRIBE_CONFIGS, TOPIC),
                                              (DESCRIBE_CONFIGS, GROUP)),
-                                      "DESCRIBE_CONFIGS on the cluster for a broker resource, on the "
-                                      "topic for a topic, on the group for a group"),
+                                      "DESCRIBE_CONFIGS on the cluster for a broker or broker logger "
+                                      "resource (CLUSTER_AUTHORIZATION_FAILED), on the topic for a topic "
+                                      "(TOPIC_AUTHORIZATION_FAILED), on the group for a group, per item"),
 }
 NO_CHECK = ControllerRule()
 
