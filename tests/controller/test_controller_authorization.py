@@ -20,6 +20,7 @@ from metadata.security import (
     DELETE,
     DENY,
     DESCRIBE,
+    DESCRIBE_CONFIGS,
     LITERAL,
     OP_ANY,
     PATTERN_ANY,
@@ -304,6 +305,59 @@ def test_incremental_alter_configs_needs_alter_configs_on_the_topic_the_group_or
     assert {(r.resource_type, r.resource_name): r.error_code for r in response.responses} == {
         (2, "orders"): Error.NONE, (2, "payments"): Error.TOPIC_AUTHORIZATION_FAILED,
         (32, "g"): Error.GROUP_AUTHORIZATION_FAILED, (4, "1"): Error.CLUSTER_AUTHORIZATION_FAILED}
+
+
+def test_describe_configs_on_a_controller_needs_describe_configs_on_the_cluster_or_the_topic():
+    # Kafka's ConfigHelper: a broker's and a broker logger's configs are the cluster's, a topic's
+    # the topic's; each refused alone with its type's error and Errors' message.
+    def request():
+        R = M.DescribeConfigsRequest
+        D = R.DescribeConfigsResource
+        return R(resources=[D(resource_type=t, resource_name=n, configuration_keys=None)
+                            for t, n in ((4, "1"), (8, "1"), (2, "orders"), (2, "payments"))],
+                 include_synonyms=False, include_documentation=False)
+
+    async def body(a):
+        await registered(a)
+        await a.ask(ADMIN, 19, 7, create_topics("orders", "payments"))
+        await a.allow("User:alice", DESCRIBE_CONFIGS, TOPIC, "orders")
+        refused = await a.ask("User:alice", 32, 4, request())
+        await a.allow("User:alice", DESCRIBE_CONFIGS)
+        allowed = await a.ask("User:alice", 32, 4, request())
+        return refused, allowed
+    refused, allowed = scenario(body)
+    assert {(r.resource_type, r.resource_name): (r.error_code, r.error_message) for r in refused.results
+            if r.error_code} == {
+        (4, "1"): (Error.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."),
+        (8, "1"): (Error.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."),
+        (2, "payments"): (Error.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")}
+    assert [r.resource_name for r in refused.results if not r.error_code] == ["orders"]
+    assert [r.configs for r in refused.results if r.error_code] == [[], [], []]
+    assert {(r.resource_type, r.resource_name): r.error_code for r in allowed.results} == {
+        (4, "1"): Error.NONE, (8, "1"): Error.NONE, (2, "orders"): Error.NONE,
+        (2, "payments"): Error.TOPIC_AUTHORIZATION_FAILED}
+
+
+def test_altering_a_controllers_loggers_needs_cluster_action_not_alter_configs():
+    # Kafka's ControllerApis hands a BROKER_LOGGER resource to its RuntimeLoggerManager with
+    # CLUSTER_ACTION on the cluster; ALTER_CONFIGS on the cluster is not enough.
+    def request():
+        R = M.IncrementalAlterConfigsRequest
+        A = R.AlterConfigsResource
+        return R(resources=[A(resource_type=8, resource_name="1", configs=[
+            A.AlterableConfig(name="strom.controller", config_operation=0, value="DEBUG")])],
+                 validate_only=True)
+
+    async def body(a):
+        await a.allow("User:alice", ALTER_CONFIGS)
+        refused = await a.ask("User:alice", 44, 1, request())
+        await a.allow("User:bob", CLUSTER_ACTION)
+        allowed = await a.ask("User:bob", 44, 1, request())
+        return refused, allowed
+    refused, allowed = scenario(body)
+    assert [(r.resource_type, r.error_code, r.error_message) for r in refused.responses] == [
+        (8, Error.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")]
+    assert [(r.resource_type, r.error_code) for r in allowed.responses] == [(8, Error.NONE)]
 
 
 def test_allow_everyone_if_no_acl_found_lets_brokers_in_until_an_acl_names_the_cluster():
