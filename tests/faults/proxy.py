@@ -16,16 +16,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
+import selectors
 import signal
 import subprocess
 import sys
 import time
 
-from tests.integration.cluster import REPO_ROOT
-
+# The repository's root, where ``python -m tests.faults.proxy`` runs: the proxy imports nothing
+# of the product, so a loaded machine starts it in a fraction of a second.
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CHUNK = 64 * 1024
-START_TIMEOUT_S = 10.0
+START_TIMEOUT_S = 30.0  # how long the proxy gets to print its port (an interpreter's start, under load)
 
 
 async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float, jitter: float,
@@ -96,12 +99,12 @@ class DelayProxy:
         cmd = [sys.executable, "-m", "tests.faults.proxy", "--listen", f"{host}:0", "--to",
                f"{to[0]}:{to[1]}", "--delay", str(delay), "--jitter", str(jitter), "--seed", str(seed)]
         self.proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     stdin=subprocess.DEVNULL, text=True)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        line = self.proc.stdout.readline()
-        if not line.strip().isdigit() or time.monotonic() > deadline:
+                                     stdin=subprocess.DEVNULL)
+        line = _first_line(self.proc, START_TIMEOUT_S)
+        if not line.strip().isdigit():
             self.stop()
-            raise RuntimeError(f"delay proxy did not start (printed {line!r})")
+            raise RuntimeError(f"delay proxy did not start within {START_TIMEOUT_S}s (printed {line!r}, "
+                               f"exit {self.proc.returncode})")
         self.port = int(line)
 
     def stop(self) -> None:
@@ -110,6 +113,26 @@ class DelayProxy:
         self.proc.wait(START_TIMEOUT_S)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
+
+
+def _first_line(proc: subprocess.Popen, timeout: float) -> str:
+    """The first line ``proc`` prints, waited for up to ``timeout`` seconds: whatever it printed
+    by then ('' if nothing). A port printed late is still the port: only the wait is bounded."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    data = b""
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while b"\n" not in data:
+            left = deadline - time.monotonic()
+            if left <= 0 or not sel.select(left):
+                break
+            chunk = os.read(fd, 4096)
+            if not chunk:  # it exited
+                break
+            data += chunk
+    return data.decode(errors="replace").split("\n", 1)[0] + ("\n" if b"\n" in data else "")
 
 
 def main(argv: list[str] | None = None) -> int:
