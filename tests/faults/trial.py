@@ -51,7 +51,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from tests.faults import checker as C
 from tests.faults.hosts import Network, exit_on_sigterm
 from tests.faults.nemesis import BROKER_DISK_KIB, KINDS, RACK_KINDS, Fault, Nemesis, own_disk, schedule
-from tests.faults.workload import CLIENT_TIMEOUTS, TxnWorkload, Workload
+from tests.faults.workload import CLIENT_TIMEOUTS, TxnWorkload, Workload, close_producer
 from tests.integration.cluster import render_properties
 from tests.integration.replicated_cluster import ReplicatedCluster
 
@@ -163,12 +163,15 @@ def _wait_until_serving(cluster: ReplicatedCluster, topic: str, partitions: int,
                          "message.timeout.ms": int(bound_s * 1000), "logger": log})
     pending = set(range(partitions))
     done: set[int] = set()
-    while pending and time.monotonic() - start < bound_s:
-        for p in sorted(pending):
-            producer.produce(topic, PROBE, partition=p,
-                             on_delivery=lambda err, msg, p=p: err is None and done.add(p))
-        producer.flush(max(1.0, bound_s - (time.monotonic() - start)))
-        pending -= done
+    try:
+        while pending and time.monotonic() - start < bound_s:
+            for p in sorted(pending):
+                producer.produce(topic, PROBE, partition=p,
+                                 on_delivery=lambda err, msg, p=p: err is None and done.add(p))
+            producer.flush(max(1.0, bound_s - (time.monotonic() - start)))
+            pending -= done
+    finally:
+        close_producer(producer)
     if pending:
         raise AssertionError(f"partitions {sorted(pending)} took no acks=all write within {bound_s}s")
     cluster.wait_for_metadata_agreement(timeout=max(1.0, bound_s - (time.monotonic() - start)))
@@ -292,12 +295,16 @@ def run_trial(seed: int, kinds: list[str] | None = None, length_s: float = 30.0,
                               CONSUMERS if racks else None)
             rack = None if result.read_replica is None else f"rack-{result.read_replica}"
             workload = Workload(client, TOPIC, PARTITIONS, producers, rate, rack=rack,
-                                enter=(lambda: net.enter(CONSUMERS)) if racks else None).start()
-            _run_schedule(nemesis, workload, faults, length_s, cluster, result)
-            result.unknown = workload.stop_producers()
-            result.fatal = workload.fatal()
-            _catch_up(workload, client)
-            workload.stop_consumers()
+                                enter=(lambda: net.enter(CONSUMERS)) if racks else None)
+            try:  # every client of the workload ends with the trial, passed or failed
+                workload.start()
+                _run_schedule(nemesis, workload, faults, length_s, cluster, result)
+                result.unknown = workload.stop_producers()
+                result.fatal = workload.fatal()
+                _catch_up(workload, client)
+                workload.stop_consumers()
+            finally:
+                workload.close()
             if racks:
                 result.read_bytes = net.received(CONSUMERS)
             history = list(workload.history)
@@ -454,18 +461,21 @@ def run_txn_trial(seed: int, kinds: list[str], length_s: float = 30.0, producers
             workload = TxnWorkload(client, TOPIC, PARTITIONS, seed, producers)
             nemesis.transactional_ids = workload.transactional_ids
             mark("cluster up")
-            workload.start()
-            _run_schedule(nemesis, workload, faults, length_s, cluster, result)
-            mark("faults healed")
-            workload.stop_producers()
-            result.fatal = workload.fatal()
-            mark("producers stopped")
-            stable = _stable(client, TOPIC, PARTITIONS, STABLE_S)
-            ends = {s.partition: s.high_watermark for s in stable}
-            mark("stable")
-            _catch_up_to(workload, {s.partition: s.last_stable for s in stable})
-            workload.stop_consumers()
-            mark("consumers caught up")
+            try:  # every client of the workload ends with the trial, passed or failed
+                workload.start()
+                _run_schedule(nemesis, workload, faults, length_s, cluster, result)
+                mark("faults healed")
+                workload.stop_producers()
+                result.fatal = workload.fatal()
+                mark("producers stopped")
+                stable = _stable(client, TOPIC, PARTITIONS, STABLE_S)
+                ends = {s.partition: s.high_watermark for s in stable}
+                mark("stable")
+                _catch_up_to(workload, {s.partition: s.last_stable for s in stable})
+                workload.stop_consumers()
+                mark("consumers caught up")
+            finally:
+                workload.close()
             history = list(workload.history)
             reads = [*_read_whole(client, TOPIC, PARTITIONS, "read_committed",
                                   {s.partition: s.last_stable for s in stable}),

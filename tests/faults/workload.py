@@ -24,7 +24,10 @@ A fatal error of an idempotent producer (UNKNOWN_PRODUCER_ID, OUT_OF_ORDER_SEQUE
 cluster lost what it knew of the producer) is recorded and the producer replaced; a trial with one
 fails. Every failed delivery is recorded as indefinite (Fail.definite False): librdkafka does not say
 whether a timed-out or aborted idempotent batch reached the log, so it may or may not be there.
-Clients log through Python's logging (``strom.faults.client``), not stderr.
+Clients log through Python's logging (``strom.faults.client``), not stderr. ``close()`` ends every
+client a workload made, stopped or not (a trial calls it on its way out, passed or failed): what a
+producer still holds is purged, and each librdkafka instance is destroyed with its threads, so none
+keeps reconnecting to a cluster that is gone (or to whatever listens on its ports next) and logging.
 """
 from __future__ import annotations
 
@@ -50,6 +53,19 @@ CLIENT_TIMEOUTS = {
     "metadata.max.age.ms": 5000,
 }
 CONSUMER_TIMEOUTS = {"reconnect.backoff.max.ms", "metadata.max.age.ms"}
+
+
+def close_producer(producer: Producer | None) -> None:
+    """Destroy a producer now: what it still queues or has in flight is purged (its delivery
+    reports say so) rather than flushed, so this never waits on an unreachable cluster."""
+    if producer is None:
+        return
+    try:
+        producer.purge()
+        producer.poll(0)
+        producer.close()
+    except RuntimeError:  # closed already
+        pass
 
 
 def _client_log(actor: str) -> Callable:
@@ -93,7 +109,8 @@ class ProducerActor:
                 # this producer had in flight has an unknown outcome; a new producer carries on.
                 self.fatal.append(str(e))
                 log.warning("%s: fatal error, replaced by a new producer: %s", self.name, e)
-                self.producer = Producer(self.config)
+                old, self.producer = self.producer, Producer(self.config)
+                close_producer(old)
 
     def _send_paced(self) -> None:
         interval = 1.0 / self.rate
@@ -124,6 +141,13 @@ class ProducerActor:
         except KafkaException as e:
             self.fatal.append(str(e))
             return len(self.producer)
+
+    def close(self) -> None:
+        """Stop sending (without waiting for outcomes) and destroy the client."""
+        self._stop.set()
+        if self.thread.is_alive():
+            self.thread.join()
+        close_producer(self.producer)
 
 
 class ConsumerActor:
@@ -193,10 +217,15 @@ class ConsumerActor:
             raise RuntimeError(f"consumer {self.name} could not start: {self.error}") from self.error
 
     def stop(self) -> None:
+        """Stop polling and destroy the client (the group's consumer leaves the group)."""
         self._stop.set()
-        self.thread.join()
+        if self.thread.is_alive():
+            self.thread.join()
         if self.consumer is not None:
             self.consumer.close()
+            self.consumer = None
+
+    close = stop
 
 
 class Workload:
@@ -236,6 +265,11 @@ class Workload:
     def stop_consumers(self) -> None:
         for c in self.consumers:
             c.stop()
+
+    def close(self) -> None:
+        """End every client, stopped or not (what producers still hold is purged)."""
+        for actor in [*self.producers, *self.consumers]:
+            actor.close()
 
     def fatal(self) -> list[str]:
         return [f"{p.name}: {e}" for p in self.producers for e in p.fatal]
@@ -317,6 +351,11 @@ class TxnProducerActor:
             return producer
         raise _Stopped
 
+    def _replace(self) -> None:
+        old, self.producer = self.producer, None
+        close_producer(old)
+        self.producer = self._new_instance()
+
     def _run(self) -> None:
         try:
             self.producer = self._new_instance()
@@ -324,7 +363,7 @@ class TxnProducerActor:
                 if self.rng.random() < ZOMBIE:
                     self._zombie()
                 elif not self._transaction(self.producer, self.instance):
-                    self.producer = self._new_instance()
+                    self._replace()
                 time.sleep(TXN_PAUSE_S)
         except _Stopped:
             pass
@@ -408,13 +447,19 @@ class TxnProducerActor:
             log.info("%s: zombie's writes: %s", self.name, e)
             return
         old.flush(TXN_CALL_S)
-        self.producer = self._new_instance()
+        self.producer = None
+        try:
+            self.producer = self._new_instance()
+        except _Stopped:
+            close_producer(old)
+            raise
         commit_at = self.clock()
         try:
             old.commit_transaction(TXN_CALL_S)
             outcome = "committed"
         except KafkaException:
             outcome = "fenced"
+        close_producer(old)
         self.history.append(C.Txn(self.name, instance, number, "c", records, begun, commit_at, outcome,
                                   self.clock()))
 
@@ -423,7 +468,12 @@ class TxnProducerActor:
 
     def stop(self) -> None:
         self._stop.set()
-        self.thread.join()
+        if self.thread.is_alive():
+            self.thread.join()
+
+    def close(self) -> None:
+        self.stop()
+        close_producer(self.producer)
 
 
 class _Stopped(Exception):
@@ -464,6 +514,11 @@ class TxnWorkload:
     def stop_consumers(self) -> None:
         for c in self.consumers:
             c.stop()
+
+    def close(self) -> None:
+        """End every client, stopped or not."""
+        for actor in [*self.producers, *self.consumers]:
+            actor.close()
 
     def fatal(self) -> list[str]:
         return [f"{p.name}: {e}" for p in self.producers for e in p.fatal]
