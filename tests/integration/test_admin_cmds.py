@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 from confluent_kafka import Producer
@@ -14,6 +15,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from .cluster import REPO_ROOT
 
 TOPIC = "orders"
+# The records' timestamps: recent, as a real producer's. Timestamps of 1970 are past retention.ms,
+# and the retention pass (log.retention.check.interval.ms, 5 minutes) would delete their segments
+# under a module that ran that long.
+T0 = int(time.time()) * 1000
 
 
 def strom(*args: str) -> subprocess.CompletedProcess:
@@ -23,12 +28,12 @@ def strom(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def node(shared_node):
-    """Five records with timestamps 1000..1004, alternately in partitions 0 and 1 of `orders`."""
+    """Five records with timestamps T0..T0+4, alternately in partitions 0 and 1 of `orders`."""
     admin = AdminClient({"bootstrap.servers": shared_node.bootstrap})
     admin.create_topics([NewTopic(TOPIC, 2, 1)])[TOPIC].result(30)
     producer = Producer({"bootstrap.servers": shared_node.bootstrap})
     for i in range(5):
-        producer.produce(TOPIC, b"v%d" % i, partition=i % 2, timestamp=1000 + i)
+        producer.produce(TOPIC, b"v%d" % i, partition=i % 2, timestamp=T0 + i)
     assert producer.flush(30) == 0
     return shared_node
 
@@ -40,10 +45,11 @@ def test_get_offsets_prints_topic_partition_offset_for_latest_earliest_and_a_tim
     earliest = strom("get-offsets", "--bootstrap-server", node.bootstrap, "--topic", TOPIC, "--time", "-2",
                      "--partitions", "1")
     assert earliest.stdout == "orders:1:0\n"
-    # the first offset whose timestamp is at or after 1003: offset 2 (1004) and offset 1 (1003)
-    at = strom("get-offsets", "--bootstrap-server", node.bootstrap, "--topic", "ord.*", "--time", "1003")
+    # the first offset whose timestamp is at or after T0+3: offset 2 (T0+4) and offset 1 (T0+3)
+    at = strom("get-offsets", "--bootstrap-server", node.bootstrap, "--topic", "ord.*", "--time", str(T0 + 3))
     assert at.stdout == "orders:0:2\norders:1:1\n"
-    past = strom("get-offsets", "--bootstrap-server", node.bootstrap, "--topic", TOPIC, "--time", "9999999")
+    past = strom("get-offsets", "--bootstrap-server", node.bootstrap, "--topic", TOPIC,
+                 "--time", str(T0 + 10**9))
     assert past.returncode == 0 and past.stdout == ""
 
 
@@ -159,7 +165,10 @@ def _table(text: str) -> list[list[str]]:
 
 
 def test_transactions_list_describe_and_abort_an_open_transaction(node):
-    producer = Producer({"bootstrap.servers": node.bootstrap, "transactional.id": "payments"})
+    # The transaction times out long after the test ends: only the abort command ends it here (a
+    # coordinator's timeout abort would write a second marker after the command's).
+    producer = Producer({"bootstrap.servers": node.bootstrap, "transactional.id": "payments",
+                         "transaction.timeout.ms": 900000})
     producer.init_transactions(30)
     producer.begin_transaction()
     producer.produce(TOPIC, b"pending", partition=1)
