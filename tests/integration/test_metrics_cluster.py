@@ -212,4 +212,6 @@ def test_under_replicated_partitions_rise_while_a_broker_is_stopped_and_fall_whe
         cluster.wait_for_isr(topic, p, set(cluster.brokers))
     wait_until("no under-replicated partition once it rejoined",
                lambda: over_brokers(cluster, UNDER_REPLICATED) == 0)
-    assert over_brokers(cluster, "kafka_server_replicamanager_isrexpands_total") > 0
+    # IsrExpands is not asserted here: a leader that learns of its expansion from the metadata log
+    # before the AlterPartition answer ignores that stale answer and counts nothing, as Kafka's
+    # Partition does (tests/metrics/test_broker_counts.py counts the answered ones).
