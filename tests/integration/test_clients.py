@@ -93,17 +93,26 @@ def test_produce_to_explicit_partitions_with_null_keys(shared_node, client):
         (p, i, None, f"p{p}-{i}".encode()) for p in range(PARTITIONS) for i in range(4))
 
 
-@pytest.mark.parametrize("client", CLIENTS)
-def test_committed_offsets_survive_kill9(strom_node, client):
+def test_committed_offsets_survive_kill9(strom_node):
+    """Every client commits in a group of its own, one kill -9 and restart of the node, then each
+    client resumes its group from the offsets it committed: the rest, each record once."""
+    clients = [driver(name) for name in DRIVERS if driver(name).AVAILABLE]
+    if not clients:
+        pytest.skip("no client is installed (make setup installs them)")
     topic = new_topic(strom_node)
-    group = f"g-{topic}"
     sent = text_messages(30, "restart")
     reference.produce(strom_node.bootstrap, topic, sent, acks="all")
-    first = client.consume_group(strom_node.bootstrap, topic, group, 12, timeout=45)
+    first = {client.NAME: client.consume_group(strom_node.bootstrap, topic, f"g-{topic}-{client.NAME}", 12,
+                                               timeout=45) for client in clients}
     strom_node.kill9()
     strom_node.restart()
-    rest = client.consume_group(strom_node.bootstrap, topic, group, len(sent) - len(first), timeout=60)
-    assert_exactly(first + rest, sent, strom_node, topic)
+    for client in clients:
+        rest = client.consume_group(strom_node.bootstrap, topic, f"g-{topic}-{client.NAME}",
+                                    len(sent) - len(first[client.NAME]), timeout=60)
+        try:
+            assert_exactly(first[client.NAME] + rest, sent, strom_node, topic)
+        except AssertionError as e:
+            raise AssertionError(f"{client.NAME}: {e}") from None
 
 
 @pytest.mark.parametrize("client", CLIENTS)
