@@ -150,6 +150,7 @@ PROPERTIES: dict[str, tuple[str, Any]] = {
     "log.retention.hours": (INT, 168),
     "log.retention.minutes": (INT, None),
     "log.roll.hours": (INT, 168),
+    "log.roll.jitter.hours": (INT, 0),
     "fetch.max.bytes": (INT, 57671680),
     "max.incremental.fetch.session.cache.slots": (INT, 1000),
     "max.request.partition.size.limit": (INT, 2000),
@@ -562,6 +563,8 @@ class ServerConfig:
         least = METADATA_LOG_SEGMENT_MIN_BYTES
         if self.values["metadata.log.segment.bytes"] < least:
             raise ConfigError("metadata.log.segment.bytes", f"must be at least {least}")
+        if self.values["log.roll.jitter.hours"] < 0:
+            raise ConfigError("log.roll.jitter.hours", "must be at least 0")
         for name in ("log.flush.scheduler.interval.ms", "log.flush.offset.checkpoint.interval.ms",
                      "log.flush.start.offset.checkpoint.interval.ms"):
             if self.values[name] < 1:
