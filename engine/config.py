@@ -291,6 +291,7 @@ BROKER_SYNONYMS: dict[str, str] = {
 # Coarser broker properties, used when the finer one is absent: (name, factor to ms).
 _COARSE_MS = {
     "log.roll.ms": [("log.roll.hours", 3600000)],
+    "log.roll.jitter.ms": [("log.roll.jitter.hours", 3600000)],
     "log.retention.ms": [("log.retention.minutes", 60000), ("log.retention.hours", 3600000)],
 }
 
