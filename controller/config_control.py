@@ -98,7 +98,7 @@ SERVED_RESOURCES = (TOPIC_RESOURCE, BROKER_RESOURCE, GROUP_RESOURCE)
 # Kafka's DynamicLogConfig): INT with Kafka's bound; the finest form set anywhere wins
 # (ms > minutes > hours, engine.config.log_config_from_broker).
 TIME_FORMS: dict[str, int | None] = {"log.retention.minutes": None, "log.retention.hours": None,
-                                     "log.roll.hours": 1}
+                                     "log.roll.hours": 1, "log.roll.jitter.hours": 0}
 DYNAMIC_BROKER = (frozenset(BROKER_SYNONYMS) | frozenset(REPLICATION_RATE_CONFIGS)
                   | frozenset(SERVICE_CONFIGS) | frozenset(TIME_FORMS))
 
