@@ -99,9 +99,8 @@ _TIME_FORMS = {name: forms for forms in (("log.roll.ms", "log.roll.hours"),
                                          ("log.roll.jitter.ms", "log.roll.jitter.hours"),
                                          ("log.retention.ms", "log.retention.minutes", "log.retention.hours"))
                for name in forms}
-# The coarser forms, dynamic too (controller/config_control.py's TIME_FORMS); the jitter's hours
-# form is not a property Strom has.
-_TIME_COARSE = ("log.retention.minutes", "log.retention.hours", "log.roll.hours")
+# The coarser forms, dynamic too (controller/config_control.py's TIME_FORMS).
+_TIME_COARSE = ("log.retention.minutes", "log.retention.hours", "log.roll.hours", "log.roll.jitter.hours")
 _TIME_FACTORS = {name: 3600000 if name.endswith(".hours") else 60000 if name.endswith(".minutes") else 1
                  for name in _TIME_FORMS}
 # read_only False: the topic defaults, the replication rates, the cleaner's, the thread pools'
