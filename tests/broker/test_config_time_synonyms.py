@@ -4,7 +4,10 @@ with log.roll.hours, each source in turn (this broker's dynamic values, the clus
 the static ones), the finest first within a source."""
 import asyncio
 
+import pytest
+
 from broker.handlers.admin import AdminApis
+from engine.errors import ConfigError
 from metadata.image import MetadataImage
 from protocol import messages as M
 from protocol.context import RequestContext
@@ -47,3 +50,19 @@ def test_the_hours_form_is_described_with_its_own_synonyms_from_its_name_on():
     assert source == STATIC_BROKER
     assert synonyms[0] == (STATIC_BROKER, "log.roll.hours", "2")
     assert (DYNAMIC_BROKER, "log.roll.ms", "60000") not in synonyms  # dropped before the name, as Kafka
+
+
+def test_log_roll_jitter_hours_is_a_property_and_the_jitters_synonym():
+    """A Kafka server.properties with log.roll.jitter.hours starts: the hours set the topics'
+    segment.jitter.ms unless log.roll.jitter.ms is set, and are described as its synonym."""
+    assert ServerConfig({**BASE, "log.roll.jitter.hours": "2"}).log_config.segment_jitter_ms == 7200000
+    both = ServerConfig({**BASE, "log.roll.jitter.hours": "2", "log.roll.jitter.ms": "5000"})
+    assert both.log_config.segment_jitter_ms == 5000
+    value, source, synonyms = described({"log.roll.jitter.hours": "2"}, {}, "log.roll.jitter.ms")
+    assert (value, source) == ("7200000", STATIC_BROKER)
+    assert synonyms[0] == (STATIC_BROKER, "log.roll.jitter.hours", "2")
+
+
+def test_a_negative_log_roll_jitter_hours_stops_startup_naming_it():
+    with pytest.raises(ConfigError, match="log.roll.jitter.hours"):
+        ServerConfig({**BASE, "log.roll.jitter.hours": "-1"})

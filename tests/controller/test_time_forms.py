@@ -34,3 +34,12 @@ def test_a_bad_hours_value_is_invalid_config_with_kafkas_message():
     assert alter(s, "", "log.retention.hours", "a day") == [
         (Error.INVALID_CONFIG, "Invalid value a day for configuration log.retention.hours: "
                                "Not a number of type INT")]
+
+
+def test_log_roll_jitter_hours_is_a_dynamic_broker_config_of_at_least_zero():
+    s = Scenario(brokers=1)
+    assert alter(s, "", "log.roll.jitter.hours", "0") == [(Error.NONE, None)]
+    assert s.image.configs[(BROKER_RESOURCE, "")] == {"log.roll.jitter.hours": "0"}
+    assert alter(s, "1", "log.roll.jitter.hours", "-1") == [
+        (Error.INVALID_CONFIG, "Invalid value -1 for configuration log.roll.jitter.hours: "
+                               "Value must be at least 0")]
