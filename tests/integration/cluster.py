@@ -75,6 +75,7 @@ class NodeError(RuntimeError):
 # nodes, nor by a client's outgoing connection, which the kernel gives an ephemeral port.
 PORT_SLICES_FROM, PORT_SLICES_TO, PORT_SLICES = 10000, 32768, 16
 _next_port: dict[str, int] = {}
+_kernel_picked: set[int] = set()  # outside xdist: every port handed out, for none to come twice
 
 
 def _worker_slice() -> range | None:
@@ -97,7 +98,9 @@ def _bindable(port: int) -> bool:
 
 def free_ports(count: int) -> list[int]:
     """``count`` distinct free TCP ports on 127.0.0.1, none returned twice in this process while
-    its worker's slice lasts (outside xdist: ports the kernel picks, all held open while picking)."""
+    its worker's slice lasts (outside xdist: ports the kernel picks, all held open while picking,
+    none it picked before: it may hand a released port out again, and two brokers of a cluster
+    asked for one port each would be given the same)."""
     ports = _worker_slice()
     if ports is not None:
         picked: list[int] = []
@@ -112,7 +115,12 @@ def free_ports(count: int) -> list[int]:
         _next_port["at"] = at
         if len(picked) == count:
             return picked
-    return kernel_free_ports(count)
+    for _ in range(100):
+        picked = kernel_free_ports(count)
+        if _kernel_picked.isdisjoint(picked):
+            _kernel_picked.update(picked)
+            return picked
+    raise RuntimeError(f"the kernel picked no {count} ports not handed out before")
 
 
 def metrics_port() -> int:

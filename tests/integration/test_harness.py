@@ -33,6 +33,14 @@ def test_free_ports_are_distinct_and_bindable():
             s.bind(("127.0.0.1", port))
 
 
+def test_free_ports_outside_xdist_never_repeat_a_kernel_pick(monkeypatch):
+    # The kernel hands a released port out again: a cluster's brokers, asked for one each,
+    # were given the same one.
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    picked = [port for _ in range(500) for port in free_ports(1)]
+    assert len(set(picked)) == len(picked)
+
+
 def test_properties_file_of_a_combined_node(tmp_path):
     props = node_properties(1, 9092, 9093, str(tmp_path / "data"),
                             extra={"offsets.topic.num.partitions": 3, "auto.create.topics.enable": False})
