@@ -16,7 +16,7 @@
     strom start --config FILE
         Run the node's roles: a node with one role runs it in this process, a combined node
         (process.roles=broker,controller) runs each role as a process of its own.
-    strom topics create|list|describe|delete --bootstrap-server HOST:PORT [--topic T] ...
+    strom topics create|alter|list|describe|delete --bootstrap-server HOST:PORT [--topic T] ...
         Topic administration over the Kafka protocol.
     (topics, acls and quorum take --command-config FILE: the client properties, as Kafka's
     tools, to reach a secured listener: security.protocol, sasl.mechanism, sasl.jaas.config, ssl.*)
@@ -132,24 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
         worker = sub.add_parser(role, description=f"Run the node's {role} role in this process (what "
                                                   "`strom start` and `strom cluster up` spawn).")
         worker.add_argument("--config", required=True)
-    topics = sub.add_parser(
-        "topics", help="create, list, describe or delete topics",
-        epilog="examples:\n  strom topics create --bootstrap-server 127.0.0.1:9092 --topic orders "
-               "--partitions 3 --replication-factor 3 --config retention.ms=86400000\n"
-               "  strom topics describe --bootstrap-server 127.0.0.1:9092 --topic orders\n"
-               "  strom topics list --bootstrap-server 127.0.0.1:9092 --command-config client.properties",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    topics.add_argument("action", nargs="?", choices=["create", "list", "describe", "delete"])
-    for flag in ("create", "list", "describe", "delete"):  # kafka-topics' spelling of the action
-        topics.add_argument(f"--{flag}", dest="flag_actions", action="append_const", const=flag,
-                            help=argparse.SUPPRESS)
-    topics.add_argument("--bootstrap-server", default="127.0.0.1:9092")
-    topics.add_argument("--topic")
-    topics.add_argument("--partitions", type=int, default=-1)
-    topics.add_argument("--replication-factor", type=int, default=-1)
-    topics.add_argument("--config", action="append", default=[], metavar="NAME=VALUE")
-    topics.add_argument("--command-config", metavar="FILE",
-                        help="client properties to connect with (security.protocol, sasl.*, ssl.*)")
+    from strom import topics
+
+    topics.add_parser(sub)
     from strom import acls
 
     acls.add_parser(sub, listed=True)
@@ -380,29 +365,5 @@ def run_quorum(args) -> int:
 
 def run_topics(args) -> int:
     from strom import topics
-    from strom.acls import read_command_config
 
-    actions = [a for a in [args.action, *(args.flag_actions or [])] if a]
-    if len(actions) != 1:
-        raise ValueError("Command must include exactly one action: --list, --describe, --create or --delete")
-    action = actions[0]
-    if action in ("create", "delete") and not args.topic:
-        raise ValueError(f"topics {action} needs --topic")
-    security = read_command_config(args.command_config)
-    try:  # TopicCommand.execute: the error on stdout after its prefix, exit 1; a delete prints nothing
-        if action == "create":
-            configs = dict(c.split("=", 1) for c in args.config)
-            print(topics.create(args.bootstrap_server, args.topic, args.partitions,
-                                args.replication_factor, configs, security))
-        elif action == "delete":
-            topics.delete(args.bootstrap_server, args.topic, security)
-        elif action == "list":
-            print(topics.list_topics(args.bootstrap_server, security, args.topic))
-        else:
-            text = topics.describe(args.bootstrap_server, args.topic, security)
-            if text:
-                print(text)
-    except topics.TopicError as e:
-        print(f"Error while executing topic command : {e.tool_message}")
-        return 1
-    return 0
+    return topics.run(args)
