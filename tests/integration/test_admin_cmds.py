@@ -127,7 +127,13 @@ def test_features_describe_prints_supported_and_finalized_levels(node):
 
 
 
-def test_features_upgrade_and_downgrade_change_the_finalized_levels_as_kafka_features(node):
+def test_features_upgrade_and_downgrade_change_the_finalized_levels_as_kafka_features(node, capsys):
+    from strom.cli import main
+
+    def features(*args: str) -> tuple[int, str]:
+        rc = main(["features", *args])
+        return rc, capsys.readouterr().out
+
     refused = strom("features", "--bootstrap-server", node.bootstrap, "upgrade", "--feature",
                     "transaction.version=3", "--feature", "metadata.version=25", "--dry-run")
     assert refused.returncode == 1
@@ -139,19 +145,36 @@ def test_features_upgrade_and_downgrade_change_the_finalized_levels_as_kafka_fea
         "feature had an error: Invalid update version 3 for feature transaction.version. Local controller 1 "
         "only supports versions 0-2"]
     assert refused.stderr == "2 out of 2 operation(s) failed.\n"
-    down = strom("features", "--bootstrap-server", node.bootstrap, "downgrade", "--metadata", "4.0-IV2")
-    assert down.returncode == 0, down.stderr
-    assert down.stdout == (" `metadata` flag is deprecated and may be removed in a future release.\n"
-                           "metadata.version was downgraded to 24.\n")
-    described = strom("features", "--bootstrap-server", node.bootstrap, "describe")
+    assert features("--bootstrap-server", node.bootstrap, "downgrade", "--metadata", "4.0-IV2") == (
+        0, " `metadata` flag is deprecated and may be removed in a future release.\n"
+           "metadata.version was downgraded to 24.\n")
+    rc, described = features("--bootstrap-server", node.bootstrap, "describe")
     assert "Feature: metadata.version\tSupportedMinVersion: 3.0-IV1\tSupportedMaxVersion: 4.0-IV3\t" \
-           "FinalizedVersionLevel: 4.0-IV2\t" in described.stdout
-    up = strom("features", "--bootstrap-controller", f"127.0.0.1:{node.controller_port}", "upgrade",
-               "--release-version", "4.0-IV3")
-    assert up.returncode == 0, up.stderr
-    assert up.stdout.splitlines() == ["eligible.leader.replicas.version was upgraded to 1.",
-                                      "metadata.version was upgraded to 25.",
-                                      "transaction.version was upgraded to 2."]
+           "FinalizedVersionLevel: 4.0-IV2\t" in described
+    assert features("--bootstrap-controller", f"127.0.0.1:{node.controller_port}", "upgrade",
+                    "--release-version", "4.0-IV3") == (
+        0, "eligible.leader.replicas.version was upgraded to 1.\nmetadata.version was upgraded to 25.\n"
+           "transaction.version was upgraded to 2.\n")
+
+def test_topics_alter_adds_partitions_and_describe_reports_filter_as_kafka_topics(node, capsys):
+    from strom.cli import main
+
+    def topics(*args: str) -> tuple[int, str]:
+        rc = main(["topics", "--bootstrap-server", node.bootstrap, *args])
+        return rc, capsys.readouterr().out
+
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    admin.create_topics([NewTopic("grown", 1, 1, config={"retention.ms": "60000"})])["grown"].result(30)
+    grown = strom("topics", "--alter", "--bootstrap-server", node.bootstrap, "--topic", "grown",
+                  "--partitions", "3", "--replica-assignment", "1,1,1")
+    assert (grown.returncode, grown.stdout) == (0, ""), grown.stderr
+    rc, out = topics("--alter", "--topic", "grown", "--partitions", "2")
+    assert rc == 1 and out.startswith("Error while executing topic command : ") and " 3 partition" in out
+    assert topics("--create", "--topic", "grown", "--if-not-exists") == (0, "")
+    rc, out = topics("--describe", "--topics-with-overrides", "--exclude-internal")
+    assert rc == 0 and [line.split("\t")[0] for line in out.splitlines()] == ["Topic: grown"]
+    assert "\tPartitionCount: 3\tReplicationFactor: 1\tConfigs: retention.ms=60000" in out
+    assert topics("--describe", "--under-replicated-partitions", "--unavailable-partitions") == (0, "")
 
 def _table(text: str) -> list[list[str]]:
     """kafka-transactions' table: every cell padded to its column and followed by a tab."""
