@@ -78,7 +78,7 @@ TXN_STATE_TOPIC = "__transaction_state"
 RACK_KINDS = {"kill-read-replica"}  # kinds that need a trial with racks (trial.py makes one)
 BROKER_DISK_KIB = 128 * 1024  # a broker's log dir in a trial with disk-full faults: its own tmpfs
 HALT_WAIT_S = 15.0  # how long a broker whose disk is full gets to halt
-REFUSAL_WAIT_S = 10.0  # how long a broker restarted on a corrupt file gets to refuse it
+REFUSAL_WAIT_S = 10.0  # how long a broker restarted on a corrupt file gets to refuse it or answer
 OVERLAP = 0.35  # the chance that a process fault starts while a network fault is on
 LOSS_PROBABILITY = 0.2
 LATENCY_S = (0.05, 0.3)  # a slow link's delay each way, plus up to as much again of jitter
@@ -439,8 +439,11 @@ class Nemesis:
         broker = self.cluster.brokers[node_id]
         mark = os.path.getsize(broker.log_path) if os.path.exists(broker.log_path) else 0
         self._revive(node_id)
+        # A broker loads its logs before it opens its listeners: one that answers has not refused.
         deadline = time.monotonic() + REFUSAL_WAIT_S
         while time.monotonic() < deadline and broker.running:
+            if broker.metadata(min(1.0, max(0.1, deadline - time.monotonic()))) is not None:
+                return "started"
             time.sleep(0.1)
         if broker.running:
             return "started"

@@ -179,27 +179,29 @@ def _wait_until_serving(cluster: ReplicatedCluster, topic: str, partitions: int,
 
 
 def _final_reads(client: dict, topic: str, partitions: int) -> list:
+    """Every partition from its log start to its high watermark (as listed once the producers
+    stopped), through one fresh consumer assigned them all."""
     consumer = Consumer({**client, "group.id": f"{topic}-final",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest", "logger": log})
-    reads = []
+    records: dict[int, list[tuple[int, str]]] = {p: [] for p in range(partitions)}
     try:
-        for p in range(partitions):
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            consumer.assign([TopicPartition(topic, p, low)])
-            records: list[tuple[int, str]] = []
-            deadline = time.monotonic() + FINAL_READ_S
-            next_offset = low
-            while next_offset < high and time.monotonic() < deadline:
-                msg = consumer.poll(0.2)
-                if msg is None or msg.error() is not None:
+        bounds = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+                  for p in range(partitions)}
+        next_offset = {p: low for p, (low, _) in bounds.items()}
+        consumer.assign([TopicPartition(topic, p, low) for p, (low, _) in bounds.items()])
+        deadline = time.monotonic() + FINAL_READ_S * partitions
+        while (any(next_offset[p] < high for p, (_, high) in bounds.items())
+               and time.monotonic() < deadline):
+            for msg in consumer.consume(1000, 0.2):
+                if msg.error() is not None:
                     continue
+                p = msg.partition()
                 if msg.value() != PROBE:
-                    records.append((msg.offset(), msg.value().decode()))
-                next_offset = msg.offset() + 1
-            reads.append(C.FinalRead(topic, p, records, next_offset if next_offset < high else high))
+                    records[p].append((msg.offset(), msg.value().decode()))
+                next_offset[p] = max(next_offset[p], msg.offset() + 1)
     finally:
         consumer.close()
-    return reads
+    return [C.FinalRead(topic, p, records[p], min(next_offset[p], bounds[p][1])) for p in range(partitions)]
 
 
 def _committed(client: dict, topic: str, partitions: int) -> list:
