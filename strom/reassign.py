@@ -23,12 +23,14 @@ import argparse
 import asyncio
 import json
 import random
+import sys
 from dataclasses import dataclass
 
 from engine.errors import ConfigError
 from protocol import messages as M
 from protocol.client import ClientSecurity, KafkaConnection
 from protocol.errors import Error
+from strom.kafka_errors import exception_message, exception_text
 
 TopicPartition = tuple[str, int]
 
@@ -58,6 +60,34 @@ def tp_text(tp: TopicPartition) -> str:
 # --- the JSON files, pure --------------------------------------------------------------------
 
 
+class TerseError(Exception):
+    """Kafka's TerseException: the tool prints its message alone."""
+
+
+class KafkaCallError(RuntimeError):
+    """An admin call's error, as ExecutionException.getMessage() reads: the admin client's
+    exception class and the broker's message, else Errors' default."""
+
+    def __init__(self, code: int, message: str | None = None) -> None:
+        super().__init__(exception_text(code, message))
+        self.code = code
+
+
+def failure_text(e: BaseException) -> str:
+    """What ReassignPartitionsCommand.main prints for a failure: a TerseException's message
+    alone, any other as 'Error: ' and its message (a malformed file's without the option)."""
+    if isinstance(e, TerseError):
+        return str(e)
+    if isinstance(e, ConfigError):
+        return "Error: " + str(e)[len(e.name) + 2:]
+    return f"Error: {e}"
+
+
+def _java_set(items) -> str:
+    """A Java set of the duplicates as AbstractCollection.toString prints it, in order."""
+    return "[" + ", ".join(map(str, sorted(set(items)))) + "]"
+
+
 def _load(text: str, what: str) -> dict:
     try:
         data = json.loads(text)
@@ -76,7 +106,7 @@ def parse_topics_to_move(text: str) -> list[str]:
     duplicates = sorted({t for t in topics if topics.count(t) > 1})
     if duplicates:
         raise ConfigError("--topics-to-move-json-file",
-                          f"List of topics to reassign contains duplicate entries: {','.join(duplicates)}")
+                          f"List of topics to reassign contains duplicate entries: {_java_set(duplicates)}")
     return topics
 
 
@@ -345,7 +375,7 @@ class Admin:
         resp = await self.request(45, 0, R(topics=[R.ReassignableTopic(name=t, partitions=ps)
                                                    for t, ps in topics.items()]))
         _check(resp.error_code, resp.error_message, "reassigning partitions")
-        return {(t.name, p.partition_index): _error_text(p.error_code, p.error_message)
+        return {(t.name, p.partition_index): exception_message(p.error_code, p.error_message)
                 for t in resp.responses for p in t.partitions if p.error_code != Error.NONE}
 
     async def alter_configs(self, resources: list[tuple[int, str, list[tuple[str, int, str | None]]]],
@@ -392,7 +422,8 @@ class Admin:
                 by_topic.setdefault(t, []).append(p)
             topics = [R.TopicPartitions(topic=t, partitions=ps) for t, ps in sorted(by_topic.items())]
         resp = await self.request(43, 2, R(election_type=election_type, topic_partitions=topics))
-        _check(resp.error_code, None, "electing leaders")
+        if resp.error_code != Error.NONE:
+            raise KafkaCallError(resp.error_code)
         return {(t.topic, p.partition_id): (p.error_code, p.error_message)
                 for t in resp.replica_election_results for p in t.partition_result}
 
@@ -403,7 +434,7 @@ def _error_text(code: int, message: str | None) -> str:
 
 def _check(code: int, message: str | None, what: str) -> None:
     if code != Error.NONE:
-        raise RuntimeError(f"{what}: {_error_text(code, message)}")
+        raise KafkaCallError(code, message)
 
 
 # --- the actions ------------------------------------------------------------------------------
@@ -416,7 +447,7 @@ async def generate(admin: Admin, topics: list[str], broker_list: list[int], rng:
         raise RuntimeError(f"Unknown broker id {unknown[0]}")
     missing = [t for t in topics if not any(pt == t for pt, _ in parts)]
     if missing:
-        raise RuntimeError(f"Topic {missing[0]} not found")
+        raise KafkaCallError(Error.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {missing[0]} not found.")
     current = {tp: r for tp, r in parts.items() if tp[0] in topics}
     proposed = propose(current, broker_list, rng)
     return (f"Current partition replica assignment\n{reassignment_json(current)}\n\n"
@@ -428,7 +459,7 @@ async def execute(admin: Admin, targets: dict[TopicPartition, list[int]], thrott
                   log_dir_throttle: int = -1, timeout_ms: int = 10000) -> None:
     ongoing = await admin.ongoing()
     if ongoing and not additional:
-        raise RuntimeError(EXISTING_MESSAGE)
+        raise TerseError(EXISTING_MESSAGE)
     brokers, parts = await admin.cluster()
     for replicas in targets.values():
         for b in replicas:
@@ -436,7 +467,8 @@ async def execute(admin: Admin, targets: dict[TopicPartition, list[int]], thrott
                 raise RuntimeError(f"Unknown broker id {b}")
     missing = [tp for tp in sorted(targets) if tp not in parts]
     if missing:
-        raise RuntimeError(f"Unable to find partition: {tp_text(missing[0])}")
+        raise KafkaCallError(Error.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"Unable to find partition: {tp_text(missing[0])}")
     current = {tp: parts[tp] for tp in targets}
     out(f"Current partition replica assignment\n\n{reassignment_json(current)}\n\n"
         "Save this to use as the --reassignment-json-file option during rollback")
@@ -468,7 +500,7 @@ async def execute(admin: Admin, targets: dict[TopicPartition, list[int]], thrott
         out(f"The replica-alter-dir throttle limit was set to {log_dir_throttle} B/s")
     errors = await admin.alter(dict(targets))
     if errors:
-        raise RuntimeError("Error reassigning partition(s):\n" + "\n".join(
+        raise TerseError("Error reassigning partition(s):\n" + "\n".join(
             f"{tp_text(tp)}: {e}" for tp, e in sorted(errors.items())))
     out(f"Successfully started partition reassignment{_plural(targets)} for "
         f"{','.join(tp_text(tp) for tp in sorted(targets))}")
@@ -490,7 +522,7 @@ async def execute_moves(admin: Admin, log_dirs: dict[Replica, str], timeout_ms: 
         if not pending:
             return
         if asyncio.get_running_loop().time() >= deadline:
-            raise RuntimeError(f"Timed out before log directory move{_plural(pending)} could be started for: "
+            raise TerseError(f"Timed out before log directory move{_plural(pending)} could be started for: "
                                + ",".join(replica_text(r) for r in sorted(pending, key=_replica_order)))
         await asyncio.sleep(0.1)
 
@@ -528,7 +560,7 @@ async def cancel(admin: Admin, targets: dict[TopicPartition, list[int]], out) ->
         return
     errors = await admin.alter({tp: None for tp in active})
     if errors:
-        raise RuntimeError(f"Error cancelling partition reassignment{_plural(errors)} for:\n" + "\n".join(
+        raise TerseError(f"Error cancelling partition reassignment{_plural(errors)} for:\n" + "\n".join(
             f"{tp_text(tp)}: {e}" for tp, e in sorted(errors.items())))
     out(f"Successfully cancelled partition reassignment{_plural(active)} for: "
         f"{','.join(tp_text(tp) for tp in active)}")
@@ -560,7 +592,7 @@ def election_text(election: str, results: dict[TopicPartition, tuple[int, str | 
         lines.append(f"Valid replica already elected for partitions {', '.join(map(tp_text, noop))}")
     for tp, (code, message) in failed.items():
         lines.append(f"Error completing leader election ({election}) for partition: {tp_text(tp)}: "
-                     f"{_error_text(code, message)}")
+                     f"{exception_text(code, message)}")
     return "\n".join(lines), len(failed)
 
 
@@ -646,43 +678,65 @@ def _read(path: str | None, option: str) -> str:
         return f.read()
 
 
-def run_reassign(args, security: ClientSecurity | None) -> int:
+def _check_options(args) -> None:
+    """The usage errors, before anything is read or asked."""
     if args.replica_alter_log_dirs_throttle >= 0 and not args.execute:
         raise ConfigError("--replica-alter-log-dirs-throttle", "only with --execute")
     if args.throttle >= 0 and not args.execute:
         raise ConfigError("--throttle", "only with --execute")
+    if args.generate:
+        if args.topics_to_move_json_file is None:
+            raise ConfigError("--topics-to-move-json-file", "is required with --generate")
+        if not args.broker_list:
+            raise ConfigError("--broker-list", "is required with --generate")
+    elif not args.list and args.reassignment_json_file is None:
+        raise ConfigError("--reassignment-json-file", "is required for this action")
+
+
+def _broker_list(text: str) -> list[int]:
+    try:
+        brokers = [int(b) for b in text.split(",")]
+    except ValueError:
+        raise ConfigError("--broker-list", f"expected ID,ID,..., got {text!r}") from None
+    duplicates = [b for b in brokers if brokers.count(b) > 1]
+    if duplicates:
+        raise ConfigError("--broker-list", f"Broker list contains duplicate entries: {_java_set(duplicates)}")
+    return brokers
+
+
+def run_reassign(args, security: ClientSecurity | None) -> int:
+    """Kafka's ReassignPartitionsCommand.main: a failure printed on stdout (failure_text), exit 1."""
+    _check_options(args)
     admin = Admin(args.bootstrap_server, security)
 
     async def go() -> int:
-        async with admin:
-            if args.generate:
-                option = "--topics-to-move-json-file"
-                topics = parse_topics_to_move(_read(args.topics_to_move_json_file, option))
-                if not args.broker_list:
-                    raise ConfigError("--broker-list", "is required with --generate")
-                try:
-                    brokers = [int(b) for b in args.broker_list.split(",")]
-                except ValueError:
-                    raise ConfigError("--broker-list",
-                                      f"expected ID,ID,..., got {args.broker_list!r}") from None
-                if len(set(brokers)) != len(brokers):
-                    raise ConfigError("--broker-list", "Broker list contains duplicate entries")
+        if args.generate:
+            brokers = _broker_list(args.broker_list)
+            topics = parse_topics_to_move(_read(args.topics_to_move_json_file, "--topics-to-move-json-file"))
+            async with admin:
                 print(await generate(admin, topics, brokers, random.Random()))
-            elif args.list:
+            return 0
+        if args.list:
+            async with admin:
                 print(list_text(await admin.ongoing()))
+            return 0
+        text = _read(args.reassignment_json_file, "--reassignment-json-file")
+        targets, log_dirs = parse_reassignment(text), parse_log_dirs(text)
+        async with admin:
+            if args.execute:
+                await execute(admin, targets, args.throttle, args.additional, print, log_dirs,
+                              args.replica_alter_log_dirs_throttle, args.timeout)
+            elif args.verify:
+                await verify(admin, targets, args.preserve_throttles, print, log_dirs)
             else:
-                text = _read(args.reassignment_json_file, "--reassignment-json-file")
-                targets, log_dirs = parse_reassignment(text), parse_log_dirs(text)
-                if args.execute:
-                    await execute(admin, targets, args.throttle, args.additional, print, log_dirs,
-                                  args.replica_alter_log_dirs_throttle, args.timeout)
-                elif args.verify:
-                    await verify(admin, targets, args.preserve_throttles, print, log_dirs)
-                else:
-                    await cancel(admin, targets, print)
+                await cancel(admin, targets, print)
         return 0
 
-    return asyncio.run(go())
+    try:
+        return asyncio.run(go())
+    except (TerseError, RuntimeError, ValueError, OSError) as e:
+        print(failure_text(e))
+        return 1
 
 
 def run_election(args, security: ClientSecurity | None) -> int:
@@ -702,9 +756,24 @@ def run_election(args, security: ClientSecurity | None) -> int:
         async with admin:
             return await admin.elect(PREFERRED if election == "PREFERRED" else UNCLEAN, partitions)
 
-    text, failed = election_text(election, asyncio.run(go()))
+    # LeaderElectionCommand: a timeout or a refusal said on stdout too; every failure's message
+    # on stderr, exit 1.
+    try:
+        results = asyncio.run(go())
+    except KafkaCallError as e:
+        said = _ELECTION_FAILURES.get(e.code)
+        if said is not None:
+            print(said)
+        print(said or str(e), file=sys.stderr)
+        return 1
+    text, failed = election_text(election, results)
     if text:
         print(text)
     if failed:
-        raise RuntimeError(f"{failed} replica(s) could not be elected")
+        print(f"{failed} replica(s) could not be elected", file=sys.stderr)
+        return 1
     return 0
+
+
+_ELECTION_FAILURES = {Error.REQUEST_TIMED_OUT: "Timeout waiting for election results",
+                      Error.CLUSTER_AUTHORIZATION_FAILED: "Not authorized to perform leader election"}
