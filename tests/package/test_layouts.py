@@ -298,3 +298,67 @@ def test_an_errors_class_is_the_admin_clients_exception_class():
     assert exception_text(Error.PREFERRED_LEADER_NOT_AVAILABLE) == (
         "org.apache.kafka.common.errors.PreferredLeaderNotAvailableException: The preferred leader was not "
         "available.")
+
+
+# ---- kafka-reassign-partitions and kafka-leader-election ----------------------------------------
+
+class _Cluster:
+    """The answers of a cluster of brokers 1-3 with one partition of topic t (Metadata and
+    ListPartitionReassignments, as strom/reassign.py's Admin gives them)."""
+
+    async def cluster(self):
+        return [1, 2, 3], {("t", 0): [1, 2]}
+
+    async def ongoing(self):
+        return {("t", 0): ([1, 2, 3], [3], [])}
+
+
+def _reassign_args(tmp_path, **options) -> NS:
+    fields = dict(bootstrap_server="127.0.0.1:1", command_config=None, generate=False, execute=False,
+                  verify=False, cancel=False, list=False, topics_to_move_json_file=None, broker_list=None,
+                  reassignment_json_file=None, throttle=-1, replica_alter_log_dirs_throttle=-1,
+                  timeout=10000, additional=False, preserve_throttles=False)
+    for name, value in options.items():
+        if name.endswith("_json_file"):
+            path = tmp_path / f"{name}.json"
+            path.write_text(value)
+            value = str(path)
+        fields[name] = value
+    return NS(**fields)
+
+
+def test_reassign_partitions_errors_are_printed_as_reassign_partitions_command(tmp_path, capsys):
+    """ReassignPartitionsCommand.main: a TerseException's message alone, any other failure as
+    'Error: ' and its message (an admin call's: ExecutionException's, the exception class and
+    message), on stdout, exit 1; the duplicates as Java prints a set."""
+    from strom import reassign
+
+    topics_file = '{"version":1,"topics":[{"topic":"b"},{"topic":"a"},{"topic":"b"},{"topic":"a"}]}'
+    args = _reassign_args(tmp_path, generate=True, topics_to_move_json_file=topics_file, broker_list="1,2")
+    assert reassign.run_reassign(args, None) == 1
+    assert capsys.readouterr().out == "Error: List of topics to reassign contains duplicate entries: [a, b]\n"
+    args = _reassign_args(tmp_path, generate=True, topics_to_move_json_file='{"topics":[{"topic":"t"}]}',
+                          broker_list="2,1,2,1")
+    assert reassign.run_reassign(args, None) == 1
+    assert capsys.readouterr().out == "Error: Broker list contains duplicate entries: [1, 2]\n"
+
+    with pytest.raises(Exception) as missing:
+        asyncio.run(reassign.generate(_Cluster(), ["u"], [1, 2], None))  # type: ignore[arg-type]
+    assert reassign.failure_text(missing.value) == (
+        "Error: org.apache.kafka.common.errors.UnknownTopicOrPartitionException: Topic u not found.")
+    with pytest.raises(Exception) as existing:
+        asyncio.run(reassign.execute(_Cluster(), {("t", 0): [2, 3]}, -1, False, print))  # type: ignore[arg-type]
+    assert reassign.failure_text(existing.value) == (
+        "Cannot execute because there is an existing partition assignment.  Use --additional to override "
+        "this and create a new partition assignment in addition to the existing one.")
+
+
+def test_leader_elections_failed_partition_is_the_exceptions_to_string():
+    from strom import reassign
+
+    failure = (Error.PREFERRED_LEADER_NOT_AVAILABLE, None)
+    text, failed = reassign.election_text("PREFERRED", {("t", 0): failure})
+    assert failed == 1
+    assert text == ("Error completing leader election (PREFERRED) for partition: t-0: "
+                    "org.apache.kafka.common.errors.PreferredLeaderNotAvailableException: The preferred "
+                    "leader was not available.")
