@@ -66,17 +66,46 @@ def call(op: str, bootstrap: str, timeout: float = 30.0, **args):
     return answer["result"]
 
 
+def _produce_args(topic, messages, acks="all", compression="none", idempotent=False) -> dict:
+    payload = [{"key": _b64(m.key), "value": _b64(m.value),
+                "headers": [[name, _b64(value)] for name, value in m.headers],
+                "partition": m.partition} for m in messages_of(messages)]
+    return {"topic": topic, "messages": payload, "acks": acks_value(acks), "compression": compression,
+            "idempotent": idempotent}
+
+
 def produce(bootstrap, topic, messages, acks="all", compression="none", idempotent=False,
             timeout=30.0, security=None):
     if security is not None:
         pairs = [(m.key, m.value) for m in messages_of(messages)]
         _secured_ok(secured("produce", bootstrap, security, topic, pairs, timeout=timeout))
         return
-    payload = [{"key": _b64(m.key), "value": _b64(m.value),
-                "headers": [[name, _b64(value)] for name, value in m.headers],
-                "partition": m.partition} for m in messages_of(messages)]
-    call("produce", bootstrap, timeout, topic=topic, messages=payload, acks=acks_value(acks),
-         compression=compression, idempotent=idempotent)
+    call("produce", bootstrap, timeout, **_produce_args(topic, messages, acks, compression, idempotent))
+
+
+def batch(bootstrap, steps, timeout=60.0) -> list:
+    """Several operations in one node process (node and kafkajs start once), one after the
+    other: each step ``("produce", kwargs)``, ``("consume_assign", kwargs)`` or
+    ``("consume_group", kwargs)``, its kwargs those of the function of that name less bootstrap
+    and timeout; ``timeout`` bounds them all. Their results in order, as those functions return them."""
+    commands, readers = [], []
+    for op, kwargs in steps:
+        if op == "produce":
+            commands.append({"op": op, **_produce_args(**kwargs)})
+            readers.append(lambda result: None)
+        elif op == "consume_assign":
+            commands.append({"op": op, "topic": kwargs["topic"], "partitions": list(kwargs["partitions"]),
+                             "count": kwargs["count"], "isolation": kwargs.get("isolation"),
+                             "partitionFetchBytes": kwargs.get("partition_fetch_bytes")})
+            readers.append(_records)
+        elif op == "consume_group":
+            commands.append({"op": op, "topic": kwargs["topic"], "group": kwargs["group"],
+                             "count": kwargs["count"], "commit": kwargs.get("commit", True)})
+            readers.append(_records)
+        else:
+            raise ValueError(f"kafkajs cannot batch {op}")
+    results = call("batch", bootstrap, timeout, commands=commands)
+    return [read(result) for read, result in zip(readers, results, strict=True)]
 
 
 def _records(rows) -> list[Record]:

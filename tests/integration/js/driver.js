@@ -4,7 +4,7 @@
 // Input: one JSON command as argv[2], or on stdin when argv[2] is absent:
 //   {"op": "produce" | "consume_assign" | "consume_group" | "create_topic" |
 //          "describe_topic" | "describe_replicas" | "describe_topic_config" | "alter_topic_config" |
-//          "delete_topic" | "reassign" | "list_reassignments",
+//          "delete_topic" | "reassign" | "list_reassignments" | "batch",
 //    "bootstrap": "127.0.0.1:9092[,127.0.0.1:9093...]", "topic": "t", "timeout": 30, ...op arguments}
 // Keys, values and header values travel as base64 (null stays null).
 // Output: the last stdout line is {"ok": true, "result": ...} or {"ok": false, "error": "..."};
@@ -275,6 +275,17 @@ const OPS = {
     await admin.deleteTopics({ topics: [cmd.topic], timeout: Math.round(cmd.timeout * 1000) });
     return null;
   }),
+  // cmd.commands: several commands run one after the other in this one process, each with
+  // cmd's bootstrap and timeout unless it has its own; the result is theirs, in order.
+  batch: async (cmd) => {
+    const results = [];
+    for (const one of cmd.commands) {
+      const op = OPS[one.op];
+      if (!op || one.op === 'batch' || one.op === 'group_member') throw new Error(`unknown op ${one.op} in a batch`);
+      results.push(await op({ bootstrap: cmd.bootstrap, timeout: cmd.timeout, ...one }));
+    }
+    return results;
+  },
 };
 
 function finish(code, payload) {
