@@ -21,13 +21,12 @@ from typing import Any
 from protocol import messages as M
 from protocol.errors import Error
 from strom.admin_client import Admin, AdminError, error_name
+from strom.kafka_errors import exception_class
 
 DESCRIBE_LOG_DIRS = 35
 HELP = "describe the brokers' log directories (like kafka-log-dirs)"
 EXAMPLE = """example:
   strom log-dirs --describe --bootstrap-server 127.0.0.1:9092 --broker-list 1 --topic-list orders"""
-# What Kafka's tool prints as a log dir's error: the exception's class name.
-ERROR_CLASSES = {Error.KAFKA_STORAGE_ERROR: "org.apache.kafka.common.errors.KafkaStorageException"}
 
 
 class UsageError(ValueError):
@@ -62,7 +61,7 @@ def log_dir_json(result: Any, topics: set[str]) -> dict[str, Any]:
         for p in sorted(t.partitions, key=lambda p: p.partition_index)]
     error = None
     if result.error_code != Error.NONE:
-        error = ERROR_CLASSES.get(result.error_code, error_name(result.error_code))
+        error = exception_class(result.error_code)
     return {"partitions": partitions, "error": error, "logDir": result.log_dir}
 
 
