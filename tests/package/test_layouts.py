@@ -362,3 +362,13 @@ def test_leader_elections_failed_partition_is_the_exceptions_to_string():
     assert text == ("Error completing leader election (PREFERRED) for partition: t-0: "
                     "org.apache.kafka.common.errors.PreferredLeaderNotAvailableException: The preferred "
                     "leader was not available.")
+
+
+def test_log_dirs_error_is_the_exceptions_class_name():
+    """LogDirsCommand: a log dir's error as error().getClass().getName()."""
+    from strom import log_dirs
+
+    result = NS(error_code=Error.LOG_DIR_NOT_FOUND, topics=[], log_dir="/gone")
+    assert log_dirs.log_dir_json(result, set()) == {
+        "partitions": [], "error": "org.apache.kafka.common.errors.LogDirNotFoundException",
+        "logDir": "/gone"}
