@@ -149,15 +149,13 @@ def report(what: str, stalls: list[float]) -> None:
               + " ".join(f"{s:.3f}" for s in stalls))
 
 
-def test_killed_leaders_lose_no_acknowledged_record(cluster):
-    cluster.create_topic("kills", PARTITIONS, 3, {"min.insync.replicas": "2"})
-    report("kill -9 of a leader", kill_and_restart_leaders(cluster, "kills", 3))
-
-
-@pytest.mark.slow
-def test_twenty_killed_leaders_lose_no_acknowledged_record(cluster):
-    cluster.create_topic("kills20", PARTITIONS, 3, {"min.insync.replicas": "2"})
-    report("kill -9 of a leader (20)", kill_and_restart_leaders(cluster, "kills20", 20))
+@pytest.mark.parametrize("kills", [1, pytest.param(20, marks=pytest.mark.slow)])
+def test_killed_leaders_lose_no_acknowledged_record(cluster, kills):
+    """One kill -9 of a leader in the default run (the module's other scenarios kill leaders
+    too), twenty under ``-m slow``."""
+    topic = f"kills{kills}"
+    cluster.create_topic(topic, PARTITIONS, 3, {"min.insync.replicas": "2"})
+    report(f"kill -9 of a leader ({kills})", kill_and_restart_leaders(cluster, topic, kills))
 
 
 def test_lost_disk_re_replicates_and_loses_nothing_acknowledged(cluster):
