@@ -16,8 +16,8 @@ process and is not in a module below says so itself with ``@pytest.mark.processe
 Under xdist (``--dist loadgroup``) the tests of a module that starts processes run on one worker,
 so that its cluster fixture starts once; the tests that use the ``spark`` fixture run in two
 groups (``SPARK_GROUPS``), each on one worker with one SparkSession: one group of ten minutes
-would be the run's longest pole. (The wheel test keeps a group of its own, so that its
-build need not wait behind the Spark tests: its Spark read is a second, short-lived JVM.) The
+would be the run's longest pole. (The wheel test keeps a group of its own: the wheel is built
+and installed once, and its read through the Spark source needs no JVM.) The
 groups are ordered first (the Spark group and the wheel test, then the fault trials, the other
 netns and process modules, in-process tests last), so the long ones start at once and the short
 in-process tests fill the workers at the end.

@@ -22,7 +22,9 @@ wheel fails to import there as it would on a machine without the checkout, and
 Every command then runs with its working directory outside the checkout and without
 PYTHONPATH: ``strom format`` and ``strom start`` (the venv's script), confluent-kafka
 producing and consuming (through a consumer group), Spark reading the topic through the
-``strom`` DataSource in a driver started by the venv's Python, and SIGTERM stopping the node.
+``strom`` DataSource as Spark's Python worker runs it, in the venv's Python (the JVM side is the
+checkout's and is tested in tests/spark; a JVM here would cost a second Spark start-up), and
+SIGTERM stopping the node.
 """
 from __future__ import annotations
 
@@ -56,7 +58,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 NOT_PACKAGED = {"tests", "bench", "build"}
 BUILD_TIMEOUT_S = 900
 COMMAND_TIMEOUT_S = 120
-SPARK_TIMEOUT_S = 300
 READY_TIMEOUT_S = 60
 WAIT_S = 60  # for records to be consumed and checkpointed: a bound on a wait, not an assert
 RECORDS = 200
@@ -65,8 +66,7 @@ EXT_SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
 
 pytestmark = [
     pytest.mark.processes,
-    pytest.mark.spark,
-    # One worker for this module (the wheel is built once), apart from the Spark tests' session.
+    # One worker for this module (the wheel is built once).
     pytest.mark.xdist_group("tests/package/test_wheel.py"),
     pytest.mark.timeout(BUILD_TIMEOUT_S + 600),
 ]
@@ -84,32 +84,32 @@ sys.meta_path[:] = [f for f in sys.meta_path
 sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.curdir) != _CHECKOUT]
 '''
 
-# Run by the venv's Python: Spark reads the topic from the node's log dir.
+# Run by the venv's Python: the topic read through the ``strom`` DataSource as Spark drives it (the
+# JVM side is the same as the checkout's and is tested in tests/spark): the source built from
+# the read options, its schema, the reader, its planned partitions, then each partition read by
+# a copy of the reader and the partition that went through pickle, as Spark ships them to the
+# Python worker that reads them; the Arrow batches it returns become the rows.
 SPARK_READ = '''\
 import json
+import pickle
 import sys
-
-from pyspark.sql import SparkSession
 
 import spark.source
 
 log_dir, topic = sys.argv[1], sys.argv[2]
-session = (SparkSession.builder.master("local[1]").appName("strom-wheel")
-           .config("spark.ui.enabled", "false")
-           .config("spark.ui.showConsoleProgress", "false")
-           .config("spark.pyspark.python", sys.executable)
-           .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-           .getOrCreate())
-session.sparkContext.setLogLevel("ERROR")
-session.dataSource.register(spark.source.StromDataSource)
-rows = (session.read.format("strom").option("path", log_dir).option("subscribe", topic)
-        .option("startingOffsets", "earliest").option("includeHeaders", "true").load().collect())
-session.stop()
+source = spark.source.StromDataSource({"path": log_dir, "subscribe": topic,
+                                       "startingOffsets": "earliest", "includeHeaders": "true"})
+reader = source.reader(source.schema())
+rows = []
+for partition in reader.partitions():
+    worker = pickle.loads(pickle.dumps(reader))
+    for batch in worker.read(pickle.loads(pickle.dumps(partition))):
+        rows += batch.to_pylist()
 print(json.dumps({
     "source": spark.source.__file__,
-    "rows": [[r.topic, r.partition, r.offset, None if r.key is None else bytes(r.key).hex(),
-              None if r.value is None else bytes(r.value).hex(),
-              [[k, None if v is None else bytes(v).hex()] for k, v in (r.headers or [])]]
+    "rows": [[r["topic"], r["partition"], r["offset"], None if r["key"] is None else r["key"].hex(),
+              None if r["value"] is None else r["value"].hex(),
+              [[h["key"], None if h["value"] is None else h["value"].hex()] for h in r["headers"] or []]]
              for r in rows],
 }))
 '''
@@ -416,7 +416,7 @@ def test_a_node_from_the_wheel_serves_clients_and_spark_reads_its_topic(venv, tm
         script = tmp_path / "spark_read.py"
         script.write_text(SPARK_READ)
         read = json.loads(in_venv(venv, cwd, venv.python, str(script), log_dir, topic,
-                                  timeout=SPARK_TIMEOUT_S).strip().splitlines()[-1])
+                                  timeout=COMMAND_TIMEOUT_S).strip().splitlines()[-1])
         assert os.path.realpath(read["source"]).startswith(os.path.realpath(venv.site) + os.sep)
 
         def hexed(b):
