@@ -22,9 +22,11 @@
     tools, to reach a secured listener: security.protocol, sasl.mechanism, sasl.jaas.config, ssl.*)
     strom acls --bootstrap-server HOST:PORT --add|--remove|--list [--topic T] [--group G] ...
         ACLs, with kafka-acls's options and output (strom/acls.py).
-    strom configs --bootstrap-server HOST:PORT --entity-type T [--entity-name N | --entity-default]
+    strom configs --bootstrap-server HOST:PORT | --bootstrap-controller HOST:PORT --entity-type T
+                  [--entity-name N | --entity-default]
                   --describe [--all] | --alter [--add-config K=V,...] [--delete-config K]
-        Configs of topics, brokers, groups, users and clients, as kafka-configs (strom/configs.py).
+        Configs of topics, brokers, broker loggers, groups, users, clients and ips, as kafka-configs
+        (strom/configs.py).
     strom quorum --bootstrap-controller HOST:PORT[,...] describe --status | --replication [--human-readable]
     strom quorum --bootstrap-controller HOST:PORT[,...] add-controller --config FILE [--dry-run]
     strom quorum --bootstrap-controller HOST:PORT[,...] remove-controller --controller-id N
