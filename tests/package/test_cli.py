@@ -106,3 +106,12 @@ def test_every_command_and_action_shows_an_example_in_its_help():
         if len(examples) < 2 or not re.search(rf"^ +strom {re.escape(command)}\b", examples[1], re.MULTILINE):
             lacking.append(path)
     assert lacking == []
+
+
+def test_the_configs_usage_names_both_bootstraps_and_every_entity_type():
+    from strom import cli
+
+    usage = (cli.__doc__ or "").split("strom configs ", 1)[1].split("\n    strom ", 1)[0]
+    assert "--bootstrap-server HOST:PORT | --bootstrap-controller HOST:PORT" in usage
+    for entity_type in ("topics", "brokers", "broker loggers", "groups", "users", "clients", "ips"):
+        assert entity_type in usage, entity_type
