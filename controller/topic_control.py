@@ -234,9 +234,11 @@ class TopicControl:
         if topic is None:
             raise TopicError(Error.UNKNOWN_TOPIC_OR_PARTITION)
         current = len(topic.partitions)
-        if t.count <= current:
-            raise TopicError(Error.INVALID_PARTITIONS, f"Topic currently has {current} partitions, "
-                             f"which is higher than or equal to the requested {t.count}.")
+        if t.count == current:
+            raise TopicError(Error.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+        if t.count < current:
+            raise TopicError(Error.INVALID_PARTITIONS, f"The topic {t.name} currently has {current} "
+                             f"partition(s); {t.count} would not be an increase.")
         additional = t.count - current
         if additional > allowed:
             raise TopicError(Error.POLICY_VIOLATION, TOO_MANY_PARTITIONS)

@@ -269,3 +269,22 @@ def test_delete_topics_before_v3_is_an_invalid_request_when_deletion_is_disabled
         response = s.apply(s.topics.delete_topics(s.image, delete_request(version, "a"), version))
         assert [(r.name, r.error_code) for r in response.responses] == [("a", Error.INVALID_REQUEST)]
         assert "a" in s.image.topics
+
+
+def test_create_partitions_that_is_no_increase_is_refused_with_kafkas_messages():
+    """ReplicationControlManager.createPartitions: the same count and a lower one are
+    INVALID_PARTITIONS, each with its own message."""
+    s = Scenario(brokers=3)
+    s.create_topic("t", partitions=3, rf=1)
+    R = M.CreatePartitionsRequest
+    answers = {}
+    for count in (3, 2):
+        req = R(topics=[R.CreatePartitionsTopic(name="t", count=count, assignments=None)], timeout_ms=1000)
+        result = s.apply(s.topics.create_partitions(s.image, req)).results[0]
+        answers[count] = (result.error_code, result.error_message)
+    assert answers == {
+        3: (Error.INVALID_PARTITIONS, "Topic already has 3 partition(s)."),
+        2: (Error.INVALID_PARTITIONS,
+            "The topic t currently has 3 partition(s); 2 would not be an increase."),
+    }
+    assert sorted(s.image.topics["t"].partitions) == [0, 1, 2]
