@@ -398,7 +398,8 @@ def check_options(args: argparse.Namespace) -> str:
     """TopicCommandOptions.checkArgs: exactly one action, the options each action takes; the action."""
     actions = [a for a in [args.action, *(args.flag_actions or [])] if a]
     if len(actions) != 1:
-        raise ValueError("Command must include exactly one action: --list, --describe, --create or --delete")
+        raise ValueError("Command must include exactly one action: "
+                         "--list, --describe, --create, --alter or --delete")
     action = actions[0]
     if action in ("create", "delete", "alter") and not args.topic:
         raise ValueError(f"topics {action} needs --topic")

@@ -244,7 +244,7 @@ def test_topics_takes_kafka_topics_action_flags_and_refuses_two_actions(capsys):
     from strom.cli import main
 
     assert main(["topics", "list", "--describe", "--bootstrap-server", "127.0.0.1:1"]) == 1
-    assert "Command must include exactly one action: --list, --describe, --create or --delete" in (
+    assert "Command must include exactly one action: --list, --describe, --create, --alter or --delete" in (
         capsys.readouterr().err)
     assert main(["topics", "--bootstrap-server", "127.0.0.1:1"]) == 1
     assert "Command must include exactly one action" in capsys.readouterr().err
@@ -372,3 +372,15 @@ def test_log_dirs_error_is_the_exceptions_class_name():
     assert log_dirs.log_dir_json(result, set()) == {
         "partitions": [], "error": "org.apache.kafka.common.errors.LogDirNotFoundException",
         "logDir": "/gone"}
+
+
+def test_acls_failure_is_printed_as_acl_command_on_stdout(capsys):
+    """AclCommand.main: 'Error while executing ACL command: ' and the failure's message on stdout,
+    exit 1; a refusal's message is the admin client's exception class and message."""
+    from strom.cli import main
+
+    assert main(["acls", "--bootstrap-server", "127.0.0.1:1", "--list"]) == 1
+    printed = capsys.readouterr()
+    assert printed.out.startswith("Error while executing ACL command: ") and printed.err == ""
+    assert str(acls._failed(Error.SECURITY_DISABLED, None)) == (
+        "org.apache.kafka.common.errors.SecurityDisabledException: Security features are disabled.")
