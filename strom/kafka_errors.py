@@ -38,6 +38,7 @@ _EXCEPTIONS: dict[int, tuple[str, str]] = {
                                       "The coordinator is not available."),
     Error.NOT_COORDINATOR: ("NotCoordinatorException", "This is not the correct coordinator."),
     Error.CLUSTER_AUTHORIZATION_FAILED: ("ClusterAuthorizationException", "Cluster authorization failed."),
+    Error.SECURITY_DISABLED: ("SecurityDisabledException", "Security features are disabled."),
     Error.INVALID_TXN_STATE: ("InvalidTxnStateException",
                               "The producer attempted a transactional operation in an invalid state."),
     Error.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: ("TransactionalIdAuthorizationException",
