@@ -58,6 +58,7 @@ from protocol.context import KafkaPrincipal
 from protocol.errors import Error
 from security.authorizer import SUPPORTED
 from security.client_config import CommandConfigError, client_security
+from strom.kafka_errors import exception_text
 
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 VERSION = 3
@@ -261,8 +262,8 @@ async def _request(bootstrap: str, api_key: int, body: Any, security: ClientSecu
 
 
 def _failed(code: int, message: str | None) -> RuntimeError:
-    return RuntimeError(f"Error while executing ACL command: {Error(code).name}"
-                        f"{': ' + message if message else ''}")
+    """A refusal as ExecutionException.getMessage() reads: the exception class and message."""
+    return RuntimeError(exception_text(code, message))
 
 
 def describe(bootstrap: str, resource: Resource | None,
@@ -334,9 +335,21 @@ def list_text(bootstrap: str, args: argparse.Namespace, security: ClientSecurity
 
 
 def run(args: argparse.Namespace, confirm=input) -> int:
+    """AclCommand.main: a usage error refused as the command line (UsageError); a failure of
+    the action printed on stdout as 'Error while executing ACL command: <message>', exit 1."""
     check_args(args)
-    bootstrap = args.bootstrap_server
     security = read_command_config(args.command_config)
+    try:
+        return _act(args, security, confirm)
+    except UsageError:
+        raise
+    except (RuntimeError, OSError, ValueError) as e:
+        print(f"Error while executing ACL command: {e}")
+        return 1
+
+
+def _act(args: argparse.Namespace, security: ClientSecurity | None, confirm) -> int:
+    bootstrap = args.bootstrap_server
     if args.list:
         print(list_text(bootstrap, args, security), end="")
         return 0
