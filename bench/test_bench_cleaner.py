@@ -36,6 +36,7 @@ import time
 import psutil
 import pytest
 
+from bench.conftest import STROM_BROKER_GROUP
 from bench.e2e import ceilings
 from broker.groups.storage import build_records_batch, load_partition, offset_commit_key, offset_commit_value
 from engine.cleaner import Cleaner, clean_filthiest, read_cleaner_checkpoint
@@ -93,13 +94,11 @@ def clean_whole(lg: Log, slots: int) -> tuple[float, object]:
 
 
 @pytest.mark.parametrize("case", ["superseded", "partly_kept"])
-def test_cleaner_throughput(benchmark, case):
-    total = 50 * MB if benchmark.enabled else MB
-    rounds = 3 if benchmark.enabled else 1
-    segment_bytes = 8 * MB if benchmark.enabled else 256 * 1024
+def test_cleaner_throughput(benchmark, size, case):
+    total, rounds, segment_bytes = size((50 * MB, 3, 8 * MB), (MB, 1, 256 * 1024))
     work = tempfile.mkdtemp(prefix="strom-bench-cleaner-")
     try:
-        ceiling_s = 1.0 if benchmark.enabled else 0.1
+        ceiling_s = size(1.0, 0.1)
         e = benchmark.pedantic(_clean_rounds, args=(work, total, case, segment_bytes, rounds, ceiling_s),
                                rounds=1, iterations=1)
     finally:
@@ -166,9 +165,8 @@ def _timed_load(lg: Log, repeats: int):
     return min(times), state
 
 
-def test_coordinator_load_compacted_vs_uncompacted(benchmark, tmp_path):
-    commits, groups, partitions = (20_000, 20, 50) if benchmark.enabled else (200, 4, 10)
-    repeats = 3 if benchmark.enabled else 1
+def test_coordinator_load_compacted_vs_uncompacted(benchmark, size, tmp_path):
+    commits, groups, partitions, repeats = size((20_000, 20, 50, 3), (200, 4, 10, 1))
     e = benchmark.pedantic(_load_both, args=(str(tmp_path), commits, groups, partitions, repeats),
                            rounds=1, iterations=1)
     assert e["compacted_bytes"] < e["uncompacted_bytes"]
@@ -367,23 +365,22 @@ def gil_shares(raw_path: str, seconds: float, rate: int) -> dict:
 
 
 @pytest.fixture(scope="module")
-def cleaner_node():
-    from bench.e2e.brokers import StromBroker
-
-    with StromBroker({"log.cleaner.backoff.ms": 100}) as b:
+def cleaner_node(strom_broker):
+    with strom_broker({"log.cleaner.backoff.ms": 100}) as b:
         yield b
 
 
 @pytest.mark.processes
+@pytest.mark.xdist_group(STROM_BROKER_GROUP)
 @pytest.mark.timeout(900)
-def test_produce_p99_cleaner_busy_vs_idle(benchmark, cleaner_node):
+def test_produce_p99_cleaner_busy_vs_idle(benchmark, size, cleaner_node):
     pytest.importorskip("confluent_kafka")
     from bench.e2e.failover import paired_ratio
 
     enabled = benchmark.enabled
-    reps, seconds, warmup = (3, 8.0, WRITER_WARMUP_S) if enabled else (1, 0.5, 0.5)
-    writer_rate, keys = (WRITER_RATE, WRITER_KEYS) if enabled else (2000, 1000)
-    rate = LATENCY_RATE if enabled else 500
+    reps, seconds, warmup = size((3, 8.0, WRITER_WARMUP_S), (1, 0.5, 0.5))
+    writer_rate, keys = size((WRITER_RATE, WRITER_KEYS), (2000, 1000))
+    rate = size(LATENCY_RATE, 500)
 
     def rounds() -> dict:
         out: dict[str, list[dict]] = {mode: [] for mode in MODES}

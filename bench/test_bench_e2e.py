@@ -18,9 +18,12 @@ import itertools
 
 import pytest
 
+from bench.conftest import STROM_BROKER_GROUP
 from bench.e2e import workloads as W
-from bench.e2e.brokers import PeerBroker, StromBroker, peer_binary
+from bench.e2e.brokers import PeerBroker, peer_binary
 from bench.e2e.run import records_for
+
+pytestmark = pytest.mark.xdist_group(STROM_BROKER_GROUP)
 
 WORKLOADS = [
     W.Workload(record_bytes=100),
@@ -35,8 +38,8 @@ BROKERS = ["strom", "peer"] if peer_binary() else ["strom"]
 
 
 @pytest.fixture(scope="module", params=BROKERS)
-def broker(request):
-    with (StromBroker() if request.param == "strom" else PeerBroker(peer_binary())) as b:
+def broker(request, strom_broker):
+    with (strom_broker({}) if request.param == "strom" else PeerBroker(peer_binary())) as b:
         yield b
 
 
@@ -46,8 +49,8 @@ def _spec(broker, **fields) -> dict:
 
 
 @pytest.mark.parametrize("workload", WORKLOADS, ids=lambda w: w.label)
-def test_e2e_throughput(benchmark, broker, workload):
-    records = records_for(workload, quick=True) if benchmark.enabled else 2_000
+def test_e2e_throughput(benchmark, size, broker, workload):
+    records = size(records_for(workload, quick=True), 2_000)
     spec = _spec(broker, kind="throughput", workload=workload.as_dict(), records=records)
     r = benchmark.pedantic(W.run_round, args=(spec,), rounds=1, iterations=1)
     assert r["produce_msg_s"] > 0 and r["consume_mb_s"] > 0 and r["wire_mb_s"] > 0
@@ -55,9 +58,8 @@ def test_e2e_throughput(benchmark, broker, workload):
 
 
 @pytest.mark.parametrize("rate", [1000, 5000])
-def test_e2e_latency(benchmark, broker, rate):
-    seconds = 5.0 if benchmark.enabled else 0.5
-    spec = _spec(broker, kind="latency", rate=rate if benchmark.enabled else 500, seconds=seconds)
+def test_e2e_latency(benchmark, size, broker, rate):
+    spec = _spec(broker, kind="latency", rate=size(rate, 500), seconds=size(5.0, 0.5))
     r = benchmark.pedantic(W.run_round, args=(spec,), rounds=1, iterations=1)
     assert 0 < r["p50_ms"] <= r["p99_ms"] <= r["p999_ms"] <= r["max_ms"]
     benchmark.extra_info.update({"broker": broker.name, "rate": rate, **r})

@@ -16,7 +16,7 @@ from ext.batch import build_batch
 MIB = 1 << 20
 
 
-def test_append_1mib_validate_assign_write(benchmark, tmp_path):
+def test_append_1mib_validate_assign_write(benchmark, size, tmp_path):
     """Log.append_as_leader of ~1 MiB of 100-byte records: CRC validate, offset assignment,
     one write to the active segment, index maintenance. Rolls at 256 MiB segments."""
     log = Log(str(tmp_path / "bench-0"), LogConfig(segment_bytes=256 * MIB))
@@ -27,7 +27,7 @@ def test_append_1mib_validate_assign_write(benchmark, tmp_path):
     def append():
         log.append_as_leader(buf, 1, 1_700_000_000_500)
 
-    rounds, warmup = (200, 5) if benchmark.enabled else (1, 0)
+    rounds, warmup = size((200, 5), (1, 0))
     benchmark.pedantic(append, rounds=rounds, iterations=1, warmup_rounds=warmup)
     assert log.log_end_offset % 1000 == 0
     log.close()
@@ -36,7 +36,7 @@ def test_append_1mib_validate_assign_write(benchmark, tmp_path):
 @pytest.mark.parametrize("source,target", [
     (0, "lz4"), (0, "zstd"), (3, "zstd"), (1, "lz4"), (3, "lz4"),
 ], ids=["none-to-lz4", "none-to-zstd", "lz4-to-zstd", "gzip-to-lz4", "lz4-kept"])
-def test_append_1mib_in_the_topics_codec(benchmark, tmp_path, source, target):
+def test_append_1mib_in_the_topics_codec(benchmark, size, tmp_path, source, target):
     """Log.append_as_leader of ~1 MiB of 100-byte records (before compression), 1000 to a
     batch, under a topic's compression.type: a batch in another codec is decompressed and
     compressed again (ext.batch.recompress); lz4-kept is a batch already in the topic's
@@ -49,7 +49,7 @@ def test_append_1mib_in_the_topics_codec(benchmark, tmp_path, source, target):
     def append():
         log.append_as_leader(buf, 1, 1_700_000_000_500)
 
-    rounds, warmup = (50, 2) if benchmark.enabled else (1, 0)
+    rounds, warmup = size((50, 2), (1, 0))
     benchmark.pedantic(append, rounds=rounds, iterations=1, warmup_rounds=warmup)
     assert log.log_end_offset % 9000 == 0
     log.close()
@@ -64,13 +64,13 @@ def tcp_pair() -> tuple[socket.socket, socket.socket]:
 
 
 @pytest.mark.parametrize("pair", [socket.socketpair, tcp_pair], ids=["socketpair", "tcp-loopback"])
-def test_sendfile_segment_to_socket(benchmark, tmp_path, pair):
+def test_sendfile_segment_to_socket(benchmark, size, tmp_path, pair):
     """ext.segment.sendfile of a 64 MiB segment range (page cache) into a socket drained by
     a thread: a Unix socket pair, and TCP over loopback (what a fetch really uses)."""
-    size = 64 * MIB
+    segment = size(64 * MIB, 8 * MIB)
     path = tmp_path / "00000000000000000000.log"
     with open(path, "wb") as f:
-        for _ in range(size // MIB):
+        for _ in range(segment // MIB):
             f.write(os.urandom(MIB))
     fd = os.open(path, os.O_RDONLY)
     left, right = pair()
@@ -89,14 +89,14 @@ def test_sendfile_segment_to_socket(benchmark, tmp_path, pair):
 
     def send():
         offset, sent = 0, 0
-        while sent < size:
-            n = native.sendfile(left.fileno(), fd, offset, size - sent)
+        while sent < segment:
+            n = native.sendfile(left.fileno(), fd, offset, segment - sent)
             offset += n
             sent += n
         return sent
 
-    benchmark.extra_info["bytes"] = size
-    assert benchmark.pedantic(send, rounds=10 if benchmark.enabled else 1, iterations=1) == size
+    benchmark.extra_info["bytes"] = segment
+    assert benchmark.pedantic(send, rounds=size(10, 1), iterations=1) == segment
     stop.set()
     left.close()
     reader.join(timeout=5)

@@ -97,10 +97,10 @@ def compacted_topic_log(records: int) -> bytearray:
     return buf
 
 
-def test_offset_map_add_batches_1m_records(benchmark):
+def test_offset_map_add_batches_1m_records(benchmark, size):
     """The cleaner's offset map over the dirty section: OffsetMap.add_batches of 1 M records
     (~73 MB, 10,000 keys), reported against memcpy of the same bytes in the same run."""
-    records = 1_000_000 if benchmark.enabled else 10_000
+    records = size(1_000_000, 10_000)
     buf = compacted_topic_log(records)
     offset_map = OffsetMap(slots=1 << 20)
 
@@ -122,7 +122,7 @@ def test_offset_map_add_batches_1m_records(benchmark):
 
     src = np.frombuffer(buf, dtype=np.uint8)
     dst = np.empty_like(src)
-    rounds = 10 if benchmark.enabled else 1
+    rounds = size(10, 1)
     memcpy_s = best(lambda: np.copyto(dst, src), rounds)
     add_s = best(add, rounds)
     benchmark.extra_info.update({

@@ -11,8 +11,8 @@ from bench.leader_path import WARM_UP, run
 PRODUCES = 2000
 
 
-def test_acks_all_produces_through_the_leader_path(benchmark, tmp_path):
-    produces = PRODUCES if benchmark.enabled else 200
+def test_acks_all_produces_through_the_leader_path(benchmark, size, tmp_path):
+    produces = size(PRODUCES, 200)
     result = benchmark.pedantic(lambda: asyncio.run(run(produces, str(tmp_path))), rounds=1, iterations=1)
     answers = result["answers"]
     # Every produce is acknowledged once both followers fetched past it, at the next 2 offsets.

@@ -110,8 +110,8 @@ def _rounds(nodes, records: int, rounds: int) -> dict:
     return out
 
 
-def test_metrics_overhead_on_produce(benchmark, nodes):
-    records, rounds = (100_000, 8) if benchmark.enabled else (2_000, 1)
+def test_metrics_overhead_on_produce(benchmark, size, nodes):
+    records, rounds = size((100_000, 8), (2_000, 1))
     r = benchmark.pedantic(_rounds, args=(nodes, records, rounds), rounds=1, iterations=1)
     assert r["on_produce_msg_s_best"] > 0 and r["off_produce_msg_s_best"] > 0
     benchmark.extra_info.update(r)

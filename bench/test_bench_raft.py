@@ -140,8 +140,8 @@ def report(benchmark, name: str, r: dict) -> None:
 
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("linger_ms, records", [(0, 2000), (25, 300)], ids=["linger-0", "linger-25"])
-def test_raft_commit_latency(benchmark, linger_ms, records):
-    records = records if benchmark.enabled else 10
+def test_raft_commit_latency(benchmark, size, linger_ms, records):
+    records = size(records, 10)
     r = benchmark.pedantic(run_quorum, args=(records, 1, 1, linger_ms, 120), rounds=1, iterations=1)
     report(benchmark, f"raft commit latency, linger {linger_ms} ms", r)
     assert r["latency_ms"]["count"] == records
@@ -151,8 +151,8 @@ def test_raft_commit_latency(benchmark, linger_ms, records):
 
 @pytest.mark.timeout(200)
 @pytest.mark.parametrize("inflight, records", [(4, 100_000), (16, 50_000)], ids=["inflight-4", "inflight-16"])
-def test_raft_committed_throughput(benchmark, inflight, records):
-    records = records if benchmark.enabled else 2_000
+def test_raft_committed_throughput(benchmark, size, inflight, records):
+    records = size(records, 2_000)
     r = benchmark.pedantic(run_quorum, args=(records, 1000, inflight, 25, 170), rounds=1, iterations=1)
     report(benchmark, "raft committed throughput", r)
     assert r["records"] == records
@@ -194,8 +194,8 @@ def kill_leaders(quorum: ControllerQuorum, kills: int, rng: random.Random) -> di
 
 
 @pytest.mark.timeout(90 + 30 * FAILOVERS)
-def test_raft_failover(benchmark):
-    kills = FAILOVERS if benchmark.enabled else 1
+def test_raft_failover(benchmark, size):
+    kills = size(FAILOVERS, 1)
     with ControllerQuorum(VOTERS) as quorum:
         view: QuorumView = quorum.wait_for_leader()
         assert view.voter_ids() == {1, 2, 3}

@@ -38,10 +38,9 @@ def cluster():
 
 
 @pytest.mark.timeout(600)
-def test_replicated_produce_throughput(benchmark, cluster):
+def test_replicated_produce_throughput(benchmark, size, cluster):
     w = W.Workload(record_bytes=1024, partitions=6)
-    records = R.records_for(w, quick=True) if benchmark.enabled else 2_000
-    reps = 3 if benchmark.enabled else 1
+    records, reps = size((R.records_for(w, quick=True), 3), (2_000, 1))
     e = benchmark.pedantic(R.throughput, args=(cluster, w, records, reps), rounds=1, iterations=1)
     assert e["rf1"]["produce_msg_s"]["median"] > 0 and e["rf3"]["produce_msg_s"]["median"] > 0
     assert e["ratio"]["pair_min"] <= e["ratio"]["pair_max"]
@@ -51,8 +50,8 @@ def test_replicated_produce_throughput(benchmark, cluster):
 
 
 @pytest.mark.timeout(300)
-def test_acks_all_produce_latency(benchmark, cluster):
-    rate, seconds = (R.LATENCY_RATE, 5.0) if benchmark.enabled else (500, 0.5)
+def test_acks_all_produce_latency(benchmark, size, cluster):
+    rate, seconds = size((R.LATENCY_RATE, 5.0), (500, 0.5))
     e = benchmark.pedantic(R.latency, args=(cluster, rate, seconds, 1), rounds=1, iterations=1)
     s = {k: v["median"] for k, v in e["rf3"].items()}
     assert 0 < s["p50_ms"] <= s["p99_ms"] <= s["p999_ms"] <= s["max_ms"]
@@ -72,8 +71,8 @@ def _failover_info(d: dict) -> dict:
 
 @pytest.mark.timeout(120 + 60 * FAILOVERS)
 @pytest.mark.parametrize("how", ["kill9", "sigterm"])
-def test_leader_failover(benchmark, cluster, how):
-    trials = FAILOVERS if benchmark.enabled else 1
+def test_leader_failover(benchmark, size, cluster, how):
+    trials = size(FAILOVERS, 1)
     e = benchmark.pedantic(R.leader_failover, args=(cluster, how, trials, random.Random(SEED)),
                            rounds=1, iterations=1)
     assert len(e["trials"]) == trials
@@ -83,8 +82,8 @@ def test_leader_failover(benchmark, cluster, how):
 
 
 @pytest.mark.timeout(120 + 30 * FAILOVERS)
-def test_controller_failover(benchmark, cluster):
-    trials = FAILOVERS if benchmark.enabled else 1
+def test_controller_failover(benchmark, size, cluster):
+    trials = size(FAILOVERS, 1)
     e = benchmark.pedantic(R.controller_failover, args=(cluster, trials, random.Random(SEED)),
                            rounds=1, iterations=1)
     assert len(e["trials"]) == trials

@@ -159,8 +159,8 @@ def _round(node, pki, records: int, passes: int) -> dict:
     return out
 
 
-def test_security_throughput_against_plaintext(benchmark, strom_node, pki):
-    records, passes = (300_000, 3) if benchmark.enabled else (3_000, 1)
+def test_security_throughput_against_plaintext(benchmark, size, strom_node, pki):
+    records, passes = size((300_000, 3), (3_000, 1))
     r = benchmark.pedantic(_round, args=(strom_node, pki, records, passes), rounds=1, iterations=1)
     for name in THROUGHPUT_LISTENERS:
         assert r[f"{name}_consume_mb_s"] > 0 and r[f"{name}_produce_msg_s"] > 0
@@ -223,12 +223,12 @@ def _handshakes(node, pki, count: int, passes: int) -> dict:
     return out
 
 
-def test_authenticated_connection_rate(benchmark, strom_node, pki):
+def test_authenticated_connection_rate(benchmark, size, strom_node, pki):
     # What is timed is a real authentication: the wrong password is refused on both SASL listeners.
     for name in ("sasl_plaintext", "sasl_ssl"):
         with pytest.raises(ConnectionError, match="authentication"):
             asyncio.run(_connect_seconds(strom_node.ports[name], _security(pki, name, "wrong"), 1))
-    count, passes = (400, 4) if benchmark.enabled else (20, 1)
+    count, passes = size((400, 4), (20, 1))
     r = benchmark.pedantic(_handshakes, args=(strom_node, pki, count, passes), rounds=1, iterations=1)
     for name in LISTENERS:
         assert r[f"{name}_connections_s"] > 0

@@ -105,11 +105,9 @@ def value_of(i: int) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def loaded(request, tmp_path_factory):
+def loaded(size, tmp_path_factory):
     """{codec: topic} on one node, each topic holding ``n`` records, checkpointed."""
-    option = request.config.getoption
-    enabled = option("benchmark_enable", False) or not option("benchmark_disable", False)
-    n = RECORDS if enabled else RECORDS_DISABLED
+    n = size(RECORDS, RECORDS_DISABLED)
     node = StromNode(base_dir=str(tmp_path_factory.mktemp("bench-spark")),
                      extra={"replica.high.watermark.checkpoint.interval.ms": 100})
     try:

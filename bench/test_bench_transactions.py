@@ -35,13 +35,14 @@ import time
 
 import pytest
 
+from bench.conftest import STROM_BROKER_GROUP
 from bench.e2e.brokers import StromBroker, cpu_seconds
 from bench.e2e.failover import paired_ratio
 from tests.integration.cluster import REPO_ROOT
 
 pytest.importorskip("confluent_kafka")
 
-pytestmark = pytest.mark.processes
+pytestmark = [pytest.mark.processes, pytest.mark.xdist_group(STROM_BROKER_GROUP)]
 
 RECORD_BYTES = 100
 KINDS = ("idempotent", "idempotent_flush", "transactional")
@@ -50,8 +51,8 @@ _topics = itertools.count()
 
 
 @pytest.fixture(scope="module")
-def broker():
-    with StromBroker({"transaction.state.log.num.partitions": 5}) as b:
+def broker(strom_broker):
+    with strom_broker({"transaction.state.log.num.partitions": 5}) as b:
         yield b
 
 
@@ -163,10 +164,9 @@ def compare(broker: StromBroker, txn: int, records: int, reps: int) -> dict:
 
 @pytest.mark.timeout(1800)
 @pytest.mark.parametrize("txn", [100, 1000, 10_000])
-def test_transactional_produce_ratio(benchmark, broker, txn):
+def test_transactional_produce_ratio(benchmark, size, broker, txn):
     # at least ~2 s a round at the real size, where a round of 100,000 records takes 0.3 s
-    records = {100: 100_000, 1000: 500_000}.get(txn, 1_000_000) if benchmark.enabled else max(txn, 300)
-    reps = 5 if benchmark.enabled else 1
+    records, reps = size(({100: 100_000, 1000: 500_000}.get(txn, 1_000_000), 5), (max(txn, 300), 1))
     e = benchmark.pedantic(compare, args=(broker, txn, records, reps), rounds=1, iterations=1)
     assert all(e[f"{k}_msg_s"] > 0 for k in KINDS)
     assert e["txn_over_idempotent"]["pair_min"] <= e["txn_over_idempotent"]["pair_max"]
