@@ -11,8 +11,8 @@ import pytest
 
 from tests.integration.quorum_cluster import CLUSTER_ID, ControllerQuorum, _meta_directory_id
 
-# The default run kills the leader three times (each controller can be the one killed and the one
-# restarted into a later election); ``-m slow`` kills it twenty times.
+# The default run kills the leader three times (the later kills fail over a quorum holding a
+# controller restarted after an earlier one); ``-m slow`` kills it twenty times.
 TRIALS = [3, pytest.param(20, marks=pytest.mark.slow)]
 # A killed leader's followers see its connections close and canvass at once (tens of ms here;
 # bench/test_bench_raft.py's test_raft_failover measures the spread). With fetch.timeout.ms at a
