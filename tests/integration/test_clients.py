@@ -110,6 +110,7 @@ def test_produce_to_explicit_partitions_with_null_keys(shared_node, client):
         (p, i, None, f"p{p}-{i}".encode()) for p in range(PARTITIONS) for i in range(4))
 
 
+@pytest.mark.timeout(300)  # five clients' consumes, each bounded by its own timeout
 def test_committed_offsets_survive_kill9(strom_node):
     """Every client commits in a group of its own, one kill -9 and restart of the node, then each
     client resumes its group from the offsets it committed: the rest, each record once."""
