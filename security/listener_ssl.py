@@ -31,6 +31,11 @@ PASSWORDS = frozenset({
     "ssl.keystore.certificate.chain", "ssl.truststore.certificates",
 })
 
+# Every ConfigDef.Type.PASSWORD property of a broker or controller (KafkaConfig's: the ssl ones,
+# sasl.jaas.config, the password encoder's and the delegation tokens' secrets).
+PASSWORD_CONFIGS = PASSWORDS | {"sasl.jaas.config", "password.encoder.secret", "password.encoder.old.secret",
+                                "delegation.token.secret.key"}
+
 _LISTENER = re.compile(r"listener\.name\.([^.]*)\.(.*)")
 
 
@@ -44,9 +49,9 @@ def listener_ssl_name(name: str) -> tuple[str, str] | None:
 
 
 def is_sensitive(name: str) -> bool:
-    """A PASSWORD config, under its own name or a listener's (DynamicBrokerConfig.isPasswordConfig)."""
-    m = _LISTENER.fullmatch(name)
-    return (m.group(2) if m else name) in PASSWORDS
+    """A PASSWORD config, under its own name or with a listener's (and a SASL mechanism's) prefix:
+    by how the name ends, as DynamicBrokerConfig.isPasswordConfig."""
+    return any(name == p or name.endswith("." + p) for p in PASSWORD_CONFIGS)
 
 
 def refusal(names: list[str], per_broker: bool) -> str | None:
