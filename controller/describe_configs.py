@@ -20,15 +20,14 @@ from metadata.image import MetadataImage
 from protocol import log_levels
 from protocol import messages as M
 from protocol.errors import Error
+from security import listener_ssl
 
 SOURCE_DYNAMIC_TOPIC, SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER = 1, 2, 3
 SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 4, 5
 _TOPIC_FROM_BROKER = {topic: broker for broker, topic in BROKER_SYNONYMS.items()}
 _TYPES = {"bool": 1, "int": 3, "long": 5, "double": 6}  # lists and the rest: STRING, as brokers
 _DYNAMIC = frozenset(BROKER_SYNONYMS) | frozenset(REPLICATION_RATE_CONFIGS)
-# Kafka's PASSWORD-typed properties: described as sensitive, without their value.
-_PASSWORDS = ("password", "sasl.jaas.config", "ssl.keystore.key", "ssl.keystore.certificate.chain",
-              "ssl.truststore.certificates", "secret")
+TYPE_PASSWORD = 9
 
 
 class NodeConfig(Protocol):
@@ -40,7 +39,8 @@ class NodeConfig(Protocol):
 
 
 def sensitive(name: str) -> bool:
-    return any(name.endswith(p) for p in _PASSWORDS)
+    """Kafka's PASSWORD-typed properties: described as sensitive, without their value."""
+    return listener_ssl.is_sensitive(name)
 
 
 def describe_configs(node_id: int, config: NodeConfig | None, image: MetadataImage, req: Any,
@@ -76,10 +76,13 @@ def _broker(node_id: int, config: NodeConfig | None, image: MetadataImage, res: 
     wanted = set(res.configuration_keys) if res.configuration_keys else None
     if res.resource_name == "":
         dynamic = image.configs.get((BROKER_RESOURCE, ""), {})
-        return [R(name=n, value=v, read_only=False, config_source=SOURCE_DYNAMIC_DEFAULT_BROKER,
-                  is_default=False, is_sensitive=False, config_type=_type(config, n),
-                  synonyms=[S(name=n, value=v, source=SOURCE_DYNAMIC_DEFAULT_BROKER)] if synonyms else [])
-                for n, v in sorted(dynamic.items()) if wanted is None or n in wanted]
+        shown = {n: None if sensitive(n) else v for n, v in dynamic.items()}
+        return [R(name=n, value=shown[n], read_only=False, config_source=SOURCE_DYNAMIC_DEFAULT_BROKER,
+                  is_default=False, is_sensitive=sensitive(n),
+                  config_type=TYPE_PASSWORD if sensitive(n) else _type(config, n),
+                  synonyms=[S(name=n, value=shown[n], source=SOURCE_DYNAMIC_DEFAULT_BROKER)]
+                  if synonyms else [])
+                for n in sorted(dynamic) if wanted is None or n in wanted]
     try:
         requested = int(res.resource_name)
     except ValueError:
@@ -105,7 +108,7 @@ def _broker(node_id: int, config: NodeConfig | None, image: MetadataImage, res: 
         source, value = chain[0]
         out.append(R(name=name, value=None if hidden else value, read_only=name not in _DYNAMIC,
                      config_source=source, is_default=source == SOURCE_DEFAULT, is_sensitive=hidden,
-                     config_type=_type(config, name),
+                     config_type=TYPE_PASSWORD if hidden else _type(config, name),
                      synonyms=[S(name=name, value=None if hidden else v, source=src) for src, v in chain]
                      if synonyms else []))
     return out
