@@ -13,7 +13,7 @@ from tests.broker.replica_nodes import TOPIC, Cluster
 from .test_config import BASE
 
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
-BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 1, 2, 3, 5, 6, 7  # DescribeConfigs' ConfigType
+BOOLEAN, STRING, INT, LONG, DOUBLE, LIST, PASSWORD = 1, 2, 3, 5, 6, 7, 9  # DescribeConfigs' ConfigType
 
 
 def describe_topic(config: ServerConfig, overrides: dict[str, str], names=None, version: int = 4) -> dict:
@@ -99,3 +99,12 @@ def test_describe_configs_of_a_broker_types_each_property_as_declared():
     assert described["auto.create.topics.enable"] == ("true", DEFAULT_CONFIG, BOOLEAN)
     assert described["log.segment.bytes"] == ("2048", STATIC_BROKER_CONFIG, INT)  # as its topic config
     assert described["log.dirs"][2] == STRING
+
+
+def test_a_brokers_password_configs_are_sensitive_without_their_value():
+    """Kafka's PASSWORD-typed properties (sasl.jaas.config, the ssl passwords, keys and
+    certificates) are described as sensitive, PASSWORD-typed, with a null value."""
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="a" password="b";'
+    described = described_broker(ServerConfig({**BASE, "sasl.jaas.config": jaas, "ssl.key.password": "k"}))
+    assert described["sasl.jaas.config"] == (None, STATIC_BROKER_CONFIG, PASSWORD)
+    assert described["ssl.key.password"] == (None, STATIC_BROKER_CONFIG, PASSWORD)

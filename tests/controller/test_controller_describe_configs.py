@@ -34,7 +34,8 @@ def controller(node_id: int = 3000) -> QuorumController:
     c.server_config = ServerConfig({
         "process.roles": "controller", "node.id": str(node_id), "controller.listener.names": "CONTROLLER",
         "listeners": "CONTROLLER://127.0.0.1:9093", "controller.quorum.voters": f"{node_id}@127.0.0.1:9093",
-        "log.dirs": "/tmp/unused", "num.io.threads": "4", "ssl.key.password": "secret"})
+        "log.dirs": "/tmp/unused", "num.io.threads": "4", "ssl.key.password": "secret",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required;'})
     return c
 
 
@@ -67,8 +68,10 @@ def test_describe_configs_of_the_controllers_own_broker_resource_gives_its_stati
                                                                    STATIC_BROKER_CONFIG)]
     assert entries["node.id"].value == "3000"
     assert entries["num.network.threads"].config_source == DEFAULT_CONFIG
-    password = entries["ssl.key.password"]
-    assert (password.value, password.is_sensitive) == (None, True)
+    for name in ("ssl.key.password", "sasl.jaas.config"):  # Kafka's PASSWORD configs
+        password = entries[name]
+        assert (password.value, password.is_sensitive, password.config_type) == (None, True, 9), name
+        assert [s.value for s in password.synonyms] == [None], name
 
 
 def test_describe_configs_of_another_nodes_broker_resource_is_invalid_request():
