@@ -641,12 +641,12 @@ class AdminApis:
         if res.resource_name == "":
             dynamic = self.image().configs.get((BROKER_RESOURCE, ""), {})
             names = sorted(dynamic) if res.configuration_keys is None else res.configuration_keys
-            shown = {n: None if listener_ssl.is_sensitive(n) else v for n, v in dynamic.items()}
-            return [R(name=n, value=shown[n], read_only=False, config_source=SOURCE_DYNAMIC_DEFAULT_BROKER,
+            hidden = {n: None if listener_ssl.is_sensitive(n) else v for n, v in dynamic.items()}
+            return [R(name=n, value=hidden[n], read_only=False, config_source=SOURCE_DYNAMIC_DEFAULT_BROKER,
                       is_default=False, is_sensitive=listener_ssl.is_sensitive(n),
                       config_type=TYPE_PASSWORD if listener_ssl.is_sensitive(n)
                       else _broker_config_type(self.config, n),
-                      synonyms=[S(name=n, value=shown[n], source=SOURCE_DYNAMIC_DEFAULT_BROKER)] if synonyms
+                      synonyms=[S(name=n, value=hidden[n], source=SOURCE_DYNAMIC_DEFAULT_BROKER)] if synonyms
                       else []) for n in names if n in dynamic]
         log_defaults = self.config.log_config  # a log.* property left unset: its topic default
         known = {**{n: getattr(log_defaults, TOPIC_CONFIGS[t].attr) for n, t in BROKER_SYNONYMS.items()},
