@@ -193,9 +193,9 @@ def _final_reads(client: dict, topic: str, partitions: int) -> list:
         while (any(next_offset[p] < high for p, (_, high) in bounds.items())
                and time.monotonic() < deadline):
             for msg in consumer.consume(1000, 0.2):
-                if msg.error() is not None:
-                    continue
                 p = msg.partition()
+                if msg.error() is not None or p is None:
+                    continue
                 if msg.value() != PROBE:
                     records[p].append((msg.offset(), msg.value().decode()))
                 next_offset[p] = max(next_offset[p], msg.offset() + 1)

@@ -268,8 +268,10 @@ class Workload:
 
     def close(self) -> None:
         """End every client, stopped or not (what producers still hold is purged)."""
-        for actor in [*self.producers, *self.consumers]:
-            actor.close()
+        for producer in self.producers:
+            producer.close()
+        for consumer in self.consumers:
+            consumer.close()
 
     def fatal(self) -> list[str]:
         return [f"{p.name}: {e}" for p in self.producers for e in p.fatal]
@@ -517,8 +519,10 @@ class TxnWorkload:
 
     def close(self) -> None:
         """End every client, stopped or not."""
-        for actor in [*self.producers, *self.consumers]:
-            actor.close()
+        for producer in self.producers:
+            producer.close()
+        for consumer in self.consumers:
+            consumer.close()
 
     def fatal(self) -> list[str]:
         return [f"{p.name}: {e}" for p in self.producers for e in p.fatal]
