@@ -41,10 +41,9 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from engine.checkpoint import read_offset_checkpoint
-from tests.integration.cluster import REPO_ROOT, StromNode, strom_start_available
+from tests.integration.cluster import REPO_ROOT, StromNode
 
 pytestmark = [
-    pytest.mark.skipif(not strom_start_available(), reason="`strom start` has not landed yet"),
     pytest.mark.timeout(3600),
 ]
 

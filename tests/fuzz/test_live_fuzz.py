@@ -11,11 +11,9 @@ import asyncio
 import pytest
 
 from tests.fuzz.live import run
-from tests.integration.cluster import strom_start_available
 
 pytest.importorskip("confluent_kafka")
-pytestmark = [pytest.mark.timeout(300),
-              pytest.mark.skipif(not strom_start_available(), reason="strom start is not available")]
+pytestmark = [pytest.mark.timeout(300)]
 
 RSS_GROWTH_MAX = 256 << 20  # the node's memory may grow by this much under the fuzz, no more
 

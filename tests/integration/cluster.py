@@ -487,14 +487,4 @@ def kill_all() -> None:
         _LIVE.discard(node)
 
 
-def strom_start_available(python: str = sys.executable) -> bool:
-    """True once ``python3 -m strom start --help`` succeeds (the broker has landed)."""
-    try:
-        return subprocess.run([python, "-m", "strom", "start", "--help"], cwd=REPO_ROOT,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              stdin=subprocess.DEVNULL, timeout=60).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
 atexit.register(kill_all)

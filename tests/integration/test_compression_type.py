@@ -12,10 +12,9 @@ import uuid
 import pytest
 
 from .clients import confluent
-from .cluster import StromNode, strom_start_available
+from .cluster import StromNode
 
 pytestmark = [
-    pytest.mark.skipif(not strom_start_available(), reason="`strom start` has not landed yet"),
     pytest.mark.skipif(not confluent.AVAILABLE, reason="confluent-kafka is not installed"),
     pytest.mark.timeout(120),
 ]

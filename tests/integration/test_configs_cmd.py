@@ -10,10 +10,8 @@ import pytest
 from strom.cli import main
 
 from .clients import confluent
-from .cluster import strom_start_available
 
 pytestmark = [
-    pytest.mark.skipif(not strom_start_available(), reason="`strom start` has not landed yet"),
     pytest.mark.skipif(not confluent.AVAILABLE, reason="confluent-kafka is not installed"),
     pytest.mark.timeout(120),
 ]

@@ -18,10 +18,8 @@ import uuid
 import pytest
 
 from .clients import confluent as cf
-from .cluster import strom_start_available
 
 pytestmark = [
-    pytest.mark.skipif(not strom_start_available(), reason="`strom start` has not landed yet"),
     pytest.mark.timeout(120),
 ]
 

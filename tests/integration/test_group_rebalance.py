@@ -15,10 +15,8 @@ import pytest
 
 from .clients import DRIVERS, driver
 from .clients import confluent as reference
-from .cluster import strom_start_available
 
 pytestmark = [
-    pytest.mark.skipif(not strom_start_available(), reason="`strom start` has not landed yet"),
     pytest.mark.timeout(240),
 ]
 

@@ -18,12 +18,10 @@ from protocol.client import KafkaConnection
 from protocol.errors import Error
 
 from .clients import confluent as reference
-from .cluster import strom_start_available
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
 pytestmark = [
-    pytest.mark.skipif(not strom_start_available(), reason="`strom start` has not landed yet"),
     pytest.mark.timeout(120),
 ]
 

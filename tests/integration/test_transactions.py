@@ -23,12 +23,11 @@ from protocol.errors import Error
 
 from .clients import aiokafka_client, kafkajs
 from .clients import confluent as reference
-from .cluster import StromNode, strom_start_available
+from .cluster import StromNode
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
 pytestmark = [
-    pytest.mark.skipif(not strom_start_available(), reason="`strom start` has not landed yet"),
     pytest.mark.timeout(120),
 ]
 

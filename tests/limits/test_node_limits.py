@@ -25,10 +25,9 @@ from protocol.frames import BUFFER_BYTES
 from protocol.headers import encode_request, read_response_header
 from protocol.types import Reader
 from tests.engine.batches import producer_batch
-from tests.integration.cluster import StromNode, strom_start_available
+from tests.integration.cluster import StromNode
 
-pytestmark = [pytest.mark.timeout(180),
-              pytest.mark.skipif(not strom_start_available(), reason="strom start unavailable")]
+pytestmark = [pytest.mark.timeout(180)]
 
 MiB = 1 << 20
 QUEUED = 8 * MiB

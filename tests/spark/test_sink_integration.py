@@ -21,12 +21,11 @@ from confluent_kafka import Consumer
 from engine.checkpoint import read_offset_checkpoint
 from tests.integration.clients import confluent as reference
 from tests.integration.clients.security import PLAIN_LOGIN, sasl, spark_options
-from tests.integration.cluster import StromNode, free_ports, strom_start_available
+from tests.integration.cluster import StromNode, free_ports
 
 from .test_spark_integration import FAST_CHECKPOINTS
 
 pytestmark = [
-    pytest.mark.skipif(not strom_start_available(), reason="`strom start` has not landed yet"),
     pytest.mark.processes,
     pytest.mark.timeout(300),
 ]

@@ -41,10 +41,9 @@ from engine.checkpoint import read_offset_checkpoint
 from engine.reader import PartitionReader
 from tests.integration.clients import CODECS
 from tests.integration.clients import kafka_python as _kafka_python  # noqa: F401  (its snappy shim)
-from tests.integration.cluster import StromNode, strom_start_available
+from tests.integration.cluster import StromNode
 
 pytestmark = [
-    pytest.mark.skipif(not strom_start_available(), reason="`strom start` has not landed yet"),
     pytest.mark.timeout(300),
 ]
 
