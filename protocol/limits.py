@@ -11,11 +11,21 @@
 | max.connections.per.ip, and      | a new connection from that address is accepted and closed |
 | max.connections.per.ip.overrides | at once (KIP-402)                                         |
 | max.connection.creation.rate     | accepting waits until the last second saw fewer (KIP-612) |
+| listener.name.<l>.max.connections, | the same, for listener <l> alone (each defaulting to the |
+| listener.name.<l>.max.connection.  | broker-wide property, as Kafka's ListenerConnection-    |
+| creation.rate                      | Quota reads the listener's values with its prefix)      |
 | an ip's connection_creation_rate | (a client quota of the ip entity, KIP-612) the connection  |
 |                                  | is accepted, held without being read for the throttle time |
 |                                  | and closed, as Kafka's acceptor delays the close          |
 | connections.max.idle.ms          | a connection that waited that long for a request is       |
 |                                  | closed; a half-sent frame counts as waiting               |
+
+Per listener (Kafka's ConnectionQuotas): a new connection on listener <l> needs a slot under
+<l>'s own max.connections and, but on the inter-broker listener while the Server has more than
+one listener (it is "protected", so replication never starves behind clients), under the
+broker-wide max.connections, which counts every listener's connections, the inter-broker
+listener's too. The creation rates likewise: <l>'s own window, and the broker-wide one, which
+the inter-broker listener neither waits for nor counts in.
 
 The connection limits change without a restart (``ConnectionQuotas.update``, Kafka's
 SocketServer.reconfigure): a new max.connections or creation rate holds from the next accept, a
@@ -61,6 +71,15 @@ class FrameTooLarge(Exception):
 
 
 @dataclass(frozen=True)
+class ListenerQuota:
+    """One listener's own limits: listener.name.<l>.max.connections and
+    .max.connection.creation.rate (each the broker-wide property where the listener has none)."""
+
+    max_connections: int = UNLIMITED
+    max_connection_creation_rate: int = UNLIMITED
+
+
+@dataclass(frozen=True)
 class ListenerLimits:
     """What a Server enforces; the defaults enforce nothing (the node's come from strom.config)."""
 
@@ -71,6 +90,10 @@ class ListenerLimits:
     max_connections_per_ip_overrides: Mapping[str, int] = field(default_factory=dict)
     max_connection_creation_rate: int = UNLIMITED
     connections_max_idle_ms: int = -1  # < 0: never closed for idleness
+    # listener name (upper case) -> its own limits; a listener not named has none of its own
+    listeners: Mapping[str, ListenerQuota] = field(default_factory=dict)
+    # inter.broker.listener.name: exempt from the broker-wide limits beside other listeners
+    inter_broker_listener: str | None = None
 
 
 class MemoryPool:
@@ -140,11 +163,14 @@ class ConnectionQuotas:
     comes in as ``now_ms``."""
 
     def __init__(self, limits: ListenerLimits):
-        self.update(limits)
         self.total = 0
         self.per_ip: dict[str, int] = {}
-        # Accept times within the last CREATION_WINDOW_MS (only while a rate is set).
+        # Accept times within the last CREATION_WINDOW_MS (only while a rate is set): the
+        # broker-wide ones, and each listener's.
         self.created: collections.deque[int] = collections.deque()
+        self.listener_counts: dict[str, int] = {}
+        self.listener_created: dict[str, collections.deque[int]] = {}
+        self.update(limits)
         # (ip, now_ms) -> how long to hold a connection from ip before closing it, 0 to accept
         # it (a rate that refuses records nothing): the ip quotas, set by the broker.
         self.ip_throttle: Callable[[str, int], int] | None = None
@@ -155,6 +181,11 @@ class ConnectionQuotas:
         self.max_per_ip = limits.max_connections_per_ip
         self.overrides = {_normal_ip(ip): n for ip, n in limits.max_connections_per_ip_overrides.items()}
         self.rate = limits.max_connection_creation_rate
+        self.listeners = {name.upper(): quota for name, quota in limits.listeners.items()}
+        self.inter_broker = (limits.inter_broker_listener or "").upper() or None
+        for name in self.listeners:
+            self.listener_counts.setdefault(name, 0)
+            self.listener_created.setdefault(name, collections.deque())
 
     def ip_throttle_ms(self, ip: str, now_ms: int) -> int:
         """Kafka's recordIpConnectionMaybeThrottle: 0 when ``ip``'s connection rate quota takes
@@ -162,23 +193,39 @@ class ConnectionQuotas:
         throttle = self.ip_throttle
         return 0 if throttle is None else throttle(_normal_ip(ip), now_ms)
 
-    def slot_available(self) -> bool:
+    def _protected(self, listener: str | None) -> bool:
+        """Kafka's protectedListener: the inter-broker listener, beside at least one other."""
+        return listener is not None and listener == self.inter_broker and len(self.listeners) > 1
+
+    def slot_available(self, listener: str | None = None) -> bool:
+        """Kafka's connectionSlotAvailable: under the listener's own max.connections, and under
+        the broker-wide one unless the listener is the protected inter-broker one."""
+        if listener is not None:
+            listener = listener.upper()
+            quota = self.listeners.get(listener)
+            if quota is not None and self.listener_counts.get(listener, 0) >= quota.max_connections:
+                return False
+            if self._protected(listener):
+                return True
         return self.total < self.max_connections
 
     def limit_for(self, ip: str) -> int:
         return self.overrides.get(_normal_ip(ip), self.max_per_ip)
 
-    def try_add(self, ip: str) -> bool:
-        """Count a new connection from ``ip``, unless that address already has its maximum."""
+    def try_add(self, ip: str, listener: str | None = None) -> bool:
+        """Count a new connection from ``ip`` on ``listener``, unless that address already has
+        its maximum."""
         ip = _normal_ip(ip)
         count = self.per_ip.get(ip, 0)
         if count >= self.overrides.get(ip, self.max_per_ip):
             return False
         self.per_ip[ip] = count + 1
         self.total += 1
+        if listener is not None and listener.upper() in self.listener_counts:
+            self.listener_counts[listener.upper()] += 1
         return True
 
-    def remove(self, ip: str) -> None:
+    def remove(self, ip: str, listener: str | None = None) -> None:
         ip = _normal_ip(ip)
         count = self.per_ip.get(ip, 0) - 1
         if count > 0:
@@ -186,24 +233,49 @@ class ConnectionQuotas:
         else:
             self.per_ip.pop(ip, None)
         self.total -= 1
+        if listener is not None and self.listener_counts.get(listener.upper(), 0) > 0:
+            self.listener_counts[listener.upper()] -= 1
 
-    def creation_delay_ms(self, now_ms: int) -> int:
-        """How long the acceptor waits before it may accept the next connection: 0 while the
-        last CREATION_WINDOW_MS saw fewer than max.connection.creation.rate of them."""
-        if self.rate >= UNLIMITED:
-            return 0
-        if self.rate <= 0:  # 0: no new connection at all, as Kafka's quota of 0
-            return CREATION_WINDOW_MS
-        created = self.created
-        while created and created[0] <= now_ms - CREATION_WINDOW_MS:
-            created.popleft()
-        if len(created) < self.rate:
-            return 0
-        return created[len(created) - self.rate] + CREATION_WINDOW_MS - now_ms
+    def creation_delay_ms(self, now_ms: int, listener: str | None = None) -> int:
+        """How long the acceptor of ``listener`` waits before it may accept the next connection:
+        0 while the last CREATION_WINDOW_MS saw fewer than max.connection.creation.rate of them
+        broker-wide (but on the protected inter-broker listener) and fewer than the listener's
+        own rate on it; else the longer of the two waits, as Kafka's."""
+        delay = 0
+        if listener is not None:
+            listener = listener.upper()
+            quota = self.listeners.get(listener)
+            if quota is not None:
+                rate = quota.max_connection_creation_rate
+                delay = _window_delay(self.listener_created[listener], rate, now_ms)
+            if self._protected(listener):
+                return delay
+        return max(delay, _window_delay(self.created, self.rate, now_ms))
 
-    def record_creation(self, now_ms: int) -> None:
+    def record_creation(self, now_ms: int, listener: str | None = None) -> None:
+        if listener is not None:
+            listener = listener.upper()
+            quota = self.listeners.get(listener)
+            if quota is not None and quota.max_connection_creation_rate < UNLIMITED:
+                self.listener_created[listener].append(now_ms)
+            if self._protected(listener):
+                return
         if self.rate < UNLIMITED:
             self.created.append(now_ms)
+
+
+def _window_delay(created: collections.deque[int], rate: int, now_ms: int) -> int:
+    """The wait until ``created`` (accept times) holds fewer than ``rate`` within the last
+    CREATION_WINDOW_MS; a rate of 0 admits nothing, as Kafka's quota of 0."""
+    if rate >= UNLIMITED:
+        return 0
+    if rate <= 0:
+        return CREATION_WINDOW_MS
+    while created and created[0] <= now_ms - CREATION_WINDOW_MS:
+        created.popleft()
+    if len(created) < rate:
+        return 0
+    return created[len(created) - rate] + CREATION_WINDOW_MS - now_ms
 
 
 def _normal_ip(ip: str) -> str:
@@ -243,4 +315,4 @@ class IdleTracker:
 
 
 __all__ = ["BLOCKED", "ConnectionQuotas", "FrameTooLarge", "IdleTracker", "ListenerLimits",
-           "MemoryPool", "UNLIMITED"]
+           "ListenerQuota", "MemoryPool", "UNLIMITED"]
