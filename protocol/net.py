@@ -28,7 +28,9 @@ Limits (protocol/limits.py, Kafka's socket server quotas): a Server's connection
 memory pool for the bytes of requests received and not yet handled (queued.max.request.bytes:
 a connection that needs more stops reading until a handler releases some), and the Server
 enforces max.connections, max.connections.per.ip, max.connection.creation.rate and
-connections.max.idle.ms on all of its listeners. Frames are split by protocol.frames.FrameReader.
+connections.max.idle.ms on all of its listeners, and each listener's own max.connections and
+creation rate (the inter-broker listener exempt from the broker-wide ones: protocol/limits.py).
+Frames are split by protocol.frames.FrameReader.
 
 Socket buffers, as Kafka's SocketServer sets them (-1: the OS default, which autotunes): the
 receive buffer (socket.receive.buffer.bytes) goes on each listening socket before it binds, so
@@ -523,11 +525,11 @@ class Server:
         while True:
             # max.connections: wait for a slot before accepting, as Kafka's acceptor does; the
             # kernel's backlog holds what arrives meanwhile.
-            while not quotas.slot_available():
+            while not quotas.slot_available(listener_name):
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
             # max.connection.creation.rate: accepting is delayed, never refused.
-            delay_ms = quotas.creation_delay_ms(self.now_ms())
+            delay_ms = quotas.creation_delay_ms(self.now_ms(), listener_name)
             if delay_ms > 0:
                 await asyncio.sleep(delay_ms / 1000)
                 continue
@@ -538,7 +540,10 @@ class Server:
                 await asyncio.sleep(0.1)
                 continue
             now_ms = self.now_ms()
-            quotas.record_creation(now_ms)
+            if listener_name is None:
+                quotas.record_creation(now_ms)
+            else:
+                quotas.record_creation(now_ms, listener_name)
             ip = address[0] if isinstance(address, tuple) else str(address)
             throttle_ms = quotas.ip_throttle_ms(ip, now_ms)
             if throttle_ms > 0:  # over its ip's connection rate: held unread, then closed (KIP-612)
@@ -546,21 +551,22 @@ class Server:
                           ip, throttle_ms)
                 self._throttled[sock] = loop.call_later(throttle_ms / 1000, self._close_throttled, sock)
                 continue
-            if not quotas.try_add(ip):
+            if not quotas.try_add(ip, listener_name):
                 log.info("rejected connection from %s: it already has the maximum of %d connections "
                          "(max.connections.per.ip)", ip, quotas.limit_for(ip))
                 sock.close()
                 continue
             ssl_context = self.security.get(listener, (PLAINTEXT, None, None))[1]  # the latest, if rotated
             if ssl_context is not None:
-                task = loop.create_task(self._connect(loop, sock, ip, factory, ssl_context))
+                task = loop.create_task(self._connect(loop, sock, ip, factory, ssl_context, listener_name))
                 self._handshakes.add(task)
                 task.add_done_callback(self._handshakes.discard)
             else:
-                await self._connect(loop, sock, ip, factory, None)
+                await self._connect(loop, sock, ip, factory, None, listener_name)
 
     async def _connect(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, ip: str,
-                       factory: Callable[..., _Connection], ssl_context: ssl.SSLContext | None) -> None:
+                       factory: Callable[..., _Connection], ssl_context: ssl.SSLContext | None,
+                       listener_name: str | None = None) -> None:
         try:
             if self.send_buffer_bytes != USE_DEFAULT_BUFFER_SIZE:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes)
@@ -580,7 +586,7 @@ class Server:
             what = "TLS handshake" if ssl_context is not None else "connection setup"
             log.info("%s with %s failed: %s", what, ip, e)
             sock.close()
-            self._connection_gone(ip)
+            self._connection_gone(ip, listener_name)
 
     def _close_throttled(self, sock: socket.socket) -> None:
         self._throttled.pop(sock, None)
@@ -597,10 +603,10 @@ class Server:
     def connection_ended(self, conn: _Connection) -> None:
         if conn in self.connections:
             self.connections.discard(conn)
-        self._connection_gone(conn.ip)
+        self._connection_gone(conn.ip, conn.listener_name)
 
-    def _connection_gone(self, ip: str) -> None:
-        self.quotas.remove(ip)
+    def _connection_gone(self, ip: str, listener_name: str | None = None) -> None:
+        self.quotas.remove(ip, listener_name)
         if self._slot_freed is not None:
             self._slot_freed.set()
 
