@@ -26,7 +26,7 @@ from metadata.configs import (
 )
 from protocol.client import ClientSecurity
 from protocol.context import PLAINTEXT, SASL_PROTOCOLS, SECURITY_PROTOCOLS, TLS_PROTOCOLS, KafkaPrincipal
-from protocol.limits import ListenerLimits
+from protocol.limits import ListenerLimits, ListenerQuota
 from replication.replica_selector import selector_name
 from security import tls
 from security.authorizer import STANDARD_AUTHORIZER_NAMES, parse_super_users
@@ -701,7 +701,14 @@ class ServerConfig:
             max_connections_per_ip=v["max.connections.per.ip"],
             max_connections_per_ip_overrides=resolve_ip_overrides(self.max_connections_per_ip_overrides),
             max_connection_creation_rate=v["max.connection.creation.rate"],
-            connections_max_idle_ms=v["connections.max.idle.ms"])
+            connections_max_idle_ms=v["connections.max.idle.ms"],
+            # Each listener's own: listener.name.<l>.max.connections and .max.connection.creation.rate,
+            # else the broker-wide property (Kafka's valuesWithPrefixOverride).
+            listeners={lsn.name.upper(): ListenerQuota(
+                max_connections=self.listener_value(lsn.name, "max.connections"),
+                max_connection_creation_rate=self.listener_value(lsn.name, "max.connection.creation.rate"))
+                for lsn in self.listeners},
+            inter_broker_listener=self.inter_broker_listener_name if "broker" in self.roles else None)
 
     @property
     def roles(self) -> list[str]:
