@@ -172,6 +172,45 @@ def parse_service_config(name: str, value: str) -> int | float | str:
     return parsed
 
 
+# A listener's connection limits (SocketServer.ListenerReconfigurableConfigs): dynamic with the
+# listener prefix, listener.name.<l>.<name>, at the cluster default as per broker (Kafka's
+# ClusterLevelListenerConfigs); each of its base property's type and bound.
+LISTENER_CONNECTION_CONFIGS = ("max.connections", "max.connection.creation.rate")
+# The listeners themselves (DynamicListenerConfig): per broker only.
+LISTENER_CONFIGS = ("listeners", "advertised.listeners", "listener.security.protocol.map")
+_LISTENER_PREFIX = "listener.name."
+
+
+def listener_connection_config(name: str) -> tuple[str, str] | None:
+    """``listener.name.<l>.max.connections`` or ``.max.connection.creation.rate``: (the listener,
+    upper case, and the base property); None for any other name."""
+    if not name.startswith(_LISTENER_PREFIX):
+        return None
+    listener, _, base = name[len(_LISTENER_PREFIX):].partition(".")
+    if not listener or base not in LISTENER_CONNECTION_CONFIGS:
+        return None
+    return listener.upper(), base
+
+
+def parse_listener_connection_config(name: str, value: str) -> int:
+    """A listener's connection limit as its base property parses (Kafka's validateConfigTypes
+    checks the base name): raises INVALID_CONFIG naming the base property."""
+    found = listener_connection_config(name)
+    assert found is not None, name
+    parsed = parse_service_config(found[1], value)
+    assert isinstance(parsed, int)
+    return parsed
+
+
+def wrapped_config_exception(message: str) -> ConfigFailure:
+    """Kafka's answer when a reconfigurable refuses a broker config change: processReconfiguration
+    wraps its ConfigException in ConfigException("Invalid dynamic configuration", e), whose
+    two-argument form reads as a name and value, and the broker answers INVALID_REQUEST."""
+    return ConfigFailure(Error.INVALID_REQUEST,
+                         f"Invalid value org.apache.kafka.common.config.ConfigException: {message} "
+                         "for configuration Invalid dynamic configuration")
+
+
 def check_ip_overrides(value: str) -> dict[str, int]:
     """max.connections.per.ip.overrides as Kafka's getMap: host:count pairs, comma-separated."""
     out: dict[str, int] = {}
