@@ -52,7 +52,12 @@ resource looked up:
   ConfigRecord of the BROKER resource, which every broker applies from its image without a
   restart (metadata.configs.dynamic_broker_configs). A listener's key and trust stores and
   ssl.client.auth (listener.name.<l>.ssl.*, security/listener_ssl.py) change per broker only,
-  never at the cluster default nor without the listener prefix, with Kafka's messages.
+  never at the cluster default nor without the listener prefix, with Kafka's messages. A
+  listener's connection limits (listener.name.<l>.max.connections, .max.connection.creation.rate)
+  change at the cluster default and per broker, each of its base property's type; listeners,
+  advertised.listeners and listener.security.protocol.map per broker only, "Cannot update these
+  configs at default cluster level, broker id must be specified: Set(...)" (the broker checks
+  them against its own listeners before it forwards them: broker/handlers/admin.py).
 """
 from __future__ import annotations
 
@@ -67,6 +72,7 @@ from metadata.configs import (
     GROUP_HEARTBEAT_INTERVAL,
     GROUP_RESOURCE,
     GROUP_SESSION_TIMEOUT,
+    LISTENER_CONFIGS,
     OP_NAMES,
     REPLICATION_RATE_CONFIGS,
     SERVICE_CONFIGS,
@@ -77,7 +83,9 @@ from metadata.configs import (
     GroupBounds,
     check_replication_rate,
     check_request_shape,
+    listener_connection_config,
     not_dynamic,
+    parse_listener_connection_config,
     parse_service_config,
     unknown_operation,
 )
@@ -288,9 +296,15 @@ class ConfigControl:
                 raise ConfigFailure(Error.BROKER_ID_NOT_REGISTERED, f"No node with id {broker_id} found.")
         setting = [c.name for c in res.configs if c.config_operation != DELETE]
         refused = [n for n in setting if n not in DYNAMIC_BROKER and n not in listener_ssl.RECONFIGURABLE
-                   and listener_ssl.listener_ssl_name(n) is None]
+                   and listener_ssl.listener_ssl_name(n) is None and listener_connection_config(n) is None
+                   and n not in LISTENER_CONFIGS]
         if refused:
             raise not_dynamic(refused)
+        per_broker = [n for n in setting if n in LISTENER_CONFIGS]
+        if per_broker and not name:
+            raise ConfigFailure(Error.INVALID_REQUEST,
+                                "Cannot update these configs at default cluster level, broker id must be "
+                                f"specified: Set({', '.join(per_broker)})")
         security = listener_ssl.refusal(setting, per_broker=bool(name))  # the listeners' TLS, per broker
         if security is not None:
             raise ConfigFailure(Error.INVALID_REQUEST, security)
@@ -321,6 +335,9 @@ class ConfigControl:
                 continue
             if prop in SERVICE_CONFIGS:
                 parse_service_config(prop, value)
+                continue
+            if listener_connection_config(prop) is not None:
+                parse_listener_connection_config(prop, value)
                 continue
             if prop in TIME_FORMS:
                 check_time_form(prop, value)
