@@ -32,10 +32,11 @@ from protocol import messages as M
 from protocol.context import KafkaPrincipal, RequestContext, Session
 from protocol.errors import Error
 from protocol.headers import RequestHeader, encode_response
+from protocol.metadata_records import decode_record
 from raft import wire
 from security.authorizer import CONTROLLER_RULES, AclAuthorizer
 
-from .test_shell import CLUSTER_ID, HOST, Controller, closed_port, run
+from .test_shell import CLUSTER_ID, HOST, Controller, closed_port, eventually, run
 
 ADMIN = "User:admin"  # the super user
 BROKER = "User:broker"
@@ -201,6 +202,41 @@ def test_describe_quorum_needs_describe_on_the_cluster():
     refused, described = scenario(body)
     assert refused.error_code == Error.CLUSTER_AUTHORIZATION_FAILED
     assert described.error_code == Error.NONE and described.topics[0].partitions[0].leader_id == 1
+
+
+def feature_levels(c: Controller) -> list[tuple[str, int]]:
+    """The FeatureLevelRecords in the controller's metadata log, in order."""
+    found = []
+    for entry in c.raft.log.entries:
+        if isinstance(entry.value, (bytes, bytearray, memoryview)):
+            record = decode_record(entry.value)[2]
+            if isinstance(record, M.FeatureLevelRecord):
+                found.append((record.name, record.feature_level))
+    return found
+
+
+def test_update_features_needs_alter_on_the_cluster_and_writes_nothing_without_it():
+    # Kafka's ControllerApis.handleUpdateFeatures: ALTER on the cluster before the
+    # FeatureControlManager sees the request.
+    R = M.UpdateFeaturesRequest
+    request = R(feature_updates=[R.FeatureUpdateKey(feature="transaction.version", max_version_level=0,
+                                                    upgrade_type=2)])  # SAFE_DOWNGRADE
+
+    async def body(a):
+        await eventually(lambda: "transaction.version" in a.c.image.features, what="the bootstrap features")
+        before = feature_levels(a.c)
+        refused = await a.ask("User:alice", 57, 1, request)
+        after_refusal = feature_levels(a.c), dict(a.c.image.features)
+        await a.allow("User:alice", ALTER)
+        taken = await a.ask("User:alice", 57, 1, request)
+        return before, refused, after_refusal, taken, feature_levels(a.c), dict(a.c.image.features)
+    before, refused, (levels, features), taken, levels_after, features_after = scenario(body)
+    assert refused.error_code == Error.CLUSTER_AUTHORIZATION_FAILED
+    assert levels == before and features["transaction.version"] == 2
+    assert taken.error_code == Error.NONE
+    assert [(r.feature, r.error_code) for r in taken.results] == [("transaction.version", Error.NONE)]
+    assert levels_after == before + [("transaction.version", 0)]
+    assert "transaction.version" not in features_after
 
 
 def test_a_forwarding_broker_with_cluster_action_passes_the_admin_checks():
