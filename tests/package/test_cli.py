@@ -1,6 +1,7 @@
-"""`strom --help` lists what a user runs, and each of those commands answers --help; the worker
-commands a supervisor spawns stay runnable but out of the list; `strom demo` runs its crash
-and recovery (its killed writer is ``python -m strom.demo``, not a command)."""
+"""`strom --help` lists what a user runs, and each of those commands answers --help (from the
+parser, in this process); the worker commands a supervisor spawns stay runnable but out of the
+list; `strom demo` runs its crash and recovery (its killed writer is ``python -m strom.demo``,
+not a command)."""
 from __future__ import annotations
 
 import os
@@ -39,18 +40,28 @@ def test_help_lists_only_the_user_commands():
         assert not re.search(rf"(?<![\w-]){hidden}(?![\w-])", done.stdout), hidden
 
 
+def help_of(capsys, *args: str) -> str:
+    """What ``strom ARGS --help`` prints, from the parser ``python -m strom`` runs (in this
+    process: the entry point itself is ``test_help_lists_only_the_user_commands``'s)."""
+    from strom.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main([*args, "--help"])
+    out = capsys.readouterr()
+    assert done.value.code == 0, out.err
+    return out.out
+
+
 @pytest.mark.parametrize("command", USER_COMMANDS + WORKER_COMMANDS)
-def test_each_command_answers_help(command):
-    done = strom(command, "--help")
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith(f"usage: strom {command} "), done.stdout
+def test_each_command_answers_help(command, capsys):
+    text = help_of(capsys, command)
+    assert text.startswith(f"usage: strom {command} "), text
 
 
 @pytest.mark.parametrize("action", ["describe", "add-controller", "remove-controller"])
-def test_each_quorum_action_answers_help(action):
-    done = strom("quorum", action, "--help")
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith(f"usage: strom quorum {action} "), done.stdout
+def test_each_quorum_action_answers_help(action, capsys):
+    text = help_of(capsys, "quorum", action)
+    assert text.startswith(f"usage: strom quorum {action} "), text
 
 
 def test_the_internal_writer_is_not_a_command():
