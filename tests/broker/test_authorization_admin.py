@@ -5,9 +5,11 @@ a refused topic or config resource is answered here and never reaches the contro
 from __future__ import annotations
 
 import asyncio
+import os
 
 from broker.authorizer import BrokerAuthorizer
 from broker.handlers.admin import AdminApis
+from engine.manager import format_log_dir
 from metadata.configs import BROKER_RESOURCE, GROUP_RESOURCE, SET, TOPIC_RESOURCE
 from metadata.security import (
     ALTER,
@@ -27,7 +29,8 @@ from protocol.context import KafkaPrincipal, RequestContext, Session
 from protocol.errors import Error
 from protocol.headers import RequestHeader
 from strom.config import ServerConfig
-from tests.broker.replica_nodes import TOPIC_ID, Cluster
+from tests.broker.replica_nodes import TOPIC as TOPIC_NAME
+from tests.broker.replica_nodes import TOPIC_ID, Cluster, Node
 from tests.security.acls import acl
 
 from .test_config import BASE
@@ -193,3 +196,48 @@ def test_cluster_admin_apis_need_alter_or_describe_on_the_cluster(tmp_path):
     dirs = call(handlers, 35, 4, M.DescribeLogDirsRequest(topics=None))
     assert (dirs.error_code, dirs.results) == (Error.CLUSTER_AUTHORIZATION_FAILED, [])
     assert controller.forwarded == []
+
+
+def test_alter_replica_log_dirs_without_alter_on_the_cluster_answers_cluster_authorization_failed(tmp_path):
+    # Kafka's KafkaApis.handleAlterReplicaLogDirsRequest: without ALTER on the cluster every
+    # partition of the request answers CLUSTER_AUTHORIZATION_FAILED and no replica moves.
+    async def main():
+        cluster = Cluster(brokers=(1,))
+        cluster.create_topic(replicas=(1,), partitions=2)
+        node = Node(tmp_path, 1, cluster)
+        other = str(tmp_path / "broker-1-b")
+        format_log_dir(other, "test-cluster", 1)
+        node.logs.log_dirs.append(other)  # a second log dir (JBOD)
+        for index in (0, 1):
+            assert (await node.produce(5, acks=1, partition=index)).error_code == Error.NONE
+        node.replicas._alter_log_dirs_rate = 0.0  # an accepted move holds its future log
+        R = M.AlterReplicaLogDirsRequest
+        request = R(dirs=[R.AlterReplicaLogDir(path=other, topics=[
+            R.AlterReplicaLogDir.AlterReplicaLogDirTopic(name=name, partitions=[0, 1])
+            for name in (TOPIC_NAME, "absent")])])
+
+        async def alter(*acls: AclEntry) -> dict:
+            held = {a.id: a for a in acls}
+            handlers = AdminApis(node_id=1, config=None, image=lambda: cluster.image, controller=None,
+                                 topic_log_config=None, replicas=node.replicas,
+                                 authorizer=BrokerAuthorizer(lambda: held))
+            api = {a.key: a for a in handlers.apis()}[34]
+            response = await api.fn(RequestContext(RequestHeader(34, 2, 1, "test", 2), ALICE), request)
+            return {(t.topic_name, p.partition_index): p.error_code
+                    for t in response.results for p in t.partitions}
+
+        refused = await alter(acl(TOPIC, TOPIC_NAME, ALTER), acl(CLUSTER, CLUSTER_NAME, DESCRIBE))
+        assert refused == {(name, i): Error.CLUSTER_AUTHORIZATION_FAILED
+                           for name in (TOPIC_NAME, "absent") for i in (0, 1)}
+        assert node.logs.future_logs == {}
+        assert [e.name for e in os.scandir(other) if e.name.startswith(TOPIC_NAME)] == []
+        assert {node.log(i).parent_dir for i in (0, 1)} == {os.path.abspath(node.dir)}
+        taken = await alter(acl(CLUSTER, CLUSTER_NAME, ALTER))
+        assert taken == {(TOPIC_NAME, 0): Error.NONE, (TOPIC_NAME, 1): Error.NONE,
+                         ("absent", 0): Error.REPLICA_NOT_AVAILABLE,
+                         ("absent", 1): Error.REPLICA_NOT_AVAILABLE}
+        assert sorted(node.logs.future_logs) == [(TOPIC_NAME, 0), (TOPIC_NAME, 1)]
+        assert {node.logs.future_dir_of(TOPIC_NAME, i) for i in (0, 1)} == {other}
+        await node.replicas.log_dir_mover.stop()
+        node.logs.shutdown()
+    asyncio.run(main())
