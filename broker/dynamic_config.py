@@ -12,6 +12,14 @@ DynamicBrokerConfig hands each change to its Reconfigurables:
 | max.connections, max.connections.per.ip,           | the running listeners (protocol.net.      |
 | max.connections.per.ip.overrides,                  | Server.update_limits)                     |
 | max.connection.creation.rate                       |                                           |
+| listener.name.<l>.max.connections,                 | listener <l> of the running listeners     |
+| listener.name.<l>.max.connection.creation.rate     | (protocol.limits.ListenerQuota), the      |
+|                                                    | prefixed value (dynamic, else static)     |
+|                                                    | over the base property's current one      |
+| listeners, advertised.listeners,                   | nothing: a KRaft broker refuses any change |
+| listener.security.protocol.map                     | of its registered endpoints and of an     |
+|                                                    | existing listener's protocol (``check_    |
+|                                                    | listener_change``, before forwarding)     |
 | num.io.threads, num.network.threads,               | nothing: accepted as Kafka does, without  |
 | num.recovery.threads.per.data.dir                  | effect here (strom.config.WITHOUT_EFFECT) |
 | client quotas of ip entities                       | the listeners' accept (security.quotas.   |
@@ -31,12 +39,18 @@ import socket
 from typing import Any
 
 from metadata.configs import (
+    LISTENER_CONFIGS,
+    LISTENER_CONNECTION_CONFIGS,
     SERVICE_CONFIGS,
     ConfigFailure,
     check_ip_overrides,
     dynamic_broker_configs,
+    listener_connection_config,
+    parse_listener_connection_config,
     parse_service_config,
+    wrapped_config_exception,
 )
+from protocol.limits import ListenerQuota
 from security.quotas import IpConnectionQuotas
 
 log = logging.getLogger("strom.broker")
@@ -77,6 +91,13 @@ class DynamicBrokerConfig:
         self.node_id = node_id
         self.static = {name: config[name] for name in SERVICE_CONFIGS}
         self.current: dict[str, Any] = dict(self.static)
+        # listener.name.<l>.max.connections and .max.connection.creation.rate set in the file:
+        # (LISTENER, base property) -> value; and those the image sets.
+        overrides = getattr(config, "listener_overrides", {})
+        self.static_listener: dict[tuple[str, str], int] = {
+            (listener, base): value for (listener, mechanism, base), value in overrides.items()
+            if mechanism is None and base in LISTENER_CONNECTION_CONFIGS}
+        self.dynamic_listener: dict[tuple[str, str], int] = {}
         self.ip_quotas = IpConnectionQuotas(config["quota.window.num"], config["quota.window.size.seconds"])
         self.cleaner: Any = None
         self.fetchers: Any = None
@@ -98,8 +119,9 @@ class DynamicBrokerConfig:
         if server is not None:
             self.server = server
             server.quotas.ip_throttle = self.ip_quotas.throttle_ms
-            if differs & set(CONNECTIONS):
-                server.update_limits(self.listener_limits(server.limits))
+            limits = self.listener_limits(server.limits)
+            if limits != server.limits:
+                server.update_limits(limits)
 
     def values(self, image: Any) -> dict[str, Any]:
         """The SERVICE_CONFIGS' values for this broker under ``image``."""
@@ -124,26 +146,81 @@ class DynamicBrokerConfig:
         self._seen = key
         old, new = self.current, self.values(image)
         self.current = new
+        old_listener, self.dynamic_listener = self.dynamic_listener, self.listener_values(image)
+        listener_configs = {k: v for k, v in dynamic_broker_configs(image, self.node_id).items()
+                            if k in LISTENER_CONFIGS}
+        if listener_configs:  # checked by the broker that forwarded them; a controller takes them as they are
+            log.warning("broker %d does not apply %s without a restart: its listeners stay as started",
+                        self.node_id, ", ".join(f"{k}={v}" for k, v in sorted(listener_configs.items())))
         changed = {name for name in new if new[name] != old[name]}
+        if self.dynamic_listener != old_listener:
+            changed.add("listener connection limits")
         if not changed:
             return
         log.info("broker %d applying dynamic broker configs: %s", self.node_id,
-                 ", ".join(f"{name}={new[name]}" for name in sorted(changed)))
+                 ", ".join(f"{name}={new[name]}" if name in new else name for name in sorted(changed)))
         try:
             if changed & set(CLEANER) and self.cleaner is not None:
                 self.cleaner.reconfigure(new)
             if FETCHERS in changed and self.fetchers is not None:
                 self.fetchers.resize(new[FETCHERS])
-            if changed & set(CONNECTIONS) and self.server is not None:
-                self.server.update_limits(self.listener_limits(self.server.limits))
+            if self.server is not None:
+                limits = self.listener_limits(self.server.limits)
+                if limits != self.server.limits:
+                    self.server.update_limits(limits)
         except Exception:  # the image goes on being applied; what was not reconfigured stays
             log.exception("dynamic broker configs not applied")
 
+    def listener_values(self, image: Any) -> dict[tuple[str, str], int]:
+        """The listeners' connection limits the image sets for this broker: (LISTENER, base
+        property) -> value, this broker's over the cluster default's (one that does not parse
+        is logged and left out)."""
+        out: dict[tuple[str, str], int] = {}
+        for name, raw in dynamic_broker_configs(image, self.node_id).items():
+            found = listener_connection_config(name)
+            if found is None:
+                continue
+            try:
+                out[found] = parse_listener_connection_config(name, raw)
+            except ConfigFailure as e:
+                log.warning("dynamic broker config not applied: %s", e.message)
+                if found in self.dynamic_listener:
+                    out[found] = self.dynamic_listener[found]
+        return out
+
     def listener_limits(self, limits: Any) -> Any:
-        """``limits`` (a protocol.limits.ListenerLimits) with the current connection limits."""
+        """``limits`` (a protocol.limits.ListenerLimits) with the current connection limits: the
+        broker-wide ones, and each listener's, its prefixed value (the image's, else the file's)
+        over the base property's current value, as Kafka's valuesWithPrefixOverride."""
         v = self.current
         overrides = v["max.connections.per.ip.overrides"]
+        listeners = {}
+        for name in limits.listeners:
+            own = [self.dynamic_listener.get((name, base), self.static_listener.get((name, base), v[base]))
+                   for base in LISTENER_CONNECTION_CONFIGS]
+            listeners[name] = ListenerQuota(max_connections=own[0], max_connection_creation_rate=own[1])
         return dataclasses.replace(
             limits, max_connections=v["max.connections"], max_connections_per_ip=v["max.connections.per.ip"],
             max_connections_per_ip_overrides=resolve_overrides(overrides) if overrides else {},
-            max_connection_creation_rate=v["max.connection.creation.rate"])
+            max_connection_creation_rate=v["max.connection.creation.rate"], listeners=listeners)
+
+
+def check_listener_change(old: Any, new: Any) -> None:
+    """A KRaft broker's DynamicListenerConfig.validateReconfiguration of new listeners,
+    advertised.listeners or listener.security.protocol.map (``new``: the config with them, a
+    strom.config.ServerConfig as ``old``): an existing listener keeps its security protocol, and
+    the endpoints the broker registered (its advertised listeners) may not change at all; raises
+    Kafka's wrapped answer, INVALID_REQUEST."""
+    for lsn in new.listeners:
+        if any(o.name == lsn.name for o in old.listeners) and \
+                new.security_protocol(lsn.name) != old.security_protocol(lsn.name):
+            raise wrapped_config_exception("Security protocol cannot be updated for existing listener "
+                                           f"{lsn.name}")
+
+    def registered(config: Any) -> dict[str, tuple[str, int, str]]:
+        return {lsn.name: (lsn.host, lsn.port, config.security_protocol(lsn.name))
+                for lsn in config.advertised_broker_listeners()}
+
+    if registered(old) != registered(new):
+        raise wrapped_config_exception("Advertised listeners cannot be altered when using a "
+                                       "Raft-based metadata quorum.")
