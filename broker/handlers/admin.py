@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.authorizer import ALLOW_ALL, BrokerAuthorizer
+from broker.dynamic_config import check_listener_change
 from broker.handlers.services import ControllerChannel, forward, wait_for_topics
 from engine.config import BROKER_SYNONYMS, TOPIC_CONFIGS
 from metadata.configs import (
@@ -36,6 +37,7 @@ from metadata.configs import (
     DELETE,
     GROUP_CONFIGS,
     GROUP_RESOURCE,
+    LISTENER_CONFIGS,
     LONG_MAX,
     REPLICATION_RATE_CONFIGS,
     SERVICE_CONFIGS,
@@ -47,8 +49,11 @@ from metadata.configs import (
     check_request_shape,
     check_thread_count,
     dynamic_broker_configs,
+    listener_connection_config,
     not_dynamic,
+    parse_listener_connection_config,
     unknown_operation,
+    wrapped_config_exception,
 )
 from metadata.security import (
     ALTER,
@@ -513,12 +518,59 @@ class AdminApis:
                     raise ConfigFailure(Error.INVALID_CONFIG,
                                         f"Config value {verb} is not allowed for config key: {c.name}")
         setting = [c.name for c in res.configs if c.config_operation != DELETE]
-        changed = [n for n in setting if n not in _DYNAMIC
-                   and n not in listener_ssl.RECONFIGURABLE and listener_ssl.listener_ssl_name(n) is None]
+        changed = [n for n in setting if n not in _DYNAMIC and n not in LISTENER_CONFIGS
+                   and n not in listener_ssl.RECONFIGURABLE and listener_ssl.listener_ssl_name(n) is None
+                   and listener_connection_config(n) is None]
         if changed:
             raise not_dynamic(changed)
         self._thread_counts(res)
         self._listener_tls_change(res, setting, validate_only)
+        self._listener_limits(res)
+        self._listeners_change(res, setting)
+
+    def _listener_limits(self, res) -> None:
+        """Kafka's ListenerConnectionQuota.validateReconfiguration for a listener of this broker:
+        its max.connections and max.connection.creation.rate must be above 0 (a value that is
+        no integer is the controller's to refuse, naming the base property)."""
+        listeners = {lsn.name.upper() for lsn in getattr(self.config, "listeners", [])}
+        for c in res.configs:
+            found = listener_connection_config(c.name)
+            if c.config_operation != SET or found is None or found[0] not in listeners:
+                continue
+            try:
+                value = parse_listener_connection_config(c.name, c.value)
+            except ConfigFailure:
+                continue
+            if value <= 0:
+                raise wrapped_config_exception(f"Invalid {found[1]} {value}")
+
+    def _listeners_change(self, res, setting: list[str]) -> None:
+        """listeners, advertised.listeners and listener.security.protocol.map: per broker only
+        (DynamicBrokerConfig.PerBrokerConfigs), and as a KRaft broker's DynamicListenerConfig
+        validates the config they make with this broker's (broker.dynamic_config.
+        check_listener_change): a config that does not hold, INVALID_REQUEST naming the property."""
+        names = [n for n in setting if n in LISTENER_CONFIGS]
+        if not any(c.name in LISTENER_CONFIGS for c in res.configs):
+            return
+        if not res.resource_name:
+            if names:
+                raise ConfigFailure(Error.INVALID_REQUEST,
+                                    "Cannot update these configs at default cluster level, broker id must be "
+                                    f"specified: Set({', '.join(names)})")
+            return
+        dynamic = dynamic_broker_configs(self.image(), self.node_id)
+        values = {k: v for k, v in dynamic.items() if k in LISTENER_CONFIGS}
+        for c in res.configs:
+            if c.name in LISTENER_CONFIGS:
+                if c.config_operation == SET:
+                    values[c.name] = c.value
+                else:
+                    values.pop(c.name, None)
+        try:
+            new = type(self.config)({**self.config.originals, **values})  # type: ignore[call-arg]
+        except ValueError as e:  # engine.errors.ConfigError: the property and why
+            raise ConfigFailure(Error.INVALID_REQUEST, str(e)) from None
+        check_listener_change(self.config, new)
 
     def _thread_counts(self, res) -> None:
         """Kafka's DynamicThreadPool and LogCleaner validation: a thread count SET may be at most
