@@ -657,11 +657,20 @@ def _features_error(api_key: int, req, code: int = Error.NOT_CONTROLLER, message
     return M.UpdateFeaturesResponse(error_code=code, error_message=message)
 
 
+def _describe_configs_error(api_key: int, req, code: int = Error.NOT_CONTROLLER,
+                            message: str | None = None) -> Any:
+    """DescribeConfigs: the error for every resource named (the response has no top-level code)."""
+    R = M.DescribeConfigsResponse
+    return R(results=[R.DescribeConfigsResult(error_code=code, error_message=message, configs=[],
+                                              resource_type=r.resource_type, resource_name=r.resource_name)
+                      for r in req.resources or ()])
+
+
 _ERROR_RESPONSES = {
     19: _topics_error, 20: _responses_error, 37: _results_error, 43: _elect_leaders_error,
     44: _responses_error, 45: _top_error, 46: _top_error, 56: _top_error, 62: _top_error, 63: _top_error,
     64: _top_error, 67: _top_error, 30: _security_error, 31: _security_error, 51: _security_error,
-    49: _quotas_error, 57: _features_error,
+    49: _quotas_error, 57: _features_error, 32: _describe_configs_error,
 }
 
 

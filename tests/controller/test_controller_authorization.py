@@ -407,7 +407,7 @@ def test_allow_everyone_if_no_acl_found_lets_brokers_in_until_an_acl_names_the_c
 
 # ---- every refusal in its API's own shape -----------------------------------------------------
 
-SERVED = {19, 20, 29, 30, 31, 37, 43, 44, 45, 46, 49, 50, 51, 56, 60, 62, 63, 67, *wire.VERSIONS}
+SERVED = {19, 20, 29, 30, 31, 32, 37, 43, 44, 45, 46, 49, 50, 51, 56, 57, 60, 62, 63, 64, 67, *wire.VERSIONS}
 
 
 @pytest.mark.parametrize("api_key", sorted(SERVED))
