@@ -475,6 +475,8 @@ class Server:
         self._handshakes: set[asyncio.Task] = set()
         self.connections: set[_Connection] = set()
         self._accepting: list[asyncio.Task] = []
+        self._acceptors: dict[socket.socket, asyncio.Task] = {}  # each listening socket's accept loop
+        self._started = False
         self._slot_freed: asyncio.Event | None = None
         self._throttled: dict[socket.socket, asyncio.TimerHandle] = {}  # ip-throttled, closed later
 
@@ -509,12 +511,42 @@ class Server:
                 self.security[sock] = (protocol, ssl_context, principal)
 
     def start(self) -> None:
-        loop = asyncio.get_running_loop()
         self._slot_freed = asyncio.Event()
+        self._started = True
         for sock in self.sockets:
-            self._accepting.append(loop.create_task(self._accept(sock, self.listener_names.get(sock))))
+            self._start_acceptor(sock)
         if self.idle is not None:
-            self._accepting.append(loop.create_task(self._expire_idle()))
+            self._accepting.append(asyncio.get_running_loop().create_task(self._expire_idle()))
+
+    def _start_acceptor(self, sock: socket.socket) -> None:
+        task = asyncio.get_running_loop().create_task(self._accept(sock, self.listener_names.get(sock)))
+        self._accepting.append(task)
+        self._acceptors[sock] = task
+
+    def add_listener(self, host: str, port: int, listener_name: str, **security) -> int:
+        """A listener added while the Server runs (a dynamic ``listeners`` change, as Kafka's
+        SocketServer.addListeners): bound as ``bind`` binds, and accepting at once once started."""
+        port = self.bind(host, port, listener_name, **security)
+        if self._started:
+            self._start_acceptor(self.sockets[-1])
+        return port
+
+    def remove_listener(self, listener_name: str) -> None:
+        """Stop listening on ``listener_name`` and close the connections it accepted (Kafka's
+        SocketServer.removeListeners closes its acceptor and processors)."""
+        name = listener_name.upper()
+        for sock in [s for s, n in self.listener_names.items() if n is not None and n.upper() == name]:
+            task = self._acceptors.pop(sock, None)
+            if task is not None:
+                task.cancel()
+                self._accepting.remove(task)
+            self.sockets.remove(sock)
+            del self.listener_names[sock]
+            self.security.pop(sock, None)
+            sock.close()
+        for conn in list(self.connections):
+            if conn.listener_name is not None and conn.listener_name.upper() == name:
+                conn._close()
 
     async def _accept(self, listener: socket.socket, listener_name: str | None) -> None:
         loop = asyncio.get_running_loop()
