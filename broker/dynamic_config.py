@@ -16,10 +16,17 @@ DynamicBrokerConfig hands each change to its Reconfigurables:
 | listener.name.<l>.max.connection.creation.rate     | (protocol.limits.ListenerQuota), the      |
 |                                                    | prefixed value (dynamic, else static)     |
 |                                                    | over the base property's current one      |
-| listeners, advertised.listeners,                   | nothing: a KRaft broker refuses any change |
-| listener.security.protocol.map                     | of its registered endpoints and of an     |
-|                                                    | existing listener's protocol (``check_    |
-|                                                    | listener_change``, before forwarding)     |
+| listeners, advertised.listeners,                   | the listeners (``apply_listeners``, Kafka's |
+| listener.security.protocol.map                     | DynamicListenerConfig.reconfigure): one   |
+|                                                    | added is bound and accepts, one removed   |
+|                                                    | stops and its connections close. A KRaft  |
+|                                                    | broker refuses any change of its          |
+|                                                    | registered endpoints and of an existing   |
+|                                                    | listener's protocol (``check_listener_    |
+|                                                    | change``, before forwarding), so only     |
+|                                                    | listeners it does not advertise come and  |
+|                                                    | go; a SASL one is refused (its            |
+|                                                    | authenticators are made at startup)       |
 | num.io.threads, num.network.threads,               | nothing: accepted as Kafka does, without  |
 | num.recovery.threads.per.data.dir                  | effect here (strom.config.WITHOUT_EFFECT) |
 | client quotas of ip entities                       | the listeners' accept (security.quotas.   |
@@ -50,6 +57,7 @@ from metadata.configs import (
     parse_service_config,
     wrapped_config_exception,
 )
+from protocol.errors import Error
 from protocol.limits import ListenerQuota
 from security.quotas import IpConnectionQuotas
 
@@ -98,6 +106,13 @@ class DynamicBrokerConfig:
             (listener, base): value for (listener, mechanism, base), value in overrides.items()
             if mechanism is None and base in LISTENER_CONNECTION_CONFIGS}
         self.dynamic_listener: dict[tuple[str, str], int] = {}
+        # listeners, advertised.listeners, listener.security.protocol.map: the file's config, the
+        # image's values of them applied last, and the broker listeners bound now, by name.
+        self.config = config
+        self.listener_configs: dict[str, str] = {}
+        self.unbound: set[str] = set()  # broker listeners removed since start
+        self.bound = {lsn.name.upper(): lsn for lsn in config.broker_listeners()} \
+            if hasattr(config, "broker_listeners") else {}
         self.ip_quotas = IpConnectionQuotas(config["quota.window.num"], config["quota.window.size.seconds"])
         self.cleaner: Any = None
         self.fetchers: Any = None
@@ -119,6 +134,8 @@ class DynamicBrokerConfig:
         if server is not None:
             self.server = server
             server.quotas.ip_throttle = self.ip_quotas.throttle_ms
+            if self.listener_configs:
+                self.apply_listeners(self.listener_configs)
             limits = self.listener_limits(server.limits)
             if limits != server.limits:
                 server.update_limits(limits)
@@ -149,12 +166,17 @@ class DynamicBrokerConfig:
         old_listener, self.dynamic_listener = self.dynamic_listener, self.listener_values(image)
         listener_configs = {k: v for k, v in dynamic_broker_configs(image, self.node_id).items()
                             if k in LISTENER_CONFIGS}
-        if listener_configs:  # checked by the broker that forwarded them; a controller takes them as they are
-            log.warning("broker %d does not apply %s without a restart: its listeners stay as started",
-                        self.node_id, ", ".join(f"{k}={v}" for k, v in sorted(listener_configs.items())))
         changed = {name for name in new if new[name] != old[name]}
         if self.dynamic_listener != old_listener:
             changed.add("listener connection limits")
+        if listener_configs != self.listener_configs:
+            self.listener_configs = listener_configs
+            changed.add("listeners")
+            if self.server is not None:
+                try:
+                    self.apply_listeners(listener_configs)
+                except Exception:  # the image goes on being applied; the listeners stay
+                    log.exception("dynamic listeners not applied")
         if not changed:
             return
         log.info("broker %d applying dynamic broker configs: %s", self.node_id,
@@ -170,6 +192,41 @@ class DynamicBrokerConfig:
                     self.server.update_limits(limits)
         except Exception:  # the image goes on being applied; what was not reconfigured stays
             log.exception("dynamic broker configs not applied")
+
+    def apply_listeners(self, values: dict[str, str]) -> None:
+        """The image's listeners (Kafka's DynamicListenerConfig.reconfigure): each broker listener
+        they add is bound and accepts, each they remove stops and its connections close. A
+        config that does not hold, or changes what the broker registered (the broker that
+        forwarded the change checked it; a controller takes it as it is), is logged and the
+        listeners stay as they are."""
+        try:
+            new = type(self.config)({**self.config.originals, **values})
+            check_listener_change(self.config, new)
+        except (ValueError, ConfigFailure) as e:
+            log.warning("broker %d does not apply its dynamic listeners: %s", self.node_id,
+                        e.message if isinstance(e, ConfigFailure) else e)
+            return
+        wanted = {lsn.name.upper(): lsn for lsn in new.broker_listeners()}
+        for name in [n for n in self.bound if n not in wanted]:
+            self.server.remove_listener(name)
+            del self.bound[name]
+            self.unbound.add(name)
+            log.info("broker %d stopped listening on %s", self.node_id, name)
+        for name, lsn in wanted.items():
+            if name in self.bound:
+                continue
+            try:
+                port = self.server.add_listener(lsn.host, lsn.port, name, **new.listener_binding(name))
+            except OSError as e:
+                log.warning("broker %d cannot listen on %s (%s): %s", self.node_id, lsn, name, e)
+                continue
+            self.bound[name] = lsn
+            self.unbound.discard(name)
+            for base in LISTENER_CONNECTION_CONFIGS:  # its file's prefixed limits, if any
+                value = new.listener_overrides.get((name, None, base))
+                if value is not None:
+                    self.static_listener[(name, base)] = value
+            log.info("broker %d listening on %s:%d (%s)", self.node_id, lsn.host, port, name)
 
     def listener_values(self, image: Any) -> dict[tuple[str, str], int]:
         """The listeners' connection limits the image sets for this broker: (LISTENER, base
@@ -195,7 +252,7 @@ class DynamicBrokerConfig:
         v = self.current
         overrides = v["max.connections.per.ip.overrides"]
         listeners = {}
-        for name in limits.listeners:
+        for name in (set(limits.listeners) | set(self.bound)) - self.unbound:
             own = [self.dynamic_listener.get((name, base), self.static_listener.get((name, base), v[base]))
                    for base in LISTENER_CONNECTION_CONFIGS]
             listeners[name] = ListenerQuota(max_connections=own[0], max_connection_creation_rate=own[1])
@@ -211,6 +268,12 @@ def check_listener_change(old: Any, new: Any) -> None:
     strom.config.ServerConfig as ``old``): an existing listener keeps its security protocol, and
     the endpoints the broker registered (its advertised listeners) may not change at all; raises
     Kafka's wrapped answer, INVALID_REQUEST."""
+    for lsn in new.broker_listeners():
+        added = not any(o.name == lsn.name for o in old.listeners)
+        if added and new.security_protocol(lsn.name).startswith("SASL"):
+            raise ConfigFailure(Error.INVALID_REQUEST,
+                                f"Listener {lsn.name}: a SASL listener is not added without a restart "
+                                "(its authenticators are made at startup)")
     for lsn in new.listeners:
         if any(o.name == lsn.name for o in old.listeners) and \
                 new.security_protocol(lsn.name) != old.security_protocol(lsn.name):
