@@ -9,8 +9,13 @@
   (DynamicBrokerConfig.PerBrokerConfigs), and a change of the endpoints the broker registered is
   refused: "Advertised listeners cannot be altered when using a Raft-based metadata quorum."
   (DynamicListenerConfig.validateReconfiguration), as is a new security protocol for a listener
-  that exists."""
+  that exists; a listener the broker does not advertise (advertised.listeners set) may be added,
+  bound and accepting from the image, and removed, its connections closed
+  (DynamicListenerConfig.reconfigure)."""
 from __future__ import annotations
+
+import asyncio
+import struct
 
 from broker.dynamic_config import DynamicBrokerConfig
 from metadata.configs import BROKER_RESOURCE, DELETE, SET
@@ -120,3 +125,77 @@ def test_the_images_listener_limits_reach_the_running_listener():
     set_config(image, "listener.name.plaintext.max.connections", None, broker="1")
     dynamic.apply(image)
     assert server.quotas.listeners["PLAINTEXT"].max_connections == 7, "deleted: the static prefixed value"
+
+
+ADVERTISED = {"advertised.listeners": "PLAINTEXT://127.0.0.1:9092"}
+WITH_INTERNAL = [("listeners", SET,
+                  "PLAINTEXT://127.0.0.1:9092,INTERNAL://127.0.0.1:0,CONTROLLER://127.0.0.1:9093"),
+                 ("listener.security.protocol.map", SET,
+                  "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT")]
+
+
+def test_a_listener_the_broker_does_not_advertise_may_be_added_and_removed():
+    broker = broker_node(ADVERTISED)
+    assert incremental(broker, (BROKER, "1", WITH_INTERNAL)) == [(BROKER, "1", Error.NONE, None)]
+    assert incremental(broker, (BROKER, "1", [("listeners", DELETE, None)])) == [
+        (BROKER, "1", Error.NONE, None)]
+
+
+def test_a_sasl_listener_is_not_added_without_a_restart():
+    broker = broker_node({**ADVERTISED, "listener.name.internal.sasl.enabled.mechanisms": "SCRAM-SHA-256"})
+    assert incremental(broker, (BROKER, "1", [
+        WITH_INTERNAL[0], ("listener.security.protocol.map", SET,
+                           "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT")])) == [(
+        BROKER, "1", Error.INVALID_REQUEST,
+        "Listener INTERNAL: a SASL listener is not added without a restart "
+        "(its authenticators are made at startup)")]
+
+
+async def echo(frame: memoryview):
+    return [struct.pack(">i", len(frame)), bytes(frame)]
+
+
+async def served(port: int) -> bool:
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    except OSError:
+        return False
+    try:
+        writer.write(struct.pack(">i", 4) + b"ping")
+        return await asyncio.wait_for(reader.readexactly(8), 2) == struct.pack(">i", 4) + b"ping"
+    except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+        return False
+    finally:
+        writer.close()
+
+
+def test_an_added_listener_accepts_from_the_image_and_a_removed_one_closes():
+    async def scenario():
+        config = ServerConfig({**BASE, **ADVERTISED, "listener.name.internal.max.connections": "3"})
+        server = Server(echo, 1 << 20, limits=config.listener_limits())
+        server.bind("127.0.0.1", 0, "PLAINTEXT")
+        dynamic = DynamicBrokerConfig(config, 1)
+        dynamic.attach(server=server)
+        server.start()
+        image = MetadataImage()
+        try:
+            for name, _, value in WITH_INTERNAL:
+                set_config(image, name, value, broker="1")
+            dynamic.apply(image)
+            [internal] = [s for s, n in server.listener_names.items() if n == "INTERNAL"]
+            port = internal.getsockname()[1]
+            assert await served(port)
+            assert server.quotas.listeners["INTERNAL"].max_connections == 3, "its file's prefixed limit"
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(struct.pack(">i", 1) + b"x")
+            assert await reader.readexactly(5) == struct.pack(">i", 1) + b"x"
+            set_config(image, "listeners", None, broker="1")
+            dynamic.apply(image)
+            assert await asyncio.wait_for(reader.read(1), 2) == b"", "its connections closed"
+            writer.close()
+            assert not await served(port)
+            assert "INTERNAL" not in server.listener_names.values()
+        finally:
+            await server.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 20))
