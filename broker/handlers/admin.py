@@ -728,6 +728,31 @@ class AdminApis:
                          is_default=False, is_sensitive=secret,
                          synonyms=[S(name=n, value=value, source=SOURCE_DYNAMIC_BROKER)] if synonyms else [],
                          config_type=TYPE_PASSWORD if secret else TYPE_STRING))
+        return out + self._describe_listener_limits(res, own, synonyms)
+
+    def _describe_listener_limits(self, res, own: dict[str, str], synonyms: bool) -> list:
+        """A listener's connection limits set anywhere (this broker's dynamic value, the cluster
+        default's, the file's), dynamic INTs whose synonyms go on to the base property's chain
+        (Kafka's brokerConfigSynonyms with the listener override)."""
+        R = M.DescribeConfigsResponse.DescribeConfigsResourceResult
+        S = R.DescribeConfigsSynonym
+        cluster = self.image().configs.get((BROKER_RESOURCE, ""), {})
+        static = self.config.originals
+        present = {n for n in (*own, *cluster, *static) if listener_connection_config(n) is not None}
+        out = []
+        for n in sorted(present) if res.configuration_keys is None else res.configuration_keys:
+            found = listener_connection_config(n)
+            if n not in present or found is None:
+                continue
+            chain = [(source, n, layer[n].strip()) for source, layer in (
+                (SOURCE_DYNAMIC_BROKER, own), (SOURCE_DYNAMIC_DEFAULT_BROKER, cluster),
+                (SOURCE_STATIC_BROKER, static)) if n in layer]
+            chain += self._broker_chain(found[1], self.config.values[found[1]],
+                                        include_default=found[1] not in static)
+            source, _, value = chain[0]
+            listed = [S(name=f, value=v, source=src) for src, f, v in chain] if synonyms else []
+            out.append(R(name=n, value=value, read_only=False, config_source=source, is_default=False,
+                         is_sensitive=False, config_type=TYPE_INT, synonyms=listed))
         return out
 
     def _describe_entry(self, topic: str, name: str, _cls, synonyms: bool = False):
