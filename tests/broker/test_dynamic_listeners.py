@@ -20,16 +20,18 @@ import struct
 from broker.dynamic_config import DynamicBrokerConfig
 from metadata.configs import BROKER_RESOURCE, DELETE, SET
 from metadata.image import MetadataImage
+from protocol import messages as M
 from protocol.errors import Error
 from protocol.limits import ListenerQuota
 from protocol.net import Server
 from strom.config import ServerConfig
 from tests.broker.test_config import BASE
-from tests.broker.test_config_alter import broker_node, incremental
+from tests.broker.test_config_alter import broker_node, call, incremental
 from tests.broker.test_dynamic_config import set_config
 from tests.security.certs import make_pki
 
 BROKER = BROKER_RESOURCE
+DYNAMIC_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 2, 4, 5
 
 
 def wrapped(inner: str) -> str:
@@ -199,3 +201,22 @@ def test_an_added_listener_accepts_from_the_image_and_a_removed_one_closes():
             await server.close()
 
     asyncio.run(asyncio.wait_for(scenario(), 20))
+
+
+def test_a_listeners_limits_describe_with_their_source_and_the_base_property_as_synonym():
+    broker = broker_node({"listener.name.plaintext.max.connections": "7", "max.connections": "100"})
+    rate = "listener.name.plaintext.max.connection.creation.rate"
+    assert incremental(broker, (BROKER, "1", [(rate, SET, "10")])) == [(BROKER, "1", Error.NONE, None)]
+    D = M.DescribeConfigsRequest
+    request = D(resources=[D.DescribeConfigsResource(resource_type=BROKER, resource_name="1",
+                                                     configuration_keys=None)],
+                include_synonyms=True, include_documentation=False)
+    entries = {c.name: c for c in call(broker, 32, 4, request).results[0].configs}
+    limit = entries["listener.name.plaintext.max.connections"]
+    assert (limit.value, limit.read_only, limit.config_source) == ("7", False, STATIC_BROKER_CONFIG)
+    assert [(s.name, s.value, s.source) for s in limit.synonyms] == [
+        ("listener.name.plaintext.max.connections", "7", STATIC_BROKER_CONFIG),
+        ("max.connections", "100", STATIC_BROKER_CONFIG)]
+    assert (entries[rate].value, entries[rate].config_source) == ("10", DYNAMIC_BROKER_CONFIG)
+    assert [(s.name, s.source) for s in entries[rate].synonyms] == [
+        (rate, DYNAMIC_BROKER_CONFIG), ("max.connection.creation.rate", DEFAULT_CONFIG)]
