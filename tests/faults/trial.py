@@ -421,28 +421,28 @@ def _stable(client: dict, topic: str, partitions: int, bound_s: float) -> list:
 
 
 def _read_whole(client: dict, topic: str, partitions: int, isolation: str, ends: dict[int, int]) -> list:
-    """Every partition from its start up to ``ends[p]`` at one isolation level (the consumer's
-    position passes control batches and aborted records, so it is what says the read is done)."""
+    """Every partition from its start up to ``ends[p]`` at one isolation level, through one
+    consumer assigned them all (its position passes control batches and aborted records, so it
+    is what says a partition's read is done)."""
     consumer = Consumer({**client, "group.id": f"{topic}-final-{isolation}",
                          "enable.auto.commit": False, "isolation.level": isolation,
                          "enable.partition.eof": True, "logger": log})
-    reads = []
+    records: dict[int, list[tuple[int, str]]] = {p: [] for p in range(partitions)}
+    position = {p: 0 for p in range(partitions)}
     try:
-        for p in range(partitions):
-            tp = TopicPartition(topic, p, 0)
-            consumer.assign([tp])
-            records: list[tuple[int, str]] = []
-            deadline = time.monotonic() + FINAL_READ_S
-            position = 0
-            while position < ends.get(p, 0) and time.monotonic() < deadline:
-                msg = consumer.poll(0.2)
-                if msg is not None and msg.error() is None and msg.value() != PROBE:
-                    records.append((msg.offset(), msg.value().decode()))
-                position = max(position, consumer.position([TopicPartition(topic, p)])[0].offset)
-            reads.append(C.TxnRead(isolation, topic, p, records, min(position, ends.get(p, 0))))
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        deadline = time.monotonic() + FINAL_READ_S * partitions
+        while any(position[p] < ends.get(p, 0) for p in range(partitions)) and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, 0.2):
+                p = msg.partition()
+                if msg.error() is None and p is not None and msg.value() != PROBE:
+                    records[p].append((msg.offset(), msg.value().decode()))
+            for tp in consumer.position([TopicPartition(topic, p) for p in range(partitions)]):
+                position[tp.partition] = max(position[tp.partition], tp.offset)
     finally:
         consumer.close()
-    return reads
+    return [C.TxnRead(isolation, topic, p, records[p], min(position[p], ends.get(p, 0)))
+            for p in range(partitions)]
 
 
 def run_txn_trial(seed: int, kinds: list[str], length_s: float = 30.0, producers: int = 2,
@@ -473,16 +473,19 @@ def run_txn_trial(seed: int, kinds: list[str], length_s: float = 30.0, producers
                 stable = _stable(client, TOPIC, PARTITIONS, STABLE_S)
                 ends = {s.partition: s.high_watermark for s in stable}
                 mark("stable")
-                _catch_up_to(workload, {s.partition: s.last_stable for s in stable})
+                reads = [*_read_whole(client, TOPIC, PARTITIONS, "read_committed",
+                                      {s.partition: s.last_stable for s in stable}),
+                         *_read_whole(client, TOPIC, PARTITIONS, "read_uncommitted", ends)]
+                mark("read")
+                # what a read_committed consumer can poll ends at the last committed record, which
+                # markers and aborted records may leave well below the last stable offset
+                _catch_up_to(workload, {r.partition: max((o for o, _ in r.records), default=-1) + 1
+                                        for r in reads if r.isolation == "read_committed"})
                 workload.stop_consumers()
                 mark("consumers caught up")
             finally:
                 workload.close()
             history = list(workload.history)
-            reads = [*_read_whole(client, TOPIC, PARTITIONS, "read_committed",
-                                  {s.partition: s.last_stable for s in stable}),
-                     *_read_whole(client, TOPIC, PARTITIONS, "read_uncommitted", ends)]
-            mark("read")
         mark("cluster down")
     checked = C.check_transactions(history, reads, stable, ignore={PROBE.decode()})
     result.sent = sum(len(e.records) for e in history if isinstance(e, C.Txn))
@@ -501,9 +504,7 @@ def _catch_up_to(workload: TxnWorkload, ends: dict[int, int]) -> None:
     deadline = time.monotonic() + CATCH_UP_S
     while time.monotonic() < deadline:
         reached = workload.polled_up_to()
-        # a read_committed consumer's last record may stand below the LSO (markers, aborted data)
-        if all(reached.get((c.name, p), 0) >= end - 1 or end == 0 for c in workload.consumers
-               for p, end in ends.items()):
+        if all(reached.get((c.name, p), 0) >= end for c in workload.consumers for p, end in ends.items()):
             return
         time.sleep(0.2)
 

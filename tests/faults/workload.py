@@ -63,9 +63,14 @@ def close_producer(producer: Producer | None) -> None:
     try:
         producer.purge()
         producer.poll(0)
-        producer.close()
+    except KafkaException as e:  # a fenced or otherwise failed instance says so again: ended anyway
+        log.info("closing a producer: %s", e)
     except RuntimeError:  # closed already
-        pass
+        return
+    try:
+        producer.close()
+    except (KafkaException, RuntimeError) as e:
+        log.info("closing a producer: %s", e)
 
 
 def _client_log(actor: str) -> Callable:
