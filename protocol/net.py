@@ -572,10 +572,7 @@ class Server:
                 await asyncio.sleep(0.1)
                 continue
             now_ms = self.now_ms()
-            if listener_name is None:
-                quotas.record_creation(now_ms)
-            else:
-                quotas.record_creation(now_ms, listener_name)
+            quotas.record_creation(now_ms, listener_name)
             ip = address[0] if isinstance(address, tuple) else str(address)
             throttle_ms = quotas.ip_throttle_ms(ip, now_ms)
             if throttle_ms > 0:  # over its ip's connection rate: held unread, then closed (KIP-612)

@@ -128,7 +128,7 @@ def test_connection_creation_rate_on_a_listener_accepts_every_connection_at_the_
         server, port = await start_server(max_connection_creation_rate=4)
         accepted: list[int] = []
         record = server.quotas.record_creation
-        server.quotas.record_creation = lambda now_ms: (accepted.append(now_ms), record(now_ms))
+        server.quotas.record_creation = lambda now_ms, *rest: (accepted.append(now_ms), record(now_ms, *rest))
         results = await asyncio.gather(*(served(port, b"%d" % i, timeout=8.0) for i in range(9)))
         assert all(results), "delayed, never refused"
         assert len(accepted) == 9
