@@ -32,6 +32,7 @@ namespaces, whose addresses the certificate does not name) they check the chain 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import signal
@@ -285,12 +286,14 @@ class Controller:
             log.write(f"$ {' '.join(cmd)}\n{result.stdout}{result.stderr}")
         return result
 
-    def format(self, *flags: str) -> None:
+    def format_argv(self, *flags: str) -> list[str]:
+        """``strom format``'s arguments for this node."""
         if self.security is not None and self.role == "controller":
             flags = (*flags, *self.security.format_flags())
-        result = self.run_cli("format", "--config", self.config_path, "--cluster-id", CLUSTER_ID, *flags)
-        if result.returncode != 0:
-            raise NodeError(f"format of controller {self.node_id} failed:\n{result.stdout}{result.stderr}")
+        return ["format", "--config", self.config_path, "--cluster-id", CLUSTER_ID, *flags]
+
+    def format(self, *flags: str) -> None:
+        format_nodes([(self, flags)])
 
     role = "controller"
 
@@ -415,6 +418,51 @@ def on_loopback(node_id: int) -> tuple[str, list[str]]:
     return "127.0.0.1", []
 
 
+# Run by one Python for a cluster's nodes: `strom format` of each through the command's own entry
+# (strom.cli.main: its umask, its checks, its output), one interpreter start for all of them.
+FORMAT_MANY = """\
+import json
+import sys
+
+from strom.cli import main
+
+codes = []
+for argv in json.loads(sys.argv[1]):
+    print("$ strom " + " ".join(argv), flush=True)
+    try:
+        codes.append(main(argv))
+    except SystemExit as e:
+        codes.append(e.code)
+    sys.stdout.flush()
+print(json.dumps(codes))
+"""
+
+
+def format_nodes(nodes: Sequence[tuple[Controller, Sequence[str]]], timeout: float = 120) -> None:
+    """``strom format`` of each (node, flags), all in one Python process; NodeError naming the
+    first node whose format failed, with the command's output (also in each node's log)."""
+    if not nodes:
+        return
+    python = nodes[0][0].python
+    argvs = [node.format_argv(*flags) for node, flags in nodes]
+    result = subprocess.run([python, "-c", FORMAT_MANY, json.dumps(argvs)], cwd=REPO_ROOT,
+                            capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    output = result.stdout + result.stderr
+    for node, _ in nodes:
+        with open(node.log_path, "a") as log:
+            log.write(output)
+    lines = result.stdout.strip().splitlines()
+    try:
+        codes = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        codes = None
+    if result.returncode != 0 or not isinstance(codes, list) or len(codes) != len(nodes):
+        raise NodeError(f"strom format exited {result.returncode}:\n{output}")
+    for (node, _), code in zip(nodes, codes):
+        if code not in (0, None):
+            raise NodeError(f"format of {node.role} {node.node_id} failed ({code}):\n{output}")
+
+
 class ControllerQuorum:
     """``hosts(node_id)`` gives a node's address and command prefix (loopback by default)."""
 
@@ -443,7 +491,7 @@ class ControllerQuorum:
         for c in self.controllers.values():
             self._metrics_port(c)
             c.write_config(self.bootstrap, self.extra)
-            c.format("--initial-controllers", initial)
+        format_nodes([(c, ("--initial-controllers", initial)) for c in self.controllers.values()])
 
     def _metrics_port(self, node: Controller) -> None:
         if self.metrics:
@@ -466,13 +514,15 @@ class ControllerQuorum:
         self.controllers[node_id] = c
         return c
 
-    def broker(self, node_id: int, extra: dict[str, str] | None = None) -> Broker:
-        """A broker node formatted for this cluster (not started)."""
+    def broker(self, node_id: int, extra: dict[str, str] | None = None, formatted: bool = True) -> Broker:
+        """A broker node of this cluster (not started), formatted unless ``formatted`` is False
+        (then the caller formats it, with others: ``format_nodes``)."""
         (port,) = free_ports(1)
         b = Broker(self.base, node_id, port, self.python, *self.hosts(node_id), security=self.security)
         self._metrics_port(b)
         b.write_config(self.bootstrap, extra)
-        b.format()
+        if formatted:
+            b.format()
         self.controllers[node_id] = b
         return b
 

@@ -73,6 +73,7 @@ from tests.integration.quorum_cluster import (
     ControllerQuorum,
     QuorumView,
     broker_metadata,
+    format_nodes,
     on_loopback,
 )
 
@@ -196,7 +197,8 @@ class ReplicatedCluster:
                  **(broker_extra or {})}
         self.brokers: dict[int, Broker] = {}
         for node_id in range(controllers + 1, controllers + brokers + 1):
-            self.brokers[node_id] = self.quorum.broker(node_id, extra)
+            self.brokers[node_id] = self.quorum.broker(node_id, extra, formatted=False)
+        format_nodes([(b, ()) for b in self.brokers.values()])
         self.paused: set[int] = set()
 
     # ---- lifecycle -----------------------------------------------------------------------------
