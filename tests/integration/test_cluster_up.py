@@ -173,6 +173,31 @@ def scrape(url: str) -> dict[tuple[str, tuple], float]:
             for family in text_string_to_metric_families(text) for sample in family.samples}
 
 
+def metrics_urls(up: ClusterUp) -> dict[tuple[str, int], str]:
+    """Each process's /metrics address as cluster up printed it: (role, node id) -> URL."""
+    found = (re.match(r"(broker|controller) (\d+) metrics: (http\S+)$", line) for line in up.lines)
+    return {(m.group(1), int(m.group(2))): m.group(3) for m in found if m}
+
+
+def over_brokers(up: ClusterUp, name: str, alive: set[int] | None = None, **labels: str) -> float:
+    """A metric summed over the (live) brokers' /metrics, its series filtered by ``labels``."""
+    total = 0.0
+    for (role, node_id), url in metrics_urls(up).items():
+        if role != "broker" or (alive is not None and node_id not in alive):
+            continue
+        for (sample, sample_labels), value in scrape(url).items():
+            if sample == name and set(labels.items()) <= set(sample_labels):
+                total += value
+    return total
+
+
+def eventually(what: str, condition, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
+        time.sleep(0.5)
+
+
 def bootstrap_of(up: ClusterUp) -> str:
     return up.wait_for(r"bootstrap\.servers=(\S+)").group(1)
 
@@ -207,6 +232,13 @@ def create_topic(bootstrap: str, topic: str) -> None:
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=3)])[topic].result(30)
+
+
+def delete_topic(bootstrap: str, topic: str) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic])[topic].result(30)
 
 
 def stop_order(lines: list[str]) -> list[str]:
@@ -276,8 +308,7 @@ def test_cluster_up_serves_a_client_sigint_stops_it_and_a_second_up_reuses_its_d
         commit(bootstrap, "top-view", "hello", 0)
 
         # Every process serves /metrics at the address cluster up printed, under Kafka's names.
-        scraped = {(m.group(1), int(m.group(2))): scrape(m.group(3)) for m in (
-            re.match(r"(broker|controller) (\d+) metrics: (http\S+)$", line) for line in up.lines) if m}
+        scraped = {node: scrape(url) for node, url in metrics_urls(up).items()}
         assert sorted(scraped) == sorted(pids), up.lines
         assert sum(samples.get(("kafka_server_brokertopicmetrics_messagesin_total", (("topic", "hello"),)), 0)
                    for samples in scraped.values()) == 1
@@ -285,6 +316,10 @@ def test_cluster_up_serves_a_client_sigint_stops_it_and_a_second_up_reuses_its_d
                    for samples in scraped.values()) == 1
         supervisor = re.search(r"^supervisor metrics: (http\S+)$", "\n".join(up.lines), re.M)
         assert supervisor and scrape(supervisor.group(1))[("strom_cluster_ready", ())] == 1, up.lines
+        # The group's lag (kafka-lag-exporter's series, on its coordinator): 1 behind the log end.
+        def lag() -> float:
+            return over_brokers(up, "kafka_consumergroup_group_lag", group="top-view", topic="hello")
+        eventually("the group's lag of 1", lambda: lag() == 1)
 
         # strom top shows the quorum, every broker, the partitions and the group's lag.
         lines = top_once(up, bootstrap)
@@ -304,6 +339,10 @@ def test_cluster_up_serves_a_client_sigint_stops_it_and_a_second_up_reuses_its_d
         while not any(shows_the_cluster(f, leader, epoch) for f in view_frames(up)[-5:]):
             assert time.monotonic() < deadline, (view_frames(up) or [up.screen[-4000:]])[-1]
             time.sleep(0.5)
+
+        # Once the group has caught up, its lag is 0.
+        commit(bootstrap, "top-view", "hello", 1)
+        eventually("no lag once caught up", lambda: lag() == 0)
 
         code = up.interrupt()
         assert code == 0, "\n".join(up.lines)
@@ -326,11 +365,18 @@ def test_cluster_up_serves_a_client_sigint_stops_it_and_a_second_up_reuses_its_d
 
 def test_a_killed_broker_is_reported_and_a_broker_that_does_not_stop_is_killed(tmp_path):
     with cluster_up(str(tmp_path), "--stop-timeout", "2") as up:
-        bootstrap_of(up)
+        bootstrap = bootstrap_of(up)
         pids = up.pids()
+        create_topic(bootstrap, "replicated")  # 3 partitions on all three brokers
+        urp = "kafka_server_replicamanager_underreplicatedpartitions"
+        eventually("every replica in sync", lambda: over_brokers(up, urp) == 0)
         os.kill(pids[("broker", 5)], signal.SIGKILL)
         up.wait_for(rf"broker 5 \(pid {pids[('broker', 5)]}\): exited, killed by SIGKILL", timeout=10)
         up.wait_for(r"broker 5 \(pid \d+\): not running", timeout=10)
+        # Its partitions' leaders on the live brokers count them under-replicated.
+        eventually("under-replicated partitions on the live brokers",
+                   lambda: over_brokers(up, urp, alive={4, 6}) > 0)
+        delete_topic(bootstrap, "replicated")  # so that broker 4's controlled shutdown moves nothing
         os.kill(pids[("broker", 6)], signal.SIGSTOP)  # a hung broker: SIGTERM cannot stop it
 
         code = up.interrupt()
