@@ -64,6 +64,7 @@ def test_a_workload_closed_mid_run_leaves_no_client_running(caplog):
     with pytest.raises(RuntimeError, match="closed"):
         workload.producers[0].producer.produce("t", b"after", partition=0)
     assert all(c.consumer is None for c in workload.consumers)
+    assert workload.crashed() == []  # refused connections are the clients' business, not a crash
     workload.close()  # a second close (a trial's finally after its own stop) is harmless
 
 
@@ -82,3 +83,40 @@ def test_a_transactional_workload_closed_leaves_no_client_running(monkeypatch):
         workload.close()
     assert _librdkafka_threads() == before
     assert not any(a.thread.is_alive() for a in [*workload.producers, *workload.consumers])
+    assert workload.crashed() == []
+
+
+def test_an_actor_whose_thread_an_unexpected_error_ends_is_reported_as_crashed(monkeypatch):
+    """A producer thread that dies of an error nothing expects (not a client's KafkaException)
+    would only shrink the workload and let the trial pass on fewer writers: it is named in
+    crashed(), which fails the trial."""
+    def broken(self):
+        raise ValueError("a bug in the actor")
+
+    monkeypatch.setattr(W.ProducerActor, "_send_paced", broken)
+    workload = Workload({"bootstrap.servers": _nothing_listening()}, "t", 2, producers=2, rate=50.0)
+    try:
+        workload.start()
+        _wait_for(lambda: len(workload.crashed()) == 2)
+    finally:
+        workload.close()
+    crashed = workload.crashed()
+    assert sorted(c.split(":")[0] for c in crashed) == ["p0", "p1"]
+    assert all("ValueError: a bug in the actor" in c for c in crashed)
+
+
+def test_a_transactional_actor_that_crashes_is_reported_and_a_clean_one_is_not(monkeypatch):
+    monkeypatch.setattr(W, "TXN_CALL_S", 1.0)
+
+    def broken(self):
+        raise KeyError("lost state")
+
+    workload = TxnWorkload({"bootstrap.servers": _nothing_listening()}, "t", 2, seed=1)
+    monkeypatch.setattr(workload.producers[0], "_new_instance", broken.__get__(workload.producers[0]))
+    try:
+        workload.start()
+        _wait_for(lambda: bool(workload.crashed()))
+    finally:
+        workload.close()
+    (crashed,) = workload.crashed()
+    assert crashed.startswith("t0: KeyError: 'lost state'")

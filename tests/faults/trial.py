@@ -97,6 +97,7 @@ class TrialResult:
     dead: list[int] = field(default_factory=list)  # nodes not running that the schedule did not stop
     dead_why: dict[int, str] = field(default_factory=dict)  # each dead node's exit code and log tail
     fatal: list[str] = field(default_factory=list)  # producers' fatal errors
+    crashed: list[str] = field(default_factory=list)  # workload threads an unexpected exception ended
     check: dict = field(default_factory=dict)
     ok: bool = False
     error: str = ""
@@ -139,7 +140,8 @@ class TrialResult:
                 f"{self._reads()}{self._deaths()}{self.error}\nreplay: {self.replay}")
 
     def _deaths(self) -> str:
-        return "".join(f"\nnode {n} died outside the schedule, {why}" for n, why in self.dead_why.items())
+        return ("".join(f"\nnode {n} died outside the schedule, {why}" for n, why in self.dead_why.items())
+                + "".join(f"\nworkload thread crashed: {why}" for why in self.crashed))
 
     def _reads(self) -> str:
         if self.read_replica is None:
@@ -307,6 +309,7 @@ def run_trial(seed: int, kinds: list[str] | None = None, length_s: float = 30.0,
                 workload.stop_consumers()
             finally:
                 workload.close()
+                result.crashed = workload.crashed()
             if racks:
                 result.read_bytes = net.received(CONSUMERS)
             history = list(workload.history)
@@ -320,7 +323,8 @@ def run_trial(seed: int, kinds: list[str] | None = None, length_s: float = 30.0,
     result.failovers = _failovers(faults, history)
     result.history = [*history, *reads, *replicas, *committed]  # all the checker saw
     result.check = checked.to_dict()
-    result.ok = checked.ok and not result.dead and not result.error and not result.fatal
+    result.ok = (checked.ok and not result.dead and not result.error and not result.fatal
+                 and not result.crashed)
     return result
 
 
@@ -485,6 +489,7 @@ def run_txn_trial(seed: int, kinds: list[str], length_s: float = 30.0, producers
                 mark("consumers caught up")
             finally:
                 workload.close()
+                result.crashed = workload.crashed()
             history = list(workload.history)
         mark("cluster down")
     checked = C.check_transactions(history, reads, stable, ignore={PROBE.decode()})
@@ -495,8 +500,8 @@ def run_txn_trial(seed: int, kinds: list[str], length_s: float = 30.0, producers
     result.history = [*history, *reads, *stable]
     result.check = checked.to_dict()
     # fatal errors are expected here (a zombie is fenced, a coordinator's loss may fence a
-    # producer): the checker judges what they left
-    result.ok = checked.ok and not result.dead and not result.error
+    # producer): the checker judges what they left; a thread of the workload that died is not
+    result.ok = checked.ok and not result.dead and not result.error and not result.crashed
     return result
 
 

@@ -79,6 +79,13 @@ def _client_log(actor: str) -> Callable:
     return record
 
 
+def crash_text(name: str, e: BaseException) -> str:
+    """An actor's thread ended by an exception nothing in it expects: what the trial reports."""
+    import traceback
+
+    return f"{name}: {type(e).__name__}: {e}\n" + "".join(traceback.format_exception(e)[-6:])
+
+
 class ProducerActor:
     def __init__(self, name: str, client: dict, topic: str, partitions: int, rate: float,
                  history: list, clock: Callable[[], float]) -> None:
@@ -86,6 +93,7 @@ class ProducerActor:
         self.history, self.clock = history, clock
         self.sent = 0
         self.fatal: list[str] = []  # fatal errors of the idempotent producer (each replaced it)
+        self.crashed: str | None = None  # what ended its thread, if anything unexpected did
         self.config = {
             **client, "client.id": name, "acks": "all",
             "enable.idempotence": True, "linger.ms": 5, **CLIENT_TIMEOUTS,
@@ -106,6 +114,13 @@ class ProducerActor:
         return delivered
 
     def _run(self) -> None:
+        try:
+            self._produce()
+        except BaseException as e:  # noqa: BLE001 -- a dead actor fails the trial (crashed)
+            self.crashed = crash_text(self.name, e)
+            log.error("%s", self.crashed)
+
+    def _produce(self) -> None:
         while not self._stop.is_set():
             try:
                 self._send_paced()
@@ -180,6 +195,7 @@ class ConsumerActor:
         self.consumer: Consumer | None = None
         self._started = threading.Event()
         self.error: BaseException | None = None
+        self.crashed: str | None = None  # what ended its thread, if anything unexpected did
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
 
@@ -198,6 +214,14 @@ class ConsumerActor:
             return
         finally:
             self._started.set()
+        try:
+            self._poll()
+        except BaseException as e:  # noqa: BLE001 -- a dead actor fails the trial (crashed)
+            self.crashed = crash_text(self.name, e)
+            log.error("%s", self.crashed)
+
+    def _poll(self) -> None:
+        assert self.consumer is not None
         if self.group is not None:
             self.consumer.subscribe([self.topic], on_assign=self._new_session, on_revoke=self._new_session,
                                     on_lost=self._new_session)
@@ -281,6 +305,10 @@ class Workload:
     def fatal(self) -> list[str]:
         return [f"{p.name}: {e}" for p in self.producers for e in p.fatal]
 
+    def crashed(self) -> list[str]:
+        """Actors whose thread an unexpected exception ended: the workload shrank under the trial."""
+        return [a.crashed for a in [*self.producers, *self.consumers] if a.crashed]
+
     def acked(self) -> int:
         return sum(1 for e in self.history if isinstance(e, C.Ack))
 
@@ -333,6 +361,7 @@ class TxnProducerActor:
         self.instance = 0
         self.number = 0
         self.fatal: list[str] = []
+        self.crashed: str | None = None  # what ended its thread, if anything unexpected did
         self.current: tuple[int, str, list[tuple[int, str]], float] | None = None
         self.config = {
             **client, "client.id": name, "transactional.id": name,
@@ -374,6 +403,9 @@ class TxnProducerActor:
                 time.sleep(TXN_PAUSE_S)
         except _Stopped:
             pass
+        except BaseException as e:  # noqa: BLE001 -- a dead actor fails the trial (crashed)
+            self.crashed = crash_text(self.name, e)
+            log.error("%s", self.crashed)
 
     def _write(self, producer: Producer, instance: int) -> tuple[int, str, list[tuple[int, str]], float]:
         self.number += 1
@@ -531,6 +563,10 @@ class TxnWorkload:
 
     def fatal(self) -> list[str]:
         return [f"{p.name}: {e}" for p in self.producers for e in p.fatal]
+
+    def crashed(self) -> list[str]:
+        """Actors whose thread an unexpected exception ended: the workload shrank under the trial."""
+        return [a.crashed for a in [*self.producers, *self.consumers] if a.crashed]
 
     def polled_up_to(self) -> dict[tuple[str, int], int]:
         seen: dict[tuple[str, int], int] = {}
