@@ -10,7 +10,8 @@ higher one an upgrade. metadata.version must be a level that exists, not below 3
 first with FeatureLevelRecord), and a downgrade across a version that changed the metadata's
 format is refused (unsafe downgrades are not supported, as in Kafka). Any other feature at a
 level of 1 or more needs metadata.version 3.3-IV0 and its own dependencies (KIP-1022: the
-eligible leader replicas need 4.0-IV1), read from the levels the request leaves finalized.
+eligible leader replicas need 4.0-IV1; group.version 1, the consumer rebalance protocol of
+KIP-848, needs nothing more), read from the levels the request leaves finalized.
 
 A change is a FeatureLevelRecord per feature, all in one batch; level 0 removes the feature
 from the finalized ones. validate_only checks and writes nothing. The answer's message on a
@@ -29,6 +30,7 @@ from protocol.errors import Error
 METADATA_VERSION = "metadata.version"
 ELR_FEATURE = "eligible.leader.replicas.version"
 TRANSACTION_VERSION = "transaction.version"
+GROUP_VERSION = "group.version"
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 
 # MetadataVersion's feature levels: release name, and whether it changed the metadata's format
@@ -49,6 +51,7 @@ SUPPORTED: dict[str, tuple[int, int]] = {
     METADATA_VERSION: (1, max(METADATA_VERSIONS)),
     ELR_FEATURE: (0, 1),
     TRANSACTION_VERSION: (0, 2),
+    GROUP_VERSION: (0, 1),
 }
 DISABLED = (0, 0)
 
