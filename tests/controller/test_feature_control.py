@@ -182,3 +182,46 @@ def test_the_active_controller_serves_update_features_and_commits_before_answeri
     assert answer.error_code == Error.NONE
     assert [(r.feature, r.error_code) for r in answer.results] == [("transaction.version", Error.NONE)]
     assert "transaction.version" not in features and features["metadata.version"] == 25
+
+
+GROUP_VERSION_BROKER = [F(name="metadata.version", min_supported_version=1, max_supported_version=25),
+                        F(name="group.version", min_supported_version=0, max_supported_version=1)]
+
+
+def test_group_version_upgrades_to_1_and_disables_with_a_safe_downgrade():
+    img = image(broker_features={1: GROUP_VERSION_BROKER, 2: GROUP_VERSION_BROKER})
+    result = update(img, ("group.version", 1, UPGRADE))
+    assert result.response.error_code == Error.NONE
+    replay(img, result.records)
+    assert img.features["group.version"] == 1
+    result = update(img, ("group.version", 0, SAFE_DOWNGRADE))
+    assert result.response.error_code == Error.NONE
+    replay(img, result.records)
+    assert "group.version" not in img.features
+
+
+def test_group_version_above_1_is_refused_by_the_local_controller():
+    img = image(broker_features={1: GROUP_VERSION_BROKER, 2: GROUP_VERSION_BROKER})
+    result = update(img, ("group.version", 2, UPGRADE))
+    assert result.response.error_message == ALL_PREFIX + (
+        "Invalid update version 2 for feature group.version. "
+        "Local controller 3000 only supports versions 0-1")
+
+
+def test_group_version_1_is_refused_while_a_broker_does_not_support_it():
+    result = update(image(), ("group.version", 1, UPGRADE))
+    assert result.response.error_code == Error.INVALID_UPDATE_VERSION
+    assert result.response.error_message == ALL_PREFIX + (
+        "Invalid update version 1 for feature group.version. Broker 1 does not support this feature.")
+
+
+def test_group_version_1_depends_on_metadata_version_3_3_iv0_only():
+    old = [F(name="metadata.version", min_supported_version=1, max_supported_version=25),
+           F(name="group.version", min_supported_version=0, max_supported_version=1)]
+    img = image(mv=3, elr=0, txn=0, broker_features={1: old, 2: old})
+    result = update(img, ("group.version", 1, UPGRADE))
+    assert result.response.error_message == ALL_PREFIX + (
+        "Invalid update version 1 for feature group.version. group.version could not be set to 1 because it "
+        "depends on metadata.version=4 (3.3-IV0)")
+    img = image(mv=4, elr=0, txn=0, broker_features={1: old, 2: old})
+    assert update(img, ("group.version", 1, UPGRADE)).response.error_code == Error.NONE
