@@ -56,9 +56,10 @@ REGISTRATION_VERSION = 3
 # refuses the registration when a finalized level is outside its range) and answered in
 # ApiVersions (KIP-584): metadata.version 3.0-IV1 to 4.0-IV3, KIP-966's ELR, and
 # transaction.version 2 (KIP-890 part 2: the partition leader adds a Produce v12's partition to
-# its transaction, the coordinator a TxnOffsetCommit v5's, EndTxn v5 bumps the epoch).
+# its transaction, the coordinator a TxnOffsetCommit v5's, EndTxn v5 bumps the epoch), and
+# group.version 1 (KIP-848: ConsumerGroupHeartbeat and ConsumerGroupDescribe served).
 SUPPORTED_FEATURES = (("metadata.version", 1, 25), ("eligible.leader.replicas.version", 0, 1),
-                      ("transaction.version", 0, 2))
+                      ("transaction.version", 0, 2), ("group.version", 0, 1))
 
 
 def supported_features() -> list:
