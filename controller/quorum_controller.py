@@ -5,8 +5,9 @@ the RaftListener the driver calls) into a MetadataImage. Only the active control
 leader, writes. Once it has replayed everything up to its own epoch's LeaderChange record it
 *activates*: broker sessions start afresh (cluster_control), and a new cluster gets its
 bootstrap features (metadata.version, eligible.leader.replicas.version=1: KIP-966 ELR on
-for new clusters, as from Kafka 4.1, and transaction.version=2: KIP-890 part 2, as Kafka 4.0
-bootstraps it from metadata.version 4.0-IV2), in one batch with the records of strom format's
+for new clusters, as from Kafka 4.1, transaction.version=2: KIP-890 part 2, as Kafka 4.0
+bootstraps it from metadata.version 4.0-IV2, and group.version=1: KIP-848's consumer protocol,
+from 4.0-IV0), in one batch with the records of strom format's
 bootstrap.checkpoint (controller/bootstrap.py: the --add-scram users). A cluster formatted
 before a feature was bootstrapped keeps it unfinalized (level 0), as Kafka's upgrade leaves it
 to kafka-features.
@@ -82,8 +83,9 @@ LIST_OFFSETS_VERSION = 7
 UNCLEAN_CHECK_INTERVAL_MS = 5 * 60 * 1000  # Kafka's, besides the check after a config change
 METADATA_VERSION = 25  # 4.0-IV3, the highest the brokers announce; ELR needs 4.0-IV1 (23)
 TRANSACTION_VERSION_FEATURE = "transaction.version"
+GROUP_VERSION_FEATURE = "group.version"
 BOOTSTRAP_FEATURES = (("metadata.version", METADATA_VERSION), (ELR_FEATURE, 1),
-                      (TRANSACTION_VERSION_FEATURE, 2))
+                      (TRANSACTION_VERSION_FEATURE, 2), (GROUP_VERSION_FEATURE, 1))
 
 
 class NotController(Exception):
