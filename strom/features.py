@@ -57,6 +57,7 @@ LATEST_PRODUCTION_LEVEL = 25  # what a new Strom cluster starts at
 # and what each level depends on (KIP-1022).
 FEATURES: dict[str, dict[int, int]] = {
     "transaction.version": {1: 24, 2: 24},
+    "group.version": {1: 22},
     "eligible.leader.replicas.version": {1: 23},
 }
 DEPENDENCIES: dict[tuple[str, int], dict[str, int]] = {
