@@ -128,7 +128,7 @@ def test_activation_bootstraps_metadata_version_eligible_leader_replicas_and_tra
             await eventually(lambda: "transaction.version" in c.image.features)
             return dict(c.image.features)
     assert run(body()) == {"metadata.version": 25, "eligible.leader.replicas.version": 1,
-                           "transaction.version": 2}
+                           "transaction.version": 2, "group.version": 1}
 
 
 def test_answers_come_after_the_records_are_committed_and_replayed():

@@ -120,10 +120,12 @@ def test_features_describe_prints_supported_and_finalized_levels(node):
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert [line.split("\t")[0] for line in lines] == [
-        "Feature: eligible.leader.replicas.version", "Feature: metadata.version",
+        "Feature: eligible.leader.replicas.version", "Feature: group.version", "Feature: metadata.version",
         "Feature: transaction.version"]
+    assert re.fullmatch(r"Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\t"
+                        r"FinalizedVersionLevel: 1\tEpoch: \d+", lines[1]), lines[1]
     assert re.fullmatch(r"Feature: metadata.version\tSupportedMinVersion: 3.0-IV1\tSupportedMaxVersion: "
-                        r"4.0-IV3\tFinalizedVersionLevel: 4.0-IV\d\tEpoch: \d+", lines[1]), lines[1]
+                        r"4.0-IV3\tFinalizedVersionLevel: 4.0-IV\d\tEpoch: \d+", lines[2]), lines[2]
 
 
 
@@ -153,8 +155,8 @@ def test_features_upgrade_and_downgrade_change_the_finalized_levels_as_kafka_fea
            "FinalizedVersionLevel: 4.0-IV2\t" in described
     assert features("--bootstrap-controller", f"127.0.0.1:{node.controller_port}", "upgrade",
                     "--release-version", "4.0-IV3") == (
-        0, "eligible.leader.replicas.version was upgraded to 1.\nmetadata.version was upgraded to 25.\n"
-           "transaction.version was upgraded to 2.\n")
+        0, "eligible.leader.replicas.version was upgraded to 1.\ngroup.version was upgraded to 1.\n"
+           "metadata.version was upgraded to 25.\ntransaction.version was upgraded to 2.\n")
 
 def test_topics_alter_adds_partitions_and_describe_reports_filter_as_kafka_topics(node, capsys):
     from strom.cli import main

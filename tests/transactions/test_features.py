@@ -51,3 +51,8 @@ def test_the_broker_supports_every_level_a_new_cluster_bootstraps():
     for name, level in BOOTSTRAP_FEATURES:
         assert ranges[name][0] <= level <= ranges[name][1], name
     assert dict(BOOTSTRAP_FEATURES)["transaction.version"] == 2
+
+
+def test_a_new_cluster_bootstraps_group_version_1_and_brokers_support_0_to_1_as_kafka_4():
+    assert dict(BOOTSTRAP_FEATURES)["group.version"] == 1
+    assert ("group.version", 0, 1) in SUPPORTED_FEATURES

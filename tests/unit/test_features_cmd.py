@@ -25,7 +25,7 @@ def test_upgrade_features_each_with_its_level_and_the_deprecated_metadata_flag_n
 
 def test_release_version_sets_metadata_version_and_each_features_level_at_that_release():
     updates, _ = features.planned_updates(args("upgrade", "--release-version", "4.0-IV3"), "upgrade")
-    assert updates == {"metadata.version": (25, 1), "transaction.version": (2, 1),
+    assert updates == {"metadata.version": (25, 1), "transaction.version": (2, 1), "group.version": (1, 1),
                        "eligible.leader.replicas.version": (1, 1)}
     # an upgrade never asks for level 0; a downgrade does
     updates, _ = features.planned_updates(args("upgrade", "--release-version", "3.9"), "upgrade")
@@ -33,7 +33,7 @@ def test_release_version_sets_metadata_version_and_each_features_level_at_that_r
     updates, _ = features.planned_updates(args("downgrade", "--release-version", "3.9-IV0", "--unsafe"),
                                           "downgrade")
     assert updates == {"metadata.version": (21, UNSAFE), "transaction.version": (0, UNSAFE),
-                       "eligible.leader.replicas.version": (0, UNSAFE)}
+                       "group.version": (0, UNSAFE), "eligible.leader.replicas.version": (0, UNSAFE)}
 
 
 def test_release_version_with_other_flags_and_unknown_versions_are_refused_in_kafkas_words():
@@ -93,7 +93,9 @@ def test_a_top_level_error_fails_every_feature_with_the_controllers_message():
 
 def test_version_mapping_prints_the_levels_a_release_sets():
     assert features.version_mapping("3.9-IV0") == ["metadata.version=21 (3.9-IV0)", "transaction.version=0",
-                                                   "eligible.leader.replicas.version=0"]
+                                                   "group.version=0", "eligible.leader.replicas.version=0"]
+    assert features.version_mapping("4.0-IV0") == ["metadata.version=22 (4.0-IV0)", "transaction.version=0",
+                                                   "group.version=1", "eligible.leader.replicas.version=0"]
     assert features.version_mapping(None)[0] == "metadata.version=25 (4.0-IV3)"
     with pytest.raises(features.CommandError,
                        match=r"^Unknown release version '9.9'. Supported versions are: 3.3-IV0 to 4.0-IV3$"):
@@ -105,6 +107,7 @@ def test_feature_dependencies_name_each_level_needed():
                                           "transaction.version=2"]) == [
         "eligible.leader.replicas.version=1 requires:", "    metadata.version=23 (4.0-IV1)",
         "metadata.version=5 (3.3-IV1) has no dependencies.", "transaction.version=2 has no dependencies."]
+    assert features.feature_dependencies(["group.version=1"]) == ["group.version=1 has no dependencies."]
     with pytest.raises(features.CommandError, match="^Unknown feature: nope$"):
         features.feature_dependencies(["nope=1"])
     with pytest.raises(features.CommandError, match="^Unknown metadata.version 99$"):
