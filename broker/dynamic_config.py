@@ -40,9 +40,7 @@ change is checked against (Kafka's rule, metadata.configs.check_thread_count).
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
 import logging
-import socket
 from typing import Any
 
 from metadata.configs import (
@@ -58,7 +56,7 @@ from metadata.configs import (
     wrapped_config_exception,
 )
 from protocol.errors import Error
-from protocol.limits import ListenerQuota
+from protocol.limits import ListenerQuota, resolve_ip_overrides
 from security.quotas import IpConnectionQuotas
 
 log = logging.getLogger("strom.broker")
@@ -72,23 +70,12 @@ CONNECTIONS = ("max.connections", "max.connections.per.ip", "max.connections.per
 
 
 def resolve_overrides(value: str) -> dict[str, int]:
-    """max.connections.per.ip.overrides keyed by the address a peer shows (an IP as written, a
-    host name resolved; one that does not resolve is left out and logged)."""
-    out: dict[str, int] = {}
-    for host, n in check_ip_overrides(value).items():
-        try:
-            out[str(ipaddress.ip_address(host))] = n
-            continue
-        except ValueError:
-            pass
-        try:
-            infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
-        except OSError as e:
-            log.warning("max.connections.per.ip.overrides: cannot resolve %s: %s", host, e)
-            continue
-        for info in infos:
-            out[str(ipaddress.ip_address(info[4][0]))] = n
-    return out
+    """max.connections.per.ip.overrides keyed by the address a peer shows (protocol.limits'
+    resolver); a host that does not resolve is left out and logged."""
+    def unresolved(host: str, e: OSError) -> None:
+        log.warning("max.connections.per.ip.overrides: cannot resolve %s: %s", host, e)
+
+    return resolve_ip_overrides(check_ip_overrides(value), unresolved)
 
 
 class DynamicBrokerConfig:

@@ -58,12 +58,36 @@ from __future__ import annotations
 
 import collections
 import ipaddress
+import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 UNLIMITED = (1 << 31) - 1  # Kafka's default for the connection limits: Int.MaxValue
 BLOCKED = 1 << 62  # taken off MemoryPool.free while readers wait (see the table above)
 CREATION_WINDOW_MS = 1000
+
+
+def resolve_ip_overrides(overrides: Mapping[str, int],
+                         unresolved: Callable[[str, OSError], None]) -> dict[str, int]:
+    """max.connections.per.ip.overrides keyed by the address a peer's connection shows: an IP as
+    written, a host name by each address it resolves to (once, now); a host that does not
+    resolve goes to ``unresolved(host, error)``, which raises (a node's config at start) or
+    logs it and leaves it out (a dynamic change)."""
+    out: dict[str, int] = {}
+    for host, n in overrides.items():
+        try:
+            out[str(ipaddress.ip_address(host))] = n
+            continue
+        except ValueError:
+            pass
+        try:
+            infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+        except OSError as e:
+            unresolved(host, e)
+            continue
+        for info in infos:
+            out[str(ipaddress.ip_address(info[4][0]))] = n
+    return out
 
 
 class FrameTooLarge(Exception):

@@ -7,9 +7,7 @@ engine.config.BROKER_SYNONYMS.
 from __future__ import annotations
 
 import functools
-import ipaddress
 import re
-import socket
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +25,7 @@ from metadata.configs import (
 from protocol.client import ClientSecurity
 from protocol.context import PLAINTEXT, SASL_PROTOCOLS, SECURITY_PROTOCOLS, TLS_PROTOCOLS, KafkaPrincipal
 from protocol.limits import ListenerLimits, ListenerQuota
+from protocol.limits import resolve_ip_overrides as resolve_addresses
 from replication.replica_selector import selector_name
 from security import tls
 from security.authorizer import STANDARD_AUTHORIZER_NAMES, parse_super_users
@@ -332,21 +331,12 @@ def parse_ip_overrides(value: str) -> dict[str, int]:
 
 
 def resolve_ip_overrides(overrides: dict[str, int]) -> dict[str, int]:
-    """The overrides keyed by the address a peer's connection shows (host names resolved once)."""
-    out = {}
-    for host, n in overrides.items():
-        try:
-            out[str(ipaddress.ip_address(host))] = n
-            continue
-        except ValueError:
-            pass
-        try:
-            infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
-        except OSError as e:
-            raise ConfigError("max.connections.per.ip.overrides", f"cannot resolve {host!r}: {e}") from None
-        for info in infos:
-            out[str(ipaddress.ip_address(info[4][0]))] = n
-    return out
+    """The overrides keyed by the address a peer's connection shows (host names resolved once);
+    a host that does not resolve stops startup naming the property."""
+    def unresolved(host: str, e: OSError) -> None:
+        raise ConfigError("max.connections.per.ip.overrides", f"cannot resolve {host!r}: {e}") from None
+
+    return resolve_addresses(overrides, unresolved)
 
 
 def _convert(name: str, kind: str, raw: Any) -> Any:
