@@ -9,12 +9,8 @@ ActiveControllerCount is 1 on the active controller only, so its sum over the qu
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from metadata.image import MetadataImage
-from raft.metrics import PREFIX as RAFT_PREFIX
-from raft.metrics import RAFT_NAMES, RaftTimings, current_state, raft_values
+from raft.metrics import RaftTimings, register_raft
 
 PREFIX = "kafka_controller_kafkacontroller_"
 NO_LEADER = -1
@@ -54,27 +50,3 @@ def register(registry, controller, timings: RaftTimings | None = None) -> None:
         registry.gauge(name, "Kafka's kafka.controller:type=KafkaController gauge",
                        lambda name=name: controller_values(controller.state, active())[name])
     register_raft(registry, lambda: controller.raft, timings)
-
-
-def register_raft(registry, driver: Callable[[], Any], timings: RaftTimings | None = None) -> None:
-    """raft-metrics as the JMX exporter with Strimzi's rules renders them: current-state a 1
-    labelled with the state, the others gauges (append-records-total and the -max latencies
-    gauges too: the registry's counters are its own plain counts). ``driver()`` is the
-    RaftDriver, None before it exists; nothing is served for a replica not started. The
-    latencies and appended records are the driver's own ``timings`` unless ``timings`` is given."""
-    def values() -> dict[str, float]:
-        raft = driver()
-        if raft is None or getattr(raft, "core", None) is None:
-            return {}
-        return raft_values(raft.core, raft.log.end_offset().offset, timings or getattr(raft, "timings", None))
-
-    def state() -> dict[tuple[str, ...], int]:
-        raft = driver()
-        if raft is None or getattr(raft, "core", None) is None:
-            return {}
-        return {(current_state(raft.core),): 1}
-
-    registry.gauge(RAFT_PREFIX + "current_state", "KRaft's current-state", state, ("current_state",))
-    for name in RAFT_NAMES:
-        add = registry.counter_fn if name.endswith("_total") else registry.gauge
-        add(name, "KRaft's raft-metrics", lambda name=name: values().get(name, 0))
