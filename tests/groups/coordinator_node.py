@@ -45,6 +45,8 @@ class CoordinatorNode:
     def __init__(self, tmp_path, node_id: int, cluster, commit_timeout_ms: int = 5000, **properties):
         """``properties``: further broker properties, by Kafka name."""
         self.node = Node(tmp_path, node_id, cluster)
+        if "group.version" not in cluster.image.features:  # as a new cluster bootstraps it
+            cluster.replay(M.FeatureLevelRecord(name="group.version", feature_level=1))
         config = {
             "group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 6000,
             "group.max.session.timeout.ms": 1800000, "group.max.size": 100,
