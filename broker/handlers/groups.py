@@ -2,7 +2,11 @@
 Heartbeat, LeaveGroup, OffsetCommit, TxnOffsetCommit, OffsetFetch, OffsetDelete,
 DescribeGroups, ListGroups, DeleteGroups;
 and the consumer group protocol (KIP-848): ConsumerGroupHeartbeat, ConsumerGroupDescribe,
-served when ``group.coordinator.rebalance.protocols`` lists ``consumer``.
+served when ``group.coordinator.rebalance.protocols`` lists ``consumer``. As Kafka's KafkaApis,
+they also need the cluster's finalized group.version at 1 or more (a new cluster bootstraps 1),
+read from the image at each request: below it ConsumerGroupHeartbeat answers UNSUPPORTED_VERSION
+and ConsumerGroupDescribe the same for every group asked (both still advertised in ApiVersions);
+the classic protocol is served whatever the level.
 
 Requests become calls on the coordinator core (broker/groups/coordinator.py); the shell
 (broker/groups/runtime.py) appends what the core asks for and completes parked requests.
@@ -67,6 +71,7 @@ if TYPE_CHECKING:
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 NO_OFFSET = -1
+GROUP_VERSION = "group.version"
 
 
 def client_host(ctx: RequestContext) -> str:
@@ -109,6 +114,10 @@ class GroupApis:
             Api(42, 0, 2, self.handle_delete_groups),
             Api(47, 0, 0, self.handle_offset_delete),
         ]
+
+    def _consumer_protocol_enabled(self) -> bool:
+        """group.version 1 (GroupVersion.isConsumerRebalanceProtocolSupported); absent is 0."""
+        return self.image().features.get(GROUP_VERSION, 0) >= 1
 
     def _coordinator_error(self, group_id: str) -> int:
         if not self.groups.ensure_offsets_topic():
@@ -545,6 +554,8 @@ class GroupApis:
     # ---- the consumer group protocol ----------------------------------------------------
 
     async def handle_consumer_group_heartbeat(self, ctx: RequestContext, req):
+        if not self._consumer_protocol_enabled():
+            return M.ConsumerGroupHeartbeatResponse(error_code=Error.UNSUPPORTED_VERSION)
         if not self._may(ctx, READ, GROUP, req.group_id):
             return M.ConsumerGroupHeartbeatResponse(error_code=Error.GROUP_AUTHORIZATION_FAILED)
         code = self._coordinator_error(req.group_id)
@@ -560,6 +571,10 @@ class GroupApis:
         return response
 
     async def handle_consumer_group_describe(self, ctx: RequestContext, req):
+        if not self._consumer_protocol_enabled():
+            return M.ConsumerGroupDescribeResponse(groups=[M.ConsumerGroupDescribeResponse.DescribedGroup(
+                error_code=Error.UNSUPPORTED_VERSION, group_id=group_id, group_state="", assignor_name="")
+                for group_id in req.group_ids])
         names = {t.topic_id: name for name, t in self.image().topics.items()}
         out = []
         for group_id in req.group_ids:
