@@ -169,3 +169,37 @@ def test_a_member_s_client_host_is_its_connection_s_address_as_kafka_writes_it(t
         (described,) = (await node.call(69, 0, M.ConsumerGroupDescribeRequest(group_ids=["cg"]))).groups
         assert [m.client_host for m in described.members] == ["/127.0.0.1"]
     run(main())
+
+
+def test_consumer_group_heartbeat_and_describe_answer_unsupported_version_while_group_version_is_0(tmp_path):
+    """Kafka's KafkaApis serves the consumer protocol only while group.version is at least 1
+    (isConsumerGroupProtocolEnabled): below, ConsumerGroupHeartbeat answers UNSUPPORTED_VERSION
+    and ConsumerGroupDescribe the same for every group asked, while the classic protocol goes on;
+    back at 1 the consumer protocol is served again, without a restart."""
+    async def main():
+        cluster, node = await _node(tmp_path)
+        H = M.ConsumerGroupHeartbeatRequest
+        heartbeat = H(group_id="cg", member_id="m1", member_epoch=0, rebalance_timeout_ms=30000,
+                      subscribed_topic_names=["t"], topic_partitions=[])
+        describe = M.ConsumerGroupDescribeRequest(group_ids=["cg", "other"])
+        cluster.replay(M.FeatureLevelRecord(name="group.version", feature_level=0))
+        refused = await node.call(68, 1, heartbeat)
+        assert (refused.error_code, refused.member_id, refused.member_epoch, refused.assignment) == (
+            Error.UNSUPPORTED_VERSION, None, 0, None)
+        described = (await node.call(69, 0, describe)).groups
+        assert [(g.group_id, g.error_code, g.members) for g in described] == [
+            ("cg", Error.UNSUPPORTED_VERSION, []), ("other", Error.UNSUPPORTED_VERSION, [])]
+        assert 68 in node.apis and 69 in node.apis, "still advertised in ApiVersions, as Kafka's"
+        # the classic protocol goes on
+        joining = asyncio.ensure_future(node.join())
+        while not joining.done():
+            await asyncio.sleep(0.01)
+            node.runtime.run(node.core.tick(_now_ms()))
+        assert joining.result().error_code == Error.NONE
+        assert await _commit(node, {"t": {0: 5}}, group="h") == {("t", 0): Error.NONE}
+        cluster.replay(M.FeatureLevelRecord(name="group.version", feature_level=1))
+        joined = await node.call(68, 1, heartbeat)
+        assert (joined.error_code, joined.member_id, joined.member_epoch) == (Error.NONE, "m1", 1)
+        (found, _) = (await node.call(69, 0, describe)).groups
+        assert found.error_code == Error.NONE and [m.member_id for m in found.members] == ["m1"]
+    run(main())
