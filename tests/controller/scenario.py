@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from typing import Any
 
 from controller.cluster_control import ClusterControl
 from controller.placement import StripedReplicaPlacer
@@ -16,7 +17,7 @@ from controller.replication_control import ELR_FEATURE, ReplicationControl
 from controller.result import ControllerResult
 from controller.topic_control import TopicControl
 from engine.config import LogConfig
-from metadata.configs import TOPIC_RESOURCE
+from metadata.configs import BROKER_RESOURCE, TOPIC_RESOURCE
 from metadata.image import MetadataImage, PartitionState
 from protocol import messages as M
 from protocol.errors import Error
@@ -25,6 +26,14 @@ from protocol.metadata_records import decode_record, encode_record
 CLUSTER_ID = "scenario-cluster"
 SESSION_MS = 9000
 DISCONNECT_FENCE_MS = 500
+
+
+def broker_configs(name: str, *ops: tuple[str, int, str | None]) -> Any:
+    """An IncrementalAlterConfigs resource of broker ``name`` ("" the cluster default): each op
+    (config, operation, value)."""
+    R = M.IncrementalAlterConfigsRequest
+    return R.AlterConfigsResource(resource_type=BROKER_RESOURCE, resource_name=name, configs=[
+        R.AlterConfigsResource.AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in ops])
 
 
 class Scenario:
@@ -126,6 +135,13 @@ class Scenario:
     def set_topic_config(self, topic: str, name: str, value: str | None) -> None:
         self.commit([M.ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=topic, name=name,
                                     value=value)])
+
+    def alter_configs(self, *resources) -> list[tuple[int, str | None]]:
+        """IncrementalAlterConfigs of ``resources``, what it wrote committed: each resource's
+        (error code, message)."""
+        request = M.IncrementalAlterConfigsRequest(resources=list(resources))
+        response = self.apply(self.topics.incremental_alter_configs(self.image, request))
+        return [(r.error_code, r.error_message) for r in response.responses]
 
     def partition(self, topic: str, index: int = 0) -> PartitionState:
         return self.image.topics[topic].partitions[index]

@@ -7,23 +7,14 @@ dynamically"."""
 import pytest
 
 from metadata.configs import APPEND, BROKER_RESOURCE, SERVICE_CONFIGS, SET, check_thread_count
-from protocol import messages as M
 from protocol.errors import Error
 from tests.controller.scenario import Scenario
+from tests.controller.scenario import broker_configs as resource
 
 BROKER = BROKER_RESOURCE
-R = M.IncrementalAlterConfigsRequest
 OK = [(Error.NONE, None)]
 
 
-def resource(name, *ops):
-    return R.AlterConfigsResource(resource_type=BROKER, resource_name=name, configs=[
-        R.AlterConfigsResource.AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in ops])
-
-
-def alter(s: Scenario, *resources):
-    response = s.apply(s.topics.incremental_alter_configs(s.image, R(resources=list(resources))))
-    return [(r.error_code, r.error_message) for r in response.responses]
 
 
 @pytest.fixture
@@ -41,8 +32,8 @@ def s():
     ("max.connection.creation.rate", "50"),
 ])
 def test_kafkas_reconfigurable_broker_configs_are_updated_dynamically(s, name, value):
-    assert alter(s, resource("", (name, SET, value))) == OK
-    assert alter(s, resource("1", (name, SET, value))) == OK
+    assert s.alter_configs(resource("", (name, SET, value))) == OK
+    assert s.alter_configs(resource("1", (name, SET, value))) == OK
     assert s.image.configs[(BROKER, "")] == {name: value}
     assert s.image.configs[(BROKER, "1")] == {name: value}
 
@@ -62,19 +53,19 @@ def test_kafkas_reconfigurable_broker_configs_are_updated_dynamically(s, name, v
 ])
 def test_a_dynamic_broker_config_must_be_of_kafkas_type_and_bound_else_invalid_config(s, name, value,
                                                                                      message):
-    assert alter(s, resource("1", (name, SET, value))) == [(Error.INVALID_CONFIG, message)]
+    assert s.alter_configs(resource("1", (name, SET, value))) == [(Error.INVALID_CONFIG, message)]
     assert s.image.configs.get((BROKER, "1")) is None
 
 
 def test_a_thread_count_takes_no_append_as_it_is_not_a_list(s):
-    assert alter(s, resource("", ("num.io.threads", APPEND, "1"))) == [
+    assert s.alter_configs(resource("", ("num.io.threads", APPEND, "1"))) == [
         (Error.INVALID_CONFIG, "Config value append is not allowed for config key: num.io.threads")]
 
 
 @pytest.mark.parametrize("name", ["log.dirs", "broker.rack", "socket.request.max.bytes", "process.roles",
                                   "connections.max.idle.ms"])
 def test_a_broker_config_that_is_not_dynamic_cannot_be_updated_dynamically(s, name):
-    assert alter(s, resource("1", (name, SET, "1"))) == [
+    assert s.alter_configs(resource("1", (name, SET, "1"))) == [
         (Error.INVALID_REQUEST, f"Cannot update these configs dynamically: Set({name})")]
 
 

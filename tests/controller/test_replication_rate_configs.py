@@ -5,25 +5,16 @@ cluster default, each a ConfigRecord of the BROKER resource."""
 import pytest
 
 from metadata.configs import APPEND, BROKER_RESOURCE, DELETE, SET
-from protocol import messages as M
 from protocol.errors import Error
 from tests.controller.scenario import Scenario
+from tests.controller.scenario import broker_configs as resource
 
 BROKER = BROKER_RESOURCE
-R = M.IncrementalAlterConfigsRequest
 OK = [(Error.NONE, None)]
 RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate",
          "replica.alter.log.dirs.io.max.bytes.per.second")
 
 
-def resource(name, *ops):
-    return R.AlterConfigsResource(resource_type=BROKER, resource_name=name, configs=[
-        R.AlterConfigsResource.AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in ops])
-
-
-def alter(s: Scenario, *resources):
-    response = s.apply(s.topics.incremental_alter_configs(s.image, R(resources=list(resources))))
-    return [(r.error_code, r.error_message) for r in response.responses]
 
 
 @pytest.fixture
@@ -33,16 +24,16 @@ def s():
 
 @pytest.mark.parametrize("name", RATES)
 def test_a_replication_rate_is_updated_dynamically_for_a_broker_or_the_cluster_default(s, name):
-    assert alter(s, resource("1", (name, SET, "1048576"))) == OK
-    assert alter(s, resource("", (name, SET, "0"))) == OK
+    assert s.alter_configs(resource("1", (name, SET, "1048576"))) == OK
+    assert s.alter_configs(resource("", (name, SET, "0"))) == OK
     assert s.image.configs[(BROKER, "1")] == {name: "1048576"}
     assert s.image.configs[(BROKER, "")] == {name: "0"}
-    assert alter(s, resource("1", (name, DELETE, None))) == OK
+    assert s.alter_configs(resource("1", (name, DELETE, None))) == OK
     assert s.image.configs.get((BROKER, "1")) is None
 
 
 def test_kafka_reassign_partitions_throttle_sets_both_rates_of_a_broker_in_one_request(s):
-    assert alter(s, resource("2", (RATES[0], SET, "5000"), (RATES[1], SET, "5000"))) == OK
+    assert s.alter_configs(resource("2", (RATES[0], SET, "5000"), (RATES[1], SET, "5000"))) == OK
     assert s.image.configs[(BROKER, "2")] == {RATES[0]: "5000", RATES[1]: "5000"}
 
 
@@ -54,12 +45,12 @@ def test_kafka_reassign_partitions_throttle_sets_both_rates_of_a_broker_in_one_r
                             "leader.replication.throttled.rate: Not a number of type LONG"),
 ])
 def test_a_replication_rate_is_a_long_of_at_least_zero_else_kafkas_invalid_config(s, value, message):
-    assert alter(s, resource("1", (RATES[0], SET, value))) == [(Error.INVALID_CONFIG, message)]
+    assert s.alter_configs(resource("1", (RATES[0], SET, value))) == [(Error.INVALID_CONFIG, message)]
     assert s.image.configs.get((BROKER, "1")) is None
 
 
 def test_a_replication_rate_takes_no_append_as_it_is_not_a_list(s):
-    code, message = alter(s, resource("", (RATES[1], APPEND, "1")))[0]
+    code, message = s.alter_configs(resource("", (RATES[1], APPEND, "1")))[0]
     assert (code, message) == (Error.INVALID_CONFIG,
                                "Config value append is not allowed for config key: "
                                "follower.replication.throttled.rate")

@@ -4,23 +4,14 @@ decides (the broker then reloads them from its image: tests/security/test_tls_re
 import pytest
 
 from metadata.configs import BROKER_RESOURCE, DELETE, SET
-from protocol import messages as M
 from protocol.errors import Error
 from tests.controller.scenario import Scenario
+from tests.controller.scenario import broker_configs as resource
 
-R = M.IncrementalAlterConfigsRequest
 OK = [(Error.NONE, None)]
 LOCATION = "listener.name.ssl.ssl.keystore.location"
 
 
-def resource(name, *ops):
-    return R.AlterConfigsResource(resource_type=BROKER_RESOURCE, resource_name=name, configs=[
-        R.AlterConfigsResource.AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in ops])
-
-
-def alter(s: Scenario, *resources):
-    response = s.apply(s.topics.incremental_alter_configs(s.image, R(resources=list(resources))))
-    return [(r.error_code, r.error_message) for r in response.responses]
 
 
 @pytest.fixture
@@ -38,26 +29,26 @@ def s():
     ("listener.name.ssl.ssl.client.auth", "required"),
 ])
 def test_a_listeners_ssl_configs_are_updated_dynamically_per_broker(s, name, value):
-    assert alter(s, resource("1", (name, SET, value))) == OK
+    assert s.alter_configs(resource("1", (name, SET, value))) == OK
     assert s.image.configs[(BROKER_RESOURCE, "1")] == {name: value}
-    assert alter(s, resource("1", (name, DELETE, None))) == OK
+    assert s.alter_configs(resource("1", (name, DELETE, None))) == OK
     assert (BROKER_RESOURCE, "1") not in s.image.configs
 
 
 def test_a_listeners_ssl_config_at_the_cluster_default_needs_a_broker_id(s):
-    assert alter(s, resource("", (LOCATION, SET, "/etc/strom/broker.pem"))) == [(
+    assert s.alter_configs(resource("", (LOCATION, SET, "/etc/strom/broker.pem"))) == [(
         Error.INVALID_REQUEST, "Cannot update these configs at default cluster level, broker id must be "
                                f"specified: Set({LOCATION})")]
 
 
 def test_an_ssl_config_without_its_listener_prefix_is_refused(s):
-    assert alter(s, resource("1", ("ssl.keystore.location", SET, "/etc/strom/broker.pem"))) == [(
+    assert s.alter_configs(resource("1", ("ssl.keystore.location", SET, "/etc/strom/broker.pem"))) == [(
         Error.INVALID_REQUEST, "These security configs can be dynamically updated only per-listener using "
                                "the listener prefix: Set(ssl.keystore.location)")]
 
 
 def test_a_listeners_ssl_config_kafka_does_not_reconfigure_stays_static(s):
     suites = "listener.name.ssl.ssl.cipher.suites"
-    assert alter(s, resource("1", (suites, SET, "TLS_AES_128_GCM_SHA256"))) == [(
+    assert s.alter_configs(resource("1", (suites, SET, "TLS_AES_128_GCM_SHA256"))) == [(
         Error.INVALID_REQUEST, "Cannot update these configs dynamically: "
                                "Set(listener.name.ssl.ssl.cipher.suites)")]
