@@ -1,6 +1,8 @@
 """The consumer group protocol (KIP-848) against a real node with confluent-kafka consumers
 using ``group.protocol: consumer``: the coordinator's assignment gives every partition to
-exactly one member, through leaves and joins; committed offsets are resumed by a new member."""
+exactly one member, through leaves and joins; committed offsets are resumed by a new member;
+group.version 0, set by ``strom features``, turns the protocol off and 1 on again."""
+import asyncio
 import time
 
 import pytest
@@ -8,6 +10,10 @@ import pytest
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, ConsumerGroupType, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from protocol import messages as M  # noqa: E402
+from protocol.client import KafkaConnection  # noqa: E402
+from protocol.errors import Error  # noqa: E402
 
 PARTITIONS = 6
 DEADLINE_S = 45.0  # a few heartbeat intervals (5 s): a freed partition is handed out on one
@@ -113,3 +119,49 @@ def test_consumer_protocol_new_member_resumes_committed_offsets(shared_node):
         assert rest == 60 - sum(max(o, 0) for o in committed.values())
     finally:
         second.close()
+
+
+def _heartbeat_at(node, group_version: int):
+    """A ConsumerGroupHeartbeat's answer once the broker's ApiVersions finalizes ``group_version``
+    (absent is 0), past the coordinator's loading."""
+    H = M.ConsumerGroupHeartbeatRequest
+    heartbeat = H(group_id="kip848-gv", member_id="kip848-gv-member", member_epoch=0,
+                  rebalance_timeout_ms=30000, subscribed_topic_names=["kip848-gv"], topic_partitions=[])
+
+    async def main():
+        conn = KafkaConnection("127.0.0.1", node.broker_port)
+        await conn.connect()
+        try:
+            deadline = time.monotonic() + 15
+            while True:
+                versions = await conn.request(18, 3, M.ApiVersionsRequest(client_software_name="t",
+                                                                          client_software_version="1"))
+                finalized = {f.name: f.max_version_level for f in versions.finalized_features}
+                if finalized.get("group.version", 0) == group_version:
+                    answer = await conn.request(68, 1, heartbeat)
+                    if answer.error_code not in (Error.COORDINATOR_NOT_AVAILABLE,
+                                                 Error.COORDINATOR_LOAD_IN_PROGRESS):
+                        return answer
+                assert time.monotonic() < deadline, f"group.version {finalized.get('group.version')}"
+                await asyncio.sleep(0.05)
+        finally:
+            await conn.close()
+    return asyncio.run(main())
+
+
+def test_group_version_0_answers_unsupported_version_and_1_serves_the_protocol_again_without_a_restart(
+        shared_node, capsys):
+    from strom.cli import main
+
+    try:
+        assert main(["features", "--bootstrap-server", shared_node.bootstrap, "disable", "--feature",
+                     "group.version"]) == 0
+        assert capsys.readouterr().out == "group.version was disabled.\n"
+        refused = _heartbeat_at(shared_node, 0)
+        assert (refused.error_code, refused.member_epoch) == (Error.UNSUPPORTED_VERSION, 0)
+    finally:
+        assert main(["features", "--bootstrap-server", shared_node.bootstrap, "upgrade", "--feature",
+                     "group.version=1"]) == 0
+    assert capsys.readouterr().out == "group.version was upgraded to 1.\n"
+    joined = _heartbeat_at(shared_node, 1)
+    assert (joined.error_code, joined.member_id, joined.member_epoch) == (Error.NONE, "kip848-gv-member", 1)
