@@ -41,6 +41,7 @@ from __future__ import annotations
 from . import messages as m
 from .errors import NotLeaderError, RaftInvariantError
 from .fetch import FetchHandlers, ParkedFetch
+from .kraft_upgrade import KRaftUpgradeHandlers
 from .log import Entry, OffsetAndEpoch, RaftLog, Snapshot
 from .membership import OffsetHistory
 from .quorum_epoch import QuorumEpochHandlers
@@ -92,7 +93,8 @@ def static_voters(voters) -> VoterSet:
     return VoterSet.of(Voter(i, None, (Endpoint("CONTROLLER", f"node-{i}", 0),), 0, 1) for i in voters)
 
 
-class RaftCore(VoteHandlers, QuorumEpochHandlers, FetchHandlers, SnapshotHandlers, VoterChangeHandlers):
+class RaftCore(VoteHandlers, QuorumEpochHandlers, FetchHandlers, SnapshotHandlers, VoterChangeHandlers,
+               KRaftUpgradeHandlers):
     def __init__(self, local_id: int, voters, log: RaftLog, rng,
                  stored: ElectionState | None, now_ms: int, config: QuorumConfig | None = None, *,
                  directory_id: bytes | None = None, endpoints: tuple[Endpoint, ...] = (),
@@ -176,6 +178,18 @@ class RaftCore(VoteHandlers, QuorumEpochHandlers, FetchHandlers, SnapshotHandler
         base = self._append_as_leader(now_ms, s, values)
         ready = self._take_ready()
         ready.appended_offset = base
+        return ready
+
+    def upgrade_kraft_version(self, now_ms: int, version: int, validate_only: bool = False,
+                              epoch: int | None = None) -> Ready:
+        """Leader only: upgrade kraft.version (kraft_upgrade.py); ``Ready.appended_offset`` is the
+        KRaftVersionRecord's offset, None when nothing was appended (validate_only, or already
+        in force). Raises KRaftUpgradeError (refused) or NotLeaderError, having changed nothing.
+        ``epoch``: the epoch the caller believes it leads in (None: the current one)."""
+        self._now = now_ms
+        offset = self._upgrade_kraft_version(now_ms, version, validate_only, epoch)
+        ready = self._take_ready()
+        ready.appended_offset = offset
         return ready
 
     def request_failed(self, now_ms: int, destination: int, request: m.Message) -> Ready:

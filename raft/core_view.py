@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from .membership import OffsetHistory
     from .quorum_state import Follower, Leader, QuorumConfig, QuorumState, ReplicaState
     from .reconfig import PendingVoterChange
-    from .voters import Endpoint, VoterSet
+    from .voters import Endpoint, Voter, VoterSet
 
 
 class CoreView:
@@ -57,3 +57,4 @@ class CoreView:
         def _resign(self, now_ms: int, s: Leader) -> None: ...
         def _maybe_continue_voter_change(self, now_ms: int | None) -> None: ...
         def _build_fetch_snapshot(self, s: Follower) -> m.FetchSnapshotRequest: ...
+        def _learn_static_voter(self, s: Leader, voter: Voter) -> None: ...

@@ -21,6 +21,7 @@ from .core_view import CoreView
 from .errors import RaftInvariantError
 from .log import Entry
 from .quorum_state import Follower, Leader, ReplicaState
+from .voters import KRaftVersion
 
 
 @dataclass
@@ -66,6 +67,9 @@ class FetchHandlers(CoreView):
                                                       leader_endpoints=self.local_endpoints()))
         if is_voter:
             replica = s.replicas[source]
+            if req.replica_directory_id is not None and self.kraft_version == 0:
+                # A static voter's directory id, learned for an upgrade to kraft.version 1.
+                replica.directory_id = req.replica_directory_id
         else:
             replica = self.observers.setdefault((source, req.replica_directory_id),
                                                 ReplicaState(directory_id=req.replica_directory_id))
@@ -78,12 +82,21 @@ class FetchHandlers(CoreView):
             self._maybe_update_high_watermark(s)
         else:
             self._maybe_continue_voter_change(now_ms)
-        entries = self.log.read(req.fetch_offset, self.config.fetch_max_entries)
+        entries = self._read_for_fetch(req.fetch_offset)
         self._parked.pop(source, None)
         if not entries and req.max_wait_ms > 0 and req.high_watermark >= self.log.high_watermark:
             self._parked[source] = ParkedFetch(req, now_ms + req.max_wait_ms)
             return
         self._answer_fetch(source, req, s, entries)
+
+    def _read_for_fetch(self, offset: int) -> list[Entry]:
+        """Up to fetch_max_entries from ``offset``, never ending between a KRaftVersionRecord and
+        the VotersRecord appended with it (one control batch, kraft_upgrade.py): a replica must
+        not hold kraft.version 1 without its voters, nor commit or snapshot one without the other."""
+        entries = self.log.read(offset, self.config.fetch_max_entries)
+        if entries and isinstance(entries[-1].value, KRaftVersion):
+            entries += self.log.read(entries[-1].offset + 1, 1)
+        return entries
 
     def _fetch_error(self, error: int, req: m.FetchRequest) -> m.FetchResponse:
         q = self.quorum
@@ -99,7 +112,7 @@ class FetchHandlers(CoreView):
 
     def _complete_parked_fetches(self, s: Leader) -> None:
         for replica_id, parked in list(self._parked.items()):
-            entries = self.log.read(parked.request.fetch_offset, self.config.fetch_max_entries)
+            entries = self._read_for_fetch(parked.request.fetch_offset)
             if entries or parked.request.high_watermark < self.log.high_watermark:
                 del self._parked[replica_id]
                 self._answer_fetch(replica_id, parked.request, s, entries)

@@ -155,6 +155,8 @@ class Leader:
     # Not inherited from the previous leader: unknown (-1) until an entry of this epoch commits.
     high_watermark: int = -1
     fetched_since_check: set[int] = field(default_factory=set)
+    # kraft.version 0: what each static voter's UpdateRaftVoter said (kraft_upgrade.py).
+    learned_voters: dict = field(default_factory=dict)
     name = "Leader"
 
     def election_state(self) -> ElectionState:

@@ -97,6 +97,17 @@ class VoterChangeHandlers(CoreView):
         if isinstance(s, Leader) and req.current_leader_epoch != s.epoch:
             error = m.FENCED_LEADER_EPOCH if req.current_leader_epoch < s.epoch else m.UNKNOWN_LEADER_EPOCH
             return self._answer_client(client, error, None)
+        if isinstance(s, Leader) and self.kraft_version == 0:
+            # A static voter tells the leader its directory id and kraft.version range: kept for
+            # an upgrade to kraft.version 1 (kraft_upgrade.py), nothing written.
+            static = self.voter_set.get(req.voter.id)
+            if static is None:
+                return self._answer_client(client, m.VOTER_NOT_FOUND, f"voter {req.voter.id} is not a voter")
+            if not req.voter.supports(0):
+                return self._answer_client(client, m.INVALID_UPDATE_VERSION,
+                                           "kraft.version 0 is outside the voter's range")
+            self._learn_static_voter(s, req.voter)
+            return self._answer_client(client, m.NONE, None)
         refusal = self._voter_change_refusal()
         if refusal is not None:
             return self._answer_client(client, *refusal)
