@@ -238,6 +238,19 @@ class RaftDriver(OutboundRequests):
             self._linger = loop.call_later(self.config.append_linger_ms / 1000, self._drain)
         return last
 
+    def upgrade_kraft_version(self, version: int, validate_only: bool = False,
+                              epoch: int | None = None) -> int | None:
+        """Leader only: upgrade kraft.version (raft/kraft_upgrade.py); the offset of the appended
+        KRaftVersionRecord, None when nothing was appended. Raises KRaftUpgradeError when refused,
+        NotLeaderError when not the leader."""
+        if self.core is None or self.closed:
+            raise NotLeaderError(f"raft node {self.config.node_id} is not the leader")
+        if self.accumulator:
+            self._drain()  # pending values go first
+        ready = self.core.upgrade_kraft_version(self.clock(), version, validate_only, epoch)
+        self._execute(ready)
+        return ready.appended_offset
+
     async def wait_committed(self, offset: int, timeout_s: float) -> None:
         """Until the high watermark passes ``offset`` (and the listener has the entry)."""
         if offset < self._applied:

@@ -2,8 +2,9 @@
 
 Automatic endpoint discovery: a voter sends UpdateRaftVoter (its listeners and its kraft.version
 range) to each new leader — at start and whenever (leader, epoch) changes — until that leader
-acknowledges it. Only a follower sends it, and only with kraft.version 1, where the voter set
-lives in the log.
+acknowledges it. Only a follower sends it. With kraft.version 1 the leader writes the change to
+the voter set in the log; with kraft.version 0 it only learns this voter's directory id and
+range, which an upgrade to kraft.version 1 needs (raft/kraft_upgrade.py).
 
 Auto-join (``controller.quorum.auto.join.enable``): a controller that is an observer (its replica
 key, id and directory id, is not in the voter set) first removes the voter with its id and
@@ -71,7 +72,7 @@ class VoterClient:
         d = self.driver
         c, core = d.config, d.core
         s = core.state
-        if not isinstance(s, Follower) or not core.quorum.is_voter or core.kraft_version < 1:
+        if not isinstance(s, Follower) or not core.quorum.is_voter:
             return False
         if not c.endpoints:
             return False
