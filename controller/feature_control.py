@@ -13,6 +13,13 @@ level of 1 or more needs metadata.version 3.3-IV0 and its own dependencies (KIP-
 eligible leader replicas need 4.0-IV1; group.version 1, the consumer rebalance protocol of
 KIP-848, needs nothing more), read from the levels the request leaves finalized.
 
+kraft.version is not a FeatureLevelRecord (KIP-853): its level is the raft log's, read and
+upgraded through a ``KRaftVersionAccess`` (the quorum's leader, raft/kraft_upgrade.py), which
+refuses, with its own message, what the voters cannot take; only an upgrade is possible (another
+level with a downgrade type: "Can't downgrade the version of this feature."). Every other feature
+is checked first; then the upgrade is appended (validate_only: only checked), and a NoOpRecord
+is the request's record to wait on, committed after it, as Kafka's FeatureControlManager.
+
 A change is a FeatureLevelRecord per feature, all in one batch; level 0 removes the feature
 from the finalized ones. validate_only checks and writes nothing. The answer's message on a
 refusal is Kafka's: "The update failed for all features since the following feature had an
@@ -20,14 +27,16 @@ error: " and the reason; versions 0 and 1 also answer each feature on success.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from controller.result import ControllerResult
 from metadata.image import MetadataImage
 from protocol import messages as M
 from protocol.errors import Error
+from raft.kraft_upgrade import KRaftUpgradeError
 
 METADATA_VERSION = "metadata.version"
+KRAFT_VERSION = "kraft.version"
 ELR_FEATURE = "eligible.leader.replicas.version"
 TRANSACTION_VERSION = "transaction.version"
 GROUP_VERSION = "group.version"
@@ -52,6 +61,7 @@ SUPPORTED: dict[str, tuple[int, int]] = {
     ELR_FEATURE: (0, 1),
     TRANSACTION_VERSION: (0, 2),
     GROUP_VERSION: (0, 1),
+    KRAFT_VERSION: (0, 1),
 }
 DISABLED = (0, 0)
 
@@ -64,6 +74,15 @@ ALL_FAILED = "The update failed for all features since the following feature had
 
 class _Refused(Exception):
     pass
+
+
+class KRaftVersionAccess(Protocol):
+    """The raft log's kraft.version: read, and upgraded by the quorum's leader."""
+
+    def kraft_version(self) -> int: ...
+
+    def upgrade_kraft_version(self, version: int, validate_only: bool) -> None:
+        """Raises KRaftUpgradeError when refused (and the shell's NotController when not leading)."""
 
 
 def range_text(lo: int, hi: int) -> str:
@@ -94,18 +113,26 @@ class FeatureControl:
         self.node_id = node_id
         self.supported = SUPPORTED if supported is None else supported
 
-    def update_features(self, image: MetadataImage, req: Any, version: int) -> ControllerResult:
+    def update_features(self, image: MetadataImage, req: Any, version: int,
+                        kraft: KRaftVersionAccess | None = None) -> ControllerResult:
         R = M.UpdateFeaturesResponse
         updates: dict[str, tuple[int, int]] = {}
         for u in req.feature_updates:
             kind = (SAFE_DOWNGRADE if u.allow_downgrade else UPGRADE) if version == 0 else u.upgrade_type
             updates[u.feature] = (u.max_version_level, kind)
         proposed = dict(image.features)
-        proposed.update({name: level for name, (level, _) in updates.items()})
+        proposed.update({name: level for name, (level, _) in updates.items() if name != KRAFT_VERSION})
         records: list[Any] = []
         try:
             for name, (level, kind) in updates.items():
-                records.append(self._update(image, name, level, kind, proposed))
+                if name == KRAFT_VERSION:
+                    self._check_kraft_version(image, level, kind, kraft, True)
+                else:
+                    records.append(self._update(image, name, level, kind, proposed))
+            if KRAFT_VERSION in updates and not req.validate_only:
+                level, kind = updates[KRAFT_VERSION]
+                if self._check_kraft_version(image, level, kind, kraft, False):
+                    records.append(M.NoOpRecord())
         except _Refused as e:
             return ControllerResult([], R(error_code=Error.INVALID_UPDATE_VERSION,
                                           error_message=ALL_FAILED + str(e)))
@@ -138,6 +165,37 @@ class FeatureControl:
         else:
             self._check_dependencies(name, level, proposed, refuse)
         return M.FeatureLevelRecord(name=name, feature_level=level)
+
+    def _check_kraft_version(self, image: MetadataImage, level: int, kind: int,
+                             kraft: KRaftVersionAccess | None, validate_only: bool) -> bool:
+        """True when an upgrade was asked of the raft leader (not validate_only)."""
+        def refuse(message: str) -> _Refused:
+            return _Refused(f"Invalid update version {level} for feature {KRAFT_VERSION}. {message}")
+
+        if kind not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
+            raise refuse("The controller does not support the given upgrade type.")
+        if kraft is None:
+            raise refuse(f"Local controller {self.node_id} does not support this feature.")
+        current = kraft.kraft_version()
+        if level < 0:
+            raise refuse("A feature version cannot be less than 0.")
+        reason = self._reason_not_supported(image, KRAFT_VERSION, level)
+        if reason is not None:
+            raise refuse(reason)
+        if level < current and kind == UPGRADE:
+            raise refuse("Can't downgrade the version of this feature without setting the upgrade type to "
+                         "either safe or unsafe downgrade.")
+        if level > current and kind != UPGRADE:
+            raise refuse("Can't downgrade to a newer version.")
+        if kind != UPGRADE:
+            if level != current:
+                raise refuse("Can't downgrade the version of this feature.")
+            return False
+        try:
+            kraft.upgrade_kraft_version(level, validate_only)
+        except KRaftUpgradeError as e:
+            raise _Refused(str(e)) from None
+        return not validate_only
 
     def _reason_not_supported(self, image: MetadataImage, name: str, level: int) -> str | None:
         reason = reason_not_supported(level, f"Local controller {self.node_id}",
