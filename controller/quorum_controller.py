@@ -92,6 +92,23 @@ class NotController(Exception):
     """This controller is not (or no longer) the active one."""
 
 
+class _RaftKRaftVersion:
+    """kraft.version as the raft log has it, upgraded by this leader in the epoch it leads
+    (feature_control.KRaftVersionAccess)."""
+
+    def __init__(self, raft, epoch: int) -> None:
+        self.raft, self.epoch = raft, epoch
+
+    def kraft_version(self) -> int:
+        return self.raft.core.kraft_version
+
+    def upgrade_kraft_version(self, version: int, validate_only: bool) -> None:
+        try:
+            self.raft.upgrade_kraft_version(version, validate_only, self.epoch)
+        except NotLeaderError as e:
+            raise NotController(str(e)) from None
+
+
 class QuorumController:
     def __init__(self, node_id: int, cluster_id: str, defaults: dict[str, Any],
                  snapshot_bytes: int = 20 << 20, rng: random.Random | None = None):
@@ -406,7 +423,9 @@ class QuorumController:
         return await self._apply(self.cluster.allocate_producer_ids(self.state, req))
 
     async def handle_update_features(self, header: RequestContext, req) -> Any:
-        return await self._apply(self.feature_control.update_features(self.state, req, header.api_version))
+        kraft = _RaftKRaftVersion(self.raft, self.raft.core.state.epoch)
+        return await self._apply(self.feature_control.update_features(self.state, req, header.api_version,
+                                                                      kraft))
 
     async def handle_unregister_broker(self, header: RequestContext, req) -> Any:
         return await self._apply(self.cluster.unregister(self.state, req.broker_id))
