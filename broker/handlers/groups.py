@@ -2,11 +2,12 @@
 Heartbeat, LeaveGroup, OffsetCommit, TxnOffsetCommit, OffsetFetch, OffsetDelete,
 DescribeGroups, ListGroups, DeleteGroups;
 and the consumer group protocol (KIP-848): ConsumerGroupHeartbeat, ConsumerGroupDescribe,
-served when ``group.coordinator.rebalance.protocols`` lists ``consumer``. As Kafka's KafkaApis,
-they also need the cluster's finalized group.version at 1 or more (a new cluster bootstraps 1),
-read from the image at each request: below it ConsumerGroupHeartbeat answers UNSUPPORTED_VERSION
-and ConsumerGroupDescribe the same for every group asked (both still advertised in ApiVersions);
-the classic protocol is served whatever the level.
+served as Kafka's KafkaApis serves them (isConsumerGroupProtocolEnabled): while
+``group.coordinator.rebalance.protocols`` lists ``consumer`` and the cluster's finalized
+group.version is at least 1 (a new cluster bootstraps 1; read from the image at each request).
+Otherwise ConsumerGroupHeartbeat answers UNSUPPORTED_VERSION and ConsumerGroupDescribe the same
+for every group asked, both still advertised in ApiVersions; the classic protocol is served
+whatever the level.
 
 Requests become calls on the coordinator core (broker/groups/coordinator.py); the shell
 (broker/groups/runtime.py) appends what the core asks for and completes parked requests.
@@ -96,11 +97,9 @@ class GroupApis:
         self.authorizer = authorizer
 
     def apis(self) -> list[Api]:
-        consumer = [Api(68, 0, 1, self.handle_consumer_group_heartbeat),
-                    Api(69, 0, 0, self.handle_consumer_group_describe)]
-        if not self.groups.consumer_protocol:
-            consumer = []
-        return consumer + [
+        return [
+            Api(68, 0, 1, self.handle_consumer_group_heartbeat),
+            Api(69, 0, 0, self.handle_consumer_group_describe),
             Api(10, 0, 6, self.handle_find_coordinator),
             Api(11, 0, 9, self.handle_join_group),
             Api(14, 0, 5, self.handle_sync_group),
@@ -116,8 +115,9 @@ class GroupApis:
         ]
 
     def _consumer_protocol_enabled(self) -> bool:
-        """group.version 1 (GroupVersion.isConsumerRebalanceProtocolSupported); absent is 0."""
-        return self.image().features.get(GROUP_VERSION, 0) >= 1
+        """``consumer`` in group.coordinator.rebalance.protocols, and group.version 1
+        (GroupVersion.isConsumerRebalanceProtocolSupported; absent is 0)."""
+        return self.groups.consumer_protocol and self.image().features.get(GROUP_VERSION, 0) >= 1
 
     def _coordinator_error(self, group_id: str) -> int:
         if not self.groups.ensure_offsets_topic():

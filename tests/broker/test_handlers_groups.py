@@ -203,3 +203,23 @@ def test_consumer_group_heartbeat_and_describe_answer_unsupported_version_while_
         (found, _) = (await node.call(69, 0, describe)).groups
         assert found.error_code == Error.NONE and [m.member_id for m in found.members] == ["m1"]
     run(main())
+
+
+def test_consumer_protocol_left_out_of_the_rebalance_protocols_answers_unsupported_version(tmp_path):
+    """group.coordinator.rebalance.protocols=classic: KafkaApis still lists ConsumerGroupHeartbeat
+    and ConsumerGroupDescribe in ApiVersions and answers them UNSUPPORTED_VERSION
+    (testConsumerGroupHeartbeatIsInaccessibleWhenDisabledByStaticConfig)."""
+    async def main():
+        cluster = Cluster(brokers=(1,))
+        create_offsets_topic(cluster, replicas=(1,))
+        node = CoordinatorNode(tmp_path, 1, cluster, **{"group.coordinator.rebalance.protocols": "classic"})
+        await node.sync()
+        assert 68 in node.apis and 69 in node.apis
+        H = M.ConsumerGroupHeartbeatRequest
+        refused = await node.call(68, 1, H(group_id="cg", member_id="m1", member_epoch=0,
+                                           rebalance_timeout_ms=30000, subscribed_topic_names=["t"],
+                                           topic_partitions=[]))
+        assert refused.error_code == Error.UNSUPPORTED_VERSION
+        (described,) = (await node.call(69, 0, M.ConsumerGroupDescribeRequest(group_ids=["cg"]))).groups
+        assert described.error_code == Error.UNSUPPORTED_VERSION
+    run(main())
