@@ -238,6 +238,11 @@ class RaftDriver(OutboundRequests):
             self._linger = loop.call_later(self.config.append_linger_ms / 1000, self._drain)
         return last
 
+    def kraft_version(self) -> int | None:
+        """The kraft.version the replica's log holds (None before it starts): the finalized level
+        ApiVersions reports, as Kafka's raft client's kraftVersion()."""
+        return None if self.core is None else self.core.kraft_version
+
     def upgrade_kraft_version(self, version: int, validate_only: bool = False,
                               epoch: int | None = None) -> int | None:
         """Leader only: upgrade kraft.version (raft/kraft_upgrade.py); the offset of the appended
