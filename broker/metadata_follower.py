@@ -59,7 +59,7 @@ REGISTRATION_VERSION = 3
 # its transaction, the coordinator a TxnOffsetCommit v5's, EndTxn v5 bumps the epoch), and
 # group.version 1 (KIP-848: ConsumerGroupHeartbeat and ConsumerGroupDescribe served).
 SUPPORTED_FEATURES = (("metadata.version", 1, 25), ("eligible.leader.replicas.version", 0, 1),
-                      ("transaction.version", 0, 2), ("group.version", 0, 1))
+                      ("transaction.version", 0, 2), ("group.version", 0, 1), ("kraft.version", 0, 1))
 
 
 def supported_features() -> list:

@@ -221,6 +221,15 @@ class Broker:
         finally:
             self.fetch_waiters.notify_all()  # leaders and partitions may have changed under them
 
+    def _finalized_features(self) -> tuple[int, dict[str, int]]:
+        """ApiVersions' finalized features: the image's levels, and kraft.version from the
+        metadata log this broker follows (not a FeatureLevelRecord), as Kafka's metadata cache."""
+        features = dict(self.image.features)
+        kraft_version = self.follower.raft.kraft_version()
+        if kraft_version is not None:
+            features["kraft.version"] = kraft_version
+        return self.image.last_offset, features
+
     async def _send_alter_partition(self, request):
         return await self.follower.forward(ALTER_PARTITION_KEY, ALTER_PARTITION_VERSION, request)
 
@@ -340,8 +349,7 @@ class Broker:
         # Client quotas (KIP-13, KIP-124) around every handler: throttle_time_ms, and KIP-219's mute.
         self.quotas = BrokerQuotas.from_config(config, lambda: self.image)
         apis = self.quotas.wrap(apis)
-        self.dispatcher = Dispatcher(apis, supported_features(),
-                                     lambda: (self.image.last_offset, self.image.features),
+        self.dispatcher = Dispatcher(apis, supported_features(), self._finalized_features,
                                      unauthenticated_max_bytes=config["sasl.server.max.receive.size"],
                                      metrics=self.request_metrics)
         self.server = Server(self.dispatcher.handle, self.config["socket.request.max.bytes"],
