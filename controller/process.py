@@ -16,16 +16,17 @@ from dataclasses import replace
 from controller import metrics
 from controller.authorization import authorize_apis
 from controller.bootstrap import read_bootstrap_records
+from controller.feature_control import KRAFT_VERSION, SUPPORTED
 from controller.quorum_controller import QuorumController
 from engine.checkpoint import uuid_from_str
 from engine.config import LogConfig
 from engine.errors import ConfigError
 from engine.manager import read_meta_properties
+from protocol import messages as M
 from protocol.dispatch import Dispatcher
 from protocol.metrics import REGISTRY
 from protocol.metrics import serve as serve_metrics
 from protocol.net import Server, freeze_startup_heap
-from raft import wire
 from raft.driver import RaftDriver
 from raft.engine_log import METADATA_LOG_CONFIG, EngineRaftLog
 from raft.quorum_file import QUORUM_STATE_FILE
@@ -70,6 +71,22 @@ def build_controller(config, cluster_id: str) -> QuorumController:
     return controller
 
 
+def supported_features() -> list:
+    """ApiVersions' supported features of a controller: every feature it can finalize
+    (controller.feature_control.SUPPORTED, Kafka's QuorumFeatures), kraft.version among them."""
+    K = M.ApiVersionsResponse.SupportedFeatureKey
+    return [K(name=name, min_version=lo, max_version=hi) for name, (lo, hi) in sorted(SUPPORTED.items())]
+
+
+def finalized_features(image, raft: RaftDriver) -> tuple[int, dict[str, int]]:
+    """The controller's image's finalized levels, and kraft.version from its raft log."""
+    features = dict(image.features)
+    kraft_version = raft.kraft_version()
+    if kraft_version is not None:
+        features[KRAFT_VERSION] = kraft_version
+    return image.last_offset, features
+
+
 async def serve(config, cluster_id: str, ready=None) -> None:
     meta = read_meta_properties(config.metadata_log_dir) or {}
     directory_id = uuid_from_str(meta["directory.id"]) if meta.get("directory.id") else None
@@ -92,7 +109,8 @@ async def serve(config, cluster_id: str, ready=None) -> None:
     except AuthorizerConfigError as e:
         raise ConfigError(e.name, e.message) from None
     apis = authorize_apis(controller.apis() + raft.apis(), authorizer, lambda: controller.state)
-    dispatcher = Dispatcher(apis + sasl, wire.kraft_supported_features(),
+    dispatcher = Dispatcher(apis + sasl, supported_features(),
+                            lambda: finalized_features(controller.state, raft),
                             unauthenticated_max_bytes=config["sasl.server.max.receive.size"])
     server = Server(dispatcher.handle, config["socket.request.max.bytes"], limits=config.listener_limits(),
                     send_buffer_bytes=config["socket.send.buffer.bytes"],
