@@ -120,12 +120,15 @@ def test_features_describe_prints_supported_and_finalized_levels(node):
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert [line.split("\t")[0] for line in lines] == [
-        "Feature: eligible.leader.replicas.version", "Feature: group.version", "Feature: metadata.version",
-        "Feature: transaction.version"]
+        "Feature: eligible.leader.replicas.version", "Feature: group.version", "Feature: kraft.version",
+        "Feature: metadata.version", "Feature: transaction.version"]
     assert re.fullmatch(r"Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\t"
                         r"FinalizedVersionLevel: 1\tEpoch: \d+", lines[1]), lines[1]
+    # kraft.version from the metadata log the broker follows (a --standalone node: dynamic, 1)
+    assert re.fullmatch(r"Feature: kraft.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\t"
+                        r"FinalizedVersionLevel: 1\tEpoch: \d+", lines[2]), lines[2]
     assert re.fullmatch(r"Feature: metadata.version\tSupportedMinVersion: 3.0-IV1\tSupportedMaxVersion: "
-                        r"4.0-IV3\tFinalizedVersionLevel: 4.0-IV\d\tEpoch: \d+", lines[2]), lines[2]
+                        r"4.0-IV3\tFinalizedVersionLevel: 4.0-IV\d\tEpoch: \d+", lines[3]), lines[3]
 
 
 
