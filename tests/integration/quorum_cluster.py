@@ -468,9 +468,11 @@ class ControllerQuorum:
 
     def __init__(self, voters: int = 3, python: str = sys.executable, extra: dict[str, str] | None = None,
                  hosts: Callable[[int], tuple[str, list[str]]] = on_loopback, secure: bool = False,
-                 metrics: bool = False):
+                 metrics: bool = False, static: bool = False):
         """``secure``: SASL_SSL with SCRAM-SHA-512 on every listener (ClusterSecurity);
-        ``metrics``: every node serves /metrics at a metrics.listener port of its own."""
+        ``metrics``: every node serves /metrics at a metrics.listener port of its own; ``static``:
+        the voters are ``controller.quorum.voters`` (kraft.version 0), not formatted with
+        ``--initial-controllers`` (brokers made by ``broker()`` are given them too)."""
         self.base = tempfile.mkdtemp(prefix="strom-quorum-")
         self.python = python
         self.extra = extra or {}
@@ -488,10 +490,17 @@ class ControllerQuorum:
         self.bootstrap = ",".join(f"{c.host}:{c.port}" for c in self.controllers.values())
         initial = ",".join(f"{c.node_id}-{c.directory_id}@{c.host}:{c.port}"
                            for c in self.controllers.values())
+        if static:
+            self.extra = {"controller.quorum.voters": ",".join(
+                f"{c.node_id}@{c.host}:{c.port}" for c in self.controllers.values()), **self.extra}
         for c in self.controllers.values():
             self._metrics_port(c)
             c.write_config(self.bootstrap, self.extra)
-        format_nodes([(c, ("--initial-controllers", initial)) for c in self.controllers.values()])
+        format_nodes([(c, () if static else ("--initial-controllers", initial))
+                      for c in self.controllers.values()])
+        if static:  # the directory id is the one format wrote
+            for c in self.controllers.values():
+                c.directory_id = _meta_directory_id(c.metadata_dir)
 
     def _metrics_port(self, node: Controller) -> None:
         if self.metrics:
@@ -520,7 +529,8 @@ class ControllerQuorum:
         (port,) = free_ports(1)
         b = Broker(self.base, node_id, port, self.python, *self.hosts(node_id), security=self.security)
         self._metrics_port(b)
-        b.write_config(self.bootstrap, extra)
+        voters = {k: v for k, v in self.extra.items() if k == "controller.quorum.voters"}
+        b.write_config(self.bootstrap, {**voters, **(extra or {})})
         if formatted:
             b.format()
         self.controllers[node_id] = b
