@@ -171,3 +171,48 @@ def test_a_broker_follows_the_active_controller_across_a_failover(quorum):
     message = consumer.poll(30)
     consumer.close()
     assert message is not None and message.value() == b"v"
+
+
+def test_a_static_quorum_is_made_dynamic_by_upgrading_kraft_version_through_a_broker():
+    """KIP-853's upgrade: controllers with controller.quorum.voters run kraft.version 0; once the
+    leader knows each voter's kraft.version range and directory id, `strom features upgrade
+    --feature kraft.version=1` (through a broker, which forwards UpdateFeatures) writes the
+    voters into the log, after which the quorum changes its voters with `strom quorum`."""
+    q = ControllerQuorum(3, static=True).start()
+    try:
+        q.wait_for_leader()
+        broker = q.broker(10).start()
+
+        def kraft_version() -> str:
+            done = q.controllers[1].run_cli("features", "--bootstrap-server", broker.bootstrap, "describe")
+            assert done.returncode == 0, done.stderr
+            found = re.search(r"^Feature: kraft.version\t.*FinalizedVersionLevel: (\d+)", done.stdout, re.M)
+            assert found, done.stdout
+            return found.group(1)
+
+        assert kraft_version() == "0"
+        # the leader learns each voter's directory id and range from its fetches and
+        # UpdateRaftVoter; until then the upgrade is refused
+        deadline, upgrade = time.monotonic() + 30, None
+        while time.monotonic() < deadline:
+            upgrade = q.controllers[1].run_cli("features", "--bootstrap-server", broker.bootstrap,
+                                               "upgrade", "--feature", "kraft.version=1")
+            if upgrade.returncode == 0:
+                break
+            time.sleep(1)
+        assert upgrade is not None and upgrade.returncode == 0, upgrade.stdout + upgrade.stderr
+        assert "kraft.version was upgraded to 1." in upgrade.stdout
+        assert kraft_version() == "1"
+        view = q.wait_for_leader()
+        assert {(v.replica_id, v.directory_id) for v in view.voters} == {
+            (c.node_id, c.directory_id) for i, c in q.controllers.items() if i != 10}
+        follower = next(i for i in (1, 2, 3) if i != view.leader_id)
+        removed = quorum_cli(q, "remove-controller", "--controller-id", str(follower),
+                             "--controller-directory-id", q.controllers[follower].directory_id)
+        assert removed.returncode == 0, removed.stderr
+        q.wait_for(lambda v: v.voter_ids() == {1, 2, 3} - {follower}, 15, "the voter was not removed")
+        downgrade = q.controllers[1].run_cli("features", "--bootstrap-server", broker.bootstrap,
+                                             "downgrade", "--feature", "kraft.version=0", "--unsafe")
+        assert downgrade.returncode == 1
+    finally:
+        q.close()
