@@ -27,6 +27,7 @@ error: " and the reason; versions 0 and 1 also answer each feature on success.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from controller.result import ControllerResult
@@ -150,6 +151,18 @@ class FeatureControl:
         if kind not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
             raise refuse("The controller does not support the given upgrade type.")
         current = image.features.get(name, 0)
+        self._check_level(image, name, level, kind, current, refuse)
+        if name == METADATA_VERSION:
+            self._check_metadata_version(current, level, kind == UNSAFE_DOWNGRADE)
+        else:
+            self._check_dependencies(name, level, proposed, refuse)
+        return M.FeatureLevelRecord(name=name, feature_level=level)
+
+    def _check_level(self, image: MetadataImage, name: str, level: int, kind: int, current: int,
+                     refuse: Callable[[str], _Refused]) -> None:
+        """FeatureControlManager's checks of any feature's new level against its current one: not
+        negative, supported by this controller and every broker, and the upgrade type its
+        direction needs."""
         if level < 0:
             raise refuse("A feature version cannot be less than 0.")
         reason = self._reason_not_supported(image, name, level)
@@ -160,11 +173,6 @@ class FeatureControl:
                          "either safe or unsafe downgrade.")
         if level > current and kind != UPGRADE:
             raise refuse("Can't downgrade to a newer version.")
-        if name == METADATA_VERSION:
-            self._check_metadata_version(current, level, kind == UNSAFE_DOWNGRADE)
-        else:
-            self._check_dependencies(name, level, proposed, refuse)
-        return M.FeatureLevelRecord(name=name, feature_level=level)
 
     def _check_kraft_version(self, image: MetadataImage, level: int, kind: int,
                              kraft: KRaftVersionAccess | None, validate_only: bool) -> bool:
@@ -177,16 +185,7 @@ class FeatureControl:
         if kraft is None:
             raise refuse(f"Local controller {self.node_id} does not support this feature.")
         current = kraft.kraft_version()
-        if level < 0:
-            raise refuse("A feature version cannot be less than 0.")
-        reason = self._reason_not_supported(image, KRAFT_VERSION, level)
-        if reason is not None:
-            raise refuse(reason)
-        if level < current and kind == UPGRADE:
-            raise refuse("Can't downgrade the version of this feature without setting the upgrade type to "
-                         "either safe or unsafe downgrade.")
-        if level > current and kind != UPGRADE:
-            raise refuse("Can't downgrade to a newer version.")
+        self._check_level(image, KRAFT_VERSION, level, kind, current, refuse)
         if kind != UPGRADE:
             if level != current:
                 raise refuse("Can't downgrade the version of this feature.")
