@@ -16,10 +16,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from protocol import messages as M
 from protocol.client import ClientSecurity, KafkaConnection
 from protocol.errors import Error
-from protocol.list_offsets import LATEST
+from protocol.list_offsets import LATEST, offsets_request
 from protocol.types import ProtocolError
 
 log = logging.getLogger(__name__)
@@ -79,11 +78,7 @@ class LeaderOffsets:
         endpoint = self.endpoint_of(leader)
         if endpoint is None:
             return
-        T = M.ListOffsetsRequest.ListOffsetsTopic
-        body = M.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
-            T(name=t, partitions=[T.ListOffsetsPartition(partition_index=i, current_leader_epoch=-1,
-                                                         timestamp=LATEST) for i in ids])
-            for t, ids in topics.items()])
+        body = offsets_request(topics, LATEST)
         conn = KafkaConnection(endpoint[0], endpoint[1], f"broker-{self.node_id}-lag", security=self.security)
         try:
             await conn.connect(self.timeout_s)

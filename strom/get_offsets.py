@@ -18,8 +18,8 @@ import re
 import sys
 from typing import Any
 
-from protocol import messages as M
 from protocol.errors import Error
+from protocol.list_offsets import offsets_request
 from strom.admin_client import Admin, AdminError
 from strom.kafka_errors import exception_text
 
@@ -120,11 +120,7 @@ async def fetch_offsets(admin: Admin, args: argparse.Namespace) -> dict[tuple[st
         by_topic: dict[str, list[int]] = {}
         for topic, index in partitions:
             by_topic.setdefault(topic, []).append(index)
-        T = M.ListOffsetsRequest.ListOffsetsTopic
-        body = M.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
-            T(name=topic, partitions=[T.ListOffsetsPartition(partition_index=i, current_leader_epoch=-1,
-                                                             timestamp=timestamp) for i in ids])
-            for topic, ids in by_topic.items()])
+        body = offsets_request(by_topic, timestamp)
         if leader < 0:
             for tp in partitions:
                 print(skip_text(tp[0], tp[1], Error.LEADER_NOT_AVAILABLE), file=sys.stderr)

@@ -39,11 +39,11 @@ from typing import Any
 from protocol import messages as M
 from protocol.client import ClientSecurity
 from protocol.errors import Error
+from protocol.list_offsets import offsets_request
 from strom import cluster_status as status
 from strom.admin_client import parse_bootstrap
 
 LIST_OFFSETS, OFFSET_FETCH, LIST_GROUPS = 2, 9, 16
-LATEST = -1
 BYTES_IN = "kafka_server_brokertopicmetrics_bytesin_total"
 BYTES_OUT = "kafka_server_brokertopicmetrics_bytesout_total"
 METRICS_TIMEOUT_S = 1.0
@@ -343,11 +343,7 @@ class Collector:
             probe = self.brokers.get(leader)
             if probe is None:
                 return
-            T = M.ListOffsetsRequest.ListOffsetsTopic
-            body = M.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
-                T(name=t, partitions=[T.ListOffsetsPartition(partition_index=i, current_leader_epoch=-1,
-                                                             timestamp=LATEST) for i in ids])
-                for t, ids in topics.items()])
+            body = offsets_request(topics)
             try:
                 answer = await probe.request(LIST_OFFSETS, 1, 7, lambda v: body)
             except status.ProbeFailed:
