@@ -146,6 +146,19 @@ def metadata_level(text: str) -> int:
     raise ValueError(text)
 
 
+def release_level(text: str) -> int:
+    """The metadata.version level a release name (``4.0-IV3``) stands for, one a cluster can run
+    (at least 3.3-IV0); CommandError with FeatureCommand's message otherwise."""
+    try:
+        level = metadata_level(text)
+        if level < MINIMUM_BOOTSTRAP_LEVEL:
+            raise ValueError(text)
+    except ValueError:
+        raise CommandError(f"Unknown metadata.version {text}. Supported metadata.version are "
+                           f"{supported_releases()}") from None
+    return level
+
+
 def supported_releases() -> str:
     levels = range(MINIMUM_BOOTSTRAP_LEVEL, LATEST_PRODUCTION_LEVEL + 1)
     return ", ".join(METADATA_VERSIONS[v] for v in levels)
@@ -222,13 +235,7 @@ def planned_updates(args: argparse.Namespace, op: str) -> tuple[dict[str, tuple[
     if args.release_version is not None and (args.metadata is not None or args.feature):
         raise CommandError("Can not specify `release-version` with other feature flags.")
     if args.release_version is not None:
-        try:
-            mv = metadata_level(args.release_version)
-            if mv < MINIMUM_BOOTSTRAP_LEVEL:
-                raise ValueError(args.release_version)
-        except ValueError:
-            raise CommandError(f"Unknown metadata.version {args.release_version}. Supported metadata.version "
-                               f"are {supported_releases()}") from None
+        mv = release_level(args.release_version)
         updates[METADATA_VERSION] = (mv, kind)
         for name in FEATURES:
             level = default_level(name, mv)
@@ -237,14 +244,7 @@ def planned_updates(args: argparse.Namespace, op: str) -> tuple[dict[str, tuple[
         return updates, notes
     if args.metadata is not None:
         notes.append(" `metadata` flag is deprecated and may be removed in a future release.")
-        try:
-            mv = metadata_level(args.metadata)
-            if mv < MINIMUM_BOOTSTRAP_LEVEL:
-                raise ValueError(args.metadata)
-        except ValueError:
-            raise CommandError(f"Unknown metadata.version {args.metadata}. Supported metadata.version are "
-                               f"{supported_releases()}") from None
-        updates[METADATA_VERSION] = (mv, kind)
+        updates[METADATA_VERSION] = (release_level(args.metadata), kind)
     for spec in args.feature or []:
         name, level = parse_name_and_level(spec)
         if name in updates:
