@@ -202,11 +202,13 @@ def kafka_python_consume(bootstrap, user, topic, group):
     from kafka import KafkaConsumer
     from kafka.errors import KafkaError
 
+    from .clients.kafka_python import subscribe
+
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
                              enable_auto_commit=False, **_kafka_python_conf(user))
     got = []
     try:
-        consumer.subscribe([topic])
+        subscribe(consumer, topic)
         deadline = time.monotonic() + CLIENT_TIMEOUT_S
         while time.monotonic() < deadline and len(got) < len(MESSAGES):
             for records in consumer.poll(200).values():

@@ -88,13 +88,30 @@ def consume_assign(bootstrap, topic, partitions, count, timeout=30.0, isolation=
     return records
 
 
+def subscribe(consumer, topic: str, listener=None) -> None:
+    """``consumer.subscribe([topic])`` with the topic's partitions known before the first join.
+
+    Without them a leader assigns nothing, rejoins once its metadata arrives, and kafka-python
+    3.0.12 can strand that rejoin: when the poll's wait times out between the leader's JoinGroup
+    and SyncGroup answers, its join task completes unread, need_rejoin() is already False (the
+    leader's assignment snapshot now matches its metadata), so the assignment is never applied
+    and heartbeats stay off until the coordinator expires the member (BaseCoordinator.need_rejoin
+    ignores ``rejoining``). A broker that answers a new group's JoinGroup at once
+    (group.initial.rebalance.delay.ms=0) lets the join overtake the client's first metadata
+    request. The broker is right throughout; the coordinator's log shows it. One blocking
+    metadata fetch of the topics the user may describe: a topic it may not stays refused as
+    before, at the first poll."""
+    consumer.subscribe([topic], **({} if listener is None else {"listener": listener}))
+    consumer.partitions_for_topic(topic)
+
+
 def consume_group(bootstrap, topic, group, count, timeout=30.0, commit=True):
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
                              auto_offset_reset="earliest", enable_auto_commit=False,
                              session_timeout_ms=6000, heartbeat_interval_ms=500,
                              request_timeout_ms=15_000)
     try:
-        consumer.subscribe([topic])
+        subscribe(consumer, topic)
         records = _poll(consumer, count, timeout)
         if commit and records:
             last = {}
@@ -187,15 +204,7 @@ class GroupMember(ThreadMember):
                                  request_timeout_ms=15_000)
         self._consumer = consumer
         try:
-            consumer.subscribe([topic], listener=Listener())
-            # The topic's partitions before the first join. Without them a leader assigns
-            # nothing, rejoins once its metadata arrives, and kafka-python 3.0.12 can strand
-            # that rejoin: when the poll's wait times out between the leader's JoinGroup and
-            # SyncGroup answers, its join task completes unread, need_rejoin() is already
-            # False, so the assignment is never applied and heartbeats stay off until the
-            # coordinator expires the member (BaseCoordinator.need_rejoin ignores
-            # ``rejoining``). The broker is right throughout; the coordinator's log shows it.
-            consumer.partitions_for_topic(topic)
+            subscribe(consumer, topic, Listener())
             while not stop.is_set():
                 consumer.poll(timeout_ms=int(MEMBER_POLL_S * 1000))
         finally:
