@@ -35,64 +35,42 @@ DynamicBrokerConfig hands each change to its Reconfigurables:
 A value is this broker's dynamic one, else the cluster default's, else the static property
 (metadata.configs.dynamic_broker_configs); one the image holds that does not parse (the
 controller checked it) is logged and the one before it kept. ``current`` is what a thread count
-change is checked against (Kafka's rule, metadata.configs.check_thread_count).
+change is checked against (Kafka's rule, metadata.configs.check_thread_count). The connection
+limits and the ip quotas are applied by security/connection_config.py's DynamicConnections, which
+a controller's listeners use too (controller/dynamic_config.py); the cleaner, the fetchers and
+the listeners themselves are the broker's alone.
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 from typing import Any
 
 from metadata.configs import (
     LISTENER_CONFIGS,
     LISTENER_CONNECTION_CONFIGS,
-    SERVICE_CONFIGS,
     ConfigFailure,
-    check_ip_overrides,
-    dynamic_broker_configs,
-    listener_connection_config,
-    parse_listener_connection_config,
-    parse_service_config,
     wrapped_config_exception,
 )
 from protocol.errors import Error
-from protocol.limits import ListenerQuota, resolve_ip_overrides
-from security.quotas import IpConnectionQuotas
-
-log = logging.getLogger("strom.broker")
+from security.connection_config import DynamicConnections
 
 CLEANER = ("log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.size",
            "log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second",
            "log.cleaner.backoff.ms")
 FETCHERS = "num.replica.fetchers"
-CONNECTIONS = ("max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
-               "max.connection.creation.rate")
+
+log = logging.getLogger("strom.broker")
 
 
-def resolve_overrides(value: str) -> dict[str, int]:
-    """max.connections.per.ip.overrides keyed by the address a peer shows (protocol.limits'
-    resolver); a host that does not resolve is left out and logged."""
-    def unresolved(host: str, e: OSError) -> None:
-        log.warning("max.connections.per.ip.overrides: cannot resolve %s: %s", host, e)
-
-    return resolve_ip_overrides(check_ip_overrides(value), unresolved)
-
-
-class DynamicBrokerConfig:
+class DynamicBrokerConfig(DynamicConnections):
     """Applies the image's dynamic broker configs (see the module doc) to what ``attach`` gave:
-    the cleaner thread, the replica fetcher manager and the listeners' server, each optional."""
+    the cleaner thread, the replica fetcher manager and the listeners' server, each optional.
+    The connection limits and ip quotas are security.connection_config's, as a controller's."""
+
+    role = "broker"
 
     def __init__(self, config: Any, node_id: int):
-        self.node_id = node_id
-        self.static = {name: config[name] for name in SERVICE_CONFIGS}
-        self.current: dict[str, Any] = dict(self.static)
-        # listener.name.<l>.max.connections and .max.connection.creation.rate set in the file:
-        # (LISTENER, base property) -> value; and those the image sets.
-        overrides = getattr(config, "listener_overrides", {})
-        self.static_listener: dict[tuple[str, str], int] = {
-            (listener, base): value for (listener, mechanism, base), value in overrides.items()
-            if mechanism is None and base in LISTENER_CONNECTION_CONFIGS}
-        self.dynamic_listener: dict[tuple[str, str], int] = {}
+        super().__init__(config, node_id)
         # listeners, advertised.listeners, listener.security.protocol.map: the file's config, the
         # image's values of them applied last, and the broker listeners bound now, by name.
         self.config = config
@@ -100,11 +78,8 @@ class DynamicBrokerConfig:
         self.unbound: set[str] = set()  # broker listeners removed since start
         self.bound = {lsn.name.upper(): lsn for lsn in config.broker_listeners()} \
             if hasattr(config, "broker_listeners") else {}
-        self.ip_quotas = IpConnectionQuotas(config["quota.window.num"], config["quota.window.size.seconds"])
         self.cleaner: Any = None
         self.fetchers: Any = None
-        self.server: Any = None
-        self._seen: tuple = ()
 
     def attach(self, cleaner: Any = None, fetchers: Any = None, server: Any = None) -> None:
         """What the values apply to, once it exists; each made with the static properties gets
@@ -119,43 +94,19 @@ class DynamicBrokerConfig:
             if FETCHERS in differs:
                 fetchers.resize(self.current[FETCHERS])
         if server is not None:
-            self.server = server
-            server.quotas.ip_throttle = self.ip_quotas.throttle_ms
+            self.attach_server(server)
             if self.listener_configs:
                 self.apply_listeners(self.listener_configs)
-            limits = self.listener_limits(server.limits)
-            if limits != server.limits:
-                server.update_limits(limits)
-
-    def values(self, image: Any) -> dict[str, Any]:
-        """The SERVICE_CONFIGS' values for this broker under ``image``."""
-        dynamic = dynamic_broker_configs(image, self.node_id)
-        values = dict(self.static)
-        for name, raw in dynamic.items():
-            if name not in SERVICE_CONFIGS:
-                continue
-            try:
-                values[name] = parse_service_config(name, raw)
-            except ConfigFailure as e:
-                log.warning("dynamic broker config not applied: %s", e.message)
-                values[name] = self.current[name]
-        return values
+            self.apply_limits()
 
     def apply(self, image: Any) -> None:
         """Called with each new image: applies what changed."""
-        self.ip_quotas.update(image.client_quotas)  # a few entities: read again each image
-        key = tuple(sorted(dynamic_broker_configs(image, self.node_id).items()))
-        if key == self._seen:
+        found = self.refresh(image)
+        if found is None:
             return
-        self._seen = key
-        old, new = self.current, self.values(image)
-        self.current = new
-        old_listener, self.dynamic_listener = self.dynamic_listener, self.listener_values(image)
-        listener_configs = {k: v for k, v in dynamic_broker_configs(image, self.node_id).items()
-                            if k in LISTENER_CONFIGS}
-        changed = {name for name in new if new[name] != old[name]}
-        if self.dynamic_listener != old_listener:
-            changed.add("listener connection limits")
+        dynamic, changed = found
+        new = self.current
+        listener_configs = {k: v for k, v in dynamic.items() if k in LISTENER_CONFIGS}
         if listener_configs != self.listener_configs:
             self.listener_configs = listener_configs
             changed.add("listeners")
@@ -166,17 +117,13 @@ class DynamicBrokerConfig:
                     log.exception("dynamic listeners not applied")
         if not changed:
             return
-        log.info("broker %d applying dynamic broker configs: %s", self.node_id,
-                 ", ".join(f"{name}={new[name]}" if name in new else name for name in sorted(changed)))
+        self.log_changes(changed)
         try:
             if changed & set(CLEANER) and self.cleaner is not None:
                 self.cleaner.reconfigure(new)
             if FETCHERS in changed and self.fetchers is not None:
                 self.fetchers.resize(new[FETCHERS])
-            if self.server is not None:
-                limits = self.listener_limits(self.server.limits)
-                if limits != self.server.limits:
-                    self.server.update_limits(limits)
+            self.apply_limits()
         except Exception:  # the image goes on being applied; what was not reconfigured stays
             log.exception("dynamic broker configs not applied")
 
@@ -215,38 +162,9 @@ class DynamicBrokerConfig:
                     self.static_listener[(name, base)] = value
             log.info("broker %d listening on %s:%d (%s)", self.node_id, lsn.host, port, name)
 
-    def listener_values(self, image: Any) -> dict[tuple[str, str], int]:
-        """The listeners' connection limits the image sets for this broker: (LISTENER, base
-        property) -> value, this broker's over the cluster default's (one that does not parse
-        is logged and left out)."""
-        out: dict[tuple[str, str], int] = {}
-        for name, raw in dynamic_broker_configs(image, self.node_id).items():
-            found = listener_connection_config(name)
-            if found is None:
-                continue
-            try:
-                out[found] = parse_listener_connection_config(name, raw)
-            except ConfigFailure as e:
-                log.warning("dynamic broker config not applied: %s", e.message)
-                if found in self.dynamic_listener:
-                    out[found] = self.dynamic_listener[found]
-        return out
-
-    def listener_limits(self, limits: Any) -> Any:
-        """``limits`` (a protocol.limits.ListenerLimits) with the current connection limits: the
-        broker-wide ones, and each listener's, its prefixed value (the image's, else the file's)
-        over the base property's current value, as Kafka's valuesWithPrefixOverride."""
-        v = self.current
-        overrides = v["max.connections.per.ip.overrides"]
-        listeners = {}
-        for name in (set(limits.listeners) | set(self.bound)) - self.unbound:
-            own = [self.dynamic_listener.get((name, base), self.static_listener.get((name, base), v[base]))
-                   for base in LISTENER_CONNECTION_CONFIGS]
-            listeners[name] = ListenerQuota(max_connections=own[0], max_connection_creation_rate=own[1])
-        return dataclasses.replace(
-            limits, max_connections=v["max.connections"], max_connections_per_ip=v["max.connections.per.ip"],
-            max_connections_per_ip_overrides=resolve_overrides(overrides) if overrides else {},
-            max_connection_creation_rate=v["max.connection.creation.rate"], listeners=listeners)
+    def listener_names(self, limits: Any) -> set[str]:
+        """The listeners in ``limits`` and those bound since, less those removed since."""
+        return (set(limits.listeners) | set(self.bound)) - self.unbound
 
 
 def check_listener_change(old: Any, new: Any) -> None:
