@@ -16,6 +16,7 @@ from dataclasses import replace
 from controller import metrics
 from controller.authorization import authorize_apis
 from controller.bootstrap import read_bootstrap_records
+from controller.dynamic_config import ControllerDynamicConfig
 from controller.feature_control import KRAFT_VERSION, SUPPORTED
 from controller.quorum_controller import QuorumController
 from engine.checkpoint import uuid_from_str
@@ -95,8 +96,12 @@ async def serve(config, cluster_id: str, ready=None) -> None:
     partition_dir = os.path.join(config.metadata_log_dir, METADATA_PARTITION)
     raft_log = EngineRaftLog(partition_dir, metadata_log_config(config))
     controller = build_controller(config, cluster_id)
+    # The dynamic broker configs of this node's id (connection limits, ip quotas, the listeners'
+    # key stores) applied to its listeners from each image it replays (controller/dynamic_config.py).
+    dynamic = ControllerDynamicConfig(config, config.node_id)
     raft = RaftDriver(driver_config(config, cluster_id, directory_id=directory_id, endpoints=endpoints),
-                      raft_log, os.path.join(partition_dir, QUORUM_STATE_FILE), controller)
+                      raft_log, os.path.join(partition_dir, QUORUM_STATE_FILE),
+                      dynamic.publishing(controller))
     controller.attach(raft)
     # SASL controller listeners authenticate brokers and other controllers: SCRAM against the
     # controller's own image (the credentials the metadata log holds, --add-scram's included).
@@ -108,7 +113,8 @@ async def serve(config, cluster_id: str, ready=None) -> None:
         authorizer = AclAuthorizer.from_config(config, lambda: controller.state.acls)
     except AuthorizerConfigError as e:
         raise ConfigError(e.name, e.message) from None
-    apis = authorize_apis(controller.apis() + raft.apis(), authorizer, lambda: controller.state)
+    apis = authorize_apis(dynamic.preprocess(controller.apis()) + raft.apis(), authorizer,
+                          lambda: controller.state)
     dispatcher = Dispatcher(apis + sasl, supported_features(),
                             lambda: finalized_features(controller.state, raft),
                             unauthenticated_max_bytes=config["sasl.server.max.receive.size"])
@@ -119,6 +125,7 @@ async def serve(config, cluster_id: str, ready=None) -> None:
         port = server.bind(listener.host, listener.port, listener.name,
                            **config.listener_binding(listener.name))
         log.info("controller %d listening on %s:%d", config.node_id, listener.host, port)
+    dynamic.attach(server)
     await raft.start()
     server.start()
     metrics_server = None
