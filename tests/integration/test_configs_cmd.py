@@ -245,3 +245,49 @@ def test_a_retention_set_in_hours_as_the_cluster_default_applies_to_every_topic(
     rc, out, _ = configs(capsys, shared_node, "--entity-type", "topics", "--entity-name", topic,
                          "--describe", "--all")
     assert "  retention.ms=604800000 sensitive=false" in out
+
+
+def _answered_from(source: str, port: int) -> bool:
+    """An ApiVersions v0 sent to 127.0.0.1:``port`` from the loopback address ``source`` gets
+    an answer (a connection over the listener's limits is closed unanswered)."""
+    import socket
+    import struct
+
+    body = struct.pack(">hhih", 18, 0, 7, -1)
+    with socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(source, 0)) as sock:
+        try:
+            sock.sendall(struct.pack(">i", len(body)) + body)
+            return len(sock.recv(8)) > 0
+        except OSError:
+            return False
+
+
+def test_a_controller_applies_its_own_ids_connection_limits_without_a_restart(shared_node, capsys):
+    """max.connections.per.ip.overrides stored for the controller's node id through
+    --bootstrap-controller: the controller's running listener refuses the address named, and
+    serves it again once the config is deleted; a listener limit not above 0 for its own listener
+    is refused before it is stored."""
+    import time
+
+    controller = ["configs", "--bootstrap-controller", f"127.0.0.1:{shared_node.controller_port}",
+                  "--entity-type", "brokers", "--entity-name", "1", "--alter"]
+
+    def answered_within(expected: bool, deadline_s: float = 10.0) -> bool:
+        deadline = time.monotonic() + deadline_s
+        while _answered_from("127.0.0.2", shared_node.controller_port) != expected:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
+    assert _answered_from("127.0.0.2", shared_node.controller_port)
+    assert main([*controller, "--add-config", "max.connections.per.ip.overrides=127.0.0.2:0"]) == 0
+    try:
+        assert answered_within(False), "127.0.0.2 is still served by the controller"
+        assert _answered_from("127.0.0.1", shared_node.controller_port)
+    finally:
+        assert main([*controller, "--delete-config", "max.connections.per.ip.overrides"]) == 0
+    assert answered_within(True), "127.0.0.2 is not served again"
+    capsys.readouterr()
+    assert main([*controller, "--add-config", "listener.name.controller.max.connections=0"]) != 0
+    assert "Invalid max.connections 0" in capsys.readouterr().err
