@@ -31,6 +31,7 @@ from tests.security import certs
 
 NODE = 3000
 TIMEOUT_S = 15
+REFUSED_WAIT_S = 0.5  # a connection over the limits is closed, or never accepted: waited for this long
 LOCATION = "listener.name.controller.ssl.keystore.location"
 
 
@@ -86,19 +87,19 @@ async def _open(port: int, context: ssl.SSLContext | None = None):
                                          server_hostname="localhost" if context else None)
 
 
-async def _served(reader, writer, tag: bytes = b"ping") -> bool:
+async def _served(reader, writer, tag: bytes = b"ping", timeout_s: float = 2.0) -> bool:
     try:
         frame = struct.pack(">i", len(tag)) + tag
         writer.write(frame)
-        return await asyncio.wait_for(reader.readexactly(len(frame)), 2.0) == frame
+        return await asyncio.wait_for(reader.readexactly(len(frame)), timeout_s) == frame
     except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
         return False
 
 
-async def _served_new(port: int) -> bool:
+async def _served_new(port: int, timeout_s: float = 2.0) -> bool:
     reader, writer = await _open(port)
     try:
-        return await _served(reader, writer)
+        return await _served(reader, writer, timeout_s=timeout_s)
     finally:
         writer.close()
 
@@ -138,7 +139,7 @@ def test_a_controller_listeners_own_max_connections_is_applied_to_that_listener(
         node.commit(_broker_config("listener.name.controller.max.connections", "1"))
         held = await _open(node.port)
         first = await _served(*held)
-        second = await _served_new(node.port)
+        second = await _served_new(node.port, REFUSED_WAIT_S)
         held[1].close()
         quota = node.server.quotas.listeners["CONTROLLER"].max_connections
         return first, second, quota
@@ -150,7 +151,7 @@ def test_a_controller_listeners_own_max_connections_is_applied_to_that_listener(
 def test_an_ip_entitys_connection_creation_rate_quota_reaches_a_controllers_accept():
     async def scenario(node):
         node.commit(_ip_quota(None, 0.0))
-        refused = not await _served_new(node.port)
+        refused = not await _served_new(node.port, REFUSED_WAIT_S)
         node.commit(_ip_quota("127.0.0.1", 100.0))
         allowed = await _served_new(node.port)
         return refused, allowed
