@@ -66,6 +66,15 @@ def supported_features() -> list:
     """SUPPORTED_FEATURES as ApiVersionsResponse.SupportedFeatureKey entries."""
     K = M.ApiVersionsResponse.SupportedFeatureKey
     return [K(name=name, min_version=lo, max_version=hi) for name, lo, hi in SUPPORTED_FEATURES]
+
+
+def registration_features() -> list:
+    """SUPPORTED_FEATURES as BrokerRegistrationRequest.Feature entries."""
+    F = M.BrokerRegistrationRequest.Feature
+    return [F(name=name, min_supported_version=lo, max_supported_version=hi)
+            for name, lo, hi in SUPPORTED_FEATURES]
+
+
 FORWARD_TIMEOUT_S = 30.0
 CONTROLLED_SHUTDOWN_POLL_S = 0.05
 # Registration answers the controller may later lift: retried until the registration timeout.
@@ -310,8 +319,7 @@ class MetadataFollower:
             broker_id=self.node_id, cluster_id=self.cluster_id, incarnation_id=self.incarnation_id,
             listeners=[R.Listener(name=lsn.name, host=lsn.host, port=lsn.port, security_protocol=0)
                        for lsn in self.listeners],
-            features=[R.Feature(name=name, min_supported_version=lo, max_supported_version=hi)
-                      for name, lo, hi in SUPPORTED_FEATURES],
+            features=registration_features(),
             rack=self.rack,
             previous_broker_epoch=self.broker_epoch if self.broker_epoch >= 0 else self.previous_broker_epoch,
         )
@@ -323,7 +331,10 @@ class MetadataFollower:
                      Error(response.error_code).name)
             await asyncio.sleep(0.2)
         if response.error_code != Error.NONE:
-            raise RuntimeError(f"broker registration refused: {Error(response.error_code).name}")
+            reason = (" (the cluster has finalized a feature level this broker does not support: "
+                      "the active controller logs which)" if response.error_code == Error.UNSUPPORTED_VERSION
+                      else "")
+            raise RuntimeError(f"broker registration refused: {Error(response.error_code).name}{reason}")
         self.broker_epoch = response.broker_epoch
 
     async def _heartbeat(self, want_shut_down: bool = False):

@@ -10,7 +10,8 @@ active controller, which alone fences and unfences. A broker moves between four 
     CONTROLLED_SHUTDOWN --leads nothing, every active broker has seen it--> SHUTDOWN_NOW
     UNFENCED / CONTROLLED_SHUTDOWN --session expired or connection lost--> FENCED
 
-- Registration: a new incarnation gets a new broker epoch, the offset of its
+- Registration is refused (UNSUPPORTED_VERSION) unless the broker supports every finalized
+  feature level (``unsupported_feature``). A new incarnation gets a new broker epoch, the offset of its
   RegisterBrokerRecord (first in its batch), and starts fenced; what its previous
   incarnation held (ISR places, leaderships, and its ELR places unless it shut down cleanly,
   i.e. previous_broker_epoch names the epoch it had) is given up in the same batch. The same
@@ -43,6 +44,7 @@ controller is fenced after the grace period, not after broker.session.timeout.ms
 from __future__ import annotations
 
 import enum
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +53,32 @@ from controller.result import ControllerResult
 from metadata.image import MetadataImage
 from protocol import messages as M
 from protocol.errors import Error
+
+log = logging.getLogger(__name__)
+
+METADATA_VERSION = "metadata.version"
+# What a broker that names no metadata.version is taken to support: 3.0-IV1, the first KRaft level.
+FIRST_KRAFT_METADATA_LEVEL = 1
+
+
+def unsupported_feature(image: MetadataImage, features: list[Any]) -> str | None:
+    """Why a broker registering with ``features`` (BrokerRegistrationRequest.Feature: name and
+    supported range) cannot join, or None (Kafka's ClusterControlManager.registerBroker): the
+    finalized level of each feature it names, 0 where none is finalized (1 for
+    metadata.version), must be in its range; a broker naming no metadata.version supports only
+    the first KRaft level; and a feature finalized above 0 that it does not name is one it
+    supports only at level 0."""
+    ranges = {f.name: (f.min_supported_version, f.max_supported_version) for f in features}
+    ranges.setdefault(METADATA_VERSION, (FIRST_KRAFT_METADATA_LEVEL, FIRST_KRAFT_METADATA_LEVEL))
+    finalized = {name: level for name, level in image.features.items() if level != 0}
+    for name in finalized.keys() - ranges.keys():
+        ranges[name] = (0, 0)
+    for name, (lo, hi) in sorted(ranges.items()):
+        level = finalized.get(name, FIRST_KRAFT_METADATA_LEVEL if name == METADATA_VERSION else 0)
+        if not lo <= level <= hi:
+            return (f"Unable to register because the broker does not support finalized version {level} "
+                    f"of {name}. The broker wants a version between {lo} and {hi}, inclusive.")
+    return None
 
 PRODUCER_ID_BLOCK = 1000
 FENCE, UNFENCE = 1, -1  # BrokerRegistrationChangeRecord.fenced
@@ -114,10 +142,10 @@ class ClusterControl:
         R = M.BrokerRegistrationResponse
         if req.cluster_id != self.cluster_id:
             return ControllerResult([], R(error_code=Error.INCONSISTENT_CLUSTER_ID))
-        for f in req.features:
-            level = image.features.get(f.name)
-            if level is not None and not f.min_supported_version <= level <= f.max_supported_version:
-                return ControllerResult([], R(error_code=Error.UNSUPPORTED_VERSION))
+        unsupported = unsupported_feature(image, req.features)
+        if unsupported is not None:
+            log.info("BrokerRegistration of broker %d refused: %s", req.broker_id, unsupported)
+            return ControllerResult([], R(error_code=Error.UNSUPPORTED_VERSION))
         existing = image.brokers.get(req.broker_id)
         same_incarnation = existing is not None and existing.incarnation_id == req.incarnation_id
         if (existing is not None and not same_incarnation

@@ -11,6 +11,7 @@ import itertools
 import random
 from typing import Any
 
+from broker.metadata_follower import SUPPORTED_FEATURES
 from controller.cluster_control import ClusterControl
 from controller.placement import StripedReplicaPlacer
 from controller.replication_control import ELR_FEATURE, ReplicationControl
@@ -83,15 +84,18 @@ class Scenario:
 
     # ---- brokers -----------------------------------------------------------------------
     def register(self, broker_id: int, new_incarnation: bool = False, previous_epoch: int = -1,
-                 rack: str | None = None, version: int = 3):
+                 rack: str | None = None, version: int = 3,
+                 features: tuple[tuple[str, int, int], ...] = SUPPORTED_FEATURES):
+        """BrokerRegistration of ``broker_id``, listing ``features`` (name, min, max): by default
+        what a Strom broker supports."""
         if new_incarnation or broker_id not in self.incarnations:
             self.incarnations[broker_id] = random.Random(len(self.batches) * 1000 + broker_id).randbytes(16)
             self.connections[broker_id] = object()
         R = M.BrokerRegistrationRequest
         req = R(broker_id=broker_id, cluster_id=CLUSTER_ID, incarnation_id=self.incarnations[broker_id],
                 listeners=[R.Listener(name="PLAINTEXT", host="127.0.0.1", port=9000 + broker_id)],
-                features=[R.Feature(name="metadata.version", min_supported_version=1,
-                                    max_supported_version=25)],
+                features=[R.Feature(name=name, min_supported_version=lo, max_supported_version=hi)
+                          for name, lo, hi in features],
                 rack=rack, previous_broker_epoch=previous_epoch)
         return self.apply(self.cluster.register(self.image, req, version, self.next_offset, self.now,
                                                 self.connections[broker_id]))

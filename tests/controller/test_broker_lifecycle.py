@@ -266,3 +266,40 @@ def test_a_heartbeat_waiting_its_turn_still_keeps_a_reconnected_broker_alive():
     s.advance(DISCONNECT_FENCE_MS * 2)
     s.heartbeat_all(skip=(2,))
     assert s.tick() == [] and not s.fenced(2)
+
+
+# ---- the features a registering broker must support (ClusterControlManager.registerBroker) ----
+
+SUPPORTS_ALL = (("metadata.version", 1, 25), ("eligible.leader.replicas.version", 0, 1))
+
+
+def test_a_broker_whose_range_excludes_a_finalized_level_is_refused_registration():
+    s = Scenario(brokers=0)  # metadata.version 25 and eligible.leader.replicas.version 1 finalized
+    refused = s.register(1, features=(("metadata.version", 1, 24),
+                                      ("eligible.leader.replicas.version", 0, 1)))
+    assert refused.error_code == Error.UNSUPPORTED_VERSION
+    assert 1 not in s.image.brokers
+
+
+def test_a_broker_that_does_not_list_a_finalized_feature_is_refused_registration():
+    # "We also need to check every controller feature is supported by the broker": a finalized
+    # level other than 0 of a feature the broker does not name is one it cannot support.
+    s = Scenario(brokers=0)
+    refused = s.register(1, features=(("metadata.version", 1, 25),))
+    assert refused.error_code == Error.UNSUPPORTED_VERSION
+    assert 1 not in s.image.brokers
+    assert s.register(1, features=SUPPORTS_ALL).error_code == Error.NONE
+
+
+def test_a_broker_listing_a_feature_the_cluster_has_not_finalized_must_support_its_level_0():
+    s = Scenario(brokers=0)  # transaction.version not finalized: level 0
+    refused = s.register(1, features=SUPPORTS_ALL + (("transaction.version", 1, 2),))
+    assert refused.error_code == Error.UNSUPPORTED_VERSION
+    assert s.register(1, features=SUPPORTS_ALL + (("transaction.version", 0, 2),)).error_code == Error.NONE
+
+
+def test_a_broker_that_lists_no_metadata_version_supports_only_the_first_kraft_level():
+    s = Scenario(brokers=0)  # metadata.version 25
+    refused = s.register(1, features=(("eligible.leader.replicas.version", 0, 1),))
+    assert refused.error_code == Error.UNSUPPORTED_VERSION
+    assert 1 not in s.image.brokers

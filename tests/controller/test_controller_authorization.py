@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from broker.metadata_follower import registration_features
 from controller.authorization import authorize_apis, error_response
 from metadata.security import (
     ALLOW,
@@ -76,7 +77,8 @@ def scenario(body, enabled: bool = True, allow_if_no_acl: bool = False):
 def registration(broker_id: int = 1):
     R = M.BrokerRegistrationRequest
     return R(broker_id=broker_id, cluster_id=CLUSTER_ID, incarnation_id=bytes([broker_id]) * 16,
-             listeners=[R.Listener(name="PLAINTEXT", host=HOST, port=closed_port())])
+             listeners=[R.Listener(name="PLAINTEXT", host=HOST, port=closed_port())],
+             features=registration_features())
 
 
 def heartbeat(broker_id: int, epoch: int, image):

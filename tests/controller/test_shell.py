@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import random
 
+from broker.metadata_follower import registration_features
 from controller.quorum_controller import QuorumController
 from metadata.image import NO_LEADER
 from protocol import messages as M
@@ -102,7 +103,8 @@ async def register(conn: KafkaConnection, broker_id: int, image, port: int | Non
     R = M.BrokerRegistrationRequest
     response = await conn.request(62, 3, R(
         broker_id=broker_id, cluster_id=CLUSTER_ID, incarnation_id=bytes([broker_id]) * 16,
-        listeners=[R.Listener(name="PLAINTEXT", host=HOST, port=port or closed_port())]))
+        listeners=[R.Listener(name="PLAINTEXT", host=HOST, port=port or closed_port())],
+        features=registration_features()))
     assert response.error_code == Error.NONE
     epoch = response.broker_epoch
     assert (await heartbeat(conn, broker_id, epoch, image)).is_fenced is False
