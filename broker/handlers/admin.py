@@ -51,9 +51,7 @@ from metadata.configs import (
     dynamic_broker_configs,
     listener_connection_config,
     not_dynamic,
-    parse_listener_connection_config,
     unknown_operation,
-    wrapped_config_exception,
 )
 from metadata.security import (
     ALTER,
@@ -73,6 +71,7 @@ from protocol.context import RequestContext
 from protocol.dispatch import Api
 from protocol.errors import Error
 from security import listener_ssl
+from security.connection_config import check_listener_limits
 from security.tls import SslConfigError
 
 if TYPE_CHECKING:
@@ -529,20 +528,9 @@ class AdminApis:
         self._listeners_change(res, setting)
 
     def _listener_limits(self, res) -> None:
-        """Kafka's ListenerConnectionQuota.validateReconfiguration for a listener of this broker:
-        its max.connections and max.connection.creation.rate must be above 0 (a value that is
-        no integer is the controller's to refuse, naming the base property)."""
-        listeners = {lsn.name.upper() for lsn in getattr(self.config, "listeners", [])}
-        for c in res.configs:
-            found = listener_connection_config(c.name)
-            if c.config_operation != SET or found is None or found[0] not in listeners:
-                continue
-            try:
-                value = parse_listener_connection_config(c.name, c.value)
-            except ConfigFailure:
-                continue
-            if value <= 0:
-                raise wrapped_config_exception(f"Invalid {found[1]} {value}")
+        """Kafka's ListenerConnectionQuota.validateReconfiguration for a listener of this broker
+        (security.connection_config.check_listener_limits)."""
+        check_listener_limits(res.configs, [lsn.name for lsn in getattr(self.config, "listeners", [])])
 
     def _listeners_change(self, res, setting: list[str]) -> None:
         """listeners, advertised.listeners and listener.security.protocol.map: per broker only
