@@ -315,7 +315,7 @@ class Broker:
         await self.follower.start(self.config["initial.broker.registration.timeout.ms"] / 1000,
                                   recover=self._load_logs)
         self._replicas_started = True
-        self.replicas.apply_image(self.image)
+        self.replicas.apply_image(self.image, startup=True)
         self.groups = GroupCoordinatorRuntime(self)
         self.groups.start()
         self._register_coordinator_metrics()

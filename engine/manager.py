@@ -12,6 +12,8 @@ Each log dir holds (as Apache Kafka lays it out)::
     <topic>-<partition>.<id>-delete/     a deleted partition awaiting removal
     <topic>-<partition>.<id>-future/     the future log of a replica moving into this dir
     <topic>-<partition>.<id>-replaced/   a current log its future replaced, awaiting removal
+    <topic>-<partition>.<id>-stray/      a log the metadata did not place here at startup, kept
+                                         aside, never loaded nor deleted (an operator's to remove)
 
 Startup loads every partition, recovering those of a dir without the clean-shutdown marker
 past their recovery points, then removes the marker. Shutdown flushes every log, writes the
@@ -73,6 +75,7 @@ _CHECKPOINTED = {
 DELETE_SUFFIX = "-delete"
 FUTURE_SUFFIX = "-future"
 REPLACED_SUFFIX = "-replaced"
+STRAY_SUFFIX = "-stray"
 _SUFFIXED_DIR = re.compile(r"^(?P<name>.+-\d+)\.[0-9a-f]{32}(?P<suffix>-future|-replaced)$")
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
 
@@ -233,6 +236,9 @@ class LogManager:
                 continue
             if name.endswith(DELETE_SUFFIX):
                 shutil.rmtree(path, ignore_errors=True)
+                continue
+            if name.endswith(STRAY_SUFFIX):
+                log.warning("%s: a stray log, kept aside and not loaded", path)
                 continue
             suffixed = _SUFFIXED_DIR.match(name)
             if suffixed is not None:
@@ -445,21 +451,36 @@ class LogManager:
     def delete_log(self, topic: str, partition: int) -> bool:
         """Rename the partition directory to ``<name>.<id>-delete`` (so a crash mid-delete
         never resurrects it) and remove it."""
+        doomed = self._set_aside(topic, partition, DELETE_SUFFIX, "deleting")
+        if doomed is None:
+            return False
+        shutil.rmtree(doomed, ignore_errors=True)
+        return True
+
+    def mark_stray(self, topic: str, partition: int) -> str | None:
+        """Kafka's stray replica: the partition's log, which the metadata does not place on this
+        broker at startup, renamed to ``<name>.<id>-stray`` and kept, never served nor deleted
+        (what may be the only copy of its records is an operator's to remove). Its new path,
+        or None when there was no such log."""
+        return self._set_aside(topic, partition, STRAY_SUFFIX, "setting aside")
+
+    def _set_aside(self, topic: str, partition: int, suffix: str, doing: str) -> str | None:
+        """The partition's log (and any future of it) out of this manager, its directory renamed
+        ``<name>.<id><suffix>``: the new path, or None when there was no such log."""
         self.remove_future_log(topic, partition)
         log_ = self.logs.pop((topic, partition), None)
         if log_ is None:
-            return False
-        log_.close(snapshot=False)
+            return None
+        log_.close(snapshot=suffix != DELETE_SUFFIX)
         self.uncleanable.discard((topic, partition))
         if os.path.exists(cleaner_checkpoint_path(log_.parent_dir)):
             with self.failure_channel.guard(log_.parent_dir, f"updating {CLEANER_CHECKPOINT}"), \
                     self.cleaner_checkpoint_lock(log_.parent_dir):
                 update_cleaner_checkpoint(log_.parent_dir, {}, remove=[(topic, partition)])
-        doomed = f"{log_.dir}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
-        with self.failure_channel.guard(log_.parent_dir, f"deleting {topic}-{partition}"):
-            os.rename(log_.dir, doomed)
-        shutil.rmtree(doomed, ignore_errors=True)
-        return True
+        moved = f"{log_.dir}.{uuid.uuid4().hex}{suffix}"
+        with self.failure_channel.guard(log_.parent_dir, f"{doing} {topic}-{partition}"):
+            os.rename(log_.dir, moved)
+        return moved
 
     # ---- periodic work -------------------------------------------------------------------
 

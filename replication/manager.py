@@ -362,7 +362,10 @@ class ReplicaManager:
 
     # ---- metadata -----------------------------------------------------------------------------
 
-    def apply_image(self, image: Any, now_ms: int | None = None) -> None:
+    def apply_image(self, image: Any, now_ms: int | None = None, startup: bool = False) -> None:
+        """``image`` applied to this broker's partitions; ``startup``: the first image after the
+        logs were loaded, where a log the image does not place here is stray (kept aside, not
+        deleted, as Kafka's LogManager.isStrayKraftReplica has it)."""
         now = self.clock() if now_ms is None else now_ms
         self._image = image
         self.brokers.image = image
@@ -376,7 +379,10 @@ class ReplicaManager:
             entry = wanted.get(tp)
             if entry is None or self._is_other_topic(tp, entry[0].topic_id):
                 with self._storage_error_skips(tp):
-                    self._remove_partition(tp)
+                    if startup and tp not in self.partitions:
+                        self._set_aside_stray(tp)
+                    else:
+                        self._remove_partition(tp)
         leaders, followers = [], []
         for tp, (topic, state) in wanted.items():
             with self._storage_error_skips(tp):
@@ -444,6 +450,12 @@ class ReplicaManager:
         if self.logs.delete_log(*tp):
             log.info("deleted the log of %s-%d", *tp)
         self.on_changed(*tp)
+
+    def _set_aside_stray(self, tp: TopicPartition) -> None:
+        self.topic_ids.pop(tp, None)
+        moved = self.logs.mark_stray(*tp)
+        if moved is not None:
+            log.warning("Log for partition %s-%d is marked as stray and renamed to %s", *tp, moved)
 
     def _ensure_partition(self, tp: TopicPartition, topic_id: bytes, now: int) -> Partition:
         config = self.topic_config(tp[0])

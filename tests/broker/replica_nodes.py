@@ -171,7 +171,7 @@ class Node:
             *FetchHandler(self.replicas, FetchSessionCache(10), self.waiters, fetch_max_bytes,
                           authorizer).apis(),
             *OffsetsHandlers(self.replicas, self.waiters, authorizer).apis()]}
-        self.sync()
+        self.sync(startup=True)
 
     async def allocate_producer_id(self) -> int:
         """The next producer id, as the controller's blocks would give it."""
@@ -182,9 +182,10 @@ class Node:
         overrides = self.cluster.image.topic_config(topic)
         return self.log_config.with_overrides(overrides) if overrides else self.log_config
 
-    def sync(self) -> None:
-        """The metadata changed: the broker applies the image and wakes what waits for it."""
-        self.replicas.apply_image(self.cluster.image)
+    def sync(self, startup: bool = False) -> None:
+        """The metadata changed: the broker applies the image and wakes what waits for it
+        (``startup``: its first image since its logs were loaded)."""
+        self.replicas.apply_image(self.cluster.image, startup=startup)
         self.waiters.notify_all()
 
     def log(self, partition: int = 0):

@@ -2,9 +2,11 @@
 outcomes reach the AlterPartition manager, the purgatory and the waiting fetches."""
 import asyncio
 import os
+import re
 import uuid
 
 from engine.checkpoint import uuid_to_str
+from engine.log import Log
 from protocol import messages as M
 from protocol.errors import Error
 from replication.isr import LeaderAndIsr
@@ -292,4 +294,66 @@ def test_an_acks_all_wait_on_a_partition_that_loses_its_leadership_is_answered_s
         node.cluster.change(leader=2)
         node.sync()
         assert answers == [[Error.NOT_LEADER_OR_FOLLOWER]]
+    run(main())
+
+
+# ---- stray logs at startup (Kafka's LogManager.isStrayKraftReplica) ----------------------------
+
+def _restarted(tmp_path, cluster, node):
+    """``node`` stopped cleanly and a new broker 1 started over its log dir, ``cluster``'s image
+    the first it applies."""
+    node.logs.shutdown()
+    return Node(tmp_path, 1, cluster)
+
+
+def _stray_dirs(node) -> list[str]:
+    return [n for n in os.listdir(node.dir) if n.endswith("-stray")]
+
+
+def test_a_log_whose_topic_the_image_lacks_at_startup_is_moved_aside_as_stray_not_deleted(tmp_path):
+    """A topic deleted while the broker was down, or a broker pointed at the wrong metadata: the
+    log is renamed <topic>-<partition>.<id>-stray and kept, never deleted (Kafka moves stray
+    partitions aside rather than losing what may be the only copy)."""
+    async def main():
+        cluster = Cluster(brokers=(1,))
+        cluster.create_topic(replicas=(1,))
+        node = Node(tmp_path, 1, cluster)
+        await node.produce(10, acks=1)
+        cluster.delete_topic()
+        node = _restarted(tmp_path, cluster, node)
+        assert node.log() is None and TP not in node.replicas.partitions
+        [stray] = _stray_dirs(node)
+        assert re.fullmatch(rf"{TOPIC}-0\.[0-9a-f]{{32}}-stray", stray)
+        kept = Log(os.path.join(node.dir, stray))
+        assert kept.log_end_offset == 10
+        kept.close()
+        # and it stays aside at the next start, neither loaded nor deleted
+        node = _restarted(tmp_path, cluster, node)
+        assert node.log() is None and _stray_dirs(node) == [stray]
+    run(main())
+
+
+def test_a_replica_reassigned_away_while_the_broker_was_down_is_stray_at_startup(tmp_path):
+    async def main():
+        cluster = Cluster(brokers=(1, 2))
+        cluster.create_topic(replicas=(1,))
+        node = Node(tmp_path, 1, cluster)
+        await node.produce(10, acks=1)
+        cluster.delete_topic()
+        cluster.create_topic(replicas=(2,))  # the same name and id, placed on broker 2 only
+        node = _restarted(tmp_path, cluster, node)
+        assert node.log() is None and len(_stray_dirs(node)) == 1
+    run(main())
+
+
+def test_a_topic_deleted_while_the_broker_runs_is_still_deleted_not_stray(tmp_path):
+    async def main():
+        cluster = Cluster(brokers=(1,))
+        cluster.create_topic(replicas=(1,))
+        node = Node(tmp_path, 1, cluster)
+        await node.produce(10, acks=1)
+        cluster.delete_topic()
+        node.sync()
+        assert node.log() is None and _stray_dirs(node) == []
+        assert [n for n in os.listdir(node.dir) if n.startswith(f"{TOPIC}-0")] == []
     run(main())
