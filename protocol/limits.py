@@ -31,6 +31,15 @@ The connection limits change without a restart (``ConnectionQuotas.update``, Kaf
 SocketServer.reconfigure): a new max.connections or creation rate holds from the next accept, a
 lower max.connections.per.ip closes nothing already open, as Kafka's.
 
+Excess connections (Kafka's Processor.closeExcessConnections): while the Server's connections
+number more than the broker-wide max.connections (it was lowered, or the protected listener
+accepted past it), every listener but the protected one is over it (``max_connections_exceeded``)
+and the Server closes the least recently used of their connections, ``excess()`` of them: the
+oldest ``last_active_ms`` (a request taken up or an answer sent, as Kafka's Selector orders its
+channels for idle expiry; a request in flight does not spare its connection, as
+lowestPriorityChannel does not look at it). The protected listener's connections are never
+closed for it.
+
 Theory of the memory pool (queued.max.request.bytes; Kafka's MemoryPool that mutes channels).
 Bytes of requests in memory are bounded across all the connections of a Server: a request's bytes
 are reserved once its size prefix is read and it no longer fits the connection's shared receive
@@ -221,6 +230,16 @@ class ConnectionQuotas:
         """Kafka's protectedListener: the inter-broker listener, beside at least one other."""
         return listener is not None and listener == self.inter_broker and len(self.listeners) > 1
 
+    def max_connections_exceeded(self, listener: str | None) -> bool:
+        """Kafka's maxConnectionsExceeded: the broker-wide count is over max.connections, and
+        ``listener`` is not the protected one, so it closes its least recently used connection."""
+        return self.total > self.max_connections and not self._protected(
+            listener.upper() if listener is not None else None)
+
+    def excess(self) -> int:
+        """How many connections the broker-wide count is over max.connections."""
+        return max(0, self.total - self.max_connections)
+
     def slot_available(self, listener: str | None = None) -> bool:
         """Kafka's connectionSlotAvailable: under the listener's own max.connections, and under
         the broker-wide one unless the listener is the protected inter-broker one."""
@@ -316,27 +335,35 @@ def _normal_ip(ip: str) -> str:
 
 class IdleTracker:
     """connections.max.idle.ms. ``check(now_ms)`` is called every ``interval_ms``; a connection
-    is idle while it waits for a request (nothing queued, received or answered since the last
-    check; a half-sent frame does not count as a request) and is closed once it has been idle
-    for ``idle_ms``. Connections must offer ``requests`` (frames received so far), ``waiting``
-    (True while it waits for a request), ``idle_since_ms``, ``seen_requests`` and ``close_idle``."""
+    is idle while it waits for a request (nothing queued, handled or answered later; a half-sent
+    frame does not count as a request) and is closed once its last activity (``last_active_ms``:
+    the last request taken up or answer sent, the one clock excess connections are ordered by
+    too) is ``idle_ms`` old. Connections must offer ``waiting`` (True while it waits for a
+    request), ``last_active_ms`` and ``close_idle``."""
 
     def __init__(self, idle_ms: int):
         self.idle_ms = idle_ms
         self.interval_ms = max(10, min(1000, idle_ms // 4))
 
     def check(self, connections, now_ms: int) -> list:
-        expired = []
-        for conn in list(connections):
-            if conn.requests != conn.seen_requests or not conn.waiting:
-                conn.seen_requests = conn.requests
-                conn.idle_since_ms = now_ms
-            elif now_ms - conn.idle_since_ms >= self.idle_ms:
-                expired.append(conn)
+        idle_ms = self.idle_ms
+        expired = [conn for conn in connections if conn.waiting and now_ms - conn.last_active_ms >= idle_ms]
         for conn in expired:
-            conn.close_idle(self.idle_ms)
+            conn.close_idle(idle_ms)
         return expired
 
 
+def least_recently_used(connections, n: int) -> list:
+    """The ``n`` connections whose last activity is oldest (Kafka's Selector.lowestPriorityChannel,
+    taken ``n`` times), oldest first."""
+    if n <= 0:
+        return []
+    return sorted(connections, key=_last_active)[:n]
+
+
+def _last_active(conn) -> float:
+    return conn.last_active_ms
+
+
 __all__ = ["BLOCKED", "ConnectionQuotas", "FrameTooLarge", "IdleTracker", "ListenerLimits",
-           "ListenerQuota", "MemoryPool", "UNLIMITED"]
+           "ListenerQuota", "MemoryPool", "UNLIMITED", "least_recently_used"]
