@@ -76,7 +76,14 @@ from collections.abc import Awaitable, Callable
 from protocol.context import PLAINTEXT, KafkaPrincipal, Session, current_session
 from protocol.dispatch import Deferred
 from protocol.frames import BUFFER_BYTES, FrameReader
-from protocol.limits import ConnectionQuotas, FrameTooLarge, IdleTracker, ListenerLimits, MemoryPool
+from protocol.limits import (
+    ConnectionQuotas,
+    FrameTooLarge,
+    IdleTracker,
+    ListenerLimits,
+    MemoryPool,
+    least_recently_used,
+)
 
 log = logging.getLogger(__name__)
 
@@ -146,11 +153,9 @@ class _Connection(asyncio.BufferedProtocol):
         self.peer = None
         self.closed = False
         self.paused_reading = False  # too many queued frames (the reader's ``blocked``: no memory)
-        # connections.max.idle.ms (protocol.limits.IdleTracker): frames received so far, and
-        # what the tracker saw of them.
-        self.requests = 0
-        self.seen_requests = 0
-        self.idle_since_ms = server.now_ms()
+        # The last request taken up or answer sent: connections.max.idle.ms counts from it and
+        # excess connections are closed oldest first (protocol.limits).
+        self.last_active_ms = server.now_ms()
         self._wakeup: asyncio.Future | None = None
         self._drained: asyncio.Future | None = None
         self.task: asyncio.Task | None = None
@@ -202,7 +207,6 @@ class _Connection(asyncio.BufferedProtocol):
             self._close()
             return
         if frames:
-            self.requests += len(frames)
             self.frames.extend(frames)
             if len(self.frames) >= QUEUED_FRAMES_MAX and not self.paused_reading:
                 self.paused_reading = True
@@ -235,6 +239,14 @@ class _Connection(asyncio.BufferedProtocol):
             log.debug("closing connection from %s: idle for connections.max.idle.ms (%d ms)",
                       self.peer, idle_ms)
         self._close()
+
+    def close_excess(self) -> None:
+        """Closed over max.connections (Server._close_excess): at once, answers not yet sent
+        dropped, as Kafka's processor closes its lowest priority channel."""
+        log.debug("closing connection from %s: over max.connections", self.peer)
+        self.closed = True
+        self.transport.abort()
+        self._wake()
 
     def eof_received(self) -> bool:
         return False  # close the transport; queued requests are dropped with the connection
@@ -281,16 +293,19 @@ class _Connection(asyncio.BufferedProtocol):
         current_session.set(self.session)
         loop = asyncio.get_running_loop()
         handle = self.server.handle
+        now_ms = self.server.now_ms
         try:
             while True:
                 while not self.frames:
                     if self.closed:
                         return
+                    self.last_active_ms = now_ms()  # its last answer is sent
                     self._wakeup = loop.create_future()
                     await self._wakeup
                 if self.closed:
                     return
                 frame = self.frames.popleft()
+                self.last_active_ms = now_ms()
                 self.handling = len(frame)
                 if self.paused_reading and len(self.frames) < QUEUED_FRAMES_MAX // 2:
                     self.paused_reading = False
@@ -365,6 +380,7 @@ class _Connection(asyncio.BufferedProtocol):
                     parts += fut.result()
                 if parts:
                     await self._send(loop, parts)
+                    self.last_active_ms = self.server.now_ms()
                 if close:
                     self._close()
                     break
@@ -585,6 +601,8 @@ class Server:
                          "(max.connections.per.ip)", ip, quotas.limit_for(ip))
                 sock.close()
                 continue
+            if quotas.total > quotas.max_connections:  # the protected listener accepted past it
+                self._close_excess()
             ssl_context = self.security.get(listener, (PLAINTEXT, None, None))[1]  # the latest, if rotated
             if ssl_context is not None:
                 task = loop.create_task(self._connect(loop, sock, ip, factory, ssl_context, listener_name))
@@ -626,8 +644,32 @@ class Server:
         an acceptor waiting for a slot looks again."""
         self.limits = limits
         self.quotas.update(limits)
+        self._close_excess()
         if self._slot_freed is not None:
             self._slot_freed.set()
+
+    def _close_excess(self) -> None:
+        """Kafka's closeExcessConnections (protocol.limits): while the connections number more
+        than max.connections, close the least recently used on the listeners that are not
+        protected; one already closing goes first, at once."""
+        quotas = self.quotas
+        excess = quotas.excess()
+        if not excess:
+            return
+        candidates = []
+        for conn in list(self.connections):
+            if not conn.closed:
+                if quotas.max_connections_exceeded(conn.listener_name):
+                    candidates.append(conn)
+            elif excess > 0:  # closing, its answers still being written: its count goes soon
+                excess -= 1
+                conn.transport.abort()
+        shed = least_recently_used(candidates, excess)
+        if shed:
+            log.info("closing %d connection(s), the least recently used, over max.connections (%d)",
+                     len(shed), quotas.max_connections)
+        for conn in shed:
+            conn.close_excess()
 
     def connection_ended(self, conn: _Connection) -> None:
         if conn in self.connections:
@@ -644,6 +686,8 @@ class Server:
         while True:
             await asyncio.sleep(self.idle.interval_ms / 1000)
             self.idle.check(self.connections, self.now_ms())
+            if self.quotas.total > self.quotas.max_connections:
+                self._close_excess()
 
     async def close(self) -> None:
         for task in self._accepting:
