@@ -7,7 +7,9 @@
 |                                  | that needs more (MemoryPool); a request larger than the   |
 |                                  | whole budget closes its connection                        |
 | max.connections                  | accepting stops until a connection closes (the kernel's   |
-|                                  | backlog holds new ones), as Kafka's acceptor waits        |
+|                                  | backlog holds new ones), as Kafka's acceptor waits; while |
+|                                  | more are open (lowered, or the protected listener past    |
+|                                  | it) the least recently used are closed (see below)        |
 | max.connections.per.ip, and      | a new connection from that address is accepted and closed |
 | max.connections.per.ip.overrides | at once (KIP-402)                                         |
 | max.connection.creation.rate     | accepting waits until the last second saw fewer (KIP-612) |
@@ -29,7 +31,8 @@ the inter-broker listener neither waits for nor counts in.
 
 The connection limits change without a restart (``ConnectionQuotas.update``, Kafka's
 SocketServer.reconfigure): a new max.connections or creation rate holds from the next accept, a
-lower max.connections.per.ip closes nothing already open, as Kafka's.
+lower max.connections.per.ip closes nothing already open, as Kafka's; a max.connections lowered
+below the open connections closes the excess (below).
 
 Excess connections (Kafka's Processor.closeExcessConnections): while the Server's connections
 number more than the broker-wide max.connections (it was lowered, or the protected listener
