@@ -29,7 +29,9 @@ memory pool for the bytes of requests received and not yet handled (queued.max.r
 a connection that needs more stops reading until a handler releases some), and the Server
 enforces max.connections, max.connections.per.ip, max.connection.creation.rate and
 connections.max.idle.ms on all of its listeners, and each listener's own max.connections and
-creation rate (the inter-broker listener exempt from the broker-wide ones: protocol/limits.py).
+creation rate (the inter-broker listener exempt from the broker-wide ones: protocol/limits.py);
+while more connections are open than max.connections, it closes the least recently used on the
+listeners that are not protected (``_close_excess``).
 Frames are split by protocol.frames.FrameReader.
 
 Socket buffers, as Kafka's SocketServer sets them (-1: the OS default, which autotunes): the
