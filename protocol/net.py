@@ -155,8 +155,9 @@ class _Connection(asyncio.BufferedProtocol):
         self.peer = None
         self.closed = False
         self.paused_reading = False  # too many queued frames (the reader's ``blocked``: no memory)
-        # The last request taken up or answer sent: connections.max.idle.ms counts from it and
-        # excess connections are closed oldest first (protocol.limits).
+        # When the last request was taken up (or the last answers that waited were sent):
+        # connections.max.idle.ms counts from it and excess connections are closed oldest first
+        # (protocol.limits).
         self.last_active_ms = server.now_ms()
         self._wakeup: asyncio.Future | None = None
         self._drained: asyncio.Future | None = None
@@ -301,13 +302,12 @@ class _Connection(asyncio.BufferedProtocol):
                 while not self.frames:
                     if self.closed:
                         return
-                    self.last_active_ms = now_ms()  # its last answer is sent
                     self._wakeup = loop.create_future()
                     await self._wakeup
                 if self.closed:
                     return
                 frame = self.frames.popleft()
-                self.last_active_ms = now_ms()
+                self.last_active_ms = now_ms()  # one clock read a request: its answer follows it
                 self.handling = len(frame)
                 if self.paused_reading and len(self.frames) < QUEUED_FRAMES_MAX // 2:
                     self.paused_reading = False
