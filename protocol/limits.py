@@ -38,9 +38,10 @@ Excess connections (Kafka's Processor.closeExcessConnections): while the Server'
 number more than the broker-wide max.connections (it was lowered, or the protected listener
 accepted past it), every listener but the protected one is over it (``max_connections_exceeded``)
 and the Server closes the least recently used of their connections, ``excess()`` of them: the
-oldest ``last_active_ms`` (a request taken up or an answer sent, as Kafka's Selector orders its
-channels for idle expiry; a request in flight does not spare its connection, as
-lowestPriorityChannel does not look at it). The protected listener's connections are never
+oldest ``last_active_ms`` (when its last request was taken up, or answers that waited for
+replication were sent: one clock read a request, near Kafka's Selector, which orders its channels
+for idle expiry by their last read or write; a request in flight does not spare its connection,
+as lowestPriorityChannel does not look at it). The protected listener's connections are never
 closed for it.
 
 Theory of the memory pool (queued.max.request.bytes; Kafka's MemoryPool that mutes channels).
@@ -340,9 +341,9 @@ class IdleTracker:
     """connections.max.idle.ms. ``check(now_ms)`` is called every ``interval_ms``; a connection
     is idle while it waits for a request (nothing queued, handled or answered later; a half-sent
     frame does not count as a request) and is closed once its last activity (``last_active_ms``:
-    the last request taken up or answer sent, the one clock excess connections are ordered by
-    too) is ``idle_ms`` old. Connections must offer ``waiting`` (True while it waits for a
-    request), ``last_active_ms`` and ``close_idle``."""
+    when its last request was taken up, the one clock excess connections are ordered by too) is
+    ``idle_ms`` old. Connections must offer ``waiting`` (True while it waits for a request),
+    ``last_active_ms`` and ``close_idle``."""
 
     def __init__(self, idle_ms: int):
         self.idle_ms = idle_ms
