@@ -207,6 +207,9 @@ class ConnectionQuotas:
         self.created: collections.deque[int] = collections.deque()
         self.listener_counts: dict[str, int] = {}
         self.listener_created: dict[str, collections.deque[int]] = {}
+        # The listeners the Server has bound (Kafka's listenerCounts, one per socket server): a
+        # combined node's broker serves its listeners, not the controller's its limits name too.
+        self.served: set[str] = set()
         self.update(limits)
         # (ip, now_ms) -> how long to hold a connection from ip before closing it, 0 to accept
         # it (a rate that refuses records nothing): the ip quotas, set by the broker.
@@ -230,9 +233,17 @@ class ConnectionQuotas:
         throttle = self.ip_throttle
         return 0 if throttle is None else throttle(_normal_ip(ip), now_ms)
 
+    def serve(self, listener: str) -> None:
+        self.served.add(listener.upper())
+
+    def unserve(self, listener: str) -> None:
+        self.served.discard(listener.upper())
+
     def _protected(self, listener: str | None) -> bool:
-        """Kafka's protectedListener: the inter-broker listener, beside at least one other."""
-        return listener is not None and listener == self.inter_broker and len(self.listeners) > 1
+        """Kafka's protectedListener: the inter-broker listener, beside at least one other that
+        its Server serves (a core alone, never bound: the listeners its limits name)."""
+        return (listener is not None and listener == self.inter_broker
+                and len(self.served or self.listeners) > 1)
 
     def max_connections_exceeded(self, listener: str | None) -> bool:
         """Kafka's maxConnectionsExceeded: the broker-wide count is over max.connections, and
