@@ -518,6 +518,8 @@ class Server:
         self.sockets.append(sock)
         self.listener_names[sock] = listener_name
         self.security[sock] = (security_protocol, ssl_context, principal)
+        if listener_name is not None:
+            self.quotas.serve(listener_name)
         return sock.getsockname()[1]
 
     def set_ssl_context(self, listener_name: str, ssl_context: ssl.SSLContext) -> None:
@@ -562,6 +564,7 @@ class Server:
             del self.listener_names[sock]
             self.security.pop(sock, None)
             sock.close()
+        self.quotas.unserve(name)
         for conn in list(self.connections):
             if conn.listener_name is not None and conn.listener_name.upper() == name:
                 conn._close()
