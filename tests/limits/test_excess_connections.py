@@ -79,11 +79,11 @@ async def connect(port: int):
     return reader, writer
 
 
-async def answers(conn, tag: bytes = b"ping") -> bool:
+async def answers(conn, tag: bytes = b"ping", timeout: float = 2.0) -> bool:
     reader, writer = conn
     try:
         writer.write(request(tag))
-        return await asyncio.wait_for(reader.readexactly(4 + len(tag)), 2) == request(tag)
+        return await asyncio.wait_for(reader.readexactly(4 + len(tag)), timeout) == request(tag)
     except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
         return False
 
@@ -209,6 +209,31 @@ def test_a_connection_with_a_request_in_flight_is_closed_by_its_last_activity_as
             assert await answers(a, b"kept") and await answers(b, b"kept")
             release.set()
             for conn in (busy, a, b):
+                conn[1].close()
+        finally:
+            await server.close()
+    run(scenario)
+
+
+def test_the_inter_broker_listener_alone_on_its_server_is_not_protected_though_the_node_names_others():
+    """A combined node's broker serves its inter-broker listener alone (the controller listener is
+    the controller's): Kafka's protectedListener counts the listeners of that socket server only."""
+    async def scenario():
+        clock = Clock()
+        limits = ListenerLimits(max_connections=2, inter_broker_listener="PLAINTEXT",
+                                listeners={"PLAINTEXT": ListenerQuota(), "CONTROLLER": ListenerQuota()})
+        server, ports = await start(limits, clock, "PLAINTEXT")
+        try:
+            old, recent = await connect(ports["PLAINTEXT"]), await connect(ports["PLAINTEXT"])
+            await used_at(clock, old, 100)
+            await used_at(clock, recent, 200)
+            third = await connect(ports["PLAINTEXT"])  # in the kernel's backlog
+            assert not await answers(third, b"waits", timeout=0.3), "the broker-wide limit holds on it"
+            server.update_limits(ListenerLimits(max_connections=1, inter_broker_listener="PLAINTEXT",
+                                                listeners=limits.listeners))
+            assert await is_closed(old)
+            assert await answers(recent, b"kept")
+            for conn in (old, recent, third):
                 conn[1].close()
         finally:
             await server.close()
