@@ -663,12 +663,14 @@ class Server:
             return
         candidates = []
         for conn in list(self.connections):
+            sheds = quotas.max_connections_exceeded(conn.listener_name)
             if not conn.closed:
-                if quotas.max_connections_exceeded(conn.listener_name):
+                if sheds:
                     candidates.append(conn)
-            elif excess > 0:  # closing, its answers still being written: its count goes soon
+            elif excess > 0:  # closing (its answers still being written): its count goes soon
                 excess -= 1
-                conn.transport.abort()
+                if sheds:  # Kafka's lowestPriorityChannel takes a closing channel first, at once
+                    conn.transport.abort()
         shed = least_recently_used(candidates, excess)
         if shed:
             log.info("closing %d connection(s), the least recently used, over max.connections (%d)",
