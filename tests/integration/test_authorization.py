@@ -143,13 +143,19 @@ def create_topics(bootstrap: str, names: list[str]) -> None:
 
 
 def confluent_produce(bootstrap, user, topic):
-    from confluent_kafka import Producer
+    from confluent_kafka import KafkaException, Producer
 
     reports = []
     producer = Producer({**_confluent_conf(bootstrap, user),
                          "message.timeout.ms": int(CLIENT_TIMEOUT_S * 1000)})
     for key, value in MESSAGES:
-        producer.produce(topic, value, key, on_delivery=lambda err, msg: reports.append(err))
+        try:
+            producer.produce(topic, value, key, on_delivery=lambda err, msg: reports.append(err))
+        except KafkaException as e:
+            # Once a delivery failed with TOPIC_AUTHORIZATION_FAILED, librdkafka marks the topic
+            # so (its partition count drops to 0) and refuses the next produce() at once.
+            producer.flush(CLIENT_TIMEOUT_S + 5)
+            return e.args[0].name()
     producer.flush(CLIENT_TIMEOUT_S + 5)
     errors = [e for e in reports if e is not None]
     return errors[0].name() if errors else "ok" if len(reports) == len(MESSAGES) else "undelivered"
