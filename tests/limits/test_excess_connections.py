@@ -96,9 +96,9 @@ async def is_closed(conn) -> bool:
 
 
 async def used_at(clock: Clock, conn, now_ms: int) -> None:
+    """A request on ``conn`` at ``now_ms``: answered, so the server took it up then."""
     clock.now_ms = now_ms
     assert await answers(conn)
-    await asyncio.sleep(0.01)  # the server's task is back waiting: its last response is stamped
 
 
 async def settled(server: Server, total: int) -> None:
@@ -186,10 +186,11 @@ def test_a_protected_listener_connection_accepted_past_the_limit_closes_the_lru_
 def test_a_connection_with_a_request_in_flight_is_closed_by_its_last_activity_as_kafka_does():
     async def scenario():
         clock = Clock()
-        release = asyncio.Event()
+        taken_up, release = asyncio.Event(), asyncio.Event()
 
         async def slow_on_wait(frame: memoryview):
             if bytes(frame) == b"wait":
+                taken_up.set()
                 await release.wait()
             return await echo(frame)
 
@@ -200,7 +201,7 @@ def test_a_connection_with_a_request_in_flight_is_closed_by_its_last_activity_as
             await used_at(clock, a, 100)
             clock.now_ms = 200
             busy[1].write(request(b"wait"))  # taken up at 200, answered never
-            await asyncio.sleep(0.05)
+            await taken_up.wait()
             await used_at(clock, b, 300)
             await used_at(clock, a, 400)
             clock.now_ms = 500
