@@ -152,14 +152,18 @@ def test_a_full_client_listener_waits_while_the_inter_broker_listener_accepts():
             assert await open_served(client_port, b"third", timeout=0.5) is None  # waits in the backlog
             replicas = [await open_served(replication_port, b"fetch") for _ in range(3)]
             assert all(replicas)  # beyond the broker-wide max.connections
-            held[0][1].close()
+            # ... and, as Kafka's closeExcessConnections, each past it closed a client's: the
+            # least recently used of the unprotected listener, here both held ones.
+            for reader, _ in held:
+                assert await asyncio.wait_for(reader.read(), 2.0) == b""
             # The inter-broker listener's connections count in the broker-wide total: a client
-            # waits while they are open, though its own listener has a free slot.
+            # waits while they are open, though its own listener has free slots.
             assert await open_served(client_port, b"waits", timeout=0.5) is None
             for conn in replicas:
                 conn[1].close()
             assert await open_served(client_port, b"again", timeout=5.0) is not None
-            held[1][1].close()
+            for _, writer in held:
+                writer.close()
         finally:
             await server.close()
 
