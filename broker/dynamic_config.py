@@ -9,13 +9,8 @@ DynamicBrokerConfig hands each change to its Reconfigurables:
 | .io.max.bytes.per.second, .backoff.ms              | reconfigure)                              |
 | num.replica.fetchers                               | the replica fetchers (ReplicaFetcher-     |
 |                                                    | Manager.resize)                           |
-| max.connections, max.connections.per.ip,           | the running listeners (protocol.net.      |
-| max.connections.per.ip.overrides,                  | Server.update_limits)                     |
-| max.connection.creation.rate                       |                                           |
-| listener.name.<l>.max.connections,                 | listener <l> of the running listeners     |
-| listener.name.<l>.max.connection.creation.rate     | (protocol.limits.ListenerQuota), the      |
-|                                                    | prefixed value (dynamic, else static)     |
-|                                                    | over the base property's current one      |
+| max.connections*, listener.name.<l>.max.conn-      | the running listeners, as a controller's  |
+| ection*, client quotas of ip entities              | (security.connection_config's table)      |
 | listeners, advertised.listeners,                   | the listeners (``apply_listeners``, Kafka's |
 | listener.security.protocol.map                     | DynamicListenerConfig.reconfigure): one   |
 |                                                    | added is bound and accepts, one removed   |
@@ -29,8 +24,6 @@ DynamicBrokerConfig hands each change to its Reconfigurables:
 |                                                    | authenticators are made at startup)       |
 | num.io.threads, num.network.threads,               | nothing: accepted as Kafka does, without  |
 | num.recovery.threads.per.data.dir                  | effect here (strom.config.WITHOUT_EFFECT) |
-| client quotas of ip entities                       | the listeners' accept (security.quotas.   |
-| (connection_creation_rate)                         | IpConnectionQuotas, KIP-612)              |
 
 A value is this broker's dynamic one, else the cluster default's, else the static property
 (metadata.configs.dynamic_broker_configs); one the image holds that does not parse (the

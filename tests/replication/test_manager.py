@@ -299,6 +299,15 @@ def test_an_acks_all_wait_on_a_partition_that_loses_its_leadership_is_answered_s
 
 # ---- stray logs at startup (Kafka's LogManager.isStrayKraftReplica) ----------------------------
 
+async def _holding_ten_records(tmp_path, brokers=(1,)):
+    """A cluster of ``brokers`` and broker 1, the only replica of the topic, holding 10 records."""
+    cluster = Cluster(brokers=brokers)
+    cluster.create_topic(replicas=(1,))
+    node = Node(tmp_path, 1, cluster)
+    await node.produce(10, acks=1)
+    return cluster, node
+
+
 def _restarted(tmp_path, cluster, node):
     """``node`` stopped cleanly and a new broker 1 started over its log dir, ``cluster``'s image
     the first it applies."""
@@ -315,10 +324,7 @@ def test_a_log_whose_topic_the_image_lacks_at_startup_is_moved_aside_as_stray_no
     log is renamed <topic>-<partition>.<id>-stray and kept, never deleted (Kafka moves stray
     partitions aside rather than losing what may be the only copy)."""
     async def main():
-        cluster = Cluster(brokers=(1,))
-        cluster.create_topic(replicas=(1,))
-        node = Node(tmp_path, 1, cluster)
-        await node.produce(10, acks=1)
+        cluster, node = await _holding_ten_records(tmp_path)
         cluster.delete_topic()
         node = _restarted(tmp_path, cluster, node)
         assert node.log() is None and TP not in node.replicas.partitions
@@ -335,10 +341,7 @@ def test_a_log_whose_topic_the_image_lacks_at_startup_is_moved_aside_as_stray_no
 
 def test_a_replica_reassigned_away_while_the_broker_was_down_is_stray_at_startup(tmp_path):
     async def main():
-        cluster = Cluster(brokers=(1, 2))
-        cluster.create_topic(replicas=(1,))
-        node = Node(tmp_path, 1, cluster)
-        await node.produce(10, acks=1)
+        cluster, node = await _holding_ten_records(tmp_path, brokers=(1, 2))
         cluster.delete_topic()
         cluster.create_topic(replicas=(2,))  # the same name and id, placed on broker 2 only
         node = _restarted(tmp_path, cluster, node)
@@ -348,10 +351,7 @@ def test_a_replica_reassigned_away_while_the_broker_was_down_is_stray_at_startup
 
 def test_a_topic_deleted_while_the_broker_runs_is_still_deleted_not_stray(tmp_path):
     async def main():
-        cluster = Cluster(brokers=(1,))
-        cluster.create_topic(replicas=(1,))
-        node = Node(tmp_path, 1, cluster)
-        await node.produce(10, acks=1)
+        cluster, node = await _holding_ten_records(tmp_path)
         cluster.delete_topic()
         node.sync()
         assert node.log() is None and _stray_dirs(node) == []
