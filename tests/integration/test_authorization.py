@@ -217,7 +217,8 @@ def kafka_python_consume(bootstrap, user, topic, group):
         subscribe(consumer, topic)
         deadline = time.monotonic() + CLIENT_TIMEOUT_S
         while time.monotonic() < deadline and len(got) < len(MESSAGES):
-            for records in consumer.poll(200).values():
+            # a poll that waits out a join whole (clients/kafka_python.subscribe)
+            for records in consumer.poll(max(0, int((deadline - time.monotonic()) * 1000))).values():
                 got += [(r.key, r.value) for r in records]
         if got:
             consumer.commit()

