@@ -5,7 +5,6 @@ replayed into a real MetadataImage, against a real listener on 127.0.0.1."""
 from __future__ import annotations
 
 import asyncio
-import struct
 
 from broker.dynamic_config import DynamicBrokerConfig
 from broker.off_loop import CleanerThread
@@ -17,6 +16,7 @@ from replication.fetcher import FetcherConfig, ReplicaFetcherManager
 from strom.config import ServerConfig
 from tests.broker.test_config import BASE
 from tests.engine.test_cleaner_manager import _manager
+from tests.limits.echo import echo, served
 
 NODE = 1
 
@@ -67,25 +67,6 @@ def test_the_cluster_default_then_the_brokers_own_value_reach_the_cleaner_and_th
         assert dynamic.current["num.io.threads"] == 16, "accepted, kept for the next change's check"
     finally:
         manager.shutdown()
-
-
-async def echo(frame: memoryview):
-    return [struct.pack(">i", len(frame)), bytes(frame)]
-
-
-def request(tag: bytes) -> bytes:
-    return struct.pack(">i", len(tag)) + tag
-
-
-async def served(port: int, tag: bytes = b"ping", timeout: float = 2.0) -> bool:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        writer.write(request(tag))
-        return await asyncio.wait_for(reader.readexactly(4 + len(tag)), timeout) == request(tag)
-    except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
-        return False
-    finally:
-        writer.close()
 
 
 def test_connection_limits_and_ip_quotas_from_the_image_reach_the_running_listener():

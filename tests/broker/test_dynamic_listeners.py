@@ -28,6 +28,7 @@ from strom.config import ServerConfig
 from tests.broker.test_config import BASE
 from tests.broker.test_config_alter import broker_node, call, incremental
 from tests.broker.test_dynamic_config import set_config
+from tests.limits.echo import echo, served
 from tests.security.certs import make_pki
 
 BROKER = BROKER_RESOURCE
@@ -151,24 +152,6 @@ def test_a_sasl_listener_is_not_added_without_a_restart():
         BROKER, "1", Error.INVALID_REQUEST,
         "Listener INTERNAL: a SASL listener is not added without a restart "
         "(its authenticators are made at startup)")]
-
-
-async def echo(frame: memoryview):
-    return [struct.pack(">i", len(frame)), bytes(frame)]
-
-
-async def served(port: int) -> bool:
-    try:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    except OSError:
-        return False
-    try:
-        writer.write(struct.pack(">i", 4) + b"ping")
-        return await asyncio.wait_for(reader.readexactly(8), 2) == struct.pack(">i", 4) + b"ping"
-    except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
-        return False
-    finally:
-        writer.close()
 
 
 def test_an_added_listener_accepts_from_the_image_and_a_removed_one_closes():

@@ -27,6 +27,7 @@ from protocol.metadata_records import encode_record
 from protocol.net import Server
 from raft.log import Entry
 from strom.config import ServerConfig
+from tests.limits.echo import echo
 from tests.security import certs
 
 NODE = 3000
@@ -55,7 +56,7 @@ class _Node:
         self.controller = _quorum_controller()
         self.dynamic = ControllerDynamicConfig(config, NODE)
         self.raft_listener = self.dynamic.publishing(self.controller)
-        self.server = Server(_echo, 1 << 20, limits=config.listener_limits())
+        self.server = Server(echo, 1 << 20, limits=config.listener_limits())
         self.port = self.server.bind("127.0.0.1", 0, "CONTROLLER", **config.listener_binding("CONTROLLER"))
         self.dynamic.attach(self.server)
         self.offset = 0
@@ -76,10 +77,6 @@ def _ip_quota(ip: str | None, rate: float | None) -> M.ClientQuotaRecord:
     E = M.ClientQuotaRecord.EntityData
     return M.ClientQuotaRecord(entity=[E(entity_type="ip", entity_name=ip)], key="connection_creation_rate",
                                value=rate or 0.0, remove=rate is None)
-
-
-async def _echo(frame: memoryview):
-    return [struct.pack(">i", len(frame)), bytes(frame)]
 
 
 async def _open(port: int, context: ssl.SSLContext | None = None):
@@ -164,7 +161,7 @@ def test_what_the_log_held_before_the_listener_was_bound_is_applied_when_it_is()
     dynamic = ControllerDynamicConfig(config, NODE)
     record = encode_record(_broker_config("max.connections", "7"))
     dynamic.publishing(_quorum_controller()).handle_commit([Entry(0, 1, record)])
-    server = Server(_echo, 1 << 20, limits=config.listener_limits())
+    server = Server(echo, 1 << 20, limits=config.listener_limits())
     server.bind("127.0.0.1", 0, "CONTROLLER")
     dynamic.attach(server)
     assert server.quotas.max_connections == 7
@@ -257,7 +254,7 @@ def _alter(dynamic: ControllerDynamicConfig, name: str, *configs, validate_only=
 def test_a_keystore_of_another_subject_for_the_controllers_own_id_is_refused_before_it_is_stored(pki):
     config = _ssl_config(pki)
     dynamic = ControllerDynamicConfig(config, NODE)
-    server = Server(_echo, 1 << 20, limits=config.listener_limits())
+    server = Server(echo, 1 << 20, limits=config.listener_limits())
     server.bind("127.0.0.1", 0, "CONTROLLER", **config.listener_binding("CONTROLLER"))
     dynamic.attach(server)
     ((code, message),), stored = _alter(dynamic, str(NODE), (LOCATION, pki["renamed"].keystore))

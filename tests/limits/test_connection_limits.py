@@ -8,6 +8,7 @@ import struct
 
 from protocol.limits import ConnectionQuotas, IdleTracker, ListenerLimits
 from protocol.net import Server
+from tests.limits.echo import echo, request, served
 
 TEST_TIMEOUT_S = 20
 
@@ -16,31 +17,11 @@ def run(scenario):
     asyncio.run(asyncio.wait_for(scenario(), TEST_TIMEOUT_S))
 
 
-async def echo(frame: memoryview):
-    return [struct.pack(">i", len(frame)), bytes(frame)]
-
-
 async def start_server(**limits) -> tuple[Server, int]:
     server = Server(echo, 1 << 20, limits=ListenerLimits(**limits))
     port = server.bind("127.0.0.1", 0)
     server.start()
     return server, port
-
-
-def request(tag: bytes) -> bytes:
-    return struct.pack(">i", len(tag)) + tag
-
-
-async def served(port: int, tag: bytes = b"ping", timeout: float = 2.0) -> bool:
-    """Does a new connection get its request answered within ``timeout``?"""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        writer.write(request(tag))
-        return await asyncio.wait_for(reader.readexactly(4 + len(tag)), timeout) == request(tag)
-    except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
-        return False
-    finally:
-        writer.close()
 
 
 async def closed_at_once(reader: asyncio.StreamReader) -> bool:

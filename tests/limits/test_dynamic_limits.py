@@ -5,11 +5,11 @@ listener on 127.0.0.1."""
 from __future__ import annotations
 
 import asyncio
-import struct
 
 from protocol.limits import ConnectionQuotas, ListenerLimits
 from protocol.net import Server
 from security.quotas import IpConnectionQuotas, entity
+from tests.limits.echo import echo, request
 
 TEST_TIMEOUT_S = 20
 RATE = "connection_creation_rate"
@@ -76,14 +76,6 @@ def test_rates_of_ips_idle_for_an_hour_are_forgotten():
 
 def run(scenario):
     asyncio.run(asyncio.wait_for(scenario(), TEST_TIMEOUT_S))
-
-
-async def echo(frame: memoryview):
-    return [struct.pack(">i", len(frame)), bytes(frame)]
-
-
-def request(tag: bytes) -> bytes:
-    return struct.pack(">i", len(tag)) + tag
 
 
 async def start_server(**limits) -> tuple[Server, int]:

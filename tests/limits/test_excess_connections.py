@@ -8,10 +8,10 @@ one protocol.net.Server whose activity is stamped with a clock the test sets."""
 from __future__ import annotations
 
 import asyncio
-import struct
 
 from protocol.limits import UNLIMITED, ConnectionQuotas, ListenerLimits, ListenerQuota
 from protocol.net import Server
+from tests.limits.echo import echo, request
 
 TEST_TIMEOUT_S = 20
 IP = "127.0.0.1"
@@ -56,14 +56,6 @@ def test_a_lone_inter_broker_listener_sheds_like_any_other():
 class Clock:
     def __init__(self):
         self.now_ms = 0
-
-
-async def echo(frame: memoryview):
-    return [struct.pack(">i", len(frame)), bytes(frame)]
-
-
-def request(tag: bytes) -> bytes:
-    return struct.pack(">i", len(tag)) + tag
 
 
 async def start(limits: ListenerLimits, clock: Clock, *listeners: str, handle=echo) -> tuple[Server, dict]:

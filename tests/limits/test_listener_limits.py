@@ -7,11 +7,11 @@ test, then real loopback listeners of one protocol.net.Server."""
 from __future__ import annotations
 
 import asyncio
-import struct
 
 from protocol.limits import UNLIMITED, ConnectionQuotas, ListenerLimits, ListenerQuota
 from protocol.net import Server
 from strom.config import ServerConfig
+from tests.limits.echo import echo, request
 
 TEST_TIMEOUT_S = 20
 IP = "127.0.0.1"
@@ -114,14 +114,6 @@ def test_listener_prefixed_properties_set_each_listeners_limits_defaulting_to_th
 
 
 # ---- real loopback listeners -------------------------------------------------------------
-
-
-async def echo(frame: memoryview):
-    return [struct.pack(">i", len(frame)), bytes(frame)]
-
-
-def request(tag: bytes) -> bytes:
-    return struct.pack(">i", len(tag)) + tag
 
 
 async def open_served(port: int, tag: bytes = b"ping", timeout: float = 2.0):
