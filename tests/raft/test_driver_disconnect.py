@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from dataclasses import replace
 
 import pytest
 
@@ -21,9 +20,7 @@ from raft import messages as raft_messages
 from raft.peers import API_VERSIONS_VERSION, CLOSED, REFUSED, Peer, PeerUnavailable, closed_by_peer
 from raft.quorum_state import Follower
 from raft.wire import API_VERSIONS
-from tests.raft.test_driver import CONFIG, HOST, Listener, Node, elected, eventually, run, start_voters
-
-NO_FETCH_TIMEOUT = replace(CONFIG, fetch_timeout_ms=60_000)
+from tests.raft.test_driver import HOST, Listener, Node, elected, eventually, run, start_voters
 
 
 async def crash(node: Node) -> None:
@@ -41,7 +38,7 @@ def all_following(nodes: list[Node], leader: Node) -> bool:
 @pytest.mark.timeout(40)
 def test_followers_elect_a_successor_at_once_when_the_leaders_process_dies():
     async def scenario():
-        nodes, voters = await start_voters(quorum=NO_FETCH_TIMEOUT)
+        nodes, voters = await start_voters()
         try:
             for _ in range(3):
                 old = await elected(nodes)
@@ -53,7 +50,7 @@ def test_followers_elect_a_successor_at_once_when_the_leaders_process_dies():
                 # The dead one comes back on its log and quorum state, and follows the new leader.
                 old.server, old.listener = Server(old._handle, 100 << 20), Listener()
                 old.server.bind(HOST, old.port)
-                await old.start(voters, seed=old.node_id + 10 * epoch, quorum=NO_FETCH_TIMEOUT)
+                await old.start(voters, seed=old.node_id + 10 * epoch)
                 await eventually(lambda new=new: all_following(nodes, new), 5, "the dead one following")
         finally:
             for n in nodes:
@@ -67,7 +64,7 @@ def test_a_leader_that_drops_its_followers_connections_keeps_leading_in_its_epoc
     caplog.set_level(logging.DEBUG, logger="strom.raft")
 
     async def scenario():
-        nodes, _ = await start_voters(quorum=NO_FETCH_TIMEOUT)
+        nodes, _ = await start_voters()
         try:
             leader = await elected(nodes)
             leader_and_epoch = leader.driver.leader_and_epoch()
