@@ -222,7 +222,9 @@ def test_an_epoch_the_leader_never_had_truncates_in_rounds(tmp_path):
         server.lead("t", 0, T_ID, leader, 8)
         follower = Follower(server)
         follower.follow("t", 0, T_ID, mine, 8)
-        await eventually(lambda: mine.log_end_offset == 70, "the follower to catch up")
+        # Caught up at 70, and fetching on from there: the Fetch at 70 follows the append of 69.
+        await eventually(lambda: mine.log_end_offset == 70 and len(server.fetched_offsets("t", 0)) >= 3,
+                         "the follower to catch up and fetch on")
         assert server.fetched_offsets("t", 0)[:3] == [(60, 6), (50, 3), (70, 5)]
         assert segment_bytes(mine) == segment_bytes(leader)
         await follower.manager.close()
