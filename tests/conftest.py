@@ -27,6 +27,13 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests are checked for what they find, not for their speed: on a loaded 2-core box an
+# example runs late, and hypothesis's 200 ms deadline (or its too_slow check) would fail a
+# correct test. A test's own @settings still sets its example count.
+settings.register_profile("strom", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("strom")
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(TESTS)
